@@ -1,0 +1,14 @@
+//! Shared plumbing of Parley's gRPC services.
+//!
+//! Each binary builds its own service and hands it to [`serve::serve`], which
+//! adds `grpc.health.v1` and server reflection (v1 and v1alpha), applies the
+//! message-size limit and drains in-flight calls on SIGTERM within a bound.
+//! [`status`] is the one place where error reasons become `tonic::Status`
+//! with `google.rpc` details; [`deadline`] reads the caller's `grpc-timeout`.
+
+pub mod deadline;
+pub mod logging;
+pub mod serve;
+pub mod status;
+
+pub use serve::{ServeOptions, serve, shutdown_signal};

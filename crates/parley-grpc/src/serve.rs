@@ -1,0 +1,148 @@
+//! The server builder shared by the three binaries.
+//!
+//! `serve` runs the service's routes plus health and reflection until the
+//! shutdown future resolves. It then marks every service `NOT_SERVING` (so a
+//! readiness probe takes the pod out of rotation), stops accepting new calls
+//! and lets in-flight calls finish for at most `drain_timeout`: tonic's own
+//! graceful shutdown has no time limit, so this one adds it.
+
+use std::{future::Future, time::Duration};
+
+use tokio::net::TcpListener;
+use tokio_stream::wrappers::TcpListenerStream;
+use tonic::{service::Routes, transport::Server};
+use tonic_health::ServingStatus;
+
+/// How a service is served.
+#[derive(Debug, Clone)]
+pub struct ServeOptions {
+    /// Used in logs.
+    pub name: &'static str,
+    /// Fully qualified gRPC service names reported by `grpc.health.v1`.
+    pub services: Vec<&'static str>,
+    /// Longest time in-flight calls get to finish after a shutdown signal.
+    pub drain_timeout: Duration,
+    /// Bounds the lifetime of one HTTP/2 connection's idle keep-alive.
+    pub http2_keepalive: Duration,
+}
+
+impl ServeOptions {
+    /// Options with Parley's defaults: 20 s drain, 30 s keep-alive.
+    pub fn new(name: &'static str, services: Vec<&'static str>) -> Self {
+        Self {
+            name,
+            services,
+            drain_timeout: Duration::from_secs(20),
+            http2_keepalive: Duration::from_secs(30),
+        }
+    }
+}
+
+/// Why serving ended abnormally.
+#[derive(Debug, thiserror::Error)]
+pub enum ServeError {
+    /// The transport failed.
+    #[error("transport error: {0}")]
+    Transport(#[from] tonic::transport::Error),
+    /// Reflection could not load the descriptor set (a build problem).
+    #[error("reflection setup failed: {0}")]
+    Reflection(#[from] tonic_reflection::server::Error),
+    /// The listener's address could not be read.
+    #[error("listener error: {0}")]
+    Io(#[from] std::io::Error),
+}
+
+/// Serves `routes` with health and reflection on `listener` until `shutdown`
+/// resolves, then drains for at most `opts.drain_timeout`.
+pub async fn serve(
+    listener: TcpListener,
+    routes: Routes,
+    opts: ServeOptions,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> Result<(), ServeError> {
+    let addr = listener.local_addr()?;
+    let (reporter, health) = tonic_health::server::health_reporter();
+    for name in &opts.services {
+        reporter.set_service_status(*name, ServingStatus::Serving).await;
+    }
+    reporter.set_service_status("", ServingStatus::Serving).await;
+
+    let reflection_v1 = tonic_reflection::server::Builder::configure()
+        .register_encoded_file_descriptor_set(parley_proto::FILE_DESCRIPTOR_SET)
+        .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
+        .build_v1()?;
+    let reflection_v1alpha = tonic_reflection::server::Builder::configure()
+        .register_encoded_file_descriptor_set(parley_proto::FILE_DESCRIPTOR_SET)
+        .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
+        .build_v1alpha()?;
+
+    let routes = routes
+        .add_service(health)
+        .add_service(reflection_v1)
+        .add_service(reflection_v1alpha);
+
+    // The drain starts when `shutdown` resolves: health goes NOT_SERVING and
+    // the server stops accepting; `drained` bounds how long we wait after that.
+    let (started_tx, started_rx) = tokio::sync::oneshot::channel::<()>();
+    let services = opts.services.clone();
+    let graceful = async move {
+        shutdown.await;
+        tracing::info!("shutdown signal received, draining");
+        for name in &services {
+            reporter.set_service_status(*name, ServingStatus::NotServing).await;
+        }
+        reporter.set_service_status("", ServingStatus::NotServing).await;
+        let _ = started_tx.send(());
+    };
+
+    tracing::info!(service = opts.name, %addr, "listening");
+    let server = Server::builder()
+        .tcp_nodelay(true)
+        .http2_keepalive_interval(Some(opts.http2_keepalive))
+        .add_routes(routes)
+        .serve_with_incoming_shutdown(TcpListenerStream::new(listener), graceful);
+    tokio::pin!(server);
+
+    tokio::select! {
+        result = &mut server => result?,
+        Ok(()) = started_rx => {
+            match tokio::time::timeout(opts.drain_timeout, &mut server).await {
+                Ok(result) => result?,
+                Err(_) => tracing::warn!(
+                    timeout_ms = opts.drain_timeout.as_millis() as u64,
+                    "drain timeout reached, closing remaining calls"
+                ),
+            }
+        }
+    }
+    tracing::info!(service = opts.name, "stopped");
+    Ok(())
+}
+
+/// Resolves on SIGTERM or Ctrl-C.
+pub async fn shutdown_signal() {
+    let ctrl_c = async {
+        if let Err(error) = tokio::signal::ctrl_c().await {
+            tracing::error!(%error, "cannot listen for ctrl-c");
+            std::future::pending::<()>().await;
+        }
+    };
+    #[cfg(unix)]
+    let terminate = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut signal) => {
+                signal.recv().await;
+            }
+            Err(error) => {
+                tracing::error!(%error, "cannot listen for SIGTERM");
+                std::future::pending::<()>().await;
+            }
+        }
+    };
+    #[cfg(not(unix))]
+    let terminate = std::future::pending::<()>();
+    tokio::select! {
+        () = ctrl_c => {},
+        () = terminate => {},
+    }
+}
