@@ -1,1 +1,3 @@
-//! agent-runner library.
+//! The agent-runner: the LLM tool loop over real provider protocols.
+
+pub mod provider;

@@ -1,0 +1,225 @@
+//! The provider abstraction: one trait, one adapter per wire protocol.
+//!
+//! The agent loop speaks only these domain types. Each adapter turns a
+//! [`ChatRequest`] into its provider's HTTP request and the provider's stream
+//! into [`StreamEvent`]s. Dropping the returned stream drops the HTTP
+//! response, which closes the connection: that is how cancellation reaches
+//! the provider.
+
+use std::{pin::Pin, time::Duration};
+
+use futures::Stream;
+use serde_json::Value;
+
+/// A boxed stream of provider events.
+pub type EventStream = Pin<Box<dyn Stream<Item = Result<StreamEvent, ProviderError>> + Send>>;
+
+/// One model call, in provider-neutral form.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ChatRequest {
+    /// The provider's model name.
+    pub model: String,
+    /// The system prompt (may be empty).
+    pub system: String,
+    /// The conversation, oldest first.
+    pub messages: Vec<Message>,
+    /// Tools the model may call.
+    pub tools: Vec<ToolSpec>,
+    /// When set, the answer must be JSON satisfying the schema (native API).
+    pub output_schema: Option<OutputSchema>,
+    /// Output token limit for this call.
+    pub max_output_tokens: Option<u32>,
+    /// Sampling parameters.
+    pub params: SamplingParams,
+}
+
+/// Sampling parameters; `None` leaves the provider's default.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct SamplingParams {
+    pub temperature: Option<f32>,
+    pub top_p: Option<f32>,
+    /// `low` / `medium` / `high` for models that take it.
+    pub reasoning_effort: Option<String>,
+    /// Thinking budget in tokens (Anthropic, Gemini).
+    pub thinking_budget: Option<u32>,
+}
+
+/// A JSON schema for native structured output.
+#[derive(Debug, Clone, PartialEq)]
+pub struct OutputSchema {
+    /// A name for the schema (OpenAI requires one).
+    pub name: String,
+    /// The JSON schema.
+    pub schema: Value,
+}
+
+/// A tool offered to the model.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ToolSpec {
+    pub name: String,
+    pub description: String,
+    /// JSON schema of the input.
+    pub input_schema: Value,
+}
+
+/// One message of the history, in provider-neutral form.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Message {
+    /// A user message.
+    User { text: String },
+    /// A model message: reasoning blocks first (Anthropic requires thinking
+    /// blocks before tool_use when replaying), then text, then tool calls.
+    Assistant {
+        reasoning: Vec<ReasoningBlock>,
+        text: String,
+        tool_calls: Vec<ToolCall>,
+    },
+    /// The results of an assistant message's tool calls, all together.
+    ToolResults(Vec<ToolResult>),
+}
+
+/// A reasoning block kept for replay within the turn.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct ReasoningBlock {
+    /// The (summarised) thinking text.
+    pub text: String,
+    /// Anthropic's `signature`, which must be sent back unchanged.
+    pub signature: Option<String>,
+    /// Anthropic's `redacted_thinking` data, sent back unchanged.
+    pub redacted: Option<String>,
+}
+
+/// A complete tool call from the model.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ToolCall {
+    /// The provider's id, or a synthesized `call_<n>` when it gave none.
+    pub id: String,
+    pub name: String,
+    /// The parsed arguments (an object).
+    pub input: Value,
+    /// Opaque data the provider needs echoed back with this call in history
+    /// (Gemini's `thoughtSignature`).
+    pub provider_data: Option<Value>,
+}
+
+/// A tool's answer for the model.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ToolResult {
+    pub call_id: String,
+    /// The tool name (Gemini matches `functionResponse` by name).
+    pub name: String,
+    pub text: String,
+    pub is_error: bool,
+}
+
+/// What a provider stream yields.
+#[derive(Debug, Clone, PartialEq)]
+pub enum StreamEvent {
+    /// The next piece of answer text (or structured JSON when a schema is set).
+    TextDelta(String),
+    /// The next piece of reasoning, for display.
+    ReasoningDelta(String),
+    /// A reasoning block finished; kept for replay in the next request.
+    ReasoningBlock(ReasoningBlock),
+    /// A tool call whose arguments are complete.
+    ToolCall(ToolCall),
+    /// Token usage (may arrive more than once; the latest wins).
+    Usage(Usage),
+    /// The provider's finish signal; the last event of a successful stream.
+    Finish(Finish),
+}
+
+/// Token usage of one call.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Usage {
+    pub input_tokens: u64,
+    pub output_tokens: u64,
+    pub cached_input_tokens: u64,
+    pub reasoning_tokens: u64,
+}
+
+/// How a model call ended.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Finish {
+    pub reason: FinishReason,
+    /// The provider's own value (`stop`, `end_turn`, `STOP`, ...).
+    pub raw_reason: String,
+    /// The provider's response id, when given.
+    pub response_id: Option<String>,
+    /// The model the provider says answered, when given.
+    pub response_model: Option<String>,
+}
+
+/// Every provider's finish reasons, mapped to one enum.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FinishReason {
+    EndTurn,
+    ToolUse,
+    MaxTokens,
+    StopSequence,
+    ContentFilter,
+    Refusal,
+    /// Anthropic `pause_turn`: the model wants to continue in another call.
+    Pause,
+    Other,
+}
+
+/// Why a provider call failed.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum ProviderError {
+    /// The provider answered with an HTTP error status.
+    #[error("provider returned HTTP {status}: {body}")]
+    Http {
+        status: u16,
+        /// The raw body, for diagnosis.
+        body: String,
+        /// The provider's requested delay (headers or body), if any.
+        retry_after: Option<Duration>,
+        /// `x-should-retry`, when the provider sent it.
+        should_retry: Option<bool>,
+    },
+    /// Connecting or reading failed.
+    #[error("connection to provider failed: {0}")]
+    Connection(String),
+    /// An error object inside a 200 stream (`overloaded_error`, ...).
+    #[error("provider stream error ({kind}): {message}")]
+    StreamError {
+        kind: String,
+        message: String,
+        retryable: bool,
+        /// The raw event text.
+        raw: String,
+    },
+    /// Data that does not follow the protocol (bad JSON, missing fields).
+    #[error("malformed provider data: {reason}")]
+    Malformed { reason: String, raw: String },
+    /// The stream ended without the provider's finish signal.
+    #[error("provider stream ended before it finished")]
+    Truncated,
+    /// The model cannot do what was asked (for example structured output).
+    #[error("{0}")]
+    Unsupported(String),
+    /// The provider is misconfigured (no key, bad URL).
+    #[error("provider configuration: {0}")]
+    Config(String),
+}
+
+/// A model API. Implementations must be cheap to share (`Arc<dyn Provider>`).
+#[async_trait::async_trait]
+pub trait Provider: Send + Sync + std::fmt::Debug {
+    /// The configured provider name (for example `openai`), for logs and spans.
+    fn name(&self) -> &str;
+
+    /// The `gen_ai.provider.name` of this adapter (`openai`, `anthropic`,
+    /// `gcp.gemini`, `parley.scripted`).
+    fn system(&self) -> &'static str;
+
+    /// Whether `model` supports native structured output; when false a request
+    /// with a schema fails with `FAILED_PRECONDITION` naming the model.
+    fn supports_structured_output(&self, model: &str) -> bool;
+
+    /// Sends the request and returns the event stream. Errors before the
+    /// stream starts (HTTP status, connection) are returned here; errors
+    /// during the stream are items of the stream.
+    async fn stream(&self, request: ChatRequest) -> Result<EventStream, ProviderError>;
+}
