@@ -1,1 +1,12 @@
-//! chat-gateway library.
+//! chat-gateway: the API application backends call.
+//!
+//! One server-streaming `Chat` call per user message: the gateway
+//! authenticates the caller ([`auth`]), stores the message in the caller's
+//! conversation ([`store`]), resolves the user's page through the registry
+//! ([`registry`]), builds the system prompt ([`prompt`]), runs the turn on
+//! the agent-runner and relays its events through the payload parser so the
+//! client sees clean text and typed elements ([`turn`]), then stores the
+//! answer. [`service`] is the gRPC edge; [`config`] the settings the binary
+//! reads.
+
+pub mod store;

@@ -1,0 +1,273 @@
+//! The conversation store: an append-only event log per conversation in SQL.
+//!
+//! One code path serves SQLite (the embedded default, a file in the working
+//! directory) and PostgreSQL: the store talks to an `sqlx::AnyPool`, and the
+//! schema and every query are written in the SQL both understand (`TEXT` and
+//! `BIGINT` columns, `$n` placeholders, ids made by the gateway, timestamps
+//! as Unix milliseconds, JSON bodies as text). The alternative, an enum over
+//! two typed pools, would repeat every query per backend for no gain here.
+//! Migrations are embedded and run when the store opens.
+//!
+//! Every query filters by the owner, so a conversation of another user is
+//! indistinguishable from one that does not exist. Appends to a conversation
+//! bump its `last_seq` in the same statement that checks the owner, which
+//! both allocates the event positions and serialises concurrent appends.
+
+pub mod model;
+mod queries;
+
+use std::{borrow::Cow, time::Duration};
+
+use sqlx::{
+    AnyPool, SqlSafeStr,
+    any::AnyPoolOptions,
+    migrate::{Migration, MigrationType, Migrator},
+};
+
+pub use model::{
+    AssistantMessage, ConversationSummary, EventBody, StoredEvent, StoredPage, StoredPayload,
+    TurnRecord, TurnState,
+};
+
+/// Why a store operation failed.
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    /// The URL names no supported database.
+    #[error("unsupported database url scheme `{0}` (expected sqlite: or postgres:)")]
+    UnsupportedUrl(String),
+    /// The database could not be reached.
+    #[error("cannot open the {backend} database: {source}")]
+    Connect {
+        /// Which backend.
+        backend: &'static str,
+        /// The cause.
+        #[source]
+        source: sqlx::Error,
+    },
+    /// A migration failed.
+    #[error("database migration failed: {0}")]
+    Migrate(#[from] sqlx::migrate::MigrateError),
+    /// A query failed.
+    #[error("database error: {0}")]
+    Database(#[from] sqlx::Error),
+    /// A stored event does not decode.
+    #[error("stored event {seq} of conversation {conversation} is not valid: {source}")]
+    CorruptEvent {
+        /// The conversation.
+        conversation: String,
+        /// The event's position.
+        seq: i64,
+        /// The cause.
+        #[source]
+        source: serde_json::Error,
+    },
+    /// A stored turn state is unknown.
+    #[error("stored turn {turn} has an unknown state `{state}`")]
+    CorruptTurn {
+        /// The turn.
+        turn: String,
+        /// The stored value.
+        state: String,
+    },
+    /// An event could not be encoded.
+    #[error("cannot encode an event: {0}")]
+    Encode(#[source] serde_json::Error),
+}
+
+/// Which database a store talks to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Backend {
+    /// An SQLite file.
+    Sqlite,
+    /// A PostgreSQL server.
+    Postgres,
+}
+
+impl Backend {
+    /// The backend a URL names.
+    pub fn from_url(url: &str) -> Result<Self, StoreError> {
+        let scheme = url.split(':').next().unwrap_or_default();
+        match scheme {
+            "sqlite" => Ok(Self::Sqlite),
+            "postgres" | "postgresql" => Ok(Self::Postgres),
+            other => Err(StoreError::UnsupportedUrl(other.to_owned())),
+        }
+    }
+
+    /// A short name for logs and errors.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Sqlite => "sqlite",
+            Self::Postgres => "postgres",
+        }
+    }
+}
+
+/// Connection pool bounds.
+#[derive(Debug, Clone)]
+pub struct StoreOptions {
+    /// Most connections held open.
+    pub max_connections: u32,
+    /// Longest wait for a free connection.
+    pub acquire_timeout: Duration,
+}
+
+impl Default for StoreOptions {
+    fn default() -> Self {
+        Self {
+            max_connections: 8,
+            acquire_timeout: Duration::from_secs(5),
+        }
+    }
+}
+
+/// A new turn: its user message, stored before the model is called.
+#[derive(Debug, Clone)]
+pub struct NewTurn<'a> {
+    /// The authenticated user.
+    pub owner: &'a str,
+    /// The conversation (made by the gateway when `create`).
+    pub conversation_id: &'a str,
+    /// Whether the conversation is new.
+    pub create: bool,
+    /// The new turn's id.
+    pub turn_id: &'a str,
+    /// The idempotency key, when sent.
+    pub request_id: Option<&'a str>,
+    /// The user message event.
+    pub user_message: &'a EventBody,
+    /// The title of a new conversation.
+    pub title: &'a str,
+}
+
+/// What `begin_turn` did.
+#[derive(Debug, Clone, PartialEq)]
+pub enum BeginTurn {
+    /// The turn and its user message are stored.
+    Started {
+        /// 0-based position of the turn in the conversation.
+        turn_index: u32,
+    },
+    /// The request id was already used by this owner: nothing was stored.
+    DuplicateRequest(TurnRecord),
+    /// The conversation does not exist for this owner.
+    NotFound,
+}
+
+/// The end of a turn: its events and final state.
+#[derive(Debug, Clone)]
+pub struct FinishTurn<'a> {
+    /// The authenticated user.
+    pub owner: &'a str,
+    /// The conversation.
+    pub conversation_id: &'a str,
+    /// The turn.
+    pub turn_id: &'a str,
+    /// How it ended.
+    pub state: TurnState,
+    /// The wire outcome to replay for a retried request id.
+    pub outcome: Option<String>,
+    /// Reasoning, tool calls and results, and the assistant message.
+    pub events: Vec<EventBody>,
+}
+
+/// A position in the conversation list (newest first).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ListCursor {
+    /// `updated_at` of the last conversation returned.
+    pub updated_at: i64,
+    /// Its id.
+    pub id: String,
+}
+
+/// The conversation store.
+#[derive(Debug, Clone)]
+pub struct Store {
+    pool: AnyPool,
+    backend: Backend,
+}
+
+const MIGRATIONS: &[(i64, &str, &str)] = &[(1, "init", include_str!("migrations/0001_init.sql"))];
+
+fn migrator() -> Migrator {
+    Migrator::with_migrations(
+        MIGRATIONS
+            .iter()
+            .map(|(version, description, sql)| {
+                Migration::new(
+                    *version,
+                    Cow::Borrowed(*description),
+                    MigrationType::Simple,
+                    sql.into_sql_str(),
+                    false,
+                )
+            })
+            .collect(),
+    )
+}
+
+impl Store {
+    /// Opens the database named by `url` and runs the migrations.
+    pub async fn open(url: &str, options: &StoreOptions) -> Result<Self, StoreError> {
+        let backend = Backend::from_url(url)?;
+        sqlx::any::install_default_drivers();
+        // An in-memory SQLite database exists once per connection.
+        let max_connections = if backend == Backend::Sqlite && url.contains(":memory:") {
+            1
+        } else {
+            options.max_connections.max(1)
+        };
+        let pool = AnyPoolOptions::new()
+            .max_connections(max_connections)
+            .acquire_timeout(options.acquire_timeout)
+            .connect(url)
+            .await
+            .map_err(|source| StoreError::Connect {
+                backend: backend.name(),
+                source,
+            })?;
+        migrator().run(&pool).await?;
+        tracing::info!(
+            backend = backend.name(),
+            max_connections,
+            "conversation store ready"
+        );
+        Ok(Self { pool, backend })
+    }
+
+    /// Which database this is.
+    pub fn backend(&self) -> Backend {
+        self.backend
+    }
+
+    /// Closes the pool, waiting for connections in use.
+    pub async fn close(&self) {
+        self.pool.close().await;
+    }
+}
+
+/// Milliseconds since the Unix epoch.
+pub fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|elapsed| i64::try_from(elapsed.as_millis()).unwrap_or(i64::MAX))
+        .unwrap_or(0)
+}
+
+/// The title of a conversation: its first message, shortened.
+pub fn title_from(message: &str, max_chars: usize) -> String {
+    let line = message
+        .lines()
+        .map(str::trim)
+        .find(|line| !line.is_empty())
+        .unwrap_or("");
+    if line.chars().count() <= max_chars {
+        return line.to_owned();
+    }
+    let mut title: String = line.chars().take(max_chars.saturating_sub(1)).collect();
+    title.push('…');
+    title
+}
+
+#[cfg(test)]
+mod tests;

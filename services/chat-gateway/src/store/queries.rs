@@ -1,0 +1,396 @@
+//! The store's queries: portable SQL over `sqlx::any`, each filtered by owner.
+
+use sqlx::{Any, Row, Transaction, any::AnyRow};
+
+use super::{
+    BeginTurn, ConversationSummary, EventBody, FinishTurn, ListCursor, NewTurn, Store, StoreError,
+    StoredEvent, TurnRecord, TurnState, now_ms,
+};
+
+fn is_unique_violation(error: &sqlx::Error) -> bool {
+    matches!(error, sqlx::Error::Database(db) if db.is_unique_violation())
+}
+
+fn encode(body: &EventBody) -> Result<String, StoreError> {
+    serde_json::to_string(body).map_err(StoreError::Encode)
+}
+
+fn to_u32(value: i64) -> u32 {
+    u32::try_from(value.max(0)).unwrap_or(u32::MAX)
+}
+
+fn turn_from_row(row: &AnyRow) -> Result<TurnRecord, StoreError> {
+    let id: String = row.try_get("id")?;
+    let state: String = row.try_get("state")?;
+    let parsed = TurnState::parse(&state).ok_or_else(|| StoreError::CorruptTurn {
+        turn: id.clone(),
+        state,
+    })?;
+    Ok(TurnRecord {
+        id,
+        conversation_id: row.try_get("conversation_id")?,
+        turn_index: to_u32(row.try_get("turn_index")?),
+        state: parsed,
+        outcome: row.try_get("outcome")?,
+    })
+}
+
+fn summary_from_row(row: &AnyRow) -> Result<ConversationSummary, StoreError> {
+    Ok(ConversationSummary {
+        id: row.try_get("id")?,
+        title: row.try_get("title")?,
+        created_at: row.try_get("created_at")?,
+        updated_at: row.try_get("updated_at")?,
+        turn_count: to_u32(row.try_get("turn_count")?),
+    })
+}
+
+async fn insert_events(
+    tx: &mut Transaction<'static, Any>,
+    conversation_id: &str,
+    turn_id: &str,
+    first_seq: i64,
+    events: &[EventBody],
+    now: i64,
+) -> Result<(), StoreError> {
+    for (offset, body) in events.iter().enumerate() {
+        let seq = first_seq + i64::try_from(offset).unwrap_or(i64::MAX);
+        sqlx::query(
+            "INSERT INTO events (conversation_id, seq, turn_id, kind, body, created_at) \
+             VALUES ($1, $2, $3, $4, $5, $6)",
+        )
+        .bind(conversation_id)
+        .bind(seq)
+        .bind(turn_id)
+        .bind(body.kind())
+        .bind(encode(body)?)
+        .bind(now)
+        .execute(&mut **tx)
+        .await?;
+    }
+    Ok(())
+}
+
+impl Store {
+    /// Stores a new turn and its user message in one transaction, creating
+    /// the conversation when asked. A request id this owner already used
+    /// stores nothing and returns the earlier turn.
+    pub async fn begin_turn(&self, new: &NewTurn<'_>) -> Result<BeginTurn, StoreError> {
+        if let Some(request_id) = new.request_id
+            && let Some(existing) = self.turn_by_request(new.owner, request_id).await?
+        {
+            return Ok(BeginTurn::DuplicateRequest(existing));
+        }
+        let now = now_ms();
+        let mut tx = self.pool.begin().await?;
+        // The first statement writes, so SQLite takes its write lock up front.
+        let (seq, turn_index) = if new.create {
+            sqlx::query(
+                "INSERT INTO conversations (id, owner, title, created_at, updated_at, turn_count, last_seq) \
+                 VALUES ($1, $2, $3, $4, $4, 1, 1)",
+            )
+            .bind(new.conversation_id)
+            .bind(new.owner)
+            .bind(new.title)
+            .bind(now)
+            .execute(&mut *tx)
+            .await?;
+            (1_i64, 0_i64)
+        } else {
+            let row = sqlx::query(
+                "UPDATE conversations SET last_seq = last_seq + 1, turn_count = turn_count + 1, updated_at = $3 \
+                 WHERE id = $1 AND owner = $2 RETURNING last_seq, turn_count",
+            )
+            .bind(new.conversation_id)
+            .bind(new.owner)
+            .bind(now)
+            .fetch_optional(&mut *tx)
+            .await?;
+            let Some(row) = row else {
+                tx.rollback().await?;
+                return Ok(BeginTurn::NotFound);
+            };
+            let turn_count: i64 = row.try_get("turn_count")?;
+            (row.try_get("last_seq")?, turn_count - 1)
+        };
+        let inserted = sqlx::query(
+            "INSERT INTO turns (id, conversation_id, owner, request_id, turn_index, state, outcome, created_at, finished_at) \
+             VALUES ($1, $2, $3, $4, $5, $6, NULL, $7, NULL)",
+        )
+        .bind(new.turn_id)
+        .bind(new.conversation_id)
+        .bind(new.owner)
+        .bind(new.request_id)
+        .bind(turn_index)
+        .bind(TurnState::Running.as_str())
+        .bind(now)
+        .execute(&mut *tx)
+        .await;
+        if let Err(error) = inserted {
+            if is_unique_violation(&error)
+                && let Some(request_id) = new.request_id
+            {
+                // Another call with the same request id won the race.
+                tx.rollback().await?;
+                return match self.turn_by_request(new.owner, request_id).await? {
+                    Some(existing) => Ok(BeginTurn::DuplicateRequest(existing)),
+                    None => Err(error.into()),
+                };
+            }
+            return Err(error.into());
+        }
+        insert_events(
+            &mut tx,
+            new.conversation_id,
+            new.turn_id,
+            seq,
+            std::slice::from_ref(new.user_message),
+            now,
+        )
+        .await?;
+        tx.commit().await?;
+        Ok(BeginTurn::Started {
+            turn_index: to_u32(turn_index),
+        })
+    }
+
+    /// Appends a turn's events and records how it ended. Returns false when
+    /// the conversation no longer exists for this owner (deleted meanwhile).
+    pub async fn finish_turn(&self, finish: &FinishTurn<'_>) -> Result<bool, StoreError> {
+        let now = now_ms();
+        let count = i64::try_from(finish.events.len()).unwrap_or(i64::MAX);
+        let mut tx = self.pool.begin().await?;
+        let row = sqlx::query(
+            "UPDATE conversations SET last_seq = last_seq + $3, updated_at = $4 \
+             WHERE id = $1 AND owner = $2 RETURNING last_seq",
+        )
+        .bind(finish.conversation_id)
+        .bind(finish.owner)
+        .bind(count)
+        .bind(now)
+        .fetch_optional(&mut *tx)
+        .await?;
+        let Some(row) = row else {
+            tx.rollback().await?;
+            return Ok(false);
+        };
+        let last_seq: i64 = row.try_get("last_seq")?;
+        insert_events(
+            &mut tx,
+            finish.conversation_id,
+            finish.turn_id,
+            last_seq - count + 1,
+            &finish.events,
+            now,
+        )
+        .await?;
+        sqlx::query(
+            "UPDATE turns SET state = $3, outcome = $4, finished_at = $5 \
+             WHERE id = $1 AND owner = $2",
+        )
+        .bind(finish.turn_id)
+        .bind(finish.owner)
+        .bind(finish.state.as_str())
+        .bind(finish.outcome.as_deref())
+        .bind(now)
+        .execute(&mut *tx)
+        .await?;
+        tx.commit().await?;
+        Ok(true)
+    }
+
+    /// The turn this owner started with `request_id`, if any.
+    pub async fn turn_by_request(
+        &self,
+        owner: &str,
+        request_id: &str,
+    ) -> Result<Option<TurnRecord>, StoreError> {
+        let row = sqlx::query(
+            "SELECT id, conversation_id, turn_index, state, outcome FROM turns \
+             WHERE owner = $1 AND request_id = $2",
+        )
+        .bind(owner)
+        .bind(request_id)
+        .fetch_optional(&self.pool)
+        .await?;
+        row.as_ref().map(turn_from_row).transpose()
+    }
+
+    /// One turn of this owner.
+    pub async fn turn(&self, owner: &str, turn_id: &str) -> Result<Option<TurnRecord>, StoreError> {
+        let row = sqlx::query(
+            "SELECT id, conversation_id, turn_index, state, outcome FROM turns \
+             WHERE owner = $1 AND id = $2",
+        )
+        .bind(owner)
+        .bind(turn_id)
+        .fetch_optional(&self.pool)
+        .await?;
+        row.as_ref().map(turn_from_row).transpose()
+    }
+
+    /// The turns of a conversation of this owner, oldest first.
+    pub async fn turns(
+        &self,
+        owner: &str,
+        conversation_id: &str,
+    ) -> Result<Vec<TurnRecord>, StoreError> {
+        let rows = sqlx::query(
+            "SELECT id, conversation_id, turn_index, state, outcome FROM turns \
+             WHERE owner = $1 AND conversation_id = $2 ORDER BY turn_index",
+        )
+        .bind(owner)
+        .bind(conversation_id)
+        .fetch_all(&self.pool)
+        .await?;
+        rows.iter().map(turn_from_row).collect()
+    }
+
+    /// A conversation of this owner.
+    pub async fn conversation(
+        &self,
+        owner: &str,
+        id: &str,
+    ) -> Result<Option<ConversationSummary>, StoreError> {
+        let row = sqlx::query(
+            "SELECT id, title, created_at, updated_at, turn_count FROM conversations \
+             WHERE id = $1 AND owner = $2",
+        )
+        .bind(id)
+        .bind(owner)
+        .fetch_optional(&self.pool)
+        .await?;
+        row.as_ref().map(summary_from_row).transpose()
+    }
+
+    /// The whole log of a conversation of this owner, oldest first (empty
+    /// when it does not exist for this owner).
+    pub async fn events(
+        &self,
+        owner: &str,
+        conversation_id: &str,
+    ) -> Result<Vec<StoredEvent>, StoreError> {
+        let rows = sqlx::query(
+            "SELECT e.seq, e.turn_id, e.created_at, e.body FROM events e \
+             JOIN conversations c ON c.id = e.conversation_id \
+             WHERE c.id = $1 AND c.owner = $2 ORDER BY e.seq",
+        )
+        .bind(conversation_id)
+        .bind(owner)
+        .fetch_all(&self.pool)
+        .await?;
+        decode_events(conversation_id, &rows)
+    }
+
+    /// The log of the last `max_turns` turns of a conversation of this
+    /// owner, oldest first: what the model's history is rebuilt from.
+    pub async fn recent_events(
+        &self,
+        owner: &str,
+        conversation_id: &str,
+        max_turns: u32,
+    ) -> Result<Vec<StoredEvent>, StoreError> {
+        let rows = sqlx::query(
+            "SELECT e.seq, e.turn_id, e.created_at, e.body FROM events e \
+             JOIN conversations c ON c.id = e.conversation_id \
+             WHERE c.id = $1 AND c.owner = $2 AND e.turn_id IN ( \
+                 SELECT t.id FROM turns t WHERE t.conversation_id = $1 AND t.owner = $2 \
+                 ORDER BY t.turn_index DESC LIMIT $3) \
+             ORDER BY e.seq",
+        )
+        .bind(conversation_id)
+        .bind(owner)
+        .bind(i64::from(max_turns))
+        .fetch_all(&self.pool)
+        .await?;
+        decode_events(conversation_id, &rows)
+    }
+
+    /// This owner's conversations, newest first, after `cursor`; returns at
+    /// most `limit` and the cursor of the next page when there is one.
+    pub async fn list(
+        &self,
+        owner: &str,
+        limit: u32,
+        cursor: Option<&ListCursor>,
+    ) -> Result<(Vec<ConversationSummary>, Option<ListCursor>), StoreError> {
+        let (updated_at, id) = match cursor {
+            Some(cursor) => (cursor.updated_at, cursor.id.as_str()),
+            None => (i64::MAX, ""),
+        };
+        let first_page = cursor.is_none();
+        let rows = sqlx::query(
+            "SELECT id, title, created_at, updated_at, turn_count FROM conversations \
+             WHERE owner = $1 AND ($4 = 1 OR updated_at < $2 OR (updated_at = $2 AND id < $3)) \
+             ORDER BY updated_at DESC, id DESC LIMIT $5",
+        )
+        .bind(owner)
+        .bind(updated_at)
+        .bind(id)
+        .bind(i64::from(first_page))
+        .bind(i64::from(limit) + 1)
+        .fetch_all(&self.pool)
+        .await?;
+        let mut conversations = rows
+            .iter()
+            .map(summary_from_row)
+            .collect::<Result<Vec<_>, _>>()?;
+        let next = if conversations.len() > limit as usize {
+            conversations.truncate(limit as usize);
+            conversations.last().map(|last| ListCursor {
+                updated_at: last.updated_at,
+                id: last.id.clone(),
+            })
+        } else {
+            None
+        };
+        Ok((conversations, next))
+    }
+
+    /// Deletes a conversation of this owner with its turns and events.
+    /// Returns false when it does not exist for this owner.
+    pub async fn delete(&self, owner: &str, id: &str) -> Result<bool, StoreError> {
+        let mut tx = self.pool.begin().await?;
+        let deleted = sqlx::query("DELETE FROM conversations WHERE id = $1 AND owner = $2")
+            .bind(id)
+            .bind(owner)
+            .execute(&mut *tx)
+            .await?
+            .rows_affected();
+        if deleted == 0 {
+            tx.rollback().await?;
+            return Ok(false);
+        }
+        // The foreign keys cascade; these also clean up where they are off.
+        sqlx::query("DELETE FROM events WHERE conversation_id = $1")
+            .bind(id)
+            .execute(&mut *tx)
+            .await?;
+        sqlx::query("DELETE FROM turns WHERE conversation_id = $1")
+            .bind(id)
+            .execute(&mut *tx)
+            .await?;
+        tx.commit().await?;
+        Ok(true)
+    }
+}
+
+fn decode_events(conversation_id: &str, rows: &[AnyRow]) -> Result<Vec<StoredEvent>, StoreError> {
+    rows.iter()
+        .map(|row| {
+            let seq: i64 = row.try_get("seq")?;
+            let body: String = row.try_get("body")?;
+            let body = serde_json::from_str(&body).map_err(|source| StoreError::CorruptEvent {
+                conversation: conversation_id.to_owned(),
+                seq,
+                source,
+            })?;
+            Ok(StoredEvent {
+                seq,
+                turn_id: row.try_get("turn_id")?,
+                created_at: row.try_get("created_at")?,
+                body,
+            })
+        })
+        .collect()
+}
