@@ -9,4 +9,6 @@
 //! answer. [`service`] is the gRPC edge; [`config`] the settings the binary
 //! reads.
 
+pub mod prompt;
+pub mod registry;
 pub mod store;
