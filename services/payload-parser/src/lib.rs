@@ -1,1 +1,64 @@
-//! payload-parser library.
+//! The payload parser: turns model text into the typed messages the rest of
+//! Parley relies on.
+//!
+//! [`parse`] takes a complete response and a [`Profile`] (which payload
+//! markers and schemas, which actions and which tools are allowed) and
+//! returns a [`Parsed`]: the cleaned message plus suggested values and
+//! actions, at most one custom payload, text-embedded tool calls and
+//! diagnostics for everything skipped or repaired. [`StreamParser`] does the
+//! same while the text streams in, handing out message deltas that never
+//! contain a marker or its JSON. [`structured::Accumulator`] collects native
+//! structured output. [`service::ParserService`] serves it all as the
+//! `parley.parser.v1.PayloadParser` gRPC service.
+//!
+//! Everything is bounded by [`Limits`]: input size, nesting depth, and time
+//! (one linear pass, even over adversarial input).
+
+mod convert;
+mod elements;
+mod engine;
+mod engine_state;
+mod error;
+mod extract;
+mod fence;
+pub mod json;
+mod limits;
+mod marker;
+mod message;
+mod model;
+mod profile;
+mod profiles;
+pub mod service;
+mod stream;
+pub mod structured;
+mod tool_calls;
+pub mod typed;
+
+pub use error::{ParseError, ProfileError};
+pub use limits::{DEFAULT_MAX_BYTES, DEFAULT_MAX_DEPTH, HARD_MAX_BYTES, HARD_MAX_DEPTH, Limits};
+pub use model::{
+    ActionHandler, Diagnostic, DiagnosticKind, Parsed, Payload, SuggestedAction, SuggestedValue,
+    TextToolCall,
+};
+pub use profile::{
+    PayloadSpec, Profile, ProfileSpec, SUGGESTED_ACTIONS_MARKER, SUGGESTED_VALUES_MARKER,
+};
+pub use profiles::Profiles;
+pub use stream::{StreamItem, StreamParser};
+
+/// Parses a complete response.
+///
+/// Fails only when `text` is larger than `limits.max_bytes`; malformed
+/// elements become diagnostics.
+pub fn parse(text: &str, profile: &Profile, limits: &Limits) -> Result<Parsed, ParseError> {
+    let limit = limits.effective_max_bytes();
+    if text.len() > limit {
+        return Err(ParseError::TooLarge {
+            size: text.len(),
+            limit,
+        });
+    }
+    let mut engine = engine::Engine::new(*limits, false);
+    engine.run(text, profile, true);
+    Ok(engine.into_parsed())
+}

@@ -1,0 +1,133 @@
+//! Domain types to `parley.parser.v1` messages: the one place the wire
+//! format is produced.
+
+use parley_proto::parser::v1 as pb;
+use pb::parse_stream_response::Output;
+use serde_json::Value;
+
+use crate::{
+    json::to_struct,
+    model::{
+        ActionHandler, Diagnostic, DiagnosticKind, Parsed, Payload, SuggestedAction,
+        SuggestedValue, TextToolCall,
+    },
+    stream::StreamItem,
+    typed::typed_view,
+};
+
+impl From<SuggestedValue> for pb::SuggestedValue {
+    fn from(v: SuggestedValue) -> Self {
+        Self {
+            label: v.label,
+            value: v.value,
+        }
+    }
+}
+
+impl From<ActionHandler> for pb::ActionHandler {
+    fn from(h: ActionHandler) -> Self {
+        match h {
+            ActionHandler::Client => Self::Client,
+            ActionHandler::Server => Self::Server,
+        }
+    }
+}
+
+impl From<SuggestedAction> for pb::SuggestedAction {
+    fn from(a: SuggestedAction) -> Self {
+        Self {
+            label: a.label,
+            action: a.action,
+            handler: pb::ActionHandler::from(a.handler) as i32,
+            params: a.params.as_ref().map(to_struct),
+        }
+    }
+}
+
+impl From<Payload> for pb::Payload {
+    fn from(p: Payload) -> Self {
+        let typed = typed_view(&p.payload_type, &p.data);
+        Self {
+            r#type: p.payload_type,
+            data: Some(to_struct(&p.data)),
+            typed,
+        }
+    }
+}
+
+impl From<TextToolCall> for pb::TextToolCall {
+    fn from(c: TextToolCall) -> Self {
+        let arguments = match &c.arguments {
+            Value::Object(map) => Some(to_struct(map)),
+            _ => None,
+        };
+        Self {
+            id: c.id,
+            name: c.name,
+            arguments,
+            raw: c.raw,
+        }
+    }
+}
+
+impl From<DiagnosticKind> for pb::DiagnosticKind {
+    fn from(k: DiagnosticKind) -> Self {
+        match k {
+            DiagnosticKind::InvalidJson => Self::InvalidJson,
+            DiagnosticKind::SchemaViolation => Self::SchemaViolation,
+            DiagnosticKind::UnknownAction => Self::UnknownAction,
+            DiagnosticKind::Repaired => Self::Repaired,
+            DiagnosticKind::Unterminated => Self::Unterminated,
+            DiagnosticKind::Duplicate => Self::Duplicate,
+            DiagnosticKind::TooDeep => Self::TooDeep,
+        }
+    }
+}
+
+impl From<Diagnostic> for pb::Diagnostic {
+    fn from(d: Diagnostic) -> Self {
+        Self {
+            kind: pb::DiagnosticKind::from(d.kind) as i32,
+            element: d.element,
+            raw: d.raw,
+            reason: d.reason,
+            offset: d.offset as u64,
+        }
+    }
+}
+
+impl Parsed {
+    /// The `ParseResponse` of this result.
+    pub fn into_proto(self) -> pb::ParseResponse {
+        pb::ParseResponse {
+            message: self.message,
+            suggested_values: self.suggested_values.into_iter().map(Into::into).collect(),
+            suggested_actions: self.suggested_actions.into_iter().map(Into::into).collect(),
+            custom_payload: self.custom_payload.map(Into::into),
+            tool_calls: self.tool_calls.into_iter().map(Into::into).collect(),
+            diagnostics: self.diagnostics.into_iter().map(Into::into).collect(),
+        }
+    }
+}
+
+impl StreamItem {
+    /// The `ParseStreamResponse` carrying this item.
+    pub fn into_proto(self) -> pb::ParseStreamResponse {
+        let output = match self {
+            Self::Text(text) => Output::Text(text),
+            Self::SuggestedValues(values) => Output::SuggestedValues(pb::SuggestedValues {
+                values: values.into_iter().map(Into::into).collect(),
+            }),
+            Self::SuggestedActions(actions) => Output::SuggestedActions(pb::SuggestedActions {
+                actions: actions.into_iter().map(Into::into).collect(),
+            }),
+            Self::CustomPayload(payload) => Output::CustomPayload(payload.into()),
+            Self::ToolCall(call) => Output::ToolCall(call.into()),
+            Self::Diagnostic(diagnostic) => Output::Diagnostic(diagnostic.into()),
+            Self::Final(parsed) => Output::Final(parsed.into_proto()),
+        };
+        pb::ParseStreamResponse {
+            output: Some(output),
+        }
+    }
+}

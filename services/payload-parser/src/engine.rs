@@ -1,0 +1,412 @@
+//! The scanner shared by [`crate::parse`] and [`crate::StreamParser`].
+//!
+//! It walks the text once, left to right, looking only at trigger bytes
+//! (`:` ends a marker, `{` and `` ` `` may start a text tool call). Each
+//! decision is made by a prefix-consistent matcher, so the scanner can stop
+//! wherever the text currently ends and resume when more arrives: a stream
+//! fed in any split makes exactly the decisions a single parse of the whole
+//! text makes. `parse` is this engine run once with the end of input known.
+//!
+//! Text before the first undecided byte goes to the [`MessageBuilder`];
+//! elements are resolved (decoded, validated, collected) as soon as they
+//! close, and their text is removed.
+
+use crate::{
+    engine_state::{Candidate, Collected, Event, State, What},
+    extract::{CloseIndex, Lexer},
+    fence::{self, MAX_GAP, skip_ws},
+    limits::Limits,
+    marker::Tri,
+    message::MessageBuilder,
+    model::{Diagnostic, DiagnosticKind, Parsed},
+    profile::Profile,
+    stream::StreamItem,
+    tool_calls,
+};
+
+/// Most `Unterminated` diagnostics one response reports (their text stays in
+/// the message, so nothing is lost by stopping).
+const MAX_UNTERMINATED: usize = 16;
+/// How much of an unterminated element's text its diagnostic quotes.
+const UNTERMINATED_RAW: usize = 256;
+
+/// What a trigger byte turned out to be.
+enum Trigger {
+    /// Nothing: plain text.
+    Skip,
+    /// Undecided until more text arrives; hold back from this position.
+    More(usize),
+    /// A marker `[start, end)` for marker `index`.
+    Marker {
+        start: usize,
+        end: usize,
+        index: usize,
+    },
+    /// The start of a text tool call.
+    Tool(Candidate),
+}
+
+/// The scanner's state between calls.
+#[derive(Debug)]
+pub(crate) struct Engine {
+    limits: Limits,
+    /// Everything before `pos` is decided: kept in the message or removed.
+    pos: usize,
+    /// The next position to search for triggers (`>= pos`).
+    scan: usize,
+    state: State,
+    out: MessageBuilder,
+    /// Bytes of the message already handed out as `Text` items.
+    emitted: usize,
+    /// Whether to produce stream items (a plain parse does not need them).
+    emit: bool,
+    items: Vec<StreamItem>,
+    index: Option<CloseIndex>,
+    found: Collected,
+    unterminated: usize,
+}
+
+impl Engine {
+    pub(crate) fn new(limits: Limits, emit: bool) -> Self {
+        Self {
+            limits,
+            pos: 0,
+            scan: 0,
+            state: State::Scan,
+            out: MessageBuilder::default(),
+            emitted: 0,
+            emit,
+            items: Vec::new(),
+            index: None,
+            found: Collected::default(),
+            unterminated: 0,
+        }
+    }
+
+    /// Items produced since the last call.
+    pub(crate) fn take_items(&mut self) -> Vec<StreamItem> {
+        std::mem::take(&mut self.items)
+    }
+
+    /// Advances over `text` (everything received so far) as far as it can
+    /// decide; with `at_end`, decides everything.
+    pub(crate) fn run(&mut self, text: &str, profile: &Profile, at_end: bool) {
+        let t = text.as_bytes();
+        loop {
+            match std::mem::replace(&mut self.state, State::Scan) {
+                State::Scan => {
+                    let Some(at) = find_trigger(&profile.triggers, t, self.scan) else {
+                        let hold = if at_end {
+                            t.len()
+                        } else {
+                            profile.markers.hold_from(t, self.pos)
+                        };
+                        self.keep_to(text, hold);
+                        self.scan = self.scan.max(hold);
+                        break;
+                    };
+                    match self.trigger(t, at, profile, at_end) {
+                        Trigger::Skip => self.scan = at + 1,
+                        Trigger::More(hold) => {
+                            self.keep_to(text, hold);
+                            self.scan = at;
+                            break;
+                        }
+                        Trigger::Marker { start, end, index } => {
+                            self.keep_to(text, start);
+                            self.state = State::AfterMarker { start, end, index };
+                        }
+                        Trigger::Tool(cand) => {
+                            self.keep_to(text, cand.start);
+                            self.state = State::Element {
+                                cand,
+                                lexer: Lexer::new(cand.opener),
+                            };
+                        }
+                    }
+                }
+                State::AfterMarker { start, end, index } => match after_marker(t, end, at_end) {
+                    Tri::More => {
+                        self.state = State::AfterMarker { start, end, index };
+                        break;
+                    }
+                    // A prose mention: the marker stays text.
+                    Tri::No => self.scan = end,
+                    Tri::Yes((opener, fenced)) => {
+                        let cand = Candidate {
+                            start,
+                            opener,
+                            fenced,
+                            what: What::Marker(index),
+                        };
+                        self.state = State::Element {
+                            cand,
+                            lexer: Lexer::new(opener),
+                        };
+                    }
+                },
+                State::Element { cand, mut lexer } => {
+                    let closed = match &self.index {
+                        Some(index) if cand.opener >= index.base() => index.closer_of(cand.opener),
+                        _ => lexer.run(t),
+                    };
+                    match closed {
+                        Some(close) => self.state = State::Closed { cand, close },
+                        None if !at_end => {
+                            self.state = State::Element { cand, lexer };
+                            break;
+                        }
+                        None => {
+                            if self.index.is_none() {
+                                self.index = Some(CloseIndex::build(t, cand.opener));
+                            }
+                            self.unterminated(text, profile, cand);
+                        }
+                    }
+                }
+                State::Closed { cand, close } => {
+                    let fence_end = if cand.fenced {
+                        match fence::close(t, close + 1, at_end) {
+                            Tri::More => {
+                                self.state = State::Closed { cand, close };
+                                break;
+                            }
+                            Tri::Yes(end) => Some(end),
+                            Tri::No => None,
+                        }
+                    } else {
+                        None
+                    };
+                    self.resolve(text, profile, cand, close, fence_end);
+                }
+            }
+        }
+        if at_end {
+            self.out.finish();
+            let losers = self.found.payload_losers();
+            for diagnostic in losers {
+                self.diagnose(diagnostic);
+            }
+        }
+        self.flush_text();
+    }
+
+    /// The result; call after `run` with `at_end`.
+    pub(crate) fn into_parsed(self) -> Parsed {
+        let message = self.out.into_string();
+        self.found.into_parsed(message)
+    }
+
+    fn trigger(&self, t: &[u8], at: usize, profile: &Profile, at_end: bool) -> Trigger {
+        match t[at] {
+            b':' => match profile.markers.at_colon(t, at, self.pos, at_end) {
+                None => Trigger::Skip,
+                Some((start, Tri::Yes((index, end)))) => Trigger::Marker { start, end, index },
+                Some((start, _)) => Trigger::More(start),
+            },
+            b'{' => match tool_calls::match_prefix(t, at, profile, at_end) {
+                Tri::Yes(key) => Trigger::Tool(Candidate {
+                    start: at,
+                    opener: at,
+                    fenced: false,
+                    what: What::Tool(key),
+                }),
+                Tri::More => Trigger::More(at),
+                Tri::No => Trigger::Skip,
+            },
+            _ if at > 0 && t[at - 1] == b'`' => Trigger::Skip,
+            _ => match fence::open(t, at, b"{", at_end) {
+                Tri::Yes(opener) => match tool_calls::match_prefix(t, opener, profile, at_end) {
+                    Tri::Yes(key) => Trigger::Tool(Candidate {
+                        start: at,
+                        opener,
+                        fenced: true,
+                        what: What::Tool(key),
+                    }),
+                    Tri::More => Trigger::More(at),
+                    Tri::No => Trigger::Skip,
+                },
+                Tri::More => Trigger::More(at),
+                Tri::No => Trigger::Skip,
+            },
+        }
+    }
+
+    fn unterminated(&mut self, text: &str, profile: &Profile, cand: Candidate) {
+        if self.unterminated < MAX_UNTERMINATED {
+            self.unterminated += 1;
+            let raw = truncate(&text[cand.start..], UNTERMINATED_RAW);
+            let element = match cand.what {
+                What::Marker(index) => profile.element_name(profile.markers.element(index)),
+                What::Tool(_) => "tool_call",
+            };
+            self.diagnose(Diagnostic {
+                kind: DiagnosticKind::Unterminated,
+                element: element.to_owned(),
+                raw: raw.to_owned(),
+                reason: format!(
+                    "the element opened at byte {} never closes; its text stays",
+                    cand.opener
+                ),
+                offset: cand.start,
+            });
+        }
+        self.scan = cand.opener + 1;
+    }
+
+    fn resolve(
+        &mut self,
+        text: &str,
+        profile: &Profile,
+        cand: Candidate,
+        close: usize,
+        fence_end: Option<usize>,
+    ) {
+        let json = &text.as_bytes()[cand.opener..=close];
+        let decoded = crate::extract::decode(json, self.limits.effective_depth());
+        match cand.what {
+            What::Marker(index) => {
+                let end = fence_end.unwrap_or(close + 1);
+                let raw = &text[cand.start..end];
+                let element = profile.markers.element(index);
+                let mut repairs = Vec::new();
+                if cand.fenced {
+                    repairs.push("removed the code fence around the JSON");
+                }
+                let accepted = decoded.map(|(value, commas)| {
+                    if commas {
+                        repairs.push("removed trailing commas");
+                    }
+                    value
+                });
+                let events = self.found.accept(
+                    profile, element, accepted, raw, cand.start, &repairs, self.emit,
+                );
+                for event in events {
+                    match event {
+                        Event::Item(item) => self.item(item),
+                        Event::Diagnostic(diagnostic) => self.diagnose(diagnostic),
+                    }
+                }
+                self.out.remove();
+                self.pos = end;
+                self.scan = end;
+            }
+            What::Tool(key) => {
+                let (start, end) = match (cand.fenced, fence_end) {
+                    (true, Some(end)) => (cand.start, end),
+                    (true, None) => (cand.opener, close + 1),
+                    (false, _) => (cand.start, close + 1),
+                };
+                let raw = &text[start..end];
+                let call = decoded.and_then(|(value, commas)| {
+                    tool_calls::interpret(value, key, profile)
+                        .map(|call| (call, commas))
+                        .map_err(|reason| (DiagnosticKind::SchemaViolation, reason))
+                });
+                match call {
+                    Ok(((name, arguments), commas)) => {
+                        self.keep_to(text, start);
+                        let call = self.found.tool_call(name, arguments, raw);
+                        self.item(StreamItem::ToolCall(call));
+                        if commas {
+                            self.diagnose(Diagnostic {
+                                kind: DiagnosticKind::Repaired,
+                                element: "tool_call".into(),
+                                raw: raw.to_owned(),
+                                reason: "removed trailing commas".into(),
+                                offset: start,
+                            });
+                        }
+                        self.out.remove();
+                        self.pos = end;
+                    }
+                    Err((kind, reason)) => {
+                        self.diagnose(Diagnostic {
+                            kind,
+                            element: "tool_call".into(),
+                            raw: raw.to_owned(),
+                            reason: format!("{reason}; the text stays"),
+                            offset: start,
+                        });
+                        self.keep_to(text, end);
+                    }
+                }
+                self.scan = end;
+            }
+        }
+    }
+
+    fn keep_to(&mut self, text: &str, to: usize) {
+        if to > self.pos {
+            self.out.keep(&text[self.pos..to]);
+            self.pos = to;
+        }
+    }
+
+    fn diagnose(&mut self, diagnostic: Diagnostic) {
+        if self.emit {
+            self.item(StreamItem::Diagnostic(diagnostic.clone()));
+        }
+        self.found.diagnostics.push(diagnostic);
+    }
+
+    fn item(&mut self, item: StreamItem) {
+        if self.emit {
+            self.flush_text();
+            self.items.push(item);
+        }
+    }
+
+    fn flush_text(&mut self) {
+        let message = self.out.as_str();
+        if self.emit && message.len() > self.emitted {
+            self.items
+                .push(StreamItem::Text(message[self.emitted..].to_owned()));
+            self.emitted = message.len();
+        }
+    }
+}
+
+/// The first trigger byte at or after `from`.
+fn find_trigger(triggers: &[u8], t: &[u8], from: usize) -> Option<usize> {
+    let hay = t.get(from..)?;
+    let found = match *triggers {
+        [] => None,
+        [a] => memchr::memchr(a, hay),
+        [a, b] => memchr::memchr2(a, b, hay),
+        [a, b, c, ..] => memchr::memchr3(a, b, c, hay),
+    };
+    found.map(|k| from + k)
+}
+
+/// What follows a marker: whitespace, then an opening bracket (or a fence
+/// and one): `Yes((opener, fenced))`; anything else makes it a mention.
+fn after_marker(t: &[u8], end: usize, at_end: bool) -> Tri<(usize, bool)> {
+    let j = match skip_ws(t, end, MAX_GAP, at_end) {
+        Tri::Yes(j) => j,
+        Tri::No => return Tri::No,
+        Tri::More => return Tri::More,
+    };
+    match t[j] {
+        b'{' | b'[' => Tri::Yes((j, false)),
+        b'`' => match fence::open(t, j, b"{[", at_end) {
+            Tri::Yes(opener) => Tri::Yes((opener, true)),
+            Tri::No => Tri::No,
+            Tri::More => Tri::More,
+        },
+        _ => Tri::No,
+    }
+}
+
+/// At most `max` bytes of `s`, cut at a character boundary.
+fn truncate(s: &str, max: usize) -> &str {
+    if s.len() <= max {
+        return s;
+    }
+    let mut cut = max;
+    while !s.is_char_boundary(cut) {
+        cut -= 1;
+    }
+    &s[..cut]
+}

@@ -1,0 +1,304 @@
+//! Balanced extraction of JSON elements from free text.
+//!
+//! [`Lexer`] finds the bracket that closes an element, respecting JSON strings
+//! and escapes, so `{`, `}`, `[`, `]` and `\"` inside strings never end an
+//! element early. It is resumable: the streaming parser feeds it as text
+//! arrives and never rescans a byte.
+//!
+//! A scan that reaches the end of the text without closing costs the whole
+//! rest of the text. To keep a text full of unclosed openers linear, the first
+//! such failure builds a [`CloseIndex`]: one right-to-left pass that records,
+//! for every position and lexical state, where the enclosing bracket closes.
+//! Every later element is then resolved with one lookup instead of a scan.
+//!
+//! [`decode`] turns the extracted bytes into a `serde_json::Value` under the
+//! depth limit, repairing trailing commas (and only that).
+
+use serde_json::Value;
+
+use crate::model::DiagnosticKind;
+
+const OUT: u8 = 0;
+const IN: u8 = 1;
+const ESC: u8 = 2;
+const NONE: u32 = u32::MAX;
+
+/// A resumable scan for the bracket that closes the element opened at
+/// `opener`. Brackets are counted without regard to their kind; a mismatch
+/// is left for the JSON parser to reject.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Lexer {
+    pos: usize,
+    depth: usize,
+    state: u8,
+}
+
+impl Lexer {
+    /// A scan of the element whose opening bracket is at `opener`.
+    pub(crate) fn new(opener: usize) -> Self {
+        Self {
+            pos: opener + 1,
+            depth: 1,
+            state: OUT,
+        }
+    }
+
+    /// Continues over `t[pos..]`: the position of the closing bracket, or
+    /// `None` when `t` ended first (call again when it has grown).
+    pub(crate) fn run(&mut self, t: &[u8]) -> Option<usize> {
+        let mut i = self.pos;
+        let mut state = self.state;
+        let mut depth = self.depth;
+        while i < t.len() {
+            match state {
+                OUT => {
+                    match t[i] {
+                        b'"' => state = IN,
+                        b'{' | b'[' => depth += 1,
+                        b'}' | b']' => {
+                            depth -= 1;
+                            if depth == 0 {
+                                self.pos = i + 1;
+                                self.state = OUT;
+                                self.depth = 0;
+                                return Some(i);
+                            }
+                        }
+                        _ => {}
+                    }
+                    i += 1;
+                }
+                IN => match memchr::memchr2(b'"', b'\\', &t[i..]) {
+                    None => i = t.len(),
+                    Some(k) => {
+                        i += k;
+                        state = if t[i] == b'"' { OUT } else { ESC };
+                        i += 1;
+                    }
+                },
+                _ => {
+                    state = IN;
+                    i += 1;
+                }
+            }
+        }
+        self.pos = i;
+        self.state = state;
+        self.depth = depth;
+        None
+    }
+}
+
+/// Where each bracket closes, for every opener at or after `base`, computed in
+/// one right-to-left pass over a complete text (12 bytes per byte).
+#[derive(Debug)]
+pub(crate) struct CloseIndex {
+    base: usize,
+    /// `table[(i - base) * 3 + state]`: the first position at or after `i`
+    /// where a scan in `state` at depth 0 meets an unmatched closing bracket.
+    table: Vec<u32>,
+}
+
+impl CloseIndex {
+    /// Builds the index of `t[base..]`. `t` must be shorter than 4 GiB.
+    pub(crate) fn build(t: &[u8], base: usize) -> Self {
+        let n = t.len() - base;
+        let mut table = vec![NONE; (n + 1) * 3];
+        for rel in (0..n).rev() {
+            let next = (rel + 1) * 3;
+            let at = |table: &[u32], pos: u32, state: usize| -> u32 {
+                if pos == NONE {
+                    NONE
+                } else {
+                    table[(pos as usize - base) * 3 + state]
+                }
+            };
+            let i = base + rel;
+            let out = match t[i] {
+                // Positions fit in u32: the caller bounds the text.
+                b'}' | b']' => i as u32,
+                b'{' | b'[' => {
+                    let close = table[next + usize::from(OUT)];
+                    if close == NONE {
+                        NONE
+                    } else {
+                        at(&table, close + 1, usize::from(OUT))
+                    }
+                }
+                b'"' => table[next + usize::from(IN)],
+                _ => table[next + usize::from(OUT)],
+            };
+            let inside = match t[i] {
+                b'"' => table[next + usize::from(OUT)],
+                b'\\' => table[next + usize::from(ESC)],
+                _ => table[next + usize::from(IN)],
+            };
+            let escaped = table[next + usize::from(IN)];
+            table[rel * 3 + usize::from(OUT)] = out;
+            table[rel * 3 + usize::from(IN)] = inside;
+            table[rel * 3 + usize::from(ESC)] = escaped;
+        }
+        Self { base, table }
+    }
+
+    /// The first position the index covers.
+    pub(crate) fn base(&self) -> usize {
+        self.base
+    }
+
+    /// The bracket closing the element opened at `opener` (`opener >= base`).
+    pub(crate) fn closer_of(&self, opener: usize) -> Option<usize> {
+        let close = self.table[(opener + 1 - self.base) * 3 + usize::from(OUT)];
+        (close != NONE).then_some(close as usize)
+    }
+}
+
+/// True when the element `json` (starting with its opener) nests deeper than
+/// `limit`.
+pub(crate) fn exceeds_depth(json: &[u8], limit: usize) -> bool {
+    let mut depth = 0usize;
+    let mut state = OUT;
+    for &b in json {
+        match state {
+            OUT => match b {
+                b'"' => state = IN,
+                b'{' | b'[' => {
+                    depth += 1;
+                    if depth > limit {
+                        return true;
+                    }
+                }
+                b'}' | b']' => depth = depth.saturating_sub(1),
+                _ => {}
+            },
+            IN => match b {
+                b'"' => state = OUT,
+                b'\\' => state = ESC,
+                _ => {}
+            },
+            _ => state = IN,
+        }
+    }
+    false
+}
+
+/// `json` without the commas that directly precede a `}` or `]` (outside
+/// strings), or `None` when it has none.
+pub(crate) fn strip_trailing_commas(json: &[u8]) -> Option<Vec<u8>> {
+    let mut out = Vec::with_capacity(json.len());
+    let mut state = OUT;
+    let mut stripped = false;
+    for (i, &b) in json.iter().enumerate() {
+        match state {
+            OUT => match b {
+                b'"' => state = IN,
+                b',' => {
+                    let next = json[i + 1..]
+                        .iter()
+                        .find(|c| !matches!(c, b' ' | b'\t' | b'\r' | b'\n'));
+                    if matches!(next, Some(b'}' | b']')) {
+                        stripped = true;
+                        continue;
+                    }
+                }
+                _ => {}
+            },
+            IN => match b {
+                b'"' => state = OUT,
+                b'\\' => state = ESC,
+                _ => {}
+            },
+            _ => state = IN,
+        }
+        out.push(b);
+    }
+    stripped.then_some(out)
+}
+
+/// A decoded element, and whether trailing commas had to be removed.
+pub(crate) type Decoded = Result<(Value, bool), (DiagnosticKind, String)>;
+
+/// Parses the extracted element under the depth limit, repairing trailing
+/// commas when that is the only problem.
+pub(crate) fn decode(json: &[u8], max_depth: usize) -> Decoded {
+    if exceeds_depth(json, max_depth) {
+        return Err((
+            DiagnosticKind::TooDeep,
+            format!("nests deeper than {max_depth} levels"),
+        ));
+    }
+    match serde_json::from_slice::<Value>(json) {
+        Ok(value) => Ok((value, false)),
+        Err(error) => {
+            let repaired = strip_trailing_commas(json)
+                .and_then(|fixed| serde_json::from_slice::<Value>(&fixed).ok());
+            match repaired {
+                Some(value) => Ok((value, true)),
+                None => Err((DiagnosticKind::InvalidJson, error.to_string())),
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn close(text: &str) -> Option<usize> {
+        let opener = text.find(['{', '['])?;
+        Lexer::new(opener).run(text.as_bytes())
+    }
+
+    #[test]
+    fn brackets_in_strings_and_escaped_quotes_do_not_close() {
+        let text = r#"{"a": "}]{[", "b": "say \"}\" now", "c": [1, {"d": "\\"}]} tail"#;
+        assert_eq!(close(text), Some(text.rfind('}').unwrap_or(0)));
+        assert_eq!(close(r#"{"a": "\\\"}"}"#), Some(13));
+    }
+
+    #[test]
+    fn resumes_across_chunks_without_rescanning() {
+        let text = r#"[{"label": "a\"]", "value": "b"}] rest"#;
+        let mut lexer = Lexer::new(0);
+        for end in 1..text.len() {
+            if let Some(c) = lexer.run(&text.as_bytes()[..end]) {
+                assert_eq!(c, 32);
+                return;
+            }
+        }
+        panic!("never closed");
+    }
+
+    #[test]
+    fn close_index_agrees_with_the_lexer_everywhere() {
+        let text = r#"{ "x {" [ {"a": [1, "\"]"]} \ "q\"" { ] } {{ [ "#;
+        let t = text.as_bytes();
+        let index = CloseIndex::build(t, 0);
+        for (i, &b) in t.iter().enumerate() {
+            if b == b'{' || b == b'[' {
+                assert_eq!(index.closer_of(i), Lexer::new(i).run(t), "opener at {i}");
+            }
+        }
+    }
+
+    #[test]
+    fn depth_limit_and_trailing_commas() {
+        assert!(exceeds_depth(b"[[[[1]]]]", 3));
+        assert!(!exceeds_depth(b"[[[\"[[[[\"]]]", 3));
+        assert_eq!(
+            strip_trailing_commas(br#"[1, 2, ] "#).as_deref(),
+            Some(&br#"[1, 2 ] "#[..])
+        );
+        assert_eq!(strip_trailing_commas(br#"["a,]", 1]"#), None);
+        assert!(matches!(decode(br#"{"a": [1,],}"#, 8), Ok((_, true))));
+        assert!(matches!(decode(br#"{"a": 1}"#, 8), Ok((_, false))));
+        assert!(matches!(
+            decode(br#"{'a': 1}"#, 8),
+            Err((DiagnosticKind::InvalidJson, _))
+        ));
+        assert!(matches!(
+            decode(b"[[[1]]]", 2),
+            Err((DiagnosticKind::TooDeep, _))
+        ));
+    }
+}

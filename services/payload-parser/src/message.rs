@@ -1,0 +1,203 @@
+//! Builds the cleaned message from kept text and removed regions.
+//!
+//! Kept text is copied as is, except for the whitespace that touches a
+//! removed region (a *joint*). A joint's whitespace collapses to one
+//! separator: nothing at the start or the end of the message; otherwise as
+//! many line breaks as the larger side had (at most two, so no runs of blank
+//! lines), in the text's own style (`\r\n` or `\n`), followed by the
+//! indentation of the line that follows; or one space when neither side had
+//! a line break. Trailing spaces before a removed element therefore never
+//! survive, and the rest of the text is untouched.
+//!
+//! The builder only ever appends, and it withholds trailing whitespace until
+//! it knows whether a joint follows, so a stream can hand out
+//! `message[emitted..]` after every delta and the pieces add up to the final
+//! message.
+
+/// The message under construction.
+#[derive(Debug, Default)]
+pub(crate) struct MessageBuilder {
+    out: String,
+    /// Whitespace seen since the last kept non-whitespace byte.
+    ws: String,
+    joint: Option<Joint>,
+}
+
+/// Whitespace runs around one or more adjacent removed regions.
+#[derive(Debug, Default, Clone, Copy)]
+struct Joint {
+    max_newlines: usize,
+    crlf: bool,
+    any_ws: bool,
+}
+
+impl Joint {
+    fn absorb(&mut self, run: &str) {
+        if run.is_empty() {
+            return;
+        }
+        self.any_ws = true;
+        self.max_newlines = self
+            .max_newlines
+            .max(run.bytes().filter(|&b| b == b'\n').count());
+        self.crlf |= run.contains("\r\n");
+    }
+}
+
+fn is_ws(b: u8) -> bool {
+    matches!(b, b' ' | b'\t' | b'\r' | b'\n')
+}
+
+impl MessageBuilder {
+    /// Appends kept text.
+    pub(crate) fn keep(&mut self, text: &str) {
+        let bytes = text.as_bytes();
+        let Some(first) = bytes.iter().position(|&b| !is_ws(b)) else {
+            self.ws.push_str(text);
+            return;
+        };
+        // Whitespace never splits a UTF-8 sequence, so these are char boundaries.
+        let last = bytes.iter().rposition(|&b| !is_ws(b)).unwrap_or(first);
+        self.ws.push_str(&text[..first]);
+        self.flush_ws();
+        self.out.push_str(&text[first..=last]);
+        self.ws.push_str(&text[last + 1..]);
+    }
+
+    /// Records that a region was removed at the current end.
+    pub(crate) fn remove(&mut self) {
+        let joint = self.joint.get_or_insert_with(Joint::default);
+        joint.absorb(&self.ws);
+        self.ws.clear();
+    }
+
+    /// The message so far (everything before the withheld whitespace).
+    pub(crate) fn as_str(&self) -> &str {
+        &self.out
+    }
+
+    /// Ends the message: trailing whitespace stays unless a region was
+    /// removed at the end.
+    pub(crate) fn finish(&mut self) {
+        if self.joint.take().is_none() {
+            self.out.push_str(&self.ws);
+        }
+        self.ws.clear();
+    }
+
+    /// Consumes the builder, returning the message.
+    pub(crate) fn into_string(self) -> String {
+        self.out
+    }
+
+    fn flush_ws(&mut self) {
+        let Some(mut joint) = self.joint.take() else {
+            self.out.push_str(&self.ws);
+            self.ws.clear();
+            return;
+        };
+        let right = std::mem::take(&mut self.ws);
+        joint.absorb(&right);
+        if self.out.is_empty() {
+            return;
+        }
+        let newlines = joint.max_newlines.min(2);
+        if newlines == 0 {
+            if joint.any_ws {
+                self.out.push(' ');
+            }
+            return;
+        }
+        let unit = if joint.crlf { "\r\n" } else { "\n" };
+        for _ in 0..newlines {
+            self.out.push_str(unit);
+        }
+        if let Some(nl) = right.rfind('\n') {
+            self.out.push_str(&right[nl + 1..]);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Builds a message from pieces; `None` marks a removed region.
+    fn build(pieces: &[Option<&str>]) -> String {
+        let mut b = MessageBuilder::default();
+        for piece in pieces {
+            match piece {
+                Some(text) => b.keep(text),
+                None => b.remove(),
+            }
+        }
+        b.finish();
+        b.into_string()
+    }
+
+    #[test]
+    fn joints_collapse_to_one_separator() {
+        assert_eq!(
+            build(&[Some("Intro\n\n"), None, Some("\n\nOutro")]),
+            "Intro\n\nOutro"
+        );
+        assert_eq!(
+            build(&[Some("Intro\n"), None, Some("\nOutro")]),
+            "Intro\nOutro"
+        );
+        assert_eq!(
+            build(&[Some("Intro\n\n\n\n"), None, Some("\n\n\n\nOutro")]),
+            "Intro\n\nOutro"
+        );
+        assert_eq!(build(&[Some("See "), None, Some(" now")]), "See now");
+        assert_eq!(build(&[Some("a"), None, Some("b")]), "ab");
+        assert_eq!(
+            build(&[Some("Pick one.\n"), None, Some(" Let me know!")]),
+            "Pick one.\nLet me know!"
+        );
+    }
+
+    #[test]
+    fn start_and_end_are_trimmed_only_around_removals() {
+        assert_eq!(build(&[Some("Text.  \n\n"), None, Some("\n")]), "Text.");
+        assert_eq!(build(&[None, Some("\n\nHello")]), "Hello");
+        assert_eq!(build(&[Some("  Hello\n")]), "  Hello\n");
+    }
+
+    #[test]
+    fn crlf_and_indentation_are_kept() {
+        assert_eq!(
+            build(&[Some("A\r\n\r\n"), None, Some("\r\n\r\nB")]),
+            "A\r\n\r\nB"
+        );
+        assert_eq!(
+            build(&[Some("- item\n  "), None, Some("\n  - sub")]),
+            "- item\n  - sub"
+        );
+    }
+
+    #[test]
+    fn adjacent_removals_form_one_joint() {
+        assert_eq!(
+            build(&[Some("Intro\n"), None, Some("\n\n"), None, Some("\nOutro")]),
+            "Intro\n\nOutro"
+        );
+        assert_eq!(build(&[Some("Intro\n"), None, Some("\n"), None]), "Intro");
+    }
+
+    #[test]
+    fn chunking_does_not_matter() {
+        let whole = build(&[Some("Hi there \n\n"), None, Some(" \n\nBye \n")]);
+        let split = build(&[
+            Some("Hi "),
+            Some("there "),
+            Some("\n"),
+            Some("\n"),
+            None,
+            Some(" \n"),
+            Some("\nBy"),
+            Some("e \n"),
+        ]);
+        assert_eq!(whole, split);
+    }
+}

@@ -1,0 +1,115 @@
+//! The domain types a parse produces, independent of the wire format.
+//!
+//! [`Parsed`] is the result of parsing one response; its parts are plain Rust
+//! values that tests build by hand. `convert` turns them into the
+//! `parley.parser.v1` messages at the edge.
+
+use serde_json::{Map, Value};
+
+/// A clickable chip: clicking it sends `value` as the user's next message.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SuggestedValue {
+    /// Display text on the chip.
+    pub label: String,
+    /// Text sent as the user's next message.
+    pub value: String,
+}
+
+/// Who executes a suggested action.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum ActionHandler {
+    /// The client UI runs it.
+    #[default]
+    Client,
+    /// The client sends it back to the server.
+    Server,
+}
+
+/// A button that triggers a registered action.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SuggestedAction {
+    /// Button display text.
+    pub label: String,
+    /// The action identifier.
+    pub action: String,
+    /// Where it runs: the profile decides for registered actions.
+    pub handler: ActionHandler,
+    /// Optional parameters the model attached, as written.
+    pub params: Option<Map<String, Value>>,
+}
+
+/// A custom payload found after its marker.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Payload {
+    /// The payload type name from the profile (for example `schema_proposal`).
+    pub payload_type: String,
+    /// Exactly the JSON object the model wrote.
+    pub data: Map<String, Value>,
+}
+
+/// A tool call the model wrote into its text, naming a registered tool.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TextToolCall {
+    /// `text_call_<n>`, numbered from 1 in order of appearance.
+    pub id: String,
+    /// The registered tool name.
+    pub name: String,
+    /// The call's arguments (always a JSON object).
+    pub arguments: Value,
+    /// The exact text removed from the message.
+    pub raw: String,
+}
+
+/// What a diagnostic reports.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DiagnosticKind {
+    /// The JSON after a marker does not parse; the element is absent.
+    InvalidJson,
+    /// The JSON parsed but violates the element's schema; the element is absent.
+    SchemaViolation,
+    /// A suggested action is not allowed by the profile; it was dropped.
+    UnknownAction,
+    /// A safe repair was applied; the element is present.
+    Repaired,
+    /// An element never closed; its text stays in the message.
+    Unterminated,
+    /// A second element of a kind that allows only one was ignored.
+    Duplicate,
+    /// The JSON nests deeper than the limit; the element is absent.
+    TooDeep,
+}
+
+/// Something that was skipped or repaired, with the raw text so nothing is lost.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Diagnostic {
+    /// What happened.
+    pub kind: DiagnosticKind,
+    /// The element concerned: a payload type name, `suggested_values`,
+    /// `suggested_actions` or `tool_call`.
+    pub element: String,
+    /// The raw text as the model wrote it (for `Unterminated`, whose text
+    /// stays in the message, at most the first 256 bytes).
+    pub raw: String,
+    /// A human-readable reason.
+    pub reason: String,
+    /// Byte offset of the element in the input.
+    pub offset: usize,
+}
+
+/// The result of parsing one response.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Parsed {
+    /// The text for the user, with every marker and its JSON removed.
+    pub message: String,
+    /// Clickable chips (empty when absent).
+    pub suggested_values: Vec<SuggestedValue>,
+    /// Action buttons (empty when absent).
+    pub suggested_actions: Vec<SuggestedAction>,
+    /// At most one custom payload: the first payload type of the profile
+    /// that is present and valid.
+    pub custom_payload: Option<Payload>,
+    /// Tool calls written into the text, in order.
+    pub tool_calls: Vec<TextToolCall>,
+    /// What was skipped or repaired, in the order found.
+    pub diagnostics: Vec<Diagnostic>,
+}

@@ -1,0 +1,173 @@
+//! Streaming parse: text deltas in, cleaned-message deltas and elements out.
+//!
+//! [`StreamParser`] runs the same engine as [`crate::parse`] over the text
+//! received so far and stops wherever a decision needs more text. It holds
+//! back only what could still become a marker, an element that has opened
+//! and not closed, and whitespace that may turn out to touch a removed
+//! element; everything else is handed out at once. For every split of a text
+//! into deltas, the `Text` items concatenate to `finish().message`, and
+//! `finish()` equals `parse` of the whole text.
+
+use std::sync::Arc;
+
+use crate::{
+    engine::Engine,
+    error::ParseError,
+    limits::Limits,
+    model::{Diagnostic, Parsed, Payload, SuggestedAction, SuggestedValue, TextToolCall},
+    profile::Profile,
+};
+
+/// One piece of streamed output, in the order it becomes known.
+#[derive(Debug, Clone, PartialEq)]
+pub enum StreamItem {
+    /// The next delta of the cleaned message.
+    Text(String),
+    /// The suggested values, as soon as their array closed.
+    SuggestedValues(Vec<SuggestedValue>),
+    /// The suggested actions (unknown ones dropped), as soon as their array closed.
+    SuggestedActions(Vec<SuggestedAction>),
+    /// A custom payload that is, for now, the best candidate; a later item
+    /// of a higher-priority type supersedes it. The final result decides.
+    CustomPayload(Payload),
+    /// A text tool call, as soon as it closed.
+    ToolCall(TextToolCall),
+    /// A diagnostic, as soon as it is known.
+    Diagnostic(Diagnostic),
+    /// The complete result, last (produced by [`StreamParser::finish_with_items`]
+    /// callers such as the service, never by `push`).
+    Final(Box<Parsed>),
+}
+
+/// An incremental parser for one response.
+#[derive(Debug)]
+pub struct StreamParser {
+    profile: Arc<Profile>,
+    limits: Limits,
+    text: String,
+    engine: Engine,
+    ended: bool,
+}
+
+impl StreamParser {
+    /// A parser for one response under `profile` and `limits`.
+    pub fn new(profile: Arc<Profile>, limits: Limits) -> Self {
+        Self {
+            profile,
+            limits,
+            text: String::new(),
+            engine: Engine::new(limits, true),
+            ended: false,
+        }
+    }
+
+    /// Takes the next delta; returns what can be handed out now. Fails, and
+    /// ignores the delta, when the total would exceed `Limits::max_bytes`.
+    /// Deltas after [`StreamParser::end`] are ignored.
+    pub fn push(&mut self, delta: &str) -> Result<Vec<StreamItem>, ParseError> {
+        if self.ended || delta.is_empty() {
+            return Ok(Vec::new());
+        }
+        let size = self.text.len() + delta.len();
+        let limit = self.limits.effective_max_bytes();
+        if size > limit {
+            return Err(ParseError::TooLarge { size, limit });
+        }
+        self.text.push_str(delta);
+        self.engine.run(&self.text, &self.profile, false);
+        Ok(self.engine.take_items())
+    }
+
+    /// Marks the end of the text and returns everything still held back:
+    /// the remaining text and elements, and the diagnostics only the end can
+    /// decide (unterminated elements, payloads that lost to a higher-priority
+    /// one). Call it before [`StreamParser::finish`] when streaming, or the
+    /// last piece of text is never handed out.
+    pub fn end(&mut self) -> Vec<StreamItem> {
+        if !self.ended {
+            self.ended = true;
+            self.engine.run(&self.text, &self.profile, true);
+        }
+        self.engine.take_items()
+    }
+
+    /// The complete result (ending the text first if needed); equal to
+    /// `parse` of all pushed text.
+    pub fn finish(mut self) -> Parsed {
+        self.end();
+        self.engine.into_parsed()
+    }
+
+    /// [`StreamParser::end`] and [`StreamParser::finish`] in one call.
+    pub fn finish_with_items(mut self) -> (Vec<StreamItem>, Parsed) {
+        let items = self.end();
+        (items, self.engine.into_parsed())
+    }
+
+    /// Bytes received so far.
+    pub fn received(&self) -> usize {
+        self.text.len()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::parse;
+
+    fn stream(text: &str, split: usize) -> (String, Parsed) {
+        let profile = Arc::new(Profile::default());
+        let mut parser = StreamParser::new(profile, Limits::default());
+        let mut streamed = String::new();
+        let mut rest = text;
+        let mut items = Vec::new();
+        while !rest.is_empty() {
+            let mut cut = split.min(rest.len());
+            while !rest.is_char_boundary(cut) {
+                cut += 1;
+            }
+            items.extend(parser.push(&rest[..cut]).expect("within limits"));
+            rest = &rest[cut..];
+        }
+        let (tail, parsed) = parser.finish_with_items();
+        items.extend(tail);
+        for item in items {
+            if let StreamItem::Text(delta) = item {
+                assert!(!delta.contains("SUGGESTED"), "leaked {delta:?}");
+                streamed.push_str(&delta);
+            }
+        }
+        (streamed, parsed)
+    }
+
+    #[test]
+    fn every_split_gives_the_parse_result_and_never_leaks_a_marker() {
+        let text = "Here are options. \n\n**SUGGESTED_VALUES**:\n[{\"label\": \"A ]\", \"value\": \"a\"}]\n\nBye é!";
+        let whole = parse(text, &Profile::default(), &Limits::default()).expect("within limits");
+        assert_eq!(whole.message, "Here are options.\n\nBye é!");
+        for split in 1..text.len() {
+            let (streamed, parsed) = stream(text, split);
+            assert_eq!(streamed, parsed.message, "split {split}");
+            assert_eq!(parsed, whole, "split {split}");
+        }
+    }
+
+    #[test]
+    fn the_limit_counts_all_deltas() {
+        let limits = Limits {
+            max_bytes: 10,
+            ..Limits::default()
+        };
+        let mut parser = StreamParser::new(Arc::new(Profile::default()), limits);
+        assert!(parser.push("hello").is_ok());
+        assert_eq!(
+            parser.push("world!"),
+            Err(ParseError::TooLarge {
+                size: 11,
+                limit: 10
+            })
+        );
+        assert_eq!(parser.received(), 5);
+        assert_eq!(parser.finish().message, "hello");
+    }
+}

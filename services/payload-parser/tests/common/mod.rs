@@ -1,0 +1,31 @@
+//! Helpers shared by the integration tests: the example profiles file and
+//! the fixtures next to the tests.
+
+#![allow(dead_code)]
+
+use std::{path::PathBuf, sync::Arc};
+
+use payload_parser::{Profile, Profiles};
+
+/// The repository's example profiles (`deploy/config/parser-profiles.json`).
+pub fn profiles() -> Profiles {
+    let path =
+        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../deploy/config/parser-profiles.json");
+    Profiles::load(&path).unwrap_or_else(|error| panic!("example profiles load: {error}"))
+}
+
+/// One example profile by name.
+pub fn profile(name: &str) -> Arc<Profile> {
+    profiles()
+        .get(name)
+        .unwrap_or_else(|| panic!("profile {name} exists"))
+}
+
+/// A fixture file's text.
+pub fn fixture(name: &str) -> String {
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures")
+        .join(name);
+    std::fs::read_to_string(&path)
+        .unwrap_or_else(|error| panic!("fixture {}: {error}", path.display()))
+}
