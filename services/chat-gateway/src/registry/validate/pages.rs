@@ -1,0 +1,104 @@
+//! Validation of the page tree: page, tab and subtab names, their context
+//! templates, and their lists of payload types, tools and actions, each name
+//! resolved to its definition (unknown and repeated names are problems).
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use super::rules::plain_id;
+use super::{Refs, Validator};
+use crate::registry::file::{NamedMap, PageEntry, ScopeView};
+use crate::registry::model::{PageDef, Scope, SubtabDef, TabDef, TemplateRef};
+use crate::registry::templates::TemplateSet;
+
+impl Validator {
+    pub(super) fn pages(
+        &mut self,
+        map: &NamedMap<PageEntry>,
+        refs: &Refs,
+        templates: &mut TemplateSet,
+    ) -> HashMap<String, PageDef> {
+        self.names("pages", map, plain_id);
+        let mut out = HashMap::new();
+        for (name, p) in &map.0 {
+            let entry = format!("pages.{name}");
+            let scope = self.scope(&entry, p.scope(), refs, templates);
+            self.names(&format!("{entry}.tabs"), &p.tabs, plain_id);
+            let mut tabs = Vec::new();
+            for (tab_name, t) in &p.tabs.0 {
+                let tab_entry = format!("{entry}.tabs.{tab_name}");
+                let tab_scope = self.scope(&tab_entry, t.scope(), refs, templates);
+                self.names(&format!("{tab_entry}.subtabs"), &t.subtabs, plain_id);
+                let mut subtabs = Vec::new();
+                for (sub_name, s) in &t.subtabs.0 {
+                    let sub_entry = format!("{tab_entry}.subtabs.{sub_name}");
+                    let scope = self.scope(&sub_entry, s.scope(), refs, templates);
+                    subtabs.push((sub_name.clone(), SubtabDef { scope }));
+                }
+                tabs.push((
+                    tab_name.clone(),
+                    TabDef {
+                        scope: tab_scope,
+                        subtabs,
+                    },
+                ));
+            }
+            out.entry(name.clone()).or_insert(PageDef { scope, tabs });
+        }
+        out
+    }
+
+    fn scope(
+        &mut self,
+        entry: &str,
+        view: ScopeView<'_>,
+        refs: &Refs,
+        templates: &mut TemplateSet,
+    ) -> Scope {
+        let context_template = view.context_template.map(|src| {
+            let key = format!("{entry}.context_template");
+            self.template(templates, &key, src);
+            TemplateRef {
+                key,
+                source: src.to_owned(),
+            }
+        });
+        Scope {
+            instructions: view.instructions.trim().to_owned(),
+            context_template,
+            payload_types: self.refs(
+                entry,
+                "payload_types",
+                "payload type",
+                view.payload_types,
+                &refs.payload_types,
+            ),
+            tools: self.refs(entry, "tools", "tool", view.tools, &refs.tools),
+            actions: self.refs(entry, "actions", "action", view.actions, &refs.actions),
+        }
+    }
+
+    /// Resolves a list of names, reporting unknown and repeated ones.
+    fn refs<T>(
+        &mut self,
+        entry: &str,
+        field: &str,
+        what: &str,
+        names: &[String],
+        defs: &HashMap<String, Arc<T>>,
+    ) -> Vec<Arc<T>> {
+        let mut out = Vec::new();
+        for (i, name) in names.iter().enumerate() {
+            let at = format!("{entry}.{field}[{i}]");
+            if names[..i].contains(name) {
+                self.problem(at, format!("{what} `{name}` is listed twice"));
+                continue;
+            }
+            match defs.get(name) {
+                Some(def) => out.push(Arc::clone(def)),
+                None => self.problem(at, format!("unknown {what} `{name}`")),
+            }
+        }
+        out
+    }
+}
