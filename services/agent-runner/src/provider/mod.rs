@@ -6,6 +6,11 @@
 //! response, which closes the connection: that is how cancellation reaches
 //! the provider.
 
+pub mod http;
+pub mod openai;
+pub mod scripted;
+pub mod sse;
+
 use std::{pin::Pin, time::Duration};
 
 use futures::Stream;

@@ -1,0 +1,227 @@
+//! The Chat Completions request body: messages, tools, limits and the
+//! `response_format` of native structured output.
+
+use serde_json::{Map, Value, json};
+
+use super::Flavor;
+use crate::provider::{ChatRequest, Message, ToolSpec};
+
+/// Builds the streaming Chat Completions body for `request`.
+pub(crate) fn body(request: &ChatRequest, flavor: Flavor) -> Value {
+    let mut body = Map::new();
+    body.insert("model".into(), json!(request.model));
+    body.insert("messages".into(), Value::Array(messages(request)));
+    body.insert("stream".into(), json!(true));
+    body.insert("stream_options".into(), json!({ "include_usage": true }));
+    if !request.tools.is_empty() {
+        let tools = request.tools.iter().map(tool).collect();
+        body.insert("tools".into(), Value::Array(tools));
+    }
+    if let Some(limit) = request.max_output_tokens {
+        // Reasoning models reject the legacy `max_tokens`; servers that
+        // predate `max_completion_tokens` (Ollama, older llama.cpp) ignore
+        // it, so compatible servers get both.
+        body.insert("max_completion_tokens".into(), json!(limit));
+        if flavor == Flavor::Compatible {
+            body.insert("max_tokens".into(), json!(limit));
+        }
+    }
+    let params = &request.params;
+    if let Some(t) = params.temperature {
+        body.insert("temperature".into(), json!(t));
+    }
+    if let Some(p) = params.top_p {
+        body.insert("top_p".into(), json!(p));
+    }
+    if let Some(effort) = &params.reasoning_effort {
+        body.insert("reasoning_effort".into(), json!(effort));
+    }
+    if let Some(schema) = &request.output_schema {
+        body.insert(
+            "response_format".into(),
+            json!({
+                "type": "json_schema",
+                "json_schema": {
+                    "name": schema_name(&schema.name),
+                    "schema": schema.schema,
+                    "strict": true,
+                }
+            }),
+        );
+    }
+    Value::Object(body)
+}
+
+/// OpenAI allows `[a-zA-Z0-9_-]{1,64}` as a schema name.
+fn schema_name(name: &str) -> String {
+    let cleaned: String = name
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '_' || c == '-' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .take(64)
+        .collect();
+    if cleaned.is_empty() {
+        "response".into()
+    } else {
+        cleaned
+    }
+}
+
+fn tool(spec: &ToolSpec) -> Value {
+    let parameters = if spec.input_schema.is_object() {
+        spec.input_schema.clone()
+    } else {
+        json!({ "type": "object", "properties": {} })
+    };
+    json!({
+        "type": "function",
+        "function": {
+            "name": spec.name,
+            "description": spec.description,
+            "parameters": parameters,
+        }
+    })
+}
+
+fn messages(request: &ChatRequest) -> Vec<Value> {
+    let mut out = Vec::with_capacity(request.messages.len() + 1);
+    if !request.system.is_empty() {
+        out.push(json!({ "role": "system", "content": request.system }));
+    }
+    for message in &request.messages {
+        match message {
+            Message::User { text } => out.push(json!({ "role": "user", "content": text })),
+            // Chat Completions takes no reasoning back: it is dropped.
+            Message::Assistant {
+                text, tool_calls, ..
+            } => {
+                let mut m = Map::new();
+                m.insert("role".into(), json!("assistant"));
+                if tool_calls.is_empty() {
+                    m.insert("content".into(), json!(text));
+                } else {
+                    let content = if text.is_empty() {
+                        Value::Null
+                    } else {
+                        json!(text)
+                    };
+                    m.insert("content".into(), content);
+                    let calls = tool_calls
+                        .iter()
+                        .map(|call| {
+                            json!({
+                                "id": call.id,
+                                "type": "function",
+                                "function": {
+                                    "name": call.name,
+                                    "arguments": call.input.to_string(),
+                                }
+                            })
+                        })
+                        .collect();
+                    m.insert("tool_calls".into(), Value::Array(calls));
+                }
+                out.push(Value::Object(m));
+            }
+            Message::ToolResults(results) => {
+                for result in results {
+                    // The protocol has no error flag: say it in the content.
+                    let content = if result.is_error {
+                        format!("Error: {}", result.text)
+                    } else {
+                        result.text.clone()
+                    };
+                    out.push(json!({
+                        "role": "tool",
+                        "tool_call_id": result.call_id,
+                        "content": content,
+                    }));
+                }
+            }
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::provider::{OutputSchema, SamplingParams, ToolCall, ToolResult};
+
+    fn request() -> ChatRequest {
+        ChatRequest {
+            model: "gpt-4.1".into(),
+            system: "be brief".into(),
+            messages: vec![
+                Message::User {
+                    text: "weather?".into(),
+                },
+                Message::Assistant {
+                    reasoning: vec![],
+                    text: String::new(),
+                    tool_calls: vec![ToolCall {
+                        id: "call_1".into(),
+                        name: "get_weather".into(),
+                        input: json!({"city": "Paris"}),
+                        provider_data: None,
+                    }],
+                },
+                Message::ToolResults(vec![ToolResult {
+                    call_id: "call_1".into(),
+                    name: "get_weather".into(),
+                    text: "no data".into(),
+                    is_error: true,
+                }]),
+            ],
+            tools: vec![ToolSpec {
+                name: "get_weather".into(),
+                description: "weather".into(),
+                input_schema: Value::Null,
+            }],
+            output_schema: Some(OutputSchema {
+                name: "my schema!".into(),
+                schema: json!({"type": "object"}),
+            }),
+            max_output_tokens: Some(100),
+            params: SamplingParams::default(),
+        }
+    }
+
+    #[test]
+    fn history_tools_and_schema() {
+        let body = body(&request(), Flavor::OpenAi);
+        assert_eq!(
+            body["messages"][0],
+            json!({"role": "system", "content": "be brief"})
+        );
+        assert_eq!(body["messages"][2]["content"], Value::Null);
+        assert_eq!(
+            body["messages"][2]["tool_calls"][0]["function"]["arguments"],
+            json!("{\"city\":\"Paris\"}")
+        );
+        assert_eq!(body["messages"][3]["content"], json!("Error: no data"));
+        assert_eq!(
+            body["tools"][0]["function"]["parameters"]["type"],
+            json!("object")
+        );
+        assert_eq!(
+            body["response_format"]["json_schema"]["name"],
+            json!("my_schema_")
+        );
+        assert_eq!(body["max_completion_tokens"], json!(100));
+        assert!(body.get("max_tokens").is_none());
+        assert!(body.get("temperature").is_none());
+    }
+
+    #[test]
+    fn compatible_servers_also_get_max_tokens() {
+        let body = body(&request(), Flavor::Compatible);
+        assert_eq!(body["max_tokens"], json!(100));
+        assert_eq!(body["max_completion_tokens"], json!(100));
+    }
+}
