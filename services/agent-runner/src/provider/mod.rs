@@ -6,6 +6,7 @@
 //! response, which closes the connection: that is how cancellation reaches
 //! the provider.
 
+pub mod anthropic;
 pub mod http;
 pub mod openai;
 pub mod scripted;

@@ -1,0 +1,263 @@
+//! The Messages API request body: top-level `system`, alternating
+//! user/assistant messages with content blocks, tools, thinking, and native
+//! structured output through `output_config.format`.
+//!
+//! History replay follows the API's rules: an assistant turn carries its
+//! signed thinking blocks first, then its text, then its `tool_use` blocks;
+//! all results of one turn go back in one user message of `tool_result`
+//! blocks (with `is_error`). Consecutive messages of one role are merged.
+
+use serde_json::{Map, Value, json};
+
+use crate::provider::{ChatRequest, Message, ReasoningBlock, ToolSpec};
+
+/// `max_tokens` is required; this is used when the request sets none.
+pub const DEFAULT_MAX_TOKENS: u32 = 4096;
+
+/// Builds the streaming Messages body for `request`.
+pub(crate) fn body(request: &ChatRequest) -> Value {
+    let mut body = Map::new();
+    let params = &request.params;
+    let thinking = params.thinking_budget.filter(|b| *b > 0);
+    let max_tokens = match (request.max_output_tokens, thinking) {
+        (Some(limit), _) => limit,
+        // Thinking counts against max_tokens, which must exceed the budget.
+        (None, Some(budget)) => budget.saturating_add(DEFAULT_MAX_TOKENS),
+        (None, None) => DEFAULT_MAX_TOKENS,
+    };
+    body.insert("model".into(), json!(request.model));
+    body.insert("max_tokens".into(), json!(max_tokens));
+    body.insert("stream".into(), json!(true));
+    if !request.system.is_empty() {
+        body.insert("system".into(), json!(request.system));
+    }
+    body.insert("messages".into(), Value::Array(messages(&request.messages)));
+    if !request.tools.is_empty() {
+        body.insert("tools".into(), request.tools.iter().map(tool).collect());
+    }
+    if let Some(budget) = thinking {
+        body.insert(
+            "thinking".into(),
+            json!({ "type": "enabled", "budget_tokens": budget }),
+        );
+    }
+    match (params.temperature, thinking) {
+        (Some(t), None) => {
+            body.insert("temperature".into(), json!(t));
+        }
+        (Some(_), Some(_)) => {
+            tracing::debug!("temperature is not sent with extended thinking");
+        }
+        _ => {}
+    }
+    if let Some(p) = params.top_p {
+        body.insert("top_p".into(), json!(p));
+    }
+    if let Some(schema) = &request.output_schema {
+        body.insert(
+            "output_config".into(),
+            json!({ "format": { "type": "json_schema", "schema": schema.schema } }),
+        );
+    }
+    Value::Object(body)
+}
+
+fn tool(spec: &ToolSpec) -> Value {
+    let schema = if spec.input_schema.is_object() {
+        spec.input_schema.clone()
+    } else {
+        json!({ "type": "object", "properties": {} })
+    };
+    json!({ "name": spec.name, "description": spec.description, "input_schema": schema })
+}
+
+fn messages(history: &[Message]) -> Vec<Value> {
+    let mut out: Vec<(&'static str, Vec<Value>)> = Vec::new();
+    for message in history {
+        let (role, blocks) =
+            match message {
+                Message::User { text } => ("user", vec![json!({ "type": "text", "text": text })]),
+                Message::Assistant {
+                    reasoning,
+                    text,
+                    tool_calls,
+                } => {
+                    let mut blocks: Vec<Value> =
+                        reasoning.iter().filter_map(thinking_block).collect();
+                    if !text.is_empty() {
+                        blocks.push(json!({ "type": "text", "text": text }));
+                    }
+                    blocks.extend(tool_calls.iter().map(|call| {
+                    let input = if call.input.is_object() { call.input.clone() } else { json!({}) };
+                    json!({ "type": "tool_use", "id": call.id, "name": call.name, "input": input })
+                }));
+                    ("assistant", blocks)
+                }
+                Message::ToolResults(results) => (
+                    "user",
+                    results
+                        .iter()
+                        .map(|r| {
+                            let mut block = json!({
+                                "type": "tool_result",
+                                "tool_use_id": r.call_id,
+                                "content": r.text,
+                            });
+                            if r.is_error {
+                                block["is_error"] = json!(true);
+                            }
+                            block
+                        })
+                        .collect(),
+                ),
+            };
+        if blocks.is_empty() {
+            continue;
+        }
+        match out.last_mut() {
+            Some((last_role, last_blocks)) if *last_role == role => last_blocks.extend(blocks),
+            _ => out.push((role, blocks)),
+        }
+    }
+    out.into_iter()
+        .map(|(role, content)| json!({ "role": role, "content": content }))
+        .collect()
+}
+
+/// A thinking block to replay; blocks without a signature (another
+/// provider's reasoning) cannot be verified by the API and are left out.
+fn thinking_block(block: &ReasoningBlock) -> Option<Value> {
+    if let Some(data) = &block.redacted {
+        return Some(json!({ "type": "redacted_thinking", "data": data }));
+    }
+    let signature = block.signature.as_ref()?;
+    Some(json!({ "type": "thinking", "thinking": block.text, "signature": signature }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::provider::{OutputSchema, SamplingParams, ToolCall, ToolResult};
+
+    fn call(id: &str) -> ToolCall {
+        ToolCall {
+            id: id.into(),
+            name: "get_weather".into(),
+            input: json!({"location": id}),
+            provider_data: None,
+        }
+    }
+
+    fn result(id: &str, is_error: bool) -> ToolResult {
+        ToolResult {
+            call_id: id.into(),
+            name: "get_weather".into(),
+            text: format!("result {id}"),
+            is_error,
+        }
+    }
+
+    #[test]
+    fn replay_orders_thinking_text_and_tool_use_and_groups_results() {
+        let request = ChatRequest {
+            model: "claude-sonnet-4-5".into(),
+            system: String::new(),
+            messages: vec![
+                Message::User { text: "hi".into() },
+                Message::Assistant {
+                    reasoning: vec![
+                        ReasoningBlock {
+                            text: "think".into(),
+                            signature: Some("sig".into()),
+                            redacted: None,
+                        },
+                        ReasoningBlock {
+                            text: String::new(),
+                            signature: None,
+                            redacted: Some("opaque".into()),
+                        },
+                        ReasoningBlock {
+                            text: "foreign".into(),
+                            signature: None,
+                            redacted: None,
+                        },
+                    ],
+                    text: "Checking.".into(),
+                    tool_calls: vec![call("a"), call("b")],
+                },
+                Message::ToolResults(vec![result("a", false), result("b", true)]),
+                Message::User {
+                    text: "and?".into(),
+                },
+            ],
+            tools: vec![],
+            output_schema: None,
+            max_output_tokens: None,
+            params: SamplingParams::default(),
+        };
+        let body = body(&request);
+        assert!(body.get("system").is_none());
+        assert_eq!(body["max_tokens"], DEFAULT_MAX_TOKENS);
+        let messages = body["messages"].as_array().expect("messages");
+        assert_eq!(
+            messages.len(),
+            3,
+            "results and the next user text merge: {messages:?}"
+        );
+        let assistant = messages[1]["content"].as_array().expect("blocks");
+        let kinds: Vec<_> = assistant
+            .iter()
+            .map(|b| b["type"].as_str().unwrap_or(""))
+            .collect();
+        assert_eq!(
+            kinds,
+            [
+                "thinking",
+                "redacted_thinking",
+                "text",
+                "tool_use",
+                "tool_use"
+            ]
+        );
+        assert_eq!(assistant[0]["signature"], "sig");
+        let user = messages[2]["content"].as_array().expect("blocks");
+        assert_eq!(user[0]["tool_use_id"], "a");
+        assert!(user[0].get("is_error").is_none());
+        assert_eq!(user[1]["is_error"], true);
+        assert_eq!(user[2]["text"], "and?");
+    }
+
+    #[test]
+    fn thinking_structured_output_and_limits() {
+        let mut request = ChatRequest {
+            model: "m".into(),
+            system: "sys".into(),
+            messages: vec![Message::User { text: "x".into() }],
+            tools: vec![],
+            output_schema: Some(OutputSchema {
+                name: "n".into(),
+                schema: json!({"type": "object"}),
+            }),
+            max_output_tokens: None,
+            params: SamplingParams {
+                temperature: Some(0.2),
+                thinking_budget: Some(2000),
+                ..SamplingParams::default()
+            },
+        };
+        let b = body(&request);
+        assert_eq!(b["system"], "sys");
+        assert_eq!(b["max_tokens"], 2000 + DEFAULT_MAX_TOKENS);
+        assert_eq!(
+            b["thinking"],
+            json!({"type": "enabled", "budget_tokens": 2000})
+        );
+        assert!(b.get("temperature").is_none());
+        assert_eq!(b["output_config"]["format"]["type"], "json_schema");
+        request.params.thinking_budget = None;
+        request.max_output_tokens = Some(10);
+        let b = body(&request);
+        assert_eq!(b["temperature"], json!(0.2_f32));
+        assert_eq!(b["max_tokens"], 10);
+    }
+}
