@@ -92,7 +92,20 @@ fn golden_prompt_for_table_view() {
     }
     let expected = std::fs::read_to_string(&path)
         .expect("golden file (run with UPDATE_GOLDEN=1 to create it)");
-    assert_eq!(actual, expected, "prompt differs from {}", path.display());
+    if actual != expected {
+        let line = actual
+            .lines()
+            .zip(expected.lines())
+            .position(|(a, e)| a != e)
+            .unwrap_or_else(|| actual.lines().count().min(expected.lines().count()));
+        panic!(
+            "prompt differs from {} at line {}:\n  actual:   {:?}\n  expected: {:?}\n(UPDATE_GOLDEN=1 rewrites the file after an intended change)",
+            path.display(),
+            line + 1,
+            actual.lines().nth(line),
+            expected.lines().nth(line),
+        );
+    }
 }
 
 #[test]

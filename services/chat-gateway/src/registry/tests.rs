@@ -345,3 +345,74 @@ fn a_minimal_registry_is_valid() {
     assert!(p.tools.is_empty() && p.actions.is_empty() && p.payload_types.is_empty());
     assert!(p.parse_profile().payloads.is_empty());
 }
+
+// ---- the example's payload schemas against seed 000 -------------------------
+
+fn seed_example(name: &str) -> serde_json::Value {
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("src/registry/testdata")
+        .join(name);
+    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    serde_json::from_str(&text).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+}
+
+fn validator(r: &Registry, payload_type: &str) -> jsonschema::Validator {
+    let schema = &r.payload_type(payload_type).expect("registered").schema;
+    jsonschema::validator_for(schema).expect("compiles")
+}
+
+#[test]
+fn schema_proposal_schema_follows_seed_000() {
+    let r = Registry::example();
+    let v = validator(&r, "schema_proposal");
+    let create = seed_example("schema_proposal_create.json");
+    let update = seed_example("schema_proposal_update.json");
+    assert!(v.is_valid(&create));
+    assert!(v.is_valid(&update));
+
+    // mode rules: create takes only `add` and needs name, description, sample rows
+    let mut bad = create.clone();
+    bad["operations"][1] = json!({"action": "remove", "column_id": "col_x"});
+    assert!(!v.is_valid(&bad), "create with a remove");
+    for field in ["table_name", "table_description", "sample_rows"] {
+        let mut bad = create.clone();
+        bad.as_object_mut().expect("object").remove(field);
+        assert!(!v.is_valid(&bad), "create without {field}");
+    }
+    // operations: at least one, each of a known shape
+    let mut bad = update.clone();
+    bad["operations"] = json!([]);
+    assert!(!v.is_valid(&bad), "no operations");
+    let mut bad = update.clone();
+    bad["operations"][1] = json!({"action": "modify", "column_id": "col_status", "changes": {}});
+    assert!(!v.is_valid(&bad), "modify with no changes");
+    let mut bad = update.clone();
+    bad["operations"][0]["column"]["type"] = json!("currency");
+    assert!(!v.is_valid(&bad), "unknown column type");
+    let mut bad = update;
+    bad["mode"] = json!("replace");
+    assert!(!v.is_valid(&bad), "unknown mode");
+}
+
+#[test]
+fn data_proposal_schema_follows_seed_000() {
+    let r = Registry::example();
+    let v = validator(&r, "data_proposal");
+    let example = seed_example("data_proposal.json");
+    assert!(v.is_valid(&example));
+    let mut string_id = example.clone();
+    string_id["operations"][2]["row_id"] = json!("row_12");
+    assert!(v.is_valid(&string_id), "row ids may be strings");
+    let mut bad = example.clone();
+    bad["operations"][0]["action"] = json!("upsert");
+    assert!(!v.is_valid(&bad), "unknown action");
+    let mut bad = example.clone();
+    bad["operations"][1]
+        .as_object_mut()
+        .expect("object")
+        .remove("row_id");
+    assert!(!v.is_valid(&bad), "update without row_id");
+    let mut bad = example;
+    bad.as_object_mut().expect("object").remove("operations");
+    assert!(!v.is_valid(&bad), "no operations");
+}
