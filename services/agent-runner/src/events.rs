@@ -252,13 +252,13 @@ mod tests {
     async fn numbers_events_and_keeps_text() {
         let (tx, mut rx) = mpsc::channel(8);
         let mut sink = EventSink::new(tx);
-        sink.emit(EventKind::TextDelta("Hel".into())).await.unwrap();
-        sink.emit(EventKind::ReasoningDelta("hmm".into())).await.unwrap();
-        sink.emit(EventKind::TextDelta("lo".into())).await.unwrap();
+        sink.emit(EventKind::TextDelta("Hel".into())).await.expect("should succeed");
+        sink.emit(EventKind::ReasoningDelta("hmm".into())).await.expect("should succeed");
+        sink.emit(EventKind::TextDelta("lo".into())).await.expect("should succeed");
         assert_eq!(sink.text(), "Hello");
         let seqs: Vec<u64> = [rx.recv().await, rx.recv().await, rx.recv().await]
             .into_iter()
-            .map(|e| e.unwrap().seq)
+            .map(|e| e.expect("should succeed").seq)
             .collect();
         assert_eq!(seqs, vec![1, 2, 3]);
     }

@@ -1,6 +1,21 @@
 //! The agent-runner: the LLM tool loop over real provider protocols.
+//!
+//! A `Run` request becomes a [`turn::Turn`] ([`convert`]), is checked and
+//! bound ([`agent_loop::Runner::prepare`]) and runs in its own task
+//! ([`service`]): model calls through one [`provider::Provider`] trait with
+//! retries, fallback and timeouts ([`model_call`], [`retry`]), tools run in
+//! parallel with validation and progress ([`tools`]), and every step is a
+//! numbered event ([`events`]) streamed back to the caller.
 
-pub mod provider;
+pub mod agent_loop;
+pub mod config;
+pub mod convert;
 pub mod events;
+pub mod model_call;
+pub mod parsing;
+pub mod provider;
+pub mod providers;
 pub mod retry;
+pub mod service;
+pub mod tools;
 pub mod turn;

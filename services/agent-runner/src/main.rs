@@ -1,1 +1,62 @@
-fn main() {}
+//! The agent-runner binary: configuration first, then the port, then serve
+//! until SIGTERM and drain within a bound.
+
+use std::{net::SocketAddr, path::PathBuf, sync::Arc, time::Duration};
+
+use agent_runner::{agent_loop::Runner, config::RunnerConfig, service::RunnerService, tools::ToolRuntime};
+use anyhow::Context;
+use clap::Parser;
+use parley_grpc::{ServeOptions, logging::LogFormat};
+use parley_proto::runner::v1::agent_runner_server::AgentRunnerServer;
+
+/// Runs the LLM tool loop as a gRPC service (`parley.runner.v1.AgentRunner`).
+#[derive(Debug, Parser)]
+#[command(name = "agent-runner", version)]
+struct Args {
+    /// Address to listen on.
+    #[arg(long, env = "PARLEY_LISTEN", default_value = "127.0.0.1:50052")]
+    listen: SocketAddr,
+    /// Configuration file; without it the scripted provider plays the demo script.
+    #[arg(long, env = "PARLEY_RUNNER_CONFIG")]
+    config: Option<PathBuf>,
+    /// Script for the scripted provider when no configuration file is given.
+    #[arg(long, env = "PARLEY_SCRIPT")]
+    script: Option<PathBuf>,
+    /// Log format: `json` or `text`.
+    #[arg(long, env = "PARLEY_LOG_FORMAT", default_value = "json")]
+    log_format: LogFormat,
+    /// Longest time in-flight turns get to finish after SIGTERM, in seconds.
+    #[arg(long, env = "PARLEY_DRAIN_TIMEOUT", default_value_t = 20)]
+    drain_timeout: u64,
+}
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    let args = Args::parse();
+    parley_grpc::logging::init(args.log_format);
+
+    let mut config = match &args.config {
+        Some(path) => RunnerConfig::from_file(path)?,
+        None => RunnerConfig::scripted_only(args.script.clone()),
+    };
+    config.apply_env(|name| std::env::var(name).ok())?;
+    config.validate()?;
+    let providers = config.build_providers(|name| std::env::var(name).ok())?;
+    tracing::info!(
+        default_provider = %config.default_provider,
+        providers = ?providers.names().collect::<Vec<_>>(),
+        "configuration loaded"
+    );
+
+    let runner = Arc::new(Runner { providers: Arc::new(providers), tools: ToolRuntime::with_builtins(), retry: config.retry_policy() });
+    let service = RunnerService::new(runner, config.limits(), config.max_concurrent_runs, config.event_buffer);
+
+    let listener = tokio::net::TcpListener::bind(args.listen)
+        .await
+        .with_context(|| format!("cannot listen on {}", args.listen))?;
+    let mut options = ServeOptions::new("agent-runner", vec!["parley.runner.v1.AgentRunner"]);
+    options.drain_timeout = Duration::from_secs(args.drain_timeout);
+    let routes = tonic::service::Routes::new(AgentRunnerServer::new(service));
+    parley_grpc::serve(listener, routes, options, parley_grpc::shutdown_signal()).await?;
+    Ok(())
+}

@@ -62,9 +62,9 @@ impl RetryPolicy {
     }
 
     /// The delay before attempt `attempt + 1`, where `attempt` (from 1) is
-    /// the attempt that just failed.
-    pub fn delay(&self, attempt: u32, error: &ProviderError) -> Duration {
-        if let Some(after) = provider_retry_after(error)
+    /// the attempt that just failed, and `retry_after` what the provider asked for.
+    pub fn delay(&self, attempt: u32, retry_after: Option<Duration>) -> Duration {
+        if let Some(after) = retry_after
             && after <= self.max_retry_after
         {
             return after;
@@ -147,9 +147,9 @@ mod tests {
     fn honours_sane_retry_after_and_ignores_absurd_ones() {
         let policy = RetryPolicy::default();
         let sane = ProviderError::Http { status: 429, body: String::new(), retry_after: Some(Duration::from_secs(3)), should_retry: None };
-        assert_eq!(policy.delay(1, &sane), Duration::from_secs(3));
+        assert_eq!(policy.delay(1, provider_retry_after(&sane)), Duration::from_secs(3));
         let absurd = ProviderError::Http { status: 429, body: String::new(), retry_after: Some(Duration::from_secs(3600)), should_retry: None };
-        assert!(policy.delay(1, &absurd) <= policy.max_delay);
+        assert!(policy.delay(1, provider_retry_after(&absurd)) <= policy.max_delay);
     }
 
     #[test]

@@ -106,3 +106,19 @@ impl Default for Limits {
         }
     }
 }
+
+/// One problem with a request field (a `google.rpc.BadRequest` violation).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Violation {
+    /// The field path, for example `tools[2].name`.
+    pub field: String,
+    /// What is wrong with it.
+    pub description: String,
+}
+
+impl Violation {
+    /// A violation of `field`.
+    pub fn new(field: impl Into<String>, description: impl Into<String>) -> Self {
+        Self { field: field.into(), description: description.into() }
+    }
+}

@@ -20,7 +20,7 @@ use std::{
 use futures::stream;
 
 pub use self::script::{Script, ScriptError};
-use self::script::Step;
+use self::script::{Selected, Step};
 use super::{
     ChatRequest, EventStream, Finish, FinishReason, Message, Provider, ProviderError, ReasoningBlock, StreamEvent,
     ToolCall, Usage,
@@ -39,7 +39,7 @@ pub struct ScriptedProvider {
 }
 
 /// Identifies one failure step of one request: (turn, segment, step, user text).
-type FailureKey = (Option<usize>, usize, usize, String);
+type FailureKey = (Selected, usize, usize, String);
 
 /// One thing the stream does next.
 #[derive(Debug)]
@@ -64,7 +64,7 @@ impl ScriptedProvider {
     fn plan(&self, request: &ChatRequest) -> Result<VecDeque<Action>, ProviderError> {
         let user = last_user_text(&request.messages);
         let has_schema = request.output_schema.is_some();
-        let turn_index = self.script.select(user, &request.model, has_schema).map_err(|()| {
+        let turn_index = self.script.select(user, &request.model, has_schema).ok_or_else(|| {
             ProviderError::Config(format!("no scripted turn matches `{}` and the script has no default", preview(user)))
         })?;
         let Some(turn) = self.script.turn(turn_index) else {

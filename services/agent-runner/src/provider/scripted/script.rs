@@ -282,22 +282,30 @@ impl Script {
         Ok(())
     }
 
-    /// The index of the turn answering this request (`None` for `default`),
-    /// or `Err(())` when nothing answers it.
-    pub fn select(&self, user: &str, model: &str, has_schema: bool) -> Result<Option<usize>, ()> {
+    /// The turn answering this request, if any does.
+    pub fn select(&self, user: &str, model: &str, has_schema: bool) -> Option<Selected> {
         if let Some(index) = self.turns.iter().position(|turn| turn.matcher.matches(user, model, has_schema)) {
-            return Ok(Some(index));
+            return Some(Selected::Turn(index));
         }
-        if self.default.is_some() { Ok(None) } else { Err(()) }
+        self.default.as_ref().map(|_| Selected::Default)
     }
 
-    /// The turn at `index` (`None` is the default turn).
-    pub fn turn(&self, index: Option<usize>) -> Option<&ScriptedTurn> {
-        match index {
-            Some(index) => self.turns.get(index),
-            None => self.default.as_ref(),
+    /// The selected turn.
+    pub fn turn(&self, selected: Selected) -> Option<&ScriptedTurn> {
+        match selected {
+            Selected::Turn(index) => self.turns.get(index),
+            Selected::Default => self.default.as_ref(),
         }
     }
+}
+
+/// Which turn of a script answers a request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Selected {
+    /// `turns[i]`.
+    Turn(usize),
+    /// `[default]`.
+    Default,
 }
 
 impl ScriptedTurn {
@@ -383,7 +391,7 @@ mod tests {
             ]
             "#,
         )
-        .unwrap();
+        .expect("should succeed");
         let segments = script.turns[0].segments();
         assert_eq!(segments.len(), 2);
         assert_eq!(segments[0].len(), 3);
@@ -406,7 +414,7 @@ mod tests {
             steps = [{ structured = '{"a": 1' }, { structured = { a = 1 } }]
             "#,
         )
-        .unwrap();
+        .expect("should succeed");
         let texts: Vec<String> = script.turns[0]
             .steps
             .iter()

@@ -31,7 +31,7 @@ async fn collect(provider: &ScriptedProvider, request: ChatRequest) -> Vec<Resul
 }
 
 fn provider(toml: &str) -> ScriptedProvider {
-    ScriptedProvider::new("scripted", Script::from_toml(toml).unwrap())
+    ScriptedProvider::new("scripted", Script::from_toml(toml).expect("should succeed"))
 }
 
 #[tokio::test]
@@ -164,7 +164,7 @@ async fn without_a_default_an_unmatched_message_is_a_config_error() {
 
 #[tokio::test]
 async fn the_embedded_demo_script_plays_every_turn() {
-    let p = ScriptedProvider::new("scripted", Script::from_toml(EMBEDDED_DEMO_SCRIPT).unwrap());
+    let p = ScriptedProvider::new("scripted", Script::from_toml(EMBEDDED_DEMO_SCRIPT).expect("should succeed"));
     let first = collect(&p, request(vec![user("Create a job tracker")])).await;
     assert!(first.iter().any(|e| matches!(e, Ok(StreamEvent::ToolCall(c)) if c.name == "current_time")));
     let accepted = collect(&p, request(vec![user("I accepted the table")])).await;

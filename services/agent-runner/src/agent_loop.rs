@@ -1,0 +1,307 @@
+//! The LLM tool loop: one turn from the first model call to the last event.
+//!
+//! [`Runner::prepare`] checks what the model will need (providers, tools,
+//! structured-output support) so a bad request fails before anything
+//! streams. [`Runner::run`] then repeats: call the model (with retries and
+//! fallback, see `model_call`), run the tools it asked for (see
+//! `tools::execute`), feed the results back, until the model finishes, the
+//! iteration limit is reached (a normal finish with `MaxIterations`), the
+//! turn deadline passes or the turn is cancelled. The last event is always
+//! `Finished` or `Error`.
+
+pub mod output;
+
+use std::sync::Arc;
+
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+
+use self::output::{TextMode, TurnOutput};
+use crate::{
+    events::{CallSource, EventKind, EventSink, Finished, Phase, Status, StopReason, TurnError, UsageReport},
+    model_call::{CallError, ModelCaller},
+    parsing,
+    provider::{ChatRequest, FinishReason, Message, OutputSchema, ToolCall, Usage},
+    providers::Providers,
+    retry::RetryPolicy,
+    tools::{
+        ToolRuntime,
+        execute::{PendingCall, Round},
+        prepare::TurnTools,
+    },
+    turn::{ModelChoice, Turn, Violation},
+};
+
+/// Everything the loop shares across turns.
+#[derive(Debug, Clone)]
+pub struct Runner {
+    /// The configured providers.
+    pub providers: Arc<Providers>,
+    /// Local tools and remote tool channels.
+    pub tools: ToolRuntime,
+    /// The retry policy of every model call.
+    pub retry: RetryPolicy,
+}
+
+/// Why a request is refused before it starts.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Rejection {
+    /// Fields are invalid.
+    Invalid(Vec<Violation>),
+    /// A model reference names a provider the runner does not have.
+    UnknownProvider {
+        /// The field, for example `fallbacks[1].provider`.
+        field: String,
+        /// The unknown name.
+        provider: String,
+    },
+    /// A schema was given for a model without native structured output.
+    StructuredOutputUnsupported {
+        /// The provider.
+        provider: String,
+        /// The model.
+        model: String,
+    },
+}
+
+/// A checked turn, ready to run.
+#[derive(Debug)]
+pub struct PreparedTurn {
+    turn: Turn,
+    tools: TurnTools,
+    candidates: Vec<ModelChoice>,
+}
+
+impl PreparedTurn {
+    /// The models tried, primary first.
+    pub fn candidates(&self) -> &[ModelChoice] {
+        &self.candidates
+    }
+}
+
+/// How a turn ended early.
+enum End {
+    Cancelled,
+    Deadline,
+    Failed(TurnError),
+}
+
+impl From<CallError> for End {
+    fn from(error: CallError) -> Self {
+        match error {
+            CallError::Cancelled => Self::Cancelled,
+            CallError::Deadline => Self::Deadline,
+            CallError::Failed(error) => Self::Failed(error),
+        }
+    }
+}
+
+impl From<crate::model_call::Interrupt> for End {
+    fn from(interrupt: crate::model_call::Interrupt) -> Self {
+        CallError::from(interrupt).into()
+    }
+}
+
+impl Runner {
+    /// Resolves the models, binds the tools and checks structured output.
+    pub fn prepare(&self, mut turn: Turn) -> Result<PreparedTurn, Rejection> {
+        let mut candidates = Vec::with_capacity(1 + turn.fallbacks.len());
+        let references = std::iter::once(("model".to_owned(), turn.model.clone()))
+            .chain(turn.fallbacks.iter().enumerate().map(|(i, f)| (format!("fallbacks[{i}]"), f.clone())));
+        for (field, reference) in references {
+            let resolved = self.providers.resolve(reference).map_err(|unknown| Rejection::UnknownProvider {
+                field: format!("{field}.provider"),
+                provider: unknown.0,
+            })?;
+            candidates.push(resolved);
+        }
+        let tools = TurnTools::prepare(std::mem::take(&mut turn.tools), &self.tools).map_err(Rejection::Invalid)?;
+        if turn.output_schema.is_some() {
+            for candidate in &candidates {
+                let supported = self
+                    .providers
+                    .get(&candidate.provider)
+                    .is_some_and(|provider| provider.supports_structured_output(&candidate.model));
+                if !supported {
+                    return Err(Rejection::StructuredOutputUnsupported {
+                        provider: candidate.provider.clone(),
+                        model: candidate.model.clone(),
+                    });
+                }
+            }
+        }
+        Ok(PreparedTurn { turn, tools, candidates })
+    }
+
+    /// Runs a prepared turn to its last event. Returns when the turn is
+    /// over or `cancel` fires; never panics on provider or tool input.
+    pub async fn run(&self, prepared: PreparedTurn, sink: EventSink, cancel: CancellationToken) {
+        let started = Instant::now();
+        let deadline = started + prepared.turn.limits.total_timeout;
+        let mode = if prepared.turn.output_schema.is_some() {
+            TextMode::Structured
+        } else if prepared.turn.text_tool_calls && !prepared.tools.is_empty() {
+            TextMode::TextCalls(parsing::ToolProfile::new(&prepared.tools.names()))
+        } else {
+            TextMode::Stream
+        };
+        let mut out = TurnOutput::new(sink, mode);
+        let result = self.drive(&prepared, &mut out, &cancel, deadline).await;
+        let last = match result {
+            Ok(finished) => EventKind::Finished(finished),
+            Err(End::Failed(error)) => {
+                tracing::warn!(turn_id = %prepared.turn.turn_id, reason = %error.reason, "turn failed");
+                EventKind::Error(error)
+            }
+            Err(End::Deadline) => {
+                tracing::warn!(turn_id = %prepared.turn.turn_id, "turn deadline exceeded");
+                EventKind::Error(TurnError {
+                    code: tonic::Code::DeadlineExceeded,
+                    reason: "DEADLINE_EXCEEDED".into(),
+                    message: format!(
+                        "the turn did not finish within {} ms",
+                        prepared.turn.limits.total_timeout.as_millis()
+                    ),
+                    retryable: false,
+                    partial_text: out.text().to_owned(),
+                    provider_detail: String::new(),
+                    retry_after: None,
+                })
+            }
+            Err(End::Cancelled) => {
+                tracing::info!(turn_id = %prepared.turn.turn_id, "turn cancelled");
+                return;
+            }
+        };
+        let _ = out.emit(last).await;
+        tracing::debug!(turn_id = %prepared.turn.turn_id, elapsed_ms = started.elapsed().as_millis() as u64, "turn over");
+    }
+
+    async fn drive(
+        &self,
+        prepared: &PreparedTurn,
+        out: &mut TurnOutput,
+        cancel: &CancellationToken,
+        deadline: Instant,
+    ) -> Result<Finished, End> {
+        let turn = &prepared.turn;
+        let candidates = &prepared.candidates;
+        let caller = ModelCaller { providers: &self.providers, policy: self.retry, limits: turn.limits, deadline, cancel };
+        let round = Round {
+            tools: &prepared.tools,
+            runtime: &self.tools,
+            limits: turn.limits,
+            conversation_id: &turn.conversation_id,
+            user_id: &turn.user_id,
+            context: turn.context.as_ref(),
+            cancel,
+            deadline,
+        };
+        let output_schema = turn.output_schema.as_ref().map(|schema| OutputSchema {
+            name: if turn.output_schema_name.is_empty() { "response".to_owned() } else { turn.output_schema_name.clone() },
+            schema: schema.clone(),
+        });
+        let specs = prepared.tools.specs();
+        let mut messages = turn.messages.clone();
+        let mut total = Usage::default();
+        let mut current = 0usize;
+
+        status(out, Phase::Started, "Started".into(), 0, &candidates[current]).await?;
+        let max_iterations = turn.limits.max_iterations.max(1);
+        for iteration in 1..=max_iterations {
+            status(out, Phase::ModelCall, "Thinking...".into(), iteration, &candidates[current]).await?;
+            let request = ChatRequest {
+                model: String::new(),
+                system: turn.system.clone(),
+                messages: messages.clone(),
+                tools: specs.clone(),
+                output_schema: output_schema.clone(),
+                max_output_tokens: turn.limits.max_output_tokens,
+                params: Default::default(),
+            };
+            let outcome = caller.call(candidates, current, &request, iteration, out).await?;
+            current = outcome.candidate;
+            let model = &candidates[current];
+            if let Some(usage) = outcome.usage {
+                add_usage(&mut total, usage);
+                let report = UsageReport { usage, model: Some(model.clone()) };
+                out.emit(EventKind::Usage(report)).await.map_err(|_| End::Cancelled)?;
+            }
+            let call_text = out.call_text().to_owned();
+            let mut pending: Vec<PendingCall> = outcome
+                .tool_calls
+                .iter()
+                .map(|call| PendingCall { call: call.clone(), source: CallSource::Native })
+                .collect();
+            let text_calls = out.end_call_text().await.map_err(|_| End::Cancelled)?;
+            pending.extend(text_calls.into_iter().enumerate().map(|(n, call)| PendingCall {
+                call: ToolCall {
+                    id: format!("text_call_{iteration}_{}", n + 1),
+                    name: call.name,
+                    input: call.arguments,
+                    provider_data: None,
+                },
+                source: CallSource::Text,
+            }));
+            let finish = &outcome.finish;
+            let wants_more = !pending.is_empty() || finish.reason == FinishReason::Pause;
+            if !wants_more || iteration == max_iterations {
+                let stop_reason = if wants_more { StopReason::MaxIterations } else { stop_reason(finish.reason) };
+                let structured = output_schema.as_ref().map(|schema| parsing::structured(&call_text, &schema.schema));
+                return Ok(Finished {
+                    stop_reason,
+                    raw_stop_reason: finish.raw_reason.clone(),
+                    text: out.text().to_owned(),
+                    structured,
+                    usage: total,
+                    iterations: iteration,
+                    response_model: finish.response_model.clone().unwrap_or_default(),
+                    response_id: finish.response_id.clone().unwrap_or_default(),
+                });
+            }
+            let assistant_calls: Vec<ToolCall> = pending.iter().map(|p| p.call.clone()).collect();
+            messages.push(Message::Assistant { reasoning: outcome.reasoning, text: call_text, tool_calls: assistant_calls });
+            if pending.is_empty() {
+                continue; // `pause_turn`: the model continues in another call.
+            }
+            let message = match pending.len() {
+                1 => format!("Running {}", pending[0].call.name),
+                n => format!("Running {n} tools"),
+            };
+            status(out, Phase::Tools, message, iteration, model).await?;
+            let results = round.run(&pending, out).await?;
+            messages.push(Message::ToolResults(results));
+        }
+        Err(End::Failed(TurnError {
+            code: tonic::Code::Internal,
+            reason: "INTERNAL".into(),
+            message: "the loop ended without a result".into(),
+            retryable: false,
+            partial_text: out.text().to_owned(),
+            provider_detail: String::new(),
+            retry_after: None,
+        }))
+    }
+}
+
+async fn status(out: &mut TurnOutput, phase: Phase, message: String, iteration: u32, model: &ModelChoice) -> Result<(), End> {
+    let event = Status { phase, message, iteration, model: Some(model.clone()) };
+    out.emit(EventKind::Status(event)).await.map_err(|_| End::Cancelled)
+}
+
+fn add_usage(total: &mut Usage, usage: Usage) {
+    total.input_tokens += usage.input_tokens;
+    total.output_tokens += usage.output_tokens;
+    total.cached_input_tokens += usage.cached_input_tokens;
+    total.reasoning_tokens += usage.reasoning_tokens;
+}
+
+fn stop_reason(reason: FinishReason) -> StopReason {
+    match reason {
+        FinishReason::MaxTokens => StopReason::MaxTokens,
+        FinishReason::StopSequence => StopReason::StopSequence,
+        FinishReason::ContentFilter => StopReason::ContentFilter,
+        FinishReason::Refusal => StopReason::Refusal,
+        FinishReason::EndTurn | FinishReason::ToolUse | FinishReason::Pause | FinishReason::Other => StopReason::EndTurn,
+    }
+}

@@ -1,0 +1,230 @@
+//! How the model's words reach the client during a turn.
+//!
+//! [`TurnOutput`] owns the event sink and decides what a model text delta
+//! becomes: a `text_delta` (normal answers), a `structured_delta` (when an
+//! output schema is set) or nothing yet (when text-embedded tool calls are
+//! recognised, the call's text is held until it can be cleaned). It keeps
+//! `Finished.text` equal to the concatenation of the text deltas by inserting
+//! a `"\n\n"` delta between two model calls' texts when both are non-empty,
+//! and it records whether the current call has emitted anything, which is
+//! what decides whether a failure may still be retried.
+
+use crate::{
+    events::{Closed, EventKind, EventSink},
+    parsing::{TextCall, TextCallParser, TextItem, ToolProfile},
+};
+
+/// What a model text delta becomes.
+#[derive(Debug, Clone)]
+pub enum TextMode {
+    /// Streamed as `text_delta`.
+    Stream,
+    /// Streamed as `structured_delta`.
+    Structured,
+    /// Streamed as `text_delta` with tool calls naming these tools removed.
+    TextCalls(ToolProfile),
+}
+
+/// The event sink plus the per-call text state.
+#[derive(Debug)]
+pub struct TurnOutput {
+    sink: EventSink,
+    mode: TextMode,
+    call_text: String,
+    call_emitted: bool,
+    /// The current call's tool-call parser (`TextCalls` mode).
+    parser: Option<TextCallParser>,
+    /// Tool calls found in the current call's text.
+    found: Vec<TextCall>,
+    /// Whether the current call has sent visible text (the separator is due once).
+    visible_in_call: bool,
+}
+
+impl TurnOutput {
+    /// Output to `sink` in `mode`.
+    pub fn new(sink: EventSink, mode: TextMode) -> Self {
+        Self {
+            sink,
+            mode,
+            call_text: String::new(),
+            call_emitted: false,
+            parser: None,
+            found: Vec::new(),
+            visible_in_call: false,
+        }
+    }
+
+    /// What model text becomes.
+    pub fn mode(&self) -> &TextMode {
+        &self.mode
+    }
+
+    /// Sends any other event.
+    pub async fn emit(&mut self, kind: EventKind) -> Result<(), Closed> {
+        self.sink.emit(kind).await
+    }
+
+    /// Starts a model call (or a new attempt of one that emitted nothing).
+    pub fn begin_call(&mut self) {
+        self.call_text.clear();
+        self.call_emitted = false;
+        self.visible_in_call = false;
+        self.found.clear();
+        self.parser = match &self.mode {
+            TextMode::TextCalls(profile) => Some(TextCallParser::new(profile)),
+            _ => None,
+        };
+    }
+
+    /// Whether the current call has sent anything to the client.
+    pub fn call_emitted(&self) -> bool {
+        self.call_emitted
+    }
+
+    /// A piece of the model's answer text.
+    pub async fn model_text(&mut self, delta: String) -> Result<(), Closed> {
+        if delta.is_empty() {
+            return Ok(());
+        }
+        self.call_text.push_str(&delta);
+        match self.mode {
+            TextMode::Stream => self.visible_text(delta).await,
+            TextMode::Structured => {
+                self.call_emitted = true;
+                self.sink.emit(EventKind::StructuredDelta(delta)).await
+            }
+            TextMode::TextCalls(_) => {
+                let items = self.parser.as_mut().map(|parser| parser.push(&delta)).unwrap_or_default();
+                self.text_items(items).await
+            }
+        }
+    }
+
+    /// Ends the current call's text: flushes what the tool-call parser held
+    /// back and returns the tool calls found in the text.
+    pub async fn end_call_text(&mut self) -> Result<Vec<TextCall>, Closed> {
+        if let Some(mut parser) = self.parser.take() {
+            let items = parser.end();
+            self.text_items(items).await?;
+        }
+        Ok(std::mem::take(&mut self.found))
+    }
+
+    async fn text_items(&mut self, items: Vec<TextItem>) -> Result<(), Closed> {
+        for item in items {
+            match item {
+                TextItem::Text(text) => self.visible_text(text).await?,
+                TextItem::Call(call) => self.found.push(call),
+            }
+        }
+        Ok(())
+    }
+
+    /// A piece of the model's reasoning.
+    pub async fn model_reasoning(&mut self, delta: String) -> Result<(), Closed> {
+        if delta.is_empty() {
+            return Ok(());
+        }
+        self.call_emitted = true;
+        self.sink.emit(EventKind::ReasoningDelta(delta)).await
+    }
+
+    /// The current call's text as the model wrote it.
+    pub fn call_text(&self) -> &str {
+        &self.call_text
+    }
+
+    /// Sends answer text the client sees, separating it from an earlier
+    /// call's text with a blank line.
+    async fn visible_text(&mut self, delta: String) -> Result<(), Closed> {
+        if delta.is_empty() {
+            return Ok(());
+        }
+        self.call_emitted = true;
+        if !self.visible_in_call && !self.sink.text().is_empty() {
+            self.sink.emit(EventKind::TextDelta("\n\n".to_owned())).await?;
+        }
+        self.visible_in_call = true;
+        self.sink.emit(EventKind::TextDelta(delta)).await
+    }
+
+    /// Everything sent as text deltas so far.
+    pub fn text(&self) -> &str {
+        self.sink.text()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use tokio::sync::mpsc;
+
+    use super::*;
+    use crate::events::Event;
+
+    fn drain(rx: &mut mpsc::Receiver<Event>) -> Vec<EventKind> {
+        let mut out = Vec::new();
+        while let Ok(event) = rx.try_recv() {
+            out.push(event.kind);
+        }
+        out
+    }
+
+    #[tokio::test]
+    async fn separates_two_calls_texts_with_a_blank_line() {
+        let (tx, mut rx) = mpsc::channel(16);
+        let mut out = TurnOutput::new(EventSink::new(tx), TextMode::Stream);
+        out.begin_call();
+        out.model_text("Checking.".into()).await.expect("should succeed");
+        out.begin_call();
+        out.model_reasoning("hm".into()).await.expect("should succeed");
+        out.model_text("Done".into()).await.expect("should succeed");
+        out.model_text(" now".into()).await.expect("should succeed");
+        assert_eq!(out.text(), "Checking.\n\nDone now");
+        let texts: String = drain(&mut rx)
+            .into_iter()
+            .filter_map(|k| match k {
+                EventKind::TextDelta(t) => Some(t),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(texts, out.text());
+    }
+
+    #[tokio::test]
+    async fn no_separator_after_a_call_without_text() {
+        let (tx, _rx) = mpsc::channel(16);
+        let mut out = TurnOutput::new(EventSink::new(tx), TextMode::Stream);
+        out.begin_call();
+        assert!(!out.call_emitted());
+        out.begin_call();
+        out.model_text("Only".into()).await.expect("should succeed");
+        assert!(out.call_emitted());
+        assert_eq!(out.text(), "Only");
+    }
+
+    #[tokio::test]
+    async fn structured_and_held_text_are_not_answer_text() {
+        let (tx, mut rx) = mpsc::channel(16);
+        let mut out = TurnOutput::new(EventSink::new(tx), TextMode::Structured);
+        out.begin_call();
+        out.model_text("{\"a\":".into()).await.expect("should succeed");
+        assert_eq!(out.text(), "");
+        assert_eq!(out.call_text(), "{\"a\":");
+        assert_eq!(drain(&mut rx), vec![EventKind::StructuredDelta("{\"a\":".into())]);
+
+    }
+
+    #[tokio::test]
+    async fn text_calls_are_removed_and_returned() {
+        let (tx, _rx) = mpsc::channel(64);
+        let profile = ToolProfile::new(&["calculator".to_owned()]);
+        let mut out = TurnOutput::new(EventSink::new(tx), TextMode::TextCalls(profile));
+        out.begin_call();
+        let text = "Computing.\n```json\n{\"type\": \"calculator\", \"parameters\": {\"expression\": \"1+1\"}}\n```\n";
+        out.model_text(text.into()).await.expect("should succeed");
+        let calls = out.end_call_text().await.expect("should succeed");
+        assert_eq!(calls.len(), 1);
+        assert!(!out.text().contains("calculator"), "{}", out.text());
+        assert!(out.text().starts_with("Computing."));
+    }
+}

@@ -1,0 +1,107 @@
+//! Numbered domain events → `RunEvent`.
+
+use parley_proto::runner::v1::{self as pb, run_event::Event as PbEvent};
+
+use crate::{
+    events::{CallSource, Event, EventKind, Phase, StopReason},
+    provider::Usage,
+    turn::ModelChoice,
+};
+
+/// The wire form of an event.
+pub fn to_proto(event: Event) -> pb::RunEvent {
+    let inner = match event.kind {
+        EventKind::Status(status) => PbEvent::Status(pb::Status {
+            phase: phase(status.phase) as i32,
+            message: status.message,
+            iteration: status.iteration,
+            model: status.model.as_ref().map(model_ref),
+        }),
+        EventKind::TextDelta(text) => PbEvent::TextDelta(text),
+        EventKind::ReasoningDelta(text) => PbEvent::ReasoningDelta(text),
+        EventKind::StructuredDelta(text) => PbEvent::StructuredDelta(text),
+        EventKind::ToolStart(start) => PbEvent::ToolStart(pb::ToolStart {
+            call_id: start.call_id,
+            name: start.name,
+            input: Some(super::json::to_struct(&start.input)),
+            source: match start.source {
+                CallSource::Native => pb::ToolCallSource::Native,
+                CallSource::Text => pb::ToolCallSource::Text,
+            } as i32,
+        }),
+        EventKind::ToolProgress(progress) => PbEvent::ToolProgress(pb::ToolProgress {
+            call_id: progress.call_id,
+            stage: progress.stage,
+            message: progress.message,
+            fraction: progress.fraction,
+        }),
+        EventKind::ToolComplete(complete) => PbEvent::ToolComplete(pb::ToolComplete {
+            call_id: complete.call_id,
+            name: complete.name,
+            success: complete.success,
+            duration: prost_types::Duration::try_from(complete.duration).ok(),
+            result_text: complete.result_text,
+            payload: complete.payload,
+            error: complete.error,
+            error_reason: complete.error_reason,
+        }),
+        EventKind::Usage(report) => PbEvent::Usage(usage(report.usage, report.model.as_ref())),
+        EventKind::Finished(finished) => PbEvent::Finished(pb::Finished {
+            stop_reason: stop_reason(finished.stop_reason) as i32,
+            raw_stop_reason: finished.raw_stop_reason,
+            text: finished.text,
+            structured: finished.structured,
+            usage: Some(usage(finished.usage, None)),
+            iterations: finished.iterations,
+            response_model: finished.response_model,
+            response_id: finished.response_id,
+        }),
+        EventKind::Error(error) => PbEvent::Error(pb::Error {
+            code: error.code as i32,
+            reason: error.reason,
+            message: error.message,
+            retryable: error.retryable,
+            partial_text: error.partial_text,
+            provider_detail: error.provider_detail,
+            retry_after: error.retry_after.and_then(|d| prost_types::Duration::try_from(d).ok()),
+        }),
+    };
+    pb::RunEvent { seq: event.seq, event: Some(inner) }
+}
+
+/// The wire form of a model choice.
+pub fn model_ref(choice: &ModelChoice) -> pb::ModelRef {
+    pb::ModelRef { provider: choice.provider.clone(), model: choice.model.clone(), parameters: None }
+}
+
+fn usage(usage: Usage, model: Option<&ModelChoice>) -> pb::Usage {
+    pb::Usage {
+        input_tokens: usage.input_tokens,
+        output_tokens: usage.output_tokens,
+        cached_input_tokens: usage.cached_input_tokens,
+        reasoning_tokens: usage.reasoning_tokens,
+        model: model.map(model_ref),
+    }
+}
+
+fn phase(phase: Phase) -> pb::Phase {
+    match phase {
+        Phase::Started => pb::Phase::Started,
+        Phase::ModelCall => pb::Phase::ModelCall,
+        Phase::Tools => pb::Phase::Tools,
+        Phase::Retrying => pb::Phase::Retrying,
+        Phase::Fallback => pb::Phase::Fallback,
+    }
+}
+
+fn stop_reason(reason: StopReason) -> pb::StopReason {
+    match reason {
+        StopReason::EndTurn => pb::StopReason::EndTurn,
+        StopReason::MaxTokens => pb::StopReason::MaxTokens,
+        StopReason::StopSequence => pb::StopReason::StopSequence,
+        StopReason::ContentFilter => pb::StopReason::ContentFilter,
+        StopReason::Refusal => pb::StopReason::Refusal,
+        StopReason::MaxIterations => pb::StopReason::MaxIterations,
+        StopReason::Cancelled => pb::StopReason::Cancelled,
+    }
+}

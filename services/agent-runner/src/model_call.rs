@@ -1,0 +1,247 @@
+//! One model call of a turn: retries, fallback and the three stream timeouts.
+//!
+//! A call tries the current model up to `RetryPolicy::max_attempts` times,
+//! then each fallback model in order, but only while nothing of this call
+//! has been sent to the client: once a text or reasoning delta is out, a
+//! failure ends the turn with an error event instead of silently restarting
+//! the answer. The first-token timeout bounds the time from sending the
+//! request to the first streamed event, the idle timeout the silence between
+//! two events; the turn deadline and the cancellation token bound everything,
+//! including the waits between attempts.
+
+pub mod failure;
+
+use std::future::Future;
+
+use futures::StreamExt;
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+
+use self::failure::AttemptError;
+use crate::{
+    agent_loop::output::TurnOutput,
+    events::{EventKind, Phase, Status, TurnError},
+    provider::{ChatRequest, Finish, ReasoningBlock, StreamEvent, ToolCall, Usage},
+    providers::Providers,
+    retry::RetryPolicy,
+    turn::{Limits, ModelChoice},
+};
+
+/// What a successful call produced.
+#[derive(Debug, Clone)]
+pub struct CallOutcome {
+    /// Reasoning blocks, for replay in the next request.
+    pub reasoning: Vec<ReasoningBlock>,
+    /// Tool calls, in the order the model made them.
+    pub tool_calls: Vec<ToolCall>,
+    /// The call's token usage, when the provider reported it.
+    pub usage: Option<Usage>,
+    /// How the call ended.
+    pub finish: Finish,
+    /// Which candidate answered (0 = the primary model).
+    pub candidate: usize,
+}
+
+/// Why a call ended without an outcome.
+#[derive(Debug, Clone)]
+pub enum CallError {
+    /// The turn was cancelled (the client went away).
+    Cancelled,
+    /// The turn's total time ran out.
+    Deadline,
+    /// The call failed for good; the error is ready for the client.
+    Failed(TurnError),
+}
+
+/// Something stopped a wait before it finished.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Interrupt {
+    /// The cancellation token fired.
+    Cancelled,
+    /// The turn deadline passed.
+    Deadline,
+}
+
+impl From<Interrupt> for CallError {
+    fn from(interrupt: Interrupt) -> Self {
+        match interrupt {
+            Interrupt::Cancelled => Self::Cancelled,
+            Interrupt::Deadline => Self::Deadline,
+        }
+    }
+}
+
+/// Runs `future` unless the turn is cancelled or its deadline passes first.
+pub async fn guarded<F: Future>(
+    cancel: &CancellationToken,
+    deadline: Instant,
+    future: F,
+) -> Result<F::Output, Interrupt> {
+    tokio::select! {
+        biased;
+        () = cancel.cancelled() => Err(Interrupt::Cancelled),
+        () = tokio::time::sleep_until(deadline) => Err(Interrupt::Deadline),
+        output = future => Ok(output),
+    }
+}
+
+/// Makes model calls for one turn.
+#[derive(Debug)]
+pub struct ModelCaller<'a> {
+    /// The configured providers.
+    pub providers: &'a Providers,
+    /// When to retry.
+    pub policy: RetryPolicy,
+    /// The turn's limits.
+    pub limits: Limits,
+    /// When the turn must end.
+    pub deadline: Instant,
+    /// Fires when the client goes away.
+    pub cancel: &'a CancellationToken,
+}
+
+/// What one attempt ended with.
+enum Attempt {
+    Done(CallOutcome),
+    Failed(AttemptError),
+}
+
+impl ModelCaller<'_> {
+    /// Makes one model call, starting with `candidates[start]`; later
+    /// candidates are the fallbacks.
+    pub async fn call(
+        &self,
+        candidates: &[ModelChoice],
+        start: usize,
+        request: &ChatRequest,
+        iteration: u32,
+        out: &mut TurnOutput,
+    ) -> Result<CallOutcome, CallError> {
+        let mut last_error: Option<AttemptError> = None;
+        for (index, candidate) in candidates.iter().enumerate().skip(start) {
+            if let Some(error) = &last_error {
+                let message = format!(
+                    "Falling back to {}/{} after {}",
+                    candidate.provider,
+                    candidate.model,
+                    error.short()
+                );
+                tracing::warn!(provider = %candidate.provider, model = %candidate.model, reason = %error.short(), "falling back to the next model");
+                emit_status(out, Phase::Fallback, message, iteration, candidate).await?;
+            }
+            let Some(provider) = self.providers.get(&candidate.provider) else {
+                last_error = Some(AttemptError::Provider(crate::provider::ProviderError::Config(format!(
+                    "provider `{}` is not configured",
+                    candidate.provider
+                ))));
+                continue;
+            };
+            let mut request = request.clone();
+            request.model = candidate.model.clone();
+            request.params = candidate.params.clone();
+            let max_attempts = self.policy.max_attempts.max(1);
+            for attempt in 1..=max_attempts {
+                out.begin_call();
+                match self.attempt(provider.as_ref(), request.clone(), index, out).await? {
+                    Attempt::Done(outcome) => return Ok(outcome),
+                    Attempt::Failed(error) if out.call_emitted() => {
+                        tracing::warn!(provider = %candidate.provider, model = %candidate.model, reason = %error.short(), "model call failed after emitting");
+                        let partial = out.text().to_owned();
+                        return Err(CallError::Failed(error.into_turn_error(&self.policy, partial, true)));
+                    }
+                    Attempt::Failed(error) => {
+                        let retry = attempt < max_attempts && error.is_retryable(&self.policy);
+                        if !retry {
+                            last_error = Some(error);
+                            break;
+                        }
+                        let delay = self.policy.delay(attempt, error.retry_after());
+                        if Instant::now() + delay >= self.deadline {
+                            last_error = Some(error);
+                            break;
+                        }
+                        let message = format!(
+                            "Retrying after {} (attempt {} of {max_attempts})",
+                            error.short(),
+                            attempt + 1
+                        );
+                        tracing::info!(provider = %candidate.provider, model = %candidate.model, attempt, delay_ms = delay.as_millis() as u64, reason = %error.short(), "retrying model call");
+                        emit_status(out, Phase::Retrying, message, iteration, candidate).await?;
+                        guarded(self.cancel, self.deadline, tokio::time::sleep(delay)).await?;
+                        last_error = Some(error);
+                    }
+                }
+            }
+        }
+        let error = last_error.unwrap_or(AttemptError::Provider(crate::provider::ProviderError::Config(
+            "no model to call".into(),
+        )));
+        Err(CallError::Failed(error.into_turn_error(&self.policy, out.text().to_owned(), false)))
+    }
+
+    /// One attempt against one provider.
+    async fn attempt(
+        &self,
+        provider: &dyn crate::provider::Provider,
+        request: ChatRequest,
+        candidate: usize,
+        out: &mut TurnOutput,
+    ) -> Result<Attempt, CallError> {
+        let first_deadline = Instant::now() + self.limits.first_token_timeout;
+        let opened = guarded(self.cancel, self.deadline, tokio::time::timeout_at(first_deadline, provider.stream(request))).await?;
+        let mut stream = match opened {
+            Err(_) => return Ok(Attempt::Failed(AttemptError::FirstToken(self.limits.first_token_timeout))),
+            Ok(Err(error)) => return Ok(Attempt::Failed(AttemptError::Provider(error))),
+            Ok(Ok(stream)) => stream,
+        };
+        let mut reasoning = Vec::new();
+        let mut tool_calls = Vec::new();
+        let mut usage = None;
+        let mut first = true;
+        loop {
+            let wait_until = if first { first_deadline } else { Instant::now() + self.limits.idle_timeout };
+            let next = guarded(self.cancel, self.deadline, tokio::time::timeout_at(wait_until, stream.next())).await?;
+            let item = match next {
+                Err(_) if first => return Ok(Attempt::Failed(AttemptError::FirstToken(self.limits.first_token_timeout))),
+                Err(_) => return Ok(Attempt::Failed(AttemptError::Idle(self.limits.idle_timeout))),
+                Ok(None) => return Ok(Attempt::Failed(AttemptError::Provider(crate::provider::ProviderError::Truncated))),
+                Ok(Some(Err(error))) => return Ok(Attempt::Failed(AttemptError::Provider(error))),
+                Ok(Some(Ok(event))) => event,
+            };
+            first = false;
+            let sent = match item {
+                StreamEvent::TextDelta(delta) => out.model_text(delta).await,
+                StreamEvent::ReasoningDelta(delta) => out.model_reasoning(delta).await,
+                StreamEvent::ReasoningBlock(block) => {
+                    reasoning.push(block);
+                    Ok(())
+                }
+                StreamEvent::ToolCall(call) => {
+                    tool_calls.push(call);
+                    Ok(())
+                }
+                StreamEvent::Usage(reported) => {
+                    usage = Some(reported);
+                    Ok(())
+                }
+                StreamEvent::Finish(finish) => {
+                    return Ok(Attempt::Done(CallOutcome { reasoning, tool_calls, usage, finish, candidate }));
+                }
+            };
+            // A closed sink means the client is gone: same as a cancellation.
+            sent.map_err(|_| CallError::Cancelled)?;
+        }
+    }
+}
+
+async fn emit_status(
+    out: &mut TurnOutput,
+    phase: Phase,
+    message: String,
+    iteration: u32,
+    model: &ModelChoice,
+) -> Result<(), CallError> {
+    out.emit(EventKind::Status(Status { phase, message, iteration, model: Some(model.clone()) }))
+        .await
+        .map_err(|_| CallError::Cancelled)
+}

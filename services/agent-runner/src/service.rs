@@ -1,0 +1,122 @@
+//! The `parley.runner.v1.AgentRunner` gRPC service.
+//!
+//! `Run` converts and checks the request (every problem is
+//! `INVALID_ARGUMENT` with field violations before anything streams), takes
+//! a concurrency permit, and runs the turn in its own task, which sends
+//! numbered events through a bounded channel. The response stream holds a
+//! cancellation guard: when the client goes away tonic drops the stream, the
+//! guard cancels the token, and the loop drops the provider request and the
+//! running tools at once. The caller's `grpc-timeout` caps the turn.
+
+use std::{
+    pin::Pin,
+    sync::Arc,
+    task::{Context, Poll},
+    time::Duration,
+};
+
+use futures::Stream;
+use parley_grpc::status;
+use parley_proto::runner::v1::{RunEvent, RunRequest, agent_runner_server::AgentRunner};
+use tokio::sync::{Semaphore, mpsc};
+use tokio_util::sync::{CancellationToken, DropGuard};
+use tonic::{Code, Request, Response, Status};
+
+use crate::{
+    agent_loop::{Rejection, Runner},
+    convert,
+    events::{Event, EventSink},
+    turn::Limits,
+};
+
+/// The service: the shared runner plus admission control.
+#[derive(Debug, Clone)]
+pub struct RunnerService {
+    runner: Arc<Runner>,
+    defaults: Limits,
+    permits: Arc<Semaphore>,
+    event_buffer: usize,
+}
+
+impl RunnerService {
+    /// A service running turns on `runner`, with `defaults` for unset
+    /// limits, at most `max_concurrent_runs` turns at once and
+    /// `event_buffer` events buffered per turn.
+    pub fn new(runner: Arc<Runner>, defaults: Limits, max_concurrent_runs: usize, event_buffer: usize) -> Self {
+        Self {
+            runner,
+            defaults,
+            permits: Arc::new(Semaphore::new(max_concurrent_runs.max(1))),
+            event_buffer: event_buffer.max(1),
+        }
+    }
+}
+
+/// The stream of one turn's events; dropping it cancels the turn.
+pub struct RunEventStream {
+    rx: mpsc::Receiver<Event>,
+    _cancel_on_drop: DropGuard,
+}
+
+impl Stream for RunEventStream {
+    type Item = Result<RunEvent, Status>;
+
+    fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
+        self.rx.poll_recv(cx).map(|event| event.map(|event| Ok(convert::event::to_proto(event))))
+    }
+}
+
+#[tonic::async_trait]
+impl AgentRunner for RunnerService {
+    type RunStream = RunEventStream;
+
+    async fn run(&self, request: Request<RunRequest>) -> Result<Response<Self::RunStream>, Status> {
+        let deadline = parley_grpc::deadline::grpc_timeout(request.metadata());
+        let turn = convert::request::turn_from_request(request.into_inner(), &self.defaults, deadline)
+            .map_err(|violations| status::invalid_argument("INVALID_REQUEST", pairs(violations)))?;
+        let turn_id = turn.turn_id.clone();
+        let prepared = self.runner.prepare(turn).map_err(|rejection| rejection_status(rejection, &self.runner))?;
+        let permit = self.permits.clone().try_acquire_owned().map_err(|_| {
+            status::retryable(
+                Code::ResourceExhausted,
+                "RUNNER_BUSY",
+                "the runner is at its concurrent turn limit",
+                Some(Duration::from_secs(1)),
+            )
+        })?;
+        let (tx, rx) = mpsc::channel(self.event_buffer);
+        let cancel = CancellationToken::new();
+        let runner = self.runner.clone();
+        let task_cancel = cancel.clone();
+        tracing::info!(turn_id = %turn_id, model = %prepared.candidates()[0].model, "turn started");
+        tokio::spawn(async move {
+            let _permit = permit;
+            runner.run(prepared, EventSink::new(tx), task_cancel).await;
+        });
+        Ok(Response::new(RunEventStream { rx, _cancel_on_drop: cancel.drop_guard() }))
+    }
+}
+
+fn pairs(violations: Vec<crate::turn::Violation>) -> Vec<(String, String)> {
+    violations.into_iter().map(|v| (v.field, v.description)).collect()
+}
+
+/// The status of a refused request.
+fn rejection_status(rejection: Rejection, runner: &Runner) -> Status {
+    match rejection {
+        Rejection::Invalid(violations) => status::invalid_argument("INVALID_REQUEST", pairs(violations)),
+        Rejection::UnknownProvider { field, provider } => {
+            let known: Vec<&str> = runner.providers.names().collect();
+            status::invalid_argument(
+                "UNKNOWN_PROVIDER",
+                vec![(field, format!("unknown provider `{provider}` (configured: {})", known.join(", ")))],
+            )
+        }
+        Rejection::StructuredOutputUnsupported { provider, model } => status::error_with_metadata(
+            Code::FailedPrecondition,
+            "STRUCTURED_OUTPUT_UNSUPPORTED",
+            format!("model `{model}` of provider `{provider}` does not support native structured output"),
+            [("provider".to_owned(), provider), ("model".to_owned(), model)].into_iter().collect(),
+        ),
+    }
+}

@@ -1,0 +1,185 @@
+//! Tools: what the model may call, how calls are checked, and how they run.
+//!
+//! A turn's tools are declared in the request and prepared once ([`prepare`]):
+//! names checked, schemas compiled, each bound to a local tool (the
+//! built-ins, [`builtin`]) or a remote `parley.tools.v1.ToolService`
+//! ([`remote`]). [`execute`] runs one round of the model's calls: unknown
+//! names and invalid inputs are answered as tool errors without running
+//! anything, valid calls run in parallel (bounded), each with its own
+//! timeout, their progress streamed, and every outcome is fed back to the
+//! model. Nothing runs that the request did not register: no shell, no URL
+//! fetch.
+
+pub mod builtin;
+pub mod calculator;
+pub mod clock;
+pub mod execute;
+pub mod prepare;
+pub mod remote;
+
+use std::{collections::BTreeMap, fmt, sync::Arc, time::Duration};
+
+use futures::future::BoxFuture;
+use parley_proto::parser::v1::Payload;
+use serde_json::Value;
+use tokio::sync::mpsc;
+
+/// What a tool returns on success.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ToolOutput {
+    /// The text given to the model.
+    pub text: String,
+    /// A typed payload for the UI, passed through unchanged.
+    pub payload: Option<Payload>,
+}
+
+/// Why a tool call failed; the model sees the message as a tool error.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ToolFailure {
+    /// The stable reason.
+    pub reason: FailureReason,
+    /// A message the model can act on.
+    pub message: String,
+}
+
+impl ToolFailure {
+    /// A failure with `reason` and `message`.
+    pub fn new(reason: FailureReason, message: impl Into<String>) -> Self {
+        Self { reason, message: message.into() }
+    }
+}
+
+/// Stable reasons for a failed tool call (`ToolComplete.error_reason`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FailureReason {
+    /// The model named a tool the turn does not have.
+    UnknownTool,
+    /// The input does not satisfy the tool's schema.
+    InvalidInput,
+    /// The tool took longer than its timeout.
+    Timeout,
+    /// The tool ran and reported an error.
+    ToolError,
+    /// The tool's server could not be reached.
+    Unavailable,
+    /// The turn was cancelled while the tool ran.
+    Cancelled,
+}
+
+impl FailureReason {
+    /// The UPPER_SNAKE name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::UnknownTool => "UNKNOWN_TOOL",
+            Self::InvalidInput => "INVALID_INPUT",
+            Self::Timeout => "TIMEOUT",
+            Self::ToolError => "TOOL_ERROR",
+            Self::Unavailable => "UNAVAILABLE",
+            Self::Cancelled => "CANCELLED",
+        }
+    }
+}
+
+impl fmt::Display for FailureReason {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// Progress of a running tool.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Progress {
+    /// A short machine-friendly stage name.
+    pub stage: String,
+    /// A human-readable message.
+    pub message: String,
+    /// Completion between 0 and 1, when known.
+    pub fraction: Option<f32>,
+}
+
+/// Where a running call reports progress; cheap to clone.
+#[derive(Debug, Clone)]
+pub struct ProgressSender {
+    index: usize,
+    tx: mpsc::Sender<(usize, Progress)>,
+}
+
+impl ProgressSender {
+    /// A sender tagging progress with the call's `index`.
+    pub fn new(index: usize, tx: mpsc::Sender<(usize, Progress)>) -> Self {
+        Self { index, tx }
+    }
+
+    /// Reports progress; waits while the client is slow, and does nothing
+    /// once the turn is over.
+    pub async fn report(&self, stage: &str, message: impl Into<String>, fraction: Option<f32>) {
+        let progress = Progress {
+            stage: stage.to_owned(),
+            message: message.into(),
+            fraction: fraction.map(|f| f.clamp(0.0, 1.0)),
+        };
+        let _ = self.tx.send((self.index, progress)).await;
+    }
+}
+
+/// What a tool knows about the call besides its input.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CallContext {
+    /// The call id.
+    pub call_id: String,
+    /// The conversation the turn belongs to.
+    pub conversation_id: String,
+    /// The user on whose behalf the model calls the tool.
+    pub user_id: String,
+    /// The page's UI state, when the turn has one.
+    pub context: Option<Value>,
+    /// The time the call has.
+    pub timeout: Duration,
+}
+
+/// A tool that runs inside the runner.
+pub trait LocalTool: Send + Sync + fmt::Debug {
+    /// The name under which requests refer to it (`ToolEndpoint.builtin`).
+    fn name(&self) -> &str;
+    /// The description offered to the model when the request gives none.
+    fn description(&self) -> &str;
+    /// The input schema used when the request gives none.
+    fn input_schema(&self) -> Value;
+    /// Runs one call. The future is dropped when the turn is cancelled or
+    /// the call times out.
+    fn run(&self, input: Value, ctx: CallContext, progress: ProgressSender) -> BoxFuture<'static, Result<ToolOutput, ToolFailure>>;
+}
+
+/// Everything that runs tools, shared by all turns.
+#[derive(Debug, Clone)]
+pub struct ToolRuntime {
+    local: BTreeMap<String, Arc<dyn LocalTool>>,
+    /// Cached channels to remote tool servers.
+    pub channels: Arc<remote::Channels>,
+}
+
+impl ToolRuntime {
+    /// The built-in tools and an empty channel cache.
+    pub fn with_builtins() -> Self {
+        let mut runtime = Self { local: BTreeMap::new(), channels: Arc::new(remote::Channels::default()) };
+        for tool in builtin::all() {
+            runtime.register(tool);
+        }
+        runtime
+    }
+
+    /// Adds (or replaces) a local tool.
+    pub fn register(&mut self, tool: Arc<dyn LocalTool>) {
+        self.local.insert(tool.name().to_owned(), tool);
+    }
+
+    /// The local tool named `name`.
+    pub fn local(&self, name: &str) -> Option<&Arc<dyn LocalTool>> {
+        self.local.get(name)
+    }
+
+    /// The names of the local tools.
+    pub fn local_names(&self) -> impl Iterator<Item = &str> {
+        self.local.keys().map(String::as_str)
+    }
+}

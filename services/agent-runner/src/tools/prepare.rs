@@ -1,0 +1,208 @@
+//! A turn's tools, checked and bound before the turn starts.
+//!
+//! Every declared tool gets a valid, unique name, a compiled input schema
+//! (the built-in's own when the request gives none) and a target: a local
+//! tool or a remote endpoint. Problems are field violations, so a bad tool
+//! declaration is `INVALID_ARGUMENT` before the model is ever called.
+
+use std::{collections::HashMap, sync::Arc, time::Duration};
+
+use jsonschema::Validator;
+use serde_json::Value;
+
+use super::{LocalTool, ToolRuntime};
+use crate::{
+    provider::ToolSpec,
+    turn::{ToolDef, ToolEndpoint, Violation},
+};
+
+/// The longest tool name accepted (OpenAI's limit).
+pub const MAX_TOOL_NAME_LEN: usize = 64;
+
+/// Where a prepared tool runs.
+#[derive(Debug, Clone)]
+pub enum Target {
+    /// Inside the runner.
+    Local(Arc<dyn LocalTool>),
+    /// On a `ToolService` at this address.
+    Remote(String),
+}
+
+/// One tool, ready to validate input and run.
+#[derive(Debug)]
+pub struct PreparedTool {
+    /// What the model is told.
+    pub spec: ToolSpec,
+    /// Checks call inputs against `spec.input_schema`.
+    pub validator: Validator,
+    /// Where it runs.
+    pub target: Target,
+    /// The tool's own timeout, if the request set one.
+    pub timeout: Option<Duration>,
+}
+
+/// The tools of one turn.
+#[derive(Debug, Default)]
+pub struct TurnTools {
+    tools: Vec<PreparedTool>,
+    by_name: HashMap<String, usize>,
+}
+
+impl TurnTools {
+    /// Checks and binds `defs`; every problem is reported, not just the first.
+    pub fn prepare(defs: Vec<ToolDef>, runtime: &ToolRuntime) -> Result<Self, Vec<Violation>> {
+        let mut violations = Vec::new();
+        let mut prepared = Self::default();
+        for (index, def) in defs.into_iter().enumerate() {
+            let field = |name: &str| format!("tools[{index}].{name}");
+            if let Err(problem) = check_name(&def.name) {
+                violations.push(Violation::new(field("name"), problem));
+                continue;
+            }
+            if prepared.by_name.contains_key(&def.name) {
+                violations.push(Violation::new(field("name"), format!("`{}` is declared twice", def.name)));
+                continue;
+            }
+            let (target, fallback_description, fallback_schema) = match &def.endpoint {
+                ToolEndpoint::Builtin(builtin) => match runtime.local(builtin) {
+                    Some(tool) => (Target::Local(tool.clone()), tool.description().to_owned(), tool.input_schema()),
+                    None => {
+                        let known: Vec<&str> = runtime.local_names().collect();
+                        violations.push(Violation::new(
+                            field("endpoint.builtin"),
+                            format!("no built-in tool `{builtin}` (built-ins: {})", known.join(", ")),
+                        ));
+                        continue;
+                    }
+                },
+                ToolEndpoint::Grpc(address) => {
+                    if let Err(problem) = super::remote::check_address(address) {
+                        violations.push(Violation::new(field("endpoint.grpc"), problem));
+                        continue;
+                    }
+                    (Target::Remote(address.clone()), String::new(), serde_json::json!({"type": "object"}))
+                }
+            };
+            let schema = if def.input_schema.is_null() || def.input_schema == Value::Object(Default::default()) {
+                fallback_schema
+            } else {
+                def.input_schema
+            };
+            if schema.get("type").and_then(Value::as_str).is_some_and(|t| t != "object") {
+                violations.push(Violation::new(field("input_schema"), "the input schema must describe an object"));
+                continue;
+            }
+            let validator = match jsonschema::validator_for(&schema) {
+                Ok(validator) => validator,
+                Err(error) => {
+                    violations.push(Violation::new(field("input_schema"), format!("not a valid JSON schema: {error}")));
+                    continue;
+                }
+            };
+            let description = if def.description.is_empty() { fallback_description } else { def.description };
+            prepared.by_name.insert(def.name.clone(), prepared.tools.len());
+            prepared.tools.push(PreparedTool {
+                spec: ToolSpec { name: def.name, description, input_schema: schema },
+                validator,
+                target,
+                timeout: def.timeout,
+            });
+        }
+        if violations.is_empty() { Ok(prepared) } else { Err(violations) }
+    }
+
+    /// The tool named `name`.
+    pub fn get(&self, name: &str) -> Option<&PreparedTool> {
+        self.by_name.get(name).and_then(|index| self.tools.get(*index))
+    }
+
+    /// What the model is offered.
+    pub fn specs(&self) -> Vec<ToolSpec> {
+        self.tools.iter().map(|tool| tool.spec.clone()).collect()
+    }
+
+    /// The declared names, in order.
+    pub fn names(&self) -> Vec<String> {
+        self.tools.iter().map(|tool| tool.spec.name.clone()).collect()
+    }
+
+    /// Whether the turn has no tools.
+    pub fn is_empty(&self) -> bool {
+        self.tools.is_empty()
+    }
+}
+
+impl PreparedTool {
+    /// Every way `input` violates the schema, as `path: message` lines.
+    pub fn check_input(&self, input: &Value) -> Result<(), String> {
+        let problems: Vec<String> = self
+            .validator
+            .iter_errors(input)
+            .take(8)
+            .map(|error| {
+                let path = error.instance_path().to_string();
+                let path = if path.is_empty() { "/".to_owned() } else { path };
+                format!("{path}: {error}")
+            })
+            .collect();
+        if problems.is_empty() { Ok(()) } else { Err(problems.join("; ")) }
+    }
+}
+
+/// Letters, digits, `_` and `-`, 1 to 64 characters.
+pub fn check_name(name: &str) -> Result<(), String> {
+    if name.is_empty() {
+        return Err("a tool needs a name".into());
+    }
+    if name.len() > MAX_TOOL_NAME_LEN {
+        return Err(format!("longer than {MAX_TOOL_NAME_LEN} characters"));
+    }
+    if !name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-') {
+        return Err(format!("`{name}` may only contain letters, digits, `_` and `-`"));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    fn def(name: &str, endpoint: ToolEndpoint, schema: Value) -> ToolDef {
+        ToolDef { name: name.into(), description: String::new(), input_schema: schema, endpoint, timeout: None }
+    }
+
+    #[test]
+    fn builtins_get_their_own_schema_and_description() {
+        let runtime = ToolRuntime::with_builtins();
+        let tools = TurnTools::prepare(vec![def("calc", ToolEndpoint::Builtin("calculator".into()), Value::Null)], &runtime).expect("should succeed");
+        let tool = tools.get("calc").expect("should succeed");
+        assert!(tool.spec.description.contains("arithmetic"));
+        assert!(tool.check_input(&json!({"expression": "1+1"})).is_ok());
+        let problem = tool.check_input(&json!({"expression": 3})).expect_err("should fail");
+        assert!(problem.contains("/expression"), "{problem}");
+    }
+
+    #[test]
+    fn reports_every_bad_declaration() {
+        let runtime = ToolRuntime::with_builtins();
+        let violations = TurnTools::prepare(
+            vec![
+                def("ok", ToolEndpoint::Builtin("current_time".into()), Value::Null),
+                def("ok", ToolEndpoint::Builtin("current_time".into()), Value::Null),
+                def("bad name!", ToolEndpoint::Builtin("current_time".into()), Value::Null),
+                def("shell", ToolEndpoint::Builtin("shell".into()), Value::Null),
+                def("remote", ToolEndpoint::Grpc("not a url".into()), Value::Null),
+                def("schema", ToolEndpoint::Grpc("http://127.0.0.1:1".into()), json!({"type": "object", "properties": {"a": {"type": 12}}})),
+            ],
+            &runtime,
+        )
+        .expect_err("should fail");
+        let fields: Vec<&str> = violations.iter().map(|v| v.field.as_str()).collect();
+        assert_eq!(
+            fields,
+            vec!["tools[1].name", "tools[2].name", "tools[3].endpoint.builtin", "tools[4].endpoint.grpc", "tools[5].input_schema"]
+        );
+    }
+}
