@@ -7,6 +7,7 @@
 //! the provider.
 
 pub mod anthropic;
+pub mod gemini;
 pub mod http;
 pub mod openai;
 pub mod scripted;
