@@ -6,9 +6,11 @@
 //! ([`registry`]), builds the system prompt ([`prompt`]), runs the turn on
 //! the agent-runner and relays its events through the payload parser so the
 //! client sees clean text and typed elements ([`turn`]), then stores the
-//! answer. [`service`] is the gRPC edge; [`config`] the settings the binary
-//! reads.
+//! answer. [`service`] is the gRPC edge, [`app`] assembles and serves it,
+//! [`config`] holds the settings the binary reads.
 
+pub mod auth;
+pub mod config;
 pub mod prompt;
 pub mod registry;
 pub mod store;

@@ -1,0 +1,334 @@
+//! Who is calling: the bearer token in the `authorization` metadata becomes
+//! the user id every store query is filtered by. The user id never comes
+//! from the request body.
+//!
+//! Accepted tokens are JWTs (HS256 or RS256, with issuer, audience and
+//! expiry checked) and static tokens from the configuration, compared as
+//! SHA-256 digests in constant time. With neither configured (or `--dev-auth`)
+//! the gateway runs in dev mode: no token is needed and every caller is
+//! user `dev`. The check wraps only the ChatGateway service (see
+//! [`Authenticator::interceptor`]); health and reflection need no token.
+
+use jsonwebtoken::{Algorithm, DecodingKey, Validation, errors::ErrorKind};
+use serde::Deserialize;
+use sha2::{Digest, Sha256};
+use subtle::{ConditionallySelectable, ConstantTimeEq};
+use tonic::{Code, Request, Status, metadata::MetadataMap};
+
+use crate::config::{AuthConfig, JwtAlgorithm, JwtConfig, StaticTokenConfig};
+
+/// The user every call is attributed to in dev mode.
+pub const DEV_USER: &str = "dev";
+
+/// The authenticated caller, put in the request's extensions.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct User(pub String);
+
+/// Why the auth configuration is unusable.
+#[derive(Debug, thiserror::Error)]
+pub enum AuthConfigError {
+    /// A JWT entry lacks its key material.
+    #[error("auth.jwt entry {index} ({issuer}): {message}")]
+    Jwt {
+        /// Position in `[[auth.jwt]]`.
+        index: usize,
+        /// Its issuer.
+        issuer: String,
+        /// What is wrong.
+        message: String,
+    },
+    /// A static token entry lacks its token.
+    #[error("auth.static_tokens entry {index} (user {user}): {message}")]
+    Static {
+        /// Position in `[[auth.static_tokens]]`.
+        index: usize,
+        /// Its user.
+        user: String,
+        /// What is wrong.
+        message: String,
+    },
+}
+
+/// Why a call was not authenticated.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum AuthError {
+    /// No `authorization` metadata.
+    #[error("a bearer token is required in the `authorization` metadata")]
+    MissingToken,
+    /// The token is not accepted (bad signature, issuer, audience, format...).
+    #[error("the bearer token is not valid")]
+    InvalidToken,
+    /// The token has expired.
+    #[error("the bearer token has expired")]
+    Expired,
+}
+
+impl AuthError {
+    /// The stable `ErrorInfo.reason`.
+    pub fn reason(&self) -> &'static str {
+        match self {
+            Self::MissingToken => "MISSING_TOKEN",
+            Self::InvalidToken => "INVALID_TOKEN",
+            Self::Expired => "TOKEN_EXPIRED",
+        }
+    }
+
+    /// `UNAUTHENTICATED` with an `ErrorInfo`.
+    pub fn to_status(&self) -> Status {
+        parley_grpc::status::error(Code::Unauthenticated, self.reason(), self.to_string())
+    }
+}
+
+struct JwtVerifier {
+    key: DecodingKey,
+    validation: Validation,
+    algorithm: Algorithm,
+}
+
+#[derive(Deserialize)]
+struct Claims {
+    sub: String,
+}
+
+/// Checks bearer tokens.
+pub struct Authenticator {
+    dev: bool,
+    jwt: Vec<JwtVerifier>,
+    /// SHA-256 of each static token, with its user.
+    statics: Vec<([u8; 32], String)>,
+}
+
+impl std::fmt::Debug for Authenticator {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Authenticator")
+            .field("dev", &self.dev)
+            .field("jwt_issuers", &self.jwt.len())
+            .field("static_tokens", &self.statics.len())
+            .finish()
+    }
+}
+
+fn digest(token: &str) -> [u8; 32] {
+    Sha256::digest(token.as_bytes()).into()
+}
+
+fn env_or_inline(inline: &Option<String>, env: &Option<String>) -> Result<String, String> {
+    match (inline, env) {
+        (Some(_), Some(_)) => {
+            Err("set only one of the inline value and its `_env` variable".into())
+        }
+        (Some(value), None) => Ok(value.clone()),
+        (None, Some(name)) => {
+            std::env::var(name).map_err(|_| format!("environment variable {name} is not set"))
+        }
+        (None, None) => Err("missing: set the value or its `_env` variable".into()),
+    }
+}
+
+fn build_jwt(
+    index: usize,
+    config: &JwtConfig,
+    leeway: u64,
+) -> Result<JwtVerifier, AuthConfigError> {
+    let fail = |message: String| AuthConfigError::Jwt {
+        index,
+        issuer: config.issuer.clone(),
+        message,
+    };
+    let (algorithm, key) = match config.algorithm {
+        JwtAlgorithm::HS256 => {
+            if config.public_key_file.is_some() {
+                return Err(fail(
+                    "public_key_file is for RS256; HS256 takes secret or secret_env".into(),
+                ));
+            }
+            let secret = env_or_inline(&config.secret, &config.secret_env)
+                .map_err(|m| fail(format!("secret {m}")))?;
+            if secret.len() < 32 {
+                return Err(fail("the HS256 secret must be at least 32 bytes".into()));
+            }
+            (
+                Algorithm::HS256,
+                DecodingKey::from_secret(secret.as_bytes()),
+            )
+        }
+        JwtAlgorithm::RS256 => {
+            if config.secret.is_some() || config.secret_env.is_some() {
+                return Err(fail(
+                    "secret is for HS256; RS256 takes public_key_file".into(),
+                ));
+            }
+            let path = config
+                .public_key_file
+                .as_ref()
+                .ok_or_else(|| fail("public_key_file is required".into()))?;
+            let pem = std::fs::read(path)
+                .map_err(|e| fail(format!("cannot read {}: {e}", path.display())))?;
+            let key = DecodingKey::from_rsa_pem(&pem).map_err(|e| {
+                fail(format!(
+                    "{} is not an RSA public key in PEM: {e}",
+                    path.display()
+                ))
+            })?;
+            (Algorithm::RS256, key)
+        }
+    };
+    let mut validation = Validation::new(algorithm);
+    validation.set_issuer(&[config.issuer.as_str()]);
+    validation.set_audience(&[config.audience.as_str()]);
+    validation.set_required_spec_claims(&["exp", "iss", "aud", "sub"]);
+    validation.validate_exp = true;
+    validation.validate_nbf = true;
+    validation.leeway = leeway;
+    Ok(JwtVerifier {
+        key,
+        validation,
+        algorithm,
+    })
+}
+
+fn build_static(
+    index: usize,
+    config: &StaticTokenConfig,
+) -> Result<([u8; 32], String), AuthConfigError> {
+    let token = env_or_inline(&config.token, &config.token_env).map_err(|message| {
+        AuthConfigError::Static {
+            index,
+            user: config.user.clone(),
+            message: format!("token {message}"),
+        }
+    })?;
+    if token.len() < 16 {
+        return Err(AuthConfigError::Static {
+            index,
+            user: config.user.clone(),
+            message: "the token must be at least 16 bytes".into(),
+        });
+    }
+    Ok((digest(&token), config.user.clone()))
+}
+
+impl Authenticator {
+    /// Builds the verifiers; `force_dev` (the `--dev-auth` flag) turns dev
+    /// mode on regardless. Dev mode is also on when nothing is configured.
+    pub fn from_config(config: &AuthConfig, force_dev: bool) -> Result<Self, AuthConfigError> {
+        let jwt = config
+            .jwt
+            .iter()
+            .enumerate()
+            .map(|(index, entry)| build_jwt(index, entry, config.leeway_secs))
+            .collect::<Result<Vec<_>, _>>()?;
+        let statics = config
+            .static_tokens
+            .iter()
+            .enumerate()
+            .map(|(index, entry)| build_static(index, entry))
+            .collect::<Result<Vec<_>, _>>()?;
+        let dev = force_dev || config.dev || (jwt.is_empty() && statics.is_empty());
+        Ok(Self { dev, jwt, statics })
+    }
+
+    /// An authenticator in dev mode.
+    pub fn dev() -> Self {
+        Self {
+            dev: true,
+            jwt: Vec::new(),
+            statics: Vec::new(),
+        }
+    }
+
+    /// Whether every call is accepted as user `dev`.
+    pub fn is_dev(&self) -> bool {
+        self.dev
+    }
+
+    /// The caller named by the request's bearer token.
+    pub fn authenticate(&self, metadata: &MetadataMap) -> Result<User, AuthError> {
+        if self.dev {
+            return Ok(User(DEV_USER.to_owned()));
+        }
+        let header = metadata
+            .get("authorization")
+            .ok_or(AuthError::MissingToken)?;
+        let header = header.to_str().map_err(|_| AuthError::InvalidToken)?;
+        let (scheme, token) = header
+            .trim()
+            .split_once(' ')
+            .ok_or(AuthError::InvalidToken)?;
+        if !scheme.eq_ignore_ascii_case("bearer") {
+            return Err(AuthError::InvalidToken);
+        }
+        let token = token.trim();
+        if token.is_empty() {
+            return Err(AuthError::MissingToken);
+        }
+        if let Some(user) = self.static_user(token) {
+            return Ok(User(user));
+        }
+        self.jwt_user(token)
+    }
+
+    /// Compares against every static token without an early exit.
+    fn static_user(&self, token: &str) -> Option<String> {
+        if self.statics.is_empty() {
+            return None;
+        }
+        let presented = digest(token);
+        let mut found = subtle::Choice::from(0);
+        let mut index = 0_u32;
+        for (position, (expected, _)) in self.statics.iter().enumerate() {
+            let matches = presented.ct_eq(expected);
+            let position = u32::try_from(position).unwrap_or(u32::MAX);
+            index = u32::conditional_select(&index, &position, matches);
+            found |= matches;
+        }
+        bool::from(found)
+            .then(|| {
+                self.statics
+                    .get(index as usize)
+                    .map(|(_, user)| user.clone())
+            })
+            .flatten()
+    }
+
+    fn jwt_user(&self, token: &str) -> Result<User, AuthError> {
+        let header = jsonwebtoken::decode_header(token).map_err(|_| AuthError::InvalidToken)?;
+        let mut outcome = Err(AuthError::InvalidToken);
+        for verifier in self
+            .jwt
+            .iter()
+            .filter(|verifier| verifier.algorithm == header.alg)
+        {
+            match jsonwebtoken::decode::<Claims>(token, &verifier.key, &verifier.validation) {
+                Ok(data) if !data.claims.sub.trim().is_empty() => return Ok(User(data.claims.sub)),
+                Ok(_) => {}
+                Err(error) => {
+                    tracing::debug!(kind = ?error.kind(), "jwt rejected");
+                    if matches!(error.kind(), ErrorKind::ExpiredSignature) {
+                        outcome = Err(AuthError::Expired);
+                    }
+                }
+            }
+        }
+        outcome
+    }
+}
+
+/// The tonic interceptor that authenticates each call and puts the
+/// [`User`] in its extensions.
+#[derive(Debug, Clone)]
+pub struct AuthInterceptor(pub std::sync::Arc<Authenticator>);
+
+impl tonic::service::Interceptor for AuthInterceptor {
+    fn call(&mut self, mut request: Request<()>) -> Result<Request<()>, Status> {
+        let user = self
+            .0
+            .authenticate(request.metadata())
+            .map_err(|error| error.to_status())?;
+        request.extensions_mut().insert(user);
+        Ok(request)
+    }
+}
+
+#[cfg(test)]
+mod tests;
