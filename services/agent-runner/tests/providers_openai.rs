@@ -507,3 +507,35 @@ async fn dropping_the_stream_closes_the_provider_connection() {
     assert!(closed_at >= dropped_at);
     assert!(!server.connections()[0].reply_finished);
 }
+
+#[tokio::test]
+async fn a_refused_connection_is_a_connection_error() {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind port 0");
+    let addr = listener.local_addr().expect("local addr");
+    drop(listener);
+    let provider = OpenAiProvider::new(HttpProviderConfig::new(
+        "openai",
+        format!("http://{addr}/v1"),
+    ))
+    .expect("provider builds");
+    match provider.stream(request("gpt-4o")).await {
+        Err(ProviderError::Connection(message)) => assert!(!message.is_empty()),
+        other => panic!(
+            "expected a connection error, got {:?}",
+            other.map(|_| "a stream")
+        ),
+    }
+}
+
+#[tokio::test]
+async fn a_200_json_document_instead_of_a_stream_is_malformed_with_the_body() {
+    let body = r#"{"id":"chatcmpl-1","object":"chat.completion","choices":[{"index":0,"message":{"role":"assistant","content":"hi"},"finish_reason":"stop"}]}"#;
+    let server = ReplayServer::start(vec![Reply::json(200, body)]).await;
+    match provider(&server).stream(request("gpt-4o")).await {
+        Err(ProviderError::Malformed { reason, raw }) => {
+            assert!(reason.contains("instead of an event stream"), "{reason}");
+            assert_eq!(raw, body);
+        }
+        other => panic!("expected malformed, got {:?}", other.map(|_| "a stream")),
+    }
+}

@@ -25,6 +25,8 @@ pub const MAX_RAW_BYTES: usize = 4096;
 pub const MAX_ERROR_BODY_READ: usize = 64 * 1024;
 /// A provider delay above this is ignored (treated as not given).
 pub const MAX_RETRY_AFTER: Duration = Duration::from_secs(60);
+/// How long reading an error body (or a non-stream 200 body) may take.
+pub const ERROR_BODY_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// How to reach one configured provider over HTTP.
 #[derive(Clone)]
@@ -175,10 +177,24 @@ pub(crate) async fn post_json(
         .send()
         .await
         .map_err(|e| connection_error(&e))?;
-    if response.status().is_success() {
-        return Ok(response);
+    if !response.status().is_success() {
+        return Err(status_error(response).await);
     }
-    Err(status_error(response).await)
+    let is_json = response
+        .headers()
+        .get(CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.trim_start().starts_with("application/json"));
+    if is_json {
+        // A 200 with one JSON document: the server ignored `stream: true`
+        // (or the URL points at a non-streaming endpoint).
+        let body = read_limited(response, MAX_ERROR_BODY_READ).await;
+        return Err(ProviderError::Malformed {
+            reason: "provider answered 200 with application/json instead of an event stream".into(),
+            raw: truncate_raw(&body),
+        });
+    }
+    Ok(response)
 }
 
 /// Maps a transport failure to [`ProviderError::Connection`] with its causes.
@@ -221,17 +237,26 @@ pub(crate) async fn status_error(response: reqwest::Response) -> ProviderError {
     }
 }
 
-/// Reads at most `limit` bytes of the body (lossy UTF-8); a read error ends
-/// the read with what arrived so far.
+/// Reads at most `limit` bytes of the body (lossy UTF-8) for at most
+/// [`ERROR_BODY_TIMEOUT`]; a read error or the time limit ends the read
+/// with what arrived so far.
 async fn read_limited(response: reqwest::Response, limit: usize) -> String {
     let mut bytes = Vec::new();
     let mut body = response.bytes_stream();
-    while let Some(Ok(chunk)) = body.next().await {
-        let room = limit.saturating_sub(bytes.len());
-        bytes.extend_from_slice(&chunk[..chunk.len().min(room)]);
-        if bytes.len() >= limit {
-            break;
+    let read = async {
+        while let Some(Ok(chunk)) = body.next().await {
+            let room = limit.saturating_sub(bytes.len());
+            bytes.extend_from_slice(&chunk[..chunk.len().min(room)]);
+            if bytes.len() >= limit {
+                break;
+            }
         }
+    };
+    if tokio::time::timeout(ERROR_BODY_TIMEOUT, read)
+        .await
+        .is_err()
+    {
+        tracing::debug!("gave up waiting for the rest of a provider error body");
     }
     String::from_utf8_lossy(&bytes).into_owned()
 }
