@@ -10,7 +10,11 @@
 //! [`config`] holds the settings the binary reads.
 
 pub mod auth;
+pub mod clients;
 pub mod config;
+pub mod convert;
+pub mod error;
 pub mod prompt;
 pub mod registry;
 pub mod store;
+pub mod turn;

@@ -1,0 +1,73 @@
+//! The gateway's two upstreams: the agent-runner and the payload-parser
+//! sidecar. Channels connect lazily (the gateway starts even when neither is
+//! up yet, and reconnects when they come back); a call to a peer that is
+//! down fails fast, which is what sends turns to `RUNNER_UNAVAILABLE` or to
+//! the in-process parser.
+
+use std::time::Duration;
+
+use parley_proto::{
+    parser::v1::payload_parser_client::PayloadParserClient,
+    runner::v1::agent_runner_client::AgentRunnerClient,
+};
+use tonic::transport::{Channel, Endpoint};
+
+/// Why an upstream address is unusable.
+#[derive(Debug, thiserror::Error)]
+#[error("invalid {which} url `{url}`: {source}")]
+pub struct UpstreamError {
+    /// `runner` or `parser`.
+    pub which: &'static str,
+    /// The URL.
+    pub url: String,
+    /// The cause.
+    #[source]
+    pub source: tonic::transport::Error,
+}
+
+/// Clients of the runner and the parser sidecar, cheap to clone.
+#[derive(Debug, Clone)]
+pub struct Upstreams {
+    /// The agent-runner.
+    pub runner: AgentRunnerClient<Channel>,
+    /// The payload-parser sidecar.
+    pub parser: PayloadParserClient<Channel>,
+    /// Bound on one unary `Parse` call and on opening a `ParseStream`.
+    pub parse_timeout: Duration,
+}
+
+fn channel(
+    which: &'static str,
+    url: &str,
+    connect_timeout: Duration,
+) -> Result<Channel, UpstreamError> {
+    let endpoint = Endpoint::from_shared(url.to_owned())
+        .map_err(|source| UpstreamError {
+            which,
+            url: url.to_owned(),
+            source,
+        })?
+        .connect_timeout(connect_timeout)
+        .tcp_nodelay(true)
+        .http2_keep_alive_interval(Duration::from_secs(30))
+        .keep_alive_while_idle(true);
+    Ok(endpoint.connect_lazy())
+}
+
+impl Upstreams {
+    /// Lazy channels to the runner and the parser.
+    pub fn new(
+        runner_url: &str,
+        parser_url: &str,
+        connect_timeout: Duration,
+        parse_timeout: Duration,
+    ) -> Result<Self, UpstreamError> {
+        Ok(Self {
+            runner: AgentRunnerClient::new(channel("runner", runner_url, connect_timeout)?)
+                .max_decoding_message_size(16 * 1024 * 1024),
+            parser: PayloadParserClient::new(channel("parser", parser_url, connect_timeout)?)
+                .max_decoding_message_size(16 * 1024 * 1024),
+            parse_timeout,
+        })
+    }
+}

@@ -1,0 +1,373 @@
+//! Conversions between the wire types (`parley.*.v1`) and the gateway's
+//! stored domain types, kept in one place so the rest of the crate does not
+//! care how either side spells a field.
+
+use base64::{Engine, engine::general_purpose::STANDARD};
+use parley_proto::{
+    gateway::v1 as gw,
+    parser::v1::{self as parser, ActionHandler},
+};
+use prost::Message;
+use prost_types::{Struct, Timestamp, Value as PbValue, value::Kind};
+use serde_json::{Map, Number, Value};
+
+use crate::store::model::{
+    AssistantMessage, StoredPage, StoredPayload, StoredStructured, StoredSuggestedAction,
+    StoredSuggestedValue, StoredUsage, TurnState,
+};
+
+/// A protobuf `Value` as JSON (non-finite numbers become `null`).
+pub fn value_to_json(value: &PbValue) -> Value {
+    match &value.kind {
+        None | Some(Kind::NullValue(_)) => Value::Null,
+        Some(Kind::BoolValue(b)) => Value::Bool(*b),
+        Some(Kind::NumberValue(n)) => number_to_json(*n),
+        Some(Kind::StringValue(s)) => Value::String(s.clone()),
+        Some(Kind::ListValue(list)) => {
+            Value::Array(list.values.iter().map(value_to_json).collect())
+        }
+        Some(Kind::StructValue(s)) => Value::Object(struct_to_map(s)),
+    }
+}
+
+fn number_to_json(n: f64) -> Value {
+    // Integral values within the exact range of f64 read back as integers.
+    if n.fract() == 0.0 && n.abs() < 9_007_199_254_740_992.0 {
+        #[allow(clippy::cast_possible_truncation)]
+        return Value::Number(Number::from(n as i64));
+    }
+    Number::from_f64(n).map_or(Value::Null, Value::Number)
+}
+
+/// A protobuf `Struct` as a JSON object map.
+pub fn struct_to_map(value: &Struct) -> Map<String, Value> {
+    value
+        .fields
+        .iter()
+        .map(|(key, value)| (key.clone(), value_to_json(value)))
+        .collect()
+}
+
+/// A protobuf `Struct` as a JSON object.
+pub fn struct_to_json(value: &Struct) -> Value {
+    Value::Object(struct_to_map(value))
+}
+
+/// JSON as a protobuf `Value`.
+pub fn json_to_value(value: &Value) -> PbValue {
+    let kind = match value {
+        Value::Null => Kind::NullValue(0),
+        Value::Bool(b) => Kind::BoolValue(*b),
+        Value::Number(n) => Kind::NumberValue(n.as_f64().unwrap_or(0.0)),
+        Value::String(s) => Kind::StringValue(s.clone()),
+        Value::Array(items) => Kind::ListValue(prost_types::ListValue {
+            values: items.iter().map(json_to_value).collect(),
+        }),
+        Value::Object(map) => Kind::StructValue(map_to_struct(map)),
+    };
+    PbValue { kind: Some(kind) }
+}
+
+/// A JSON object map as a protobuf `Struct`.
+pub fn map_to_struct(map: &Map<String, Value>) -> Struct {
+    Struct {
+        fields: map
+            .iter()
+            .map(|(key, value)| (key.clone(), json_to_value(value)))
+            .collect(),
+    }
+}
+
+/// JSON as a protobuf `Struct`; non-objects are wrapped as `{"value": ...}`.
+pub fn json_to_struct(value: &Value) -> Struct {
+    match value {
+        Value::Object(map) => map_to_struct(map),
+        other => {
+            let mut map = Map::new();
+            map.insert("value".into(), other.clone());
+            map_to_struct(&map)
+        }
+    }
+}
+
+/// Unix milliseconds as a protobuf `Timestamp`.
+pub fn timestamp(ms: i64) -> Timestamp {
+    #[allow(clippy::cast_possible_truncation)]
+    let nanos = (ms.rem_euclid(1000) * 1_000_000) as i32;
+    Timestamp {
+        seconds: ms.div_euclid(1000),
+        nanos,
+    }
+}
+
+/// Milliseconds as a protobuf `Duration`.
+pub fn duration_ms(ms: u64) -> prost_types::Duration {
+    let seconds = i64::try_from(ms / 1000).unwrap_or(i64::MAX);
+    #[allow(clippy::cast_possible_truncation)]
+    let nanos = ((ms % 1000) * 1_000_000) as i32;
+    prost_types::Duration { seconds, nanos }
+}
+
+/// A protobuf `Duration` in milliseconds (negative durations count as 0).
+pub fn duration_to_ms(duration: &prost_types::Duration) -> u64 {
+    let seconds = u64::try_from(duration.seconds).unwrap_or(0);
+    let nanos = u64::try_from(duration.nanos).unwrap_or(0);
+    seconds
+        .saturating_mul(1000)
+        .saturating_add(nanos / 1_000_000)
+}
+
+/// A request's page as stored with the user message.
+pub fn page_to_stored(page: Option<&gw::PageContext>) -> StoredPage {
+    let Some(page) = page else {
+        return StoredPage::default();
+    };
+    StoredPage {
+        page: page.page.clone(),
+        tab: page.tab.clone(),
+        subtab: page.subtab.clone(),
+        stream_id: page.stream_id.clone(),
+        state: page.state.as_ref().map(struct_to_json),
+    }
+}
+
+/// A stored page as the wire `PageContext`.
+pub fn page_to_wire(page: &StoredPage) -> gw::PageContext {
+    gw::PageContext {
+        page: page.page.clone(),
+        tab: page.tab.clone(),
+        subtab: page.subtab.clone(),
+        state: page.state.as_ref().map(json_to_struct),
+        stream_id: page.stream_id.clone(),
+    }
+}
+
+/// A wire payload as stored: JSON for people, the exact encoding for replay.
+pub fn payload_to_stored(payload: &parser::Payload) -> StoredPayload {
+    StoredPayload {
+        payload_type: payload.r#type.clone(),
+        data: payload
+            .data
+            .as_ref()
+            .map_or_else(|| Value::Object(Map::new()), struct_to_json),
+        wire: Some(STANDARD.encode(payload.encode_to_vec())),
+    }
+}
+
+/// A stored payload as the wire `Payload` (typed view included when stored).
+pub fn payload_to_wire(payload: &StoredPayload) -> parser::Payload {
+    if let Some(decoded) = payload
+        .wire
+        .as_deref()
+        .and_then(|wire| STANDARD.decode(wire).ok())
+        .and_then(|bytes| parser::Payload::decode(bytes.as_slice()).ok())
+    {
+        return decoded;
+    }
+    parser::Payload {
+        r#type: payload.payload_type.clone(),
+        data: Some(json_to_struct(&payload.data)),
+        typed: None,
+    }
+}
+
+fn handler_name(handler: i32) -> &'static str {
+    match ActionHandler::try_from(handler) {
+        Ok(ActionHandler::Server) => "server",
+        _ => "client",
+    }
+}
+
+fn handler_from_name(name: &str) -> i32 {
+    match name {
+        "server" => ActionHandler::Server as i32,
+        _ => ActionHandler::Client as i32,
+    }
+}
+
+/// A wire structured result as stored.
+pub fn structured_to_stored(structured: &parser::StructuredResult) -> StoredStructured {
+    StoredStructured {
+        value: structured.value.as_ref().map(value_to_json),
+        raw: structured.raw.clone(),
+        valid: structured.valid,
+        error: structured.error.clone(),
+    }
+}
+
+/// A stored structured result on the wire.
+pub fn structured_to_wire(structured: &StoredStructured) -> parser::StructuredResult {
+    parser::StructuredResult {
+        value: structured.value.as_ref().map(json_to_value),
+        raw: structured.raw.clone(),
+        valid: structured.valid,
+        error: structured.error.clone(),
+    }
+}
+
+/// The wire state of a stored turn state.
+pub fn state_to_wire(state: TurnState) -> gw::TurnState {
+    match state {
+        TurnState::Running => gw::TurnState::Running,
+        TurnState::Completed => gw::TurnState::Completed,
+        TurnState::Cancelled => gw::TurnState::Cancelled,
+        TurnState::Failed => gw::TurnState::Failed,
+    }
+}
+
+/// The assistant message stored for a final `complete`; `text` is what the
+/// user saw streamed (the partial answer for a cancelled or failed turn).
+pub fn complete_to_stored(
+    complete: &gw::TurnComplete,
+    text: String,
+    state: TurnState,
+    error: Option<&gw::TurnError>,
+) -> AssistantMessage {
+    AssistantMessage {
+        text,
+        payload: complete.custom_payload.as_ref().map(payload_to_stored),
+        suggested_values: complete
+            .suggested_values
+            .iter()
+            .map(|v| StoredSuggestedValue {
+                label: v.label.clone(),
+                value: v.value.clone(),
+            })
+            .collect(),
+        suggested_actions: complete
+            .suggested_actions
+            .iter()
+            .map(|a| StoredSuggestedAction {
+                label: a.label.clone(),
+                action: a.action.clone(),
+                handler: handler_name(a.handler).to_owned(),
+                params: a.params.as_ref().map(struct_to_json),
+            })
+            .collect(),
+        structured: complete.structured.as_ref().map(structured_to_stored),
+        usage: complete.usage.as_ref().map(|u| StoredUsage {
+            input_tokens: u.input_tokens,
+            output_tokens: u.output_tokens,
+            model_calls: u.model_calls,
+            model: u.model.clone(),
+        }),
+        state,
+        stop_reason: complete.stop_reason.clone(),
+        error: error.map(|e| crate::store::model::StoredError {
+            reason: e.reason.clone(),
+            message: e.message.clone(),
+        }),
+    }
+}
+
+/// The wire message of a stored assistant message (tool history and
+/// reasoning are filled in by the caller, which has the turn's other events).
+pub fn assistant_to_wire(
+    turn_id: &str,
+    created_at: i64,
+    message: &AssistantMessage,
+) -> gw::ConversationMessage {
+    gw::ConversationMessage {
+        turn_id: turn_id.to_owned(),
+        role: gw::MessageRole::Assistant as i32,
+        text: message.text.clone(),
+        created_at: Some(timestamp(created_at)),
+        state: state_to_wire(message.state) as i32,
+        custom_payload: message.payload.as_ref().map(payload_to_wire),
+        suggested_values: message
+            .suggested_values
+            .iter()
+            .map(|v| parser::SuggestedValue {
+                label: v.label.clone(),
+                value: v.value.clone(),
+            })
+            .collect(),
+        suggested_actions: message
+            .suggested_actions
+            .iter()
+            .map(|a| parser::SuggestedAction {
+                label: a.label.clone(),
+                action: a.action.clone(),
+                handler: handler_from_name(&a.handler),
+                params: a.params.as_ref().map(json_to_struct),
+            })
+            .collect(),
+        tool_history: Vec::new(),
+        structured: message.structured.as_ref().map(structured_to_wire),
+        reasoning: String::new(),
+        page: None,
+    }
+}
+
+/// Encodes a `complete` for the turns table (idempotent replay).
+pub fn encode_outcome(complete: &gw::TurnComplete) -> String {
+    STANDARD.encode(complete.encode_to_vec())
+}
+
+/// Decodes a stored outcome; `None` when it is absent or unreadable.
+pub fn decode_outcome(outcome: &str) -> Option<gw::TurnComplete> {
+    let bytes = STANDARD.decode(outcome).ok()?;
+    gw::TurnComplete::decode(bytes.as_slice()).ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    #[test]
+    fn json_survives_the_round_trip_through_struct() {
+        let value = json!({"a": 1, "b": [true, null, "x", 2.5], "c": {"d": -3}});
+        assert_eq!(struct_to_json(&json_to_struct(&value)), value);
+        assert_eq!(
+            struct_to_json(&json_to_struct(&json!(7))),
+            json!({"value": 7})
+        );
+    }
+
+    #[test]
+    fn payloads_keep_their_typed_view_when_stored() {
+        let wire = parser::Payload {
+            r#type: "schema_proposal".into(),
+            data: Some(json_to_struct(&json!({"reasoning": "r"}))),
+            typed: Some(parser::payload::Typed::SchemaProposal(
+                parser::SchemaProposal {
+                    reasoning: "r".into(),
+                    ..Default::default()
+                },
+            )),
+        };
+        let stored = payload_to_stored(&wire);
+        assert_eq!(stored.data, json!({"reasoning": "r"}));
+        assert_eq!(payload_to_wire(&stored), wire);
+        let without_wire = StoredPayload {
+            wire: None,
+            ..stored
+        };
+        assert_eq!(payload_to_wire(&without_wire).typed, None);
+    }
+
+    #[test]
+    fn times_convert_exactly() {
+        assert_eq!(
+            timestamp(1_500),
+            Timestamp {
+                seconds: 1,
+                nanos: 500_000_000
+            }
+        );
+        assert_eq!(duration_to_ms(&duration_ms(12_345)), 12_345);
+    }
+
+    #[test]
+    fn outcomes_round_trip() {
+        let complete = gw::TurnComplete {
+            success: true,
+            message: "hi".into(),
+            ..Default::default()
+        };
+        assert_eq!(decode_outcome(&encode_outcome(&complete)), Some(complete));
+        assert_eq!(decode_outcome("%%%"), None);
+    }
+}

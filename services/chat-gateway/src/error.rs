@@ -1,0 +1,167 @@
+//! The gateway's request errors, mapped to `tonic::Status` once, here.
+//!
+//! Errors inside a running turn never become a status: they end the turn's
+//! stream with an `error` event and a `complete` (see `turn::outcome`).
+//! These are the refusals that happen before a turn starts.
+
+use std::time::Duration;
+
+use tonic::{Code, Status};
+
+use crate::store::StoreError;
+
+/// Why a request was refused.
+#[derive(Debug, thiserror::Error)]
+pub enum GatewayError {
+    /// A field is malformed or too large.
+    #[error("invalid request ({reason})")]
+    InvalidArgument {
+        /// Stable reason.
+        reason: &'static str,
+        /// `(field, problem)` per violation.
+        violations: Vec<(String, String)>,
+    },
+    /// The conversation does not exist for this caller (whether it exists
+    /// for someone else is never revealed).
+    #[error("conversation not found")]
+    ConversationNotFound,
+    /// A turn is running on the conversation.
+    #[error("a turn is still running on this conversation")]
+    TurnInProgress {
+        /// The running turn.
+        turn_id: String,
+    },
+    /// Too many turns are running on this gateway.
+    #[error("too many turns are running; retry shortly")]
+    TooManyTurns,
+    /// The action is not registered.
+    #[error("unknown action `{0}`")]
+    UnknownAction(String),
+    /// The action is handled by the client, not through `ExecuteAction`.
+    #[error("action `{0}` is handled by the client, not the server")]
+    ClientAction(String),
+    /// The action exists but the page does not offer it.
+    #[error("action `{action}` is not available on page `{page}`")]
+    ActionNotOnPage {
+        /// The action.
+        action: String,
+        /// The page.
+        page: String,
+    },
+    /// The action's message template failed to render (a registry problem).
+    #[error("the action's message could not be rendered: {0}")]
+    ActionTemplate(String),
+    /// The conversation store failed.
+    #[error("conversation store error: {0}")]
+    Store(#[from] StoreError),
+}
+
+impl GatewayError {
+    /// One invalid field.
+    pub fn invalid(reason: &'static str, field: &str, problem: impl Into<String>) -> Self {
+        Self::InvalidArgument {
+            reason,
+            violations: vec![(field.to_owned(), problem.into())],
+        }
+    }
+
+    /// The stable `ErrorInfo.reason`.
+    pub fn reason(&self) -> &'static str {
+        match self {
+            Self::InvalidArgument { reason, .. } => reason,
+            Self::ConversationNotFound => "CONVERSATION_NOT_FOUND",
+            Self::TurnInProgress { .. } => "TURN_IN_PROGRESS",
+            Self::TooManyTurns => "TOO_MANY_TURNS",
+            Self::UnknownAction(_) => "UNKNOWN_ACTION",
+            Self::ClientAction(_) => "CLIENT_ACTION",
+            Self::ActionNotOnPage { .. } => "ACTION_NOT_ON_PAGE",
+            Self::ActionTemplate(_) => "ACTION_TEMPLATE_FAILED",
+            Self::Store(_) => "STORE_UNAVAILABLE",
+        }
+    }
+}
+
+impl From<GatewayError> for Status {
+    fn from(error: GatewayError) -> Self {
+        use parley_grpc::status;
+        let reason = error.reason();
+        match error {
+            GatewayError::InvalidArgument { reason, violations } => {
+                status::invalid_argument(reason, violations)
+            }
+            GatewayError::ConversationNotFound => {
+                status::error(Code::NotFound, reason, error.to_string())
+            }
+            GatewayError::TurnInProgress { turn_id } => status::error_with_metadata(
+                Code::FailedPrecondition,
+                reason,
+                "a turn is still running on this conversation; wait for it, cancel it, or set cancel_running",
+                [("turn_id".to_owned(), turn_id)].into_iter().collect(),
+            ),
+            GatewayError::TooManyTurns => status::retryable(
+                Code::ResourceExhausted,
+                reason,
+                error.to_string(),
+                Some(Duration::from_secs(1)),
+            ),
+            GatewayError::UnknownAction(ref action) => status::invalid_argument(
+                reason,
+                vec![("action".to_owned(), format!("`{action}` is not registered"))],
+            ),
+            GatewayError::ClientAction(_)
+            | GatewayError::ActionNotOnPage { .. }
+            | GatewayError::ActionTemplate(_) => {
+                status::error(Code::FailedPrecondition, reason, error.to_string())
+            }
+            GatewayError::Store(ref cause) => {
+                tracing::error!(error = %cause, "conversation store failed");
+                status::retryable(
+                    Code::Unavailable,
+                    reason,
+                    "the conversation store is unavailable",
+                    Some(Duration::from_secs(1)),
+                )
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_error_has_its_code_and_reason() {
+        let cases: Vec<(GatewayError, Code)> = vec![
+            (
+                GatewayError::invalid("EMPTY_MESSAGE", "message", "is empty"),
+                Code::InvalidArgument,
+            ),
+            (GatewayError::ConversationNotFound, Code::NotFound),
+            (
+                GatewayError::TurnInProgress {
+                    turn_id: "t".into(),
+                },
+                Code::FailedPrecondition,
+            ),
+            (GatewayError::TooManyTurns, Code::ResourceExhausted),
+            (
+                GatewayError::UnknownAction("x".into()),
+                Code::InvalidArgument,
+            ),
+            (
+                GatewayError::ClientAction("close_chat".into()),
+                Code::FailedPrecondition,
+            ),
+        ];
+        for (error, code) in cases {
+            let reason = error.reason();
+            let status = Status::from(error);
+            assert_eq!(status.code(), code, "{reason}");
+            assert_eq!(
+                parley_grpc::status::reason(&status).as_deref(),
+                Some(reason)
+            );
+        }
+    }
+}

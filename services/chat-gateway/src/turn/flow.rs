@@ -1,0 +1,349 @@
+//! One turn, end to end, in its own task: resolve the page, rebuild the
+//! history, build the prompt, run the model through the runner while
+//! relaying its events, parse the answer, store it, send `complete`.
+//!
+//! The user message was stored before this task started. Whatever happens
+//! here (success, runner error, cancel, deadline, shutdown) the turn ends
+//! with a stored assistant message and a `complete` event; it never just
+//! stops.
+
+use std::sync::Arc;
+
+use parley_proto::{
+    gateway::v1::{self as gw, chat_event::Event},
+    parser::v1::StructuredResult,
+    runner::v1 as runner,
+};
+use tokio::time::Instant;
+
+use super::{
+    Engine, TurnSpec,
+    history::{self, History},
+    manager::{StopCause, TurnSlot},
+    outcome::{self, CompleteParts, Ending, Failure},
+    parse::{self, TextCleaner},
+    relay::{self, RunEnd, TurnIds},
+    sink::EventSink,
+};
+use crate::{
+    convert,
+    prompt::{PromptInput, build_system_prompt},
+    registry::PageRef,
+    store::{EventBody, FinishTurn},
+};
+
+/// What the model call produced, however it ended.
+struct Produced {
+    ending: Ending,
+    parsed: parley_proto::parser::v1::ParseResponse,
+    fallback: Option<String>,
+    reasoning: String,
+    tools: Vec<gw::ToolRecord>,
+    structured: Option<StructuredResult>,
+    usage: Option<gw::Usage>,
+}
+
+impl Produced {
+    /// A turn that ended before the model produced anything.
+    fn empty(ending: Ending) -> Self {
+        Self {
+            ending,
+            parsed: Default::default(),
+            fallback: None,
+            reasoning: String::new(),
+            tools: Vec::new(),
+            structured: None,
+            usage: None,
+        }
+    }
+}
+
+fn stopped(slot: &TurnSlot) -> Ending {
+    match slot.stop_cause() {
+        Some(StopCause::Cancelled | StopCause::Superseded) => Ending::Cancelled,
+        Some(StopCause::Shutdown) | None => Ending::Failed(Failure::new(
+            "SHUTDOWN",
+            "the gateway shut down while the turn was running",
+            true,
+        )),
+    }
+}
+
+fn deadline_failure() -> Failure {
+    Failure::new(
+        "DEADLINE_EXCEEDED",
+        "the turn's deadline passed before the answer was complete",
+        true,
+    )
+}
+
+/// Runs the turn and always ends it with a stored answer and `complete`.
+pub async fn run(engine: Arc<Engine>, spec: TurnSpec, slot: TurnSlot, mut sink: EventSink) {
+    let ids = TurnIds {
+        conversation_id: spec.conversation_id.clone(),
+        turn_id: spec.turn_id.clone(),
+    };
+    sink.send(ids.status(gw::TurnPhase::Started, "Turn started"))
+        .await;
+    let produced = produce(&engine, &spec, &slot, &mut sink, &ids).await;
+    finish(&engine, &spec, &slot, &mut sink, produced).await;
+    drop(slot);
+}
+
+/// Everything up to the parsed answer.
+async fn produce(
+    engine: &Engine,
+    spec: &TurnSpec,
+    slot: &TurnSlot,
+    sink: &mut EventSink,
+    ids: &TurnIds,
+) -> Produced {
+    let stop = slot.cancel_token().clone();
+    let page = engine.registry.resolve(&PageRef {
+        page: spec.page.page.clone(),
+        tab: spec.page.tab.clone(),
+        subtab: spec.page.subtab.clone(),
+    });
+    let history = match load_history(engine, spec).await {
+        Ok(history) => history,
+        Err(failure) => return Produced::empty(Ending::Failed(failure)),
+    };
+    let stream_id = Some(spec.page.stream_id.as_str()).filter(|id| !id.is_empty());
+    let system_prompt = build_system_prompt(&PromptInput {
+        registry: &engine.registry,
+        page: &page,
+        stream_id,
+        state: spec.page.state.as_ref(),
+        history_payloads: &history.payloads,
+        response_schema: spec.response_schema.as_ref(),
+    });
+    let profile = page.parse_profile();
+    let request = runner::RunRequest {
+        system_prompt,
+        messages: history.messages,
+        tools: page.runner_tools(),
+        model: spec.model.clone(),
+        fallbacks: Vec::new(),
+        output_schema: spec.response_schema.as_ref().map(convert::json_to_struct),
+        output_schema_name: String::new(),
+        limits: None,
+        conversation_id: spec.conversation_id.clone(),
+        turn_id: spec.turn_id.clone(),
+        user_id: spec.owner.clone(),
+        text_tool_calls: engine.config.text_tool_calls,
+        context: spec.page.state.as_ref().map(convert::json_to_struct),
+    };
+
+    // Open the parser stream and the runner call together.
+    let mut call = tonic::Request::new(request);
+    call.set_timeout(spec.deadline.saturating_duration_since(Instant::now()));
+    let mut runner_client = engine.upstreams.runner.clone();
+    let opened = tokio::select! {
+        biased;
+        () = stop.cancelled() => None,
+        () = tokio::time::sleep_until(spec.deadline) => Some(Err(deadline_failure())),
+        (cleaner, response) = async {
+            tokio::join!(TextCleaner::open(&engine.upstreams, profile.clone()), runner_client.run(call))
+        } => Some(match response {
+            Ok(response) => Ok((cleaner, response.into_inner())),
+            Err(status) => Err(Failure::from_runner_status(&status)),
+        }),
+    };
+    let (cleaner, stream) = match opened {
+        None => return Produced::empty(stopped(slot)),
+        Some(Err(failure)) => {
+            tracing::warn!(reason = %failure.reason, detail = %failure.message, "runner call failed");
+            return Produced::empty(Ending::Failed(failure));
+        }
+        Some(Ok(opened)) => opened,
+    };
+
+    let relayed = relay::relay(stream, cleaner, sink, ids, &stop, spec.deadline).await;
+    let cleaned = relayed.cleaner.finish(&engine.upstreams).await;
+    if !cleaned.tail.is_empty() {
+        sink.send(Event::TextDelta(cleaned.tail.clone())).await;
+    }
+    let partial_structured = (!relayed.structured.is_empty()).then(|| StructuredResult {
+        value: None,
+        raw: relayed.structured.clone(),
+        valid: false,
+        error: "the structured answer is incomplete".into(),
+    });
+    let mut usage = relayed.usage;
+    let (ending, structured) = match relayed.end {
+        RunEnd::Finished(finished) => {
+            if let Some(total) = &finished.usage {
+                usage.input_tokens = total.input_tokens;
+                usage.output_tokens = total.output_tokens;
+            }
+            usage.model_calls = usage.model_calls.max(finished.iterations);
+            if !finished.response_model.is_empty() {
+                usage.model = finished.response_model.clone();
+            }
+            let stop_reason = outcome::stop_reason(&finished);
+            // `finished.text` is the concatenation of the deltas, so the
+            // stream's final parse is already the parse of the whole answer;
+            // only when they differ is it parsed again.
+            if finished.text != cleaned.raw {
+                let (parsed, fallback) =
+                    parse::parse_text(&engine.upstreams, &finished.text, &profile).await;
+                return Produced {
+                    ending: Ending::Completed { stop_reason },
+                    parsed,
+                    fallback: fallback.or(cleaned.fallback),
+                    reasoning: relayed.reasoning,
+                    tools: relayed.tools,
+                    structured: finished.structured,
+                    usage: Some(usage),
+                };
+            }
+            (Ending::Completed { stop_reason }, finished.structured)
+        }
+        RunEnd::Failed(error) => (
+            Ending::Failed(Failure::from_runner(&error)),
+            partial_structured,
+        ),
+        RunEnd::Broken(detail) => (
+            Ending::Failed(Failure::new("RUNNER_UNAVAILABLE", detail, true)),
+            partial_structured,
+        ),
+        RunEnd::Stopped => (stopped(slot), partial_structured),
+        RunEnd::DeadlineExceeded => (Ending::Failed(deadline_failure()), partial_structured),
+    };
+    Produced {
+        ending,
+        parsed: cleaned.response,
+        fallback: cleaned.fallback,
+        reasoning: relayed.reasoning,
+        tools: relayed.tools,
+        structured,
+        usage: (usage.model_calls > 0 || usage.input_tokens > 0).then_some(usage),
+    }
+}
+
+async fn load_history(engine: &Engine, spec: &TurnSpec) -> Result<History, Failure> {
+    let store_failure = |error: crate::store::StoreError| {
+        tracing::error!(%error, "cannot read the conversation history");
+        Failure::new(
+            "STORE_UNAVAILABLE",
+            "the conversation history could not be read",
+            true,
+        )
+    };
+    let events = engine
+        .store
+        .recent_events(
+            &spec.owner,
+            &spec.conversation_id,
+            engine.config.history_max_turns,
+        )
+        .await
+        .map_err(store_failure)?;
+    let turns = engine
+        .store
+        .turns(&spec.owner, &spec.conversation_id)
+        .await
+        .map_err(store_failure)?;
+    Ok(history::rebuild(&events, &turns))
+}
+
+/// Stores the answer, then sends the `error` (if any) and `complete`.
+async fn finish(
+    engine: &Engine,
+    spec: &TurnSpec,
+    slot: &TurnSlot,
+    sink: &mut EventSink,
+    produced: Produced,
+) {
+    let Produced {
+        ending,
+        parsed,
+        fallback,
+        reasoning,
+        tools,
+        structured,
+        usage,
+    } = produced;
+    let mut diagnostics = parsed.diagnostics.clone();
+    if let Some(reason) = &fallback {
+        diagnostics.push(parse::fallback_diagnostic(reason));
+    }
+    let stored_text = parsed.message.clone();
+    let complete = outcome::complete(
+        CompleteParts {
+            conversation_id: spec.conversation_id.clone(),
+            turn_id: spec.turn_id.clone(),
+            user_message: spec.message.clone(),
+            parsed,
+            tools,
+            structured,
+            usage,
+            diagnostics,
+        },
+        &ending,
+    );
+    let error_event = ending.failure().map(Failure::to_event);
+
+    let mut events = Vec::new();
+    if !reasoning.is_empty() {
+        events.push(EventBody::Reasoning { text: reasoning });
+    }
+    for record in &complete.tool_history {
+        events.push(EventBody::ToolCall {
+            call_id: record.call_id.clone(),
+            name: record.name.clone(),
+            input: record
+                .input
+                .as_ref()
+                .map_or(serde_json::Value::Null, convert::struct_to_json),
+        });
+        events.push(EventBody::ToolResult {
+            call_id: record.call_id.clone(),
+            name: record.name.clone(),
+            success: record.success,
+            duration_ms: record.duration.as_ref().map_or(0, convert::duration_to_ms),
+            output: record.output.clone(),
+            payload: record.payload.as_ref().map(convert::payload_to_stored),
+            error: record.error.clone(),
+        });
+    }
+    events.push(EventBody::AssistantMessage(convert::complete_to_stored(
+        &complete,
+        stored_text,
+        ending.state(),
+        error_event.as_ref(),
+    )));
+    let stored = engine
+        .store
+        .finish_turn(&FinishTurn {
+            owner: &spec.owner,
+            conversation_id: &spec.conversation_id,
+            turn_id: &spec.turn_id,
+            state: ending.state(),
+            outcome: Some(convert::encode_outcome(&complete)),
+            events,
+        })
+        .await;
+    match stored {
+        Ok(true) => {}
+        Ok(false) => {
+            tracing::info!(conversation = %spec.conversation_id, "conversation deleted during the turn")
+        }
+        Err(error) => {
+            tracing::error!(%error, turn = %spec.turn_id, "cannot store the turn's answer")
+        }
+    }
+    tracing::info!(
+        conversation = %spec.conversation_id,
+        turn = %spec.turn_id,
+        state = ending.state().as_str(),
+        reason = ending.failure().map_or("", |failure| failure.reason.as_str()),
+        client_connected = sink.is_open(),
+        stop = ?slot.stop_cause(),
+        "turn ended"
+    );
+    if let Some(error) = error_event {
+        sink.send(Event::Error(error)).await;
+    }
+    sink.send(Event::Complete(complete)).await;
+}

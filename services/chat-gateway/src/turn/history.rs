@@ -1,0 +1,365 @@
+//! The model's history, rebuilt from the conversation's log.
+//!
+//! Each earlier turn becomes a user message and an assistant message:
+//! - the assistant text is the cleaned answer; the payloads it carried go
+//!   to the prompt's payload manifest instead (seed 000 section 5);
+//! - an earlier structured answer becomes assistant text holding its JSON
+//!   (seed 002: only the current request's schema applies, so no earlier
+//!   schema is sent);
+//! - tool calls of earlier turns are summarised as assistant text, not
+//!   replayed as tool messages, because the page (and so the tool list) may
+//!   have changed since and providers refuse calls to undeclared tools;
+//! - a cancelled or failed turn keeps its partial text with a note, and a
+//!   turn with no stored answer gets a placeholder, so roles alternate.
+//!
+//! The current turn's user message, stored before the model is called, is
+//! the last message.
+
+use std::collections::HashMap;
+
+use parley_proto::runner::v1 as runner;
+
+use crate::{
+    prompt::HistoryPayload,
+    store::{EventBody, StoredEvent, TurnRecord, TurnState},
+};
+
+/// Longest tool output quoted in a summary, in characters.
+const TOOL_OUTPUT_CHARS: usize = 300;
+/// Longest tool input quoted in a summary, in characters.
+const TOOL_INPUT_CHARS: usize = 200;
+
+/// What the model is sent about the conversation so far.
+#[derive(Debug, Default, Clone, PartialEq)]
+pub struct History {
+    /// User and assistant messages, oldest first, ending with the current
+    /// user message.
+    pub messages: Vec<runner::Message>,
+    /// Payloads shown in earlier turns, for the prompt's manifest.
+    pub payloads: Vec<HistoryPayload>,
+}
+
+#[derive(Default)]
+struct TurnParts {
+    user: Option<String>,
+    tools: Vec<String>,
+    pending_calls: HashMap<String, (String, String)>,
+    answer: Option<crate::store::AssistantMessage>,
+}
+
+fn clip(text: &str, max: usize) -> String {
+    if text.chars().count() <= max {
+        return text.to_owned();
+    }
+    let mut clipped: String = text.chars().take(max).collect();
+    clipped.push('…');
+    clipped
+}
+
+fn message(role: runner::Role, text: String) -> runner::Message {
+    runner::Message {
+        role: role as i32,
+        text,
+        tool_calls: Vec::new(),
+        tool_result: None,
+    }
+}
+
+fn assistant_text(parts: &TurnParts) -> String {
+    let mut text = String::new();
+    if !parts.tools.is_empty() {
+        text.push_str("[Tools used in this turn]\n");
+        for line in &parts.tools {
+            text.push_str(line);
+            text.push('\n');
+        }
+        text.push('\n');
+    }
+    let Some(answer) = &parts.answer else {
+        text.push_str("[No answer was recorded for this message.]");
+        return text;
+    };
+    let body = match &answer.structured {
+        Some(structured) => match &structured.value {
+            Some(value) => value.to_string(),
+            None => structured.raw.clone(),
+        },
+        None => answer.text.clone(),
+    };
+    text.push_str(body.trim_end());
+    let note = match answer.state {
+        TurnState::Cancelled => {
+            Some("[This answer was cancelled by the user before it was complete.]")
+        }
+        TurnState::Failed => {
+            Some("[This answer was interrupted by an error before it was complete.]")
+        }
+        TurnState::Completed | TurnState::Running => None,
+    };
+    if let Some(note) = note {
+        if !body.trim().is_empty() {
+            text.push_str("\n\n");
+        }
+        text.push_str(note);
+    }
+    text
+}
+
+/// Rebuilds the history from the events of the last turns (oldest first)
+/// and the conversation's turns (for their positions).
+pub fn rebuild(events: &[StoredEvent], turns: &[TurnRecord]) -> History {
+    let positions: HashMap<&str, u32> = turns
+        .iter()
+        .map(|turn| (turn.id.as_str(), turn.turn_index))
+        .collect();
+    let mut order: Vec<String> = Vec::new();
+    let mut parts: HashMap<String, TurnParts> = HashMap::new();
+    for event in events {
+        if !parts.contains_key(&event.turn_id) {
+            order.push(event.turn_id.clone());
+        }
+        let turn = parts.entry(event.turn_id.clone()).or_default();
+        match &event.body {
+            EventBody::UserMessage { text, .. } => turn.user = Some(text.clone()),
+            EventBody::Reasoning { .. } => {}
+            EventBody::ToolCall {
+                call_id,
+                name,
+                input,
+            } => {
+                turn.pending_calls.insert(
+                    call_id.clone(),
+                    (name.clone(), clip(&input.to_string(), TOOL_INPUT_CHARS)),
+                );
+            }
+            EventBody::ToolResult {
+                call_id,
+                name,
+                success,
+                output,
+                error,
+                ..
+            } => {
+                let input = turn
+                    .pending_calls
+                    .remove(call_id)
+                    .map(|(_, input)| input)
+                    .unwrap_or_default();
+                let result = if *success {
+                    clip(output, TOOL_OUTPUT_CHARS)
+                } else {
+                    format!(
+                        "failed: {}",
+                        clip(
+                            if error.is_empty() { output } else { error },
+                            TOOL_OUTPUT_CHARS
+                        )
+                    )
+                };
+                turn.tools.push(format!("- {name}({input}) -> {result}"));
+            }
+            EventBody::AssistantMessage(answer) => turn.answer = Some(answer.clone()),
+        }
+    }
+    let mut history = History::default();
+    let last = order.len().saturating_sub(1);
+    for (position, turn_id) in order.iter().enumerate() {
+        let Some(turn) = parts.get(turn_id) else {
+            continue;
+        };
+        let Some(user) = &turn.user else { continue };
+        history
+            .messages
+            .push(message(runner::Role::User, user.clone()));
+        if position == last && turn.answer.is_none() {
+            // The current turn: its answer is what the model writes now.
+            break;
+        }
+        history
+            .messages
+            .push(message(runner::Role::Assistant, assistant_text(turn)));
+        if let Some(payload) = turn
+            .answer
+            .as_ref()
+            .and_then(|answer| answer.payload.as_ref())
+        {
+            history.payloads.push(HistoryPayload {
+                turn_index: positions.get(turn_id.as_str()).copied().unwrap_or(0),
+                payload_type: payload.payload_type.clone(),
+                data: payload.data.clone(),
+                accepted: None,
+            });
+        }
+    }
+    history
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+    use crate::store::{AssistantMessage, StoredPage, StoredPayload, model::StoredStructured};
+
+    fn event(seq: i64, turn: &str, body: EventBody) -> StoredEvent {
+        StoredEvent {
+            seq,
+            turn_id: turn.into(),
+            created_at: 0,
+            body,
+        }
+    }
+
+    fn user(text: &str) -> EventBody {
+        EventBody::UserMessage {
+            text: text.into(),
+            page: StoredPage::default(),
+            response_schema: None,
+            request_id: None,
+            action: None,
+        }
+    }
+
+    fn answer(text: &str, state: TurnState) -> AssistantMessage {
+        AssistantMessage {
+            text: text.into(),
+            payload: None,
+            suggested_values: vec![],
+            suggested_actions: vec![],
+            structured: None,
+            usage: None,
+            state,
+            stop_reason: String::new(),
+            error: None,
+        }
+    }
+
+    fn turn(id: &str, index: u32) -> TurnRecord {
+        TurnRecord {
+            id: id.into(),
+            conversation_id: "c".into(),
+            turn_index: index,
+            state: TurnState::Completed,
+            outcome: None,
+        }
+    }
+
+    fn texts(history: &History) -> Vec<(i32, String)> {
+        history
+            .messages
+            .iter()
+            .map(|m| (m.role, m.text.clone()))
+            .collect()
+    }
+
+    #[test]
+    fn turns_alternate_and_end_with_the_current_message() {
+        let mut first = answer("Here is a proposal.", TurnState::Completed);
+        first.payload = Some(StoredPayload {
+            payload_type: "schema_proposal".into(),
+            data: json!({"reasoning": "r"}),
+            wire: None,
+        });
+        let events = vec![
+            event(1, "t1", user("make a table")),
+            event(
+                2,
+                "t1",
+                EventBody::ToolCall {
+                    call_id: "c1".into(),
+                    name: "list_tables".into(),
+                    input: json!({}),
+                },
+            ),
+            event(
+                3,
+                "t1",
+                EventBody::ToolResult {
+                    call_id: "c1".into(),
+                    name: "list_tables".into(),
+                    success: true,
+                    duration_ms: 3,
+                    output: "2 tables".into(),
+                    payload: None,
+                    error: String::new(),
+                },
+            ),
+            event(4, "t1", EventBody::AssistantMessage(first)),
+            event(5, "t2", user("and now?")),
+        ];
+        let history = rebuild(&events, &[turn("t1", 4), turn("t2", 5)]);
+        let user_role = runner::Role::User as i32;
+        let assistant_role = runner::Role::Assistant as i32;
+        assert_eq!(
+            texts(&history),
+            vec![
+                (user_role, "make a table".into()),
+                (
+                    assistant_role,
+                    "[Tools used in this turn]\n- list_tables({}) -> 2 tables\n\nHere is a proposal.".into()
+                ),
+                (user_role, "and now?".into()),
+            ]
+        );
+        assert_eq!(history.payloads.len(), 1);
+        assert_eq!(history.payloads[0].turn_index, 4);
+        assert_eq!(history.payloads[0].payload_type, "schema_proposal");
+    }
+
+    #[test]
+    fn structured_answers_come_back_as_their_json() {
+        let mut structured = answer("", TurnState::Completed);
+        structured.structured = Some(StoredStructured {
+            value: Some(json!({"name": "Ada"})),
+            raw: "{\"name\": \"Ada\"}".into(),
+            valid: true,
+            error: String::new(),
+        });
+        let events = vec![
+            event(1, "t1", user("extract")),
+            event(2, "t1", EventBody::AssistantMessage(structured)),
+            event(3, "t2", user("change the name")),
+        ];
+        let history = rebuild(&events, &[]);
+        assert_eq!(history.messages[1].text, "{\"name\":\"Ada\"}");
+    }
+
+    #[test]
+    fn interrupted_and_missing_answers_keep_roles_alternating() {
+        let events = vec![
+            event(1, "t1", user("first")),
+            event(
+                2,
+                "t1",
+                EventBody::AssistantMessage(answer("Part of it", TurnState::Cancelled)),
+            ),
+            event(3, "t2", user("second")),
+            // t2 has no answer (the gateway stopped before storing it).
+            event(4, "t3", user("third")),
+            event(
+                5,
+                "t3",
+                EventBody::AssistantMessage(answer("", TurnState::Failed)),
+            ),
+            event(6, "t4", user("now")),
+        ];
+        let history = rebuild(&events, &[]);
+        let roles: Vec<i32> = history.messages.iter().map(|m| m.role).collect();
+        assert_eq!(roles, vec![1, 2, 1, 2, 1, 2, 1]);
+        assert!(
+            history.messages[1]
+                .text
+                .starts_with("Part of it\n\n[This answer was cancelled")
+        );
+        assert_eq!(
+            history.messages[3].text,
+            "[No answer was recorded for this message.]"
+        );
+        assert!(
+            history.messages[5]
+                .text
+                .starts_with("[This answer was interrupted")
+        );
+        assert_eq!(history.messages[6].text, "now");
+    }
+}

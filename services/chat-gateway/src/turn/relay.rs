@@ -1,0 +1,229 @@
+//! Relays the runner's events to the client as `ChatEvent`s.
+//!
+//! Text deltas go through the [`TextCleaner`] (markers never reach the
+//! client); reasoning, structured and tool events pass through as they are;
+//! runner phases become turn phases. The loop ends when the runner
+//! finishes or fails, when the turn is stopped (the runner's stream is then
+//! dropped at once, which cancels the model call and the tools), or when the
+//! deadline passes.
+
+use std::collections::HashMap;
+
+use parley_proto::{
+    gateway::v1::{self as gw, chat_event::Event},
+    runner::v1::{self as runner, run_event},
+};
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+
+use super::{parse::TextCleaner, sink::EventSink};
+
+/// How the runner's stream ended.
+#[derive(Debug)]
+pub enum RunEnd {
+    /// The runner finished normally.
+    Finished(runner::Finished),
+    /// The runner reported an error.
+    Failed(runner::Error),
+    /// The stream broke or ended without `finished`.
+    Broken(String),
+    /// The turn was stopped (cancel, replacement or shutdown).
+    Stopped,
+    /// The deadline passed.
+    DeadlineExceeded,
+}
+
+/// Everything a relay gathered.
+#[derive(Debug)]
+pub struct Relayed {
+    /// How it ended.
+    pub end: RunEnd,
+    /// The cleaner, to be finished by the caller.
+    pub cleaner: TextCleaner,
+    /// The accumulated reasoning.
+    pub reasoning: String,
+    /// The accumulated structured text.
+    pub structured: String,
+    /// Tool calls in the order they started.
+    pub tools: Vec<gw::ToolRecord>,
+    /// Usage summed over the model calls seen.
+    pub usage: gw::Usage,
+}
+
+/// The ids every status carries.
+#[derive(Debug, Clone)]
+pub struct TurnIds {
+    /// The conversation.
+    pub conversation_id: String,
+    /// The turn.
+    pub turn_id: String,
+}
+
+impl TurnIds {
+    /// A status event with these ids.
+    pub fn status(&self, phase: gw::TurnPhase, message: impl Into<String>) -> Event {
+        Event::Status(gw::TurnStatus {
+            phase: phase as i32,
+            message: message.into(),
+            conversation_id: self.conversation_id.clone(),
+            turn_id: self.turn_id.clone(),
+        })
+    }
+}
+
+fn phase(phase: i32) -> Option<gw::TurnPhase> {
+    match runner::Phase::try_from(phase).ok()? {
+        runner::Phase::ModelCall => Some(gw::TurnPhase::Thinking),
+        runner::Phase::Tools => Some(gw::TurnPhase::RunningTools),
+        runner::Phase::Retrying | runner::Phase::Fallback => Some(gw::TurnPhase::Retrying),
+        runner::Phase::Started | runner::Phase::Unspecified => None,
+    }
+}
+
+#[derive(Default)]
+struct ToolLog {
+    records: Vec<gw::ToolRecord>,
+    index: HashMap<String, usize>,
+}
+
+impl ToolLog {
+    fn start(&mut self, start: &runner::ToolStart) {
+        self.index.insert(start.call_id.clone(), self.records.len());
+        self.records.push(gw::ToolRecord {
+            call_id: start.call_id.clone(),
+            name: start.name.clone(),
+            input: start.input.clone(),
+            success: false,
+            duration: None,
+            output: String::new(),
+            payload: None,
+            error: "the tool call did not finish".into(),
+        });
+    }
+
+    fn complete(&mut self, done: &runner::ToolComplete) {
+        let position = match self.index.get(&done.call_id) {
+            Some(position) => *position,
+            None => {
+                self.start(&runner::ToolStart {
+                    call_id: done.call_id.clone(),
+                    name: done.name.clone(),
+                    input: None,
+                    source: 0,
+                });
+                self.records.len() - 1
+            }
+        };
+        if let Some(record) = self.records.get_mut(position) {
+            record.success = done.success;
+            record.duration = done.duration;
+            record.output = done.result_text.clone();
+            record.payload = done.payload.clone();
+            record.error = done.error.clone();
+        }
+    }
+}
+
+fn add_usage(total: &mut gw::Usage, usage: &runner::Usage) {
+    total.input_tokens += usage.input_tokens;
+    total.output_tokens += usage.output_tokens;
+    total.model_calls += 1;
+    if let Some(model) = &usage.model
+        && !model.model.is_empty()
+    {
+        total.model = model.model.clone();
+    }
+}
+
+/// Relays until the runner's stream ends, the turn is stopped or the
+/// deadline passes. The runner's stream is dropped before this returns.
+pub async fn relay(
+    mut stream: tonic::Streaming<runner::RunEvent>,
+    mut cleaner: TextCleaner,
+    sink: &mut EventSink,
+    ids: &TurnIds,
+    stop: &CancellationToken,
+    deadline: Instant,
+) -> Relayed {
+    let mut reasoning = String::new();
+    let mut structured = String::new();
+    let mut tools = ToolLog::default();
+    let mut usage = gw::Usage::default();
+    let end = loop {
+        tokio::select! {
+            biased;
+            () = stop.cancelled() => break RunEnd::Stopped,
+            () = tokio::time::sleep_until(deadline) => break RunEnd::DeadlineExceeded,
+            text = cleaner.next() => sink.send(Event::TextDelta(text)).await,
+            message = stream.message() => {
+                let event = match message {
+                    Ok(Some(event)) => event.event,
+                    Ok(None) => break RunEnd::Broken("the runner's stream ended without a result".into()),
+                    Err(status) => break RunEnd::Broken(format!("{:?}: {}", status.code(), status.message())),
+                };
+                match event {
+                    Some(run_event::Event::TextDelta(text)) => cleaner.push(&text).await,
+                    Some(run_event::Event::ReasoningDelta(text)) => {
+                        reasoning.push_str(&text);
+                        sink.send(Event::ReasoningDelta(text)).await;
+                    }
+                    Some(run_event::Event::StructuredDelta(text)) => {
+                        structured.push_str(&text);
+                        sink.send(Event::StructuredDelta(text)).await;
+                    }
+                    Some(run_event::Event::ToolStart(start)) => {
+                        tools.start(&start);
+                        sink.send(Event::ToolStart(gw::ToolStart {
+                            call_id: start.call_id,
+                            name: start.name,
+                            input: start.input,
+                        }))
+                        .await;
+                    }
+                    Some(run_event::Event::ToolProgress(progress)) => {
+                        sink.send(Event::ToolProgress(gw::ToolProgress {
+                            call_id: progress.call_id,
+                            stage: progress.stage,
+                            message: progress.message,
+                            fraction: progress.fraction,
+                        }))
+                        .await;
+                    }
+                    Some(run_event::Event::ToolComplete(done)) => {
+                        tools.complete(&done);
+                        sink.send(Event::ToolComplete(gw::ToolComplete {
+                            call_id: done.call_id,
+                            name: done.name,
+                            success: done.success,
+                            duration: done.duration,
+                            result_text: done.result_text,
+                            payload: done.payload,
+                            error: done.error,
+                        }))
+                        .await;
+                    }
+                    Some(run_event::Event::Status(status)) => {
+                        if let Some(phase) = phase(status.phase) {
+                            sink.send(ids.status(phase, status.message)).await;
+                        }
+                    }
+                    Some(run_event::Event::Usage(call)) => add_usage(&mut usage, &call),
+                    Some(run_event::Event::Finished(finished)) => break RunEnd::Finished(finished),
+                    Some(run_event::Event::Error(error)) => break RunEnd::Failed(error),
+                    None => {}
+                }
+            }
+        }
+    };
+    // Dropping the stream cancels the call: the runner stops the model and
+    // the tools.
+    drop(stream);
+    Relayed {
+        end,
+        cleaner,
+        reasoning,
+        structured,
+        tools: tools.records,
+        usage,
+    }
+}
