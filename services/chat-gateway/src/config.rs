@@ -331,6 +331,56 @@ impl GatewayConfig {
     }
 }
 
+/// Values given on the command line (or their environment variables);
+/// each one set replaces the file's value.
+#[derive(Debug, Clone, Default)]
+pub struct Overrides {
+    /// `--listen`.
+    pub listen: Option<String>,
+    /// `--database-url`.
+    pub database_url: Option<String>,
+    /// `--runner`.
+    pub runner_url: Option<String>,
+    /// `--parser`.
+    pub parser_url: Option<String>,
+    /// `--registry`.
+    pub registry: Option<PathBuf>,
+    /// `--drain-timeout`, in seconds.
+    pub drain_timeout_secs: Option<u64>,
+    /// `--max-concurrent-turns`.
+    pub max_concurrent_turns: Option<usize>,
+    /// `--dev-auth`.
+    pub dev_auth: bool,
+}
+
+impl GatewayConfig {
+    /// Applies the command line over the file.
+    pub fn apply(&mut self, overrides: Overrides) {
+        if let Some(listen) = overrides.listen {
+            self.server.listen = listen;
+        }
+        if let Some(url) = overrides.database_url {
+            self.store.database_url = url;
+        }
+        if let Some(url) = overrides.runner_url {
+            self.upstream.runner_url = url;
+        }
+        if let Some(url) = overrides.parser_url {
+            self.upstream.parser_url = url;
+        }
+        if let Some(path) = overrides.registry {
+            self.registry = Some(path);
+        }
+        if let Some(secs) = overrides.drain_timeout_secs {
+            self.server.drain_timeout_secs = secs;
+        }
+        if let Some(max) = overrides.max_concurrent_turns {
+            self.turns.max_concurrent = max;
+        }
+        self.auth.dev |= overrides.dev_auth;
+    }
+}
+
 fn positive(key: &'static str, value: u64) -> Result<(), ConfigError> {
     if value == 0 {
         Err(invalid(key, "must be greater than 0"))
@@ -409,6 +459,25 @@ mod tests {
                 .to_string()
                 .contains("turns.max_concurrent")
         );
+    }
+
+    #[test]
+    fn flags_override_the_file() {
+        let mut config =
+            GatewayConfig::parse("[server]\nlisten = \"0.0.0.0:1\"\n", Path::new("g.toml"))
+                .expect("parses");
+        config.apply(Overrides {
+            listen: Some("127.0.0.1:9".into()),
+            runner_url: Some("http://runner:1".into()),
+            max_concurrent_turns: Some(3),
+            dev_auth: true,
+            ..Overrides::default()
+        });
+        assert_eq!(config.server.listen, "127.0.0.1:9");
+        assert_eq!(config.upstream.runner_url, "http://runner:1");
+        assert_eq!(config.upstream.parser_url, "http://127.0.0.1:50053");
+        assert_eq!(config.turns.max_concurrent, 3);
+        assert!(config.auth.dev);
     }
 
     #[test]

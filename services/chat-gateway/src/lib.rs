@@ -9,6 +9,7 @@
 //! answer. [`service`] is the gRPC edge, [`app`] assembles and serves it,
 //! [`config`] holds the settings the binary reads.
 
+pub mod app;
 pub mod auth;
 pub mod clients;
 pub mod config;
@@ -16,5 +17,6 @@ pub mod convert;
 pub mod error;
 pub mod prompt;
 pub mod registry;
+pub mod service;
 pub mod store;
 pub mod turn;

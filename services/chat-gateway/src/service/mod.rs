@@ -1,0 +1,317 @@
+//! The gRPC edge: `parley.gateway.v1.ChatGateway`.
+//!
+//! Each method takes the caller from the request's extensions (put there by
+//! the auth interceptor, see [`crate::auth`]), checks the request
+//! ([`validate`]), calls the turn engine or the store, and maps errors to
+//! `tonic::Status` through [`GatewayError`] — the only place they become
+//! statuses.
+
+pub mod conversations;
+pub mod validate;
+
+use std::sync::Arc;
+
+use parley_proto::gateway::v1::{
+    self as gw, chat_gateway_server::ChatGateway, chat_gateway_server::ChatGatewayServer,
+};
+use tonic::{Request, Response, Status, service::interceptor::InterceptedService};
+
+use crate::{
+    auth::{AuthInterceptor, Authenticator, User},
+    convert,
+    error::GatewayError,
+    prompt::{PromptInput, build_system_prompt},
+    registry::{ActionError, Handler, PageRef},
+    turn::{Engine, EventStream, StartTurn},
+};
+
+/// The ChatGateway service.
+#[derive(Debug, Clone)]
+pub struct GatewayService {
+    engine: Arc<Engine>,
+}
+
+impl GatewayService {
+    /// A service over `engine`.
+    pub fn new(engine: Arc<Engine>) -> Self {
+        Self { engine }
+    }
+
+    /// The service behind the auth interceptor (health and reflection are
+    /// served beside it, without one).
+    pub fn authenticated(
+        engine: Arc<Engine>,
+        auth: Arc<Authenticator>,
+    ) -> InterceptedService<ChatGatewayServer<GatewayService>, AuthInterceptor> {
+        InterceptedService::new(
+            ChatGatewayServer::new(Self::new(engine)).max_decoding_message_size(4 * 1024 * 1024),
+            AuthInterceptor(auth),
+        )
+    }
+}
+
+fn caller<T>(request: &Request<T>) -> Result<String, Status> {
+    request
+        .extensions()
+        .get::<User>()
+        .map(|user| user.0.clone())
+        .ok_or_else(|| {
+            parley_grpc::status::error(
+                tonic::Code::Unauthenticated,
+                "MISSING_TOKEN",
+                "the caller is not authenticated",
+            )
+        })
+}
+
+fn page_ref(page: &crate::store::StoredPage) -> PageRef {
+    PageRef {
+        page: page.page.clone(),
+        tab: page.tab.clone(),
+        subtab: page.subtab.clone(),
+    }
+}
+
+#[tonic::async_trait]
+impl ChatGateway for GatewayService {
+    type ChatStream = EventStream;
+    type ExecuteActionStream = EventStream;
+
+    async fn chat(
+        &self,
+        request: Request<gw::ChatRequest>,
+    ) -> Result<Response<Self::ChatStream>, Status> {
+        let owner = caller(&request)?;
+        let config = &self.engine.config;
+        let deadline = validate::deadline(request.metadata(), config.max_duration());
+        let request = request.into_inner();
+        validate::message(&request.message, "message", config)?;
+        validate::id(&request.conversation_id, "conversation_id")?;
+        validate::id(&request.request_id, "request_id")?;
+        let page = validate::page(request.page.as_ref(), "page", config)?;
+        let response_schema = validate::response_schema(request.response_schema.as_ref(), config)?;
+        let model = validate::model(&request.model)?;
+        let stream = self
+            .engine
+            .start_turn(StartTurn {
+                owner,
+                conversation_id: request.conversation_id,
+                message: request.message,
+                page,
+                response_schema,
+                model,
+                request_id: Some(request.request_id).filter(|id| !id.is_empty()),
+                cancel_running: request.cancel_running,
+                action: None,
+                deadline,
+            })
+            .await?;
+        Ok(Response::new(stream))
+    }
+
+    async fn cancel_turn(
+        &self,
+        request: Request<gw::CancelTurnRequest>,
+    ) -> Result<Response<gw::CancelTurnResponse>, Status> {
+        let owner = caller(&request)?;
+        let request = request.into_inner();
+        if request.conversation_id.is_empty() {
+            return Err(GatewayError::invalid(
+                "MISSING_CONVERSATION_ID",
+                "conversation_id",
+                "is required",
+            )
+            .into());
+        }
+        validate::id(&request.conversation_id, "conversation_id")?;
+        validate::id(&request.turn_id, "turn_id")?;
+        let turn = Some(request.turn_id.as_str()).filter(|id| !id.is_empty());
+        let cancelled = self
+            .engine
+            .cancel_turn(&owner, &request.conversation_id, turn)
+            .await?;
+        Ok(Response::new(gw::CancelTurnResponse {
+            cancelled: cancelled.is_some(),
+            turn_id: cancelled.unwrap_or_default(),
+        }))
+    }
+
+    async fn execute_action(
+        &self,
+        request: Request<gw::ExecuteActionRequest>,
+    ) -> Result<Response<Self::ExecuteActionStream>, Status> {
+        let owner = caller(&request)?;
+        let config = &self.engine.config;
+        let deadline = validate::deadline(request.metadata(), config.max_duration());
+        let request = request.into_inner();
+        if request.action.is_empty() {
+            return Err(GatewayError::invalid("MISSING_ACTION", "action", "is required").into());
+        }
+        validate::id(&request.conversation_id, "conversation_id")?;
+        validate::id(&request.request_id, "request_id")?;
+        let page = validate::page(request.page.as_ref(), "page", config)?;
+        let registry = &self.engine.registry;
+        let action = registry
+            .action(&request.action)
+            .ok_or_else(|| GatewayError::UnknownAction(request.action.clone()))?;
+        if action.handler != Handler::Server {
+            return Err(GatewayError::ClientAction(request.action.clone()).into());
+        }
+        let resolved = registry.resolve(&page_ref(&page));
+        if !resolved
+            .actions
+            .iter()
+            .any(|allowed| allowed.action == request.action)
+        {
+            return Err(GatewayError::ActionNotOnPage {
+                action: request.action.clone(),
+                page: page.page.clone(),
+            }
+            .into());
+        }
+        let params = request
+            .params
+            .as_ref()
+            .map_or_else(|| serde_json::json!({}), convert::struct_to_json);
+        let message = registry
+            .render_action_message(&request.action, &params)
+            .map_err(|error| match error {
+                ActionError::InvalidParams { violations, .. } => GatewayError::InvalidArgument {
+                    reason: "INVALID_ACTION_PARAMS",
+                    violations: violations
+                        .into_iter()
+                        .map(|(pointer, problem)| {
+                            (format!("params{}", pointer.replace('/', ".")), problem)
+                        })
+                        .collect(),
+                },
+                ActionError::Unknown(action) => GatewayError::UnknownAction(action),
+                ActionError::NotServer(action) => GatewayError::ClientAction(action),
+                ActionError::Template(error) => GatewayError::ActionTemplate(error.to_string()),
+            })?;
+        validate::message(&message, "params", config)?;
+        let stream = self
+            .engine
+            .start_turn(StartTurn {
+                owner,
+                conversation_id: request.conversation_id,
+                message,
+                page,
+                response_schema: None,
+                model: None,
+                request_id: Some(request.request_id).filter(|id| !id.is_empty()),
+                cancel_running: false,
+                action: Some(request.action),
+                deadline,
+            })
+            .await?;
+        Ok(Response::new(stream))
+    }
+
+    async fn get_conversation(
+        &self,
+        request: Request<gw::GetConversationRequest>,
+    ) -> Result<Response<gw::GetConversationResponse>, Status> {
+        let owner = caller(&request)?;
+        let id = request.into_inner().conversation_id;
+        validate::id(&id, "conversation_id")?;
+        let store = &self.engine.store;
+        let summary = store
+            .conversation(&owner, &id)
+            .await
+            .map_err(GatewayError::from)?;
+        let summary = summary.ok_or(GatewayError::ConversationNotFound)?;
+        let events = store
+            .events(&owner, &id)
+            .await
+            .map_err(GatewayError::from)?;
+        let turns = store.turns(&owner, &id).await.map_err(GatewayError::from)?;
+        Ok(Response::new(gw::GetConversationResponse {
+            conversation: Some(conversations::summary_to_wire(&summary)),
+            messages: conversations::messages(&events, &turns),
+        }))
+    }
+
+    async fn list_conversations(
+        &self,
+        request: Request<gw::ListConversationsRequest>,
+    ) -> Result<Response<gw::ListConversationsResponse>, Status> {
+        let owner = caller(&request)?;
+        let request = request.into_inner();
+        let size = match request.page_size {
+            0 => conversations::DEFAULT_PAGE_SIZE,
+            size => size.min(conversations::MAX_PAGE_SIZE),
+        };
+        let cursor = match request.page_token.as_str() {
+            "" => None,
+            token => Some(conversations::decode_page_token(token)?),
+        };
+        let (page, next) = self
+            .engine
+            .store
+            .list(&owner, size, cursor.as_ref())
+            .await
+            .map_err(GatewayError::from)?;
+        Ok(Response::new(gw::ListConversationsResponse {
+            conversations: page.iter().map(conversations::summary_to_wire).collect(),
+            next_page_token: next
+                .as_ref()
+                .map(conversations::encode_page_token)
+                .unwrap_or_default(),
+        }))
+    }
+
+    async fn delete_conversation(
+        &self,
+        request: Request<gw::DeleteConversationRequest>,
+    ) -> Result<Response<gw::DeleteConversationResponse>, Status> {
+        let owner = caller(&request)?;
+        let id = request.into_inner().conversation_id;
+        validate::id(&id, "conversation_id")?;
+        // A running turn of this caller's conversation is stopped first.
+        if self
+            .engine
+            .store
+            .conversation(&owner, &id)
+            .await
+            .map_err(GatewayError::from)?
+            .is_some()
+        {
+            self.engine.cancel_turn(&owner, &id, None).await?;
+        }
+        if !self
+            .engine
+            .store
+            .delete(&owner, &id)
+            .await
+            .map_err(GatewayError::from)?
+        {
+            return Err(GatewayError::ConversationNotFound.into());
+        }
+        tracing::info!(conversation = %id, "conversation deleted");
+        Ok(Response::new(gw::DeleteConversationResponse {}))
+    }
+
+    async fn describe_page(
+        &self,
+        request: Request<gw::DescribePageRequest>,
+    ) -> Result<Response<gw::DescribePageResponse>, Status> {
+        caller(&request)?;
+        let request = request.into_inner();
+        let page = validate::page(request.page.as_ref(), "page", &self.engine.config)?;
+        let registry = &self.engine.registry;
+        let resolved = registry.resolve(&page_ref(&page));
+        let mut response = resolved.describe();
+        if request.include_system_prompt {
+            response.system_prompt = build_system_prompt(&PromptInput {
+                registry,
+                page: &resolved,
+                stream_id: Some(page.stream_id.as_str()).filter(|id| !id.is_empty()),
+                state: page.state.as_ref(),
+                history_payloads: &[],
+                response_schema: None,
+            });
+        }
+        Ok(Response::new(response))
+    }
+}

@@ -1,0 +1,215 @@
+//! Request checks at the edge: sizes, formats and the deadline, each
+//! refusal naming its field (`BadRequest` field violations).
+
+use std::time::Duration;
+
+use parley_proto::{gateway::v1 as gw, runner::v1 as runner};
+use serde_json::Value;
+use tokio::time::Instant;
+
+use crate::{config::TurnConfig, convert, error::GatewayError, store::StoredPage};
+
+/// Longest id a client may send (conversation, turn, request).
+pub const MAX_ID_LEN: usize = 128;
+/// Longest model override.
+const MAX_MODEL_LEN: usize = 256;
+
+/// The turn's deadline: the caller's `grpc-timeout`, capped by
+/// `max_duration`.
+pub fn deadline(metadata: &tonic::metadata::MetadataMap, max_duration: Duration) -> Instant {
+    let budget = parley_grpc::deadline::grpc_timeout(metadata)
+        .map_or(max_duration, |timeout| timeout.min(max_duration));
+    Instant::now() + budget
+}
+
+/// The user message: not blank, not too large.
+pub fn message(text: &str, field: &str, config: &TurnConfig) -> Result<(), GatewayError> {
+    if text.trim().is_empty() {
+        return Err(GatewayError::invalid(
+            "EMPTY_MESSAGE",
+            field,
+            "must not be empty",
+        ));
+    }
+    if text.len() > config.max_message_bytes {
+        return Err(GatewayError::invalid(
+            "MESSAGE_TOO_LARGE",
+            field,
+            format!(
+                "is {} bytes, the limit is {}",
+                text.len(),
+                config.max_message_bytes
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// An id sent by the client (empty allowed).
+pub fn id(value: &str, field: &str) -> Result<(), GatewayError> {
+    if value.len() > MAX_ID_LEN || value.chars().any(char::is_control) {
+        return Err(GatewayError::invalid(
+            "INVALID_ID",
+            field,
+            format!("must be at most {MAX_ID_LEN} bytes without control characters"),
+        ));
+    }
+    Ok(())
+}
+
+/// The page context, as stored with the message.
+pub fn page(
+    page: Option<&gw::PageContext>,
+    field: &str,
+    config: &TurnConfig,
+) -> Result<StoredPage, GatewayError> {
+    let stored = convert::page_to_stored(page);
+    for (name, value) in [
+        ("page", &stored.page),
+        ("tab", &stored.tab),
+        ("subtab", &stored.subtab),
+        ("stream_id", &stored.stream_id),
+    ] {
+        id(value, &format!("{field}.{name}"))?;
+    }
+    if let Some(state) = &stored.state {
+        let size = serde_json::to_vec(state).map_or(usize::MAX, |bytes| bytes.len());
+        if size > config.max_state_bytes {
+            return Err(GatewayError::invalid(
+                "STATE_TOO_LARGE",
+                &format!("{field}.state"),
+                format!(
+                    "is {size} bytes as JSON, the limit is {}",
+                    config.max_state_bytes
+                ),
+            ));
+        }
+    }
+    Ok(stored)
+}
+
+/// The response schema: small enough and a valid JSON Schema.
+pub fn response_schema(
+    schema: Option<&prost_types::Struct>,
+    config: &TurnConfig,
+) -> Result<Option<Value>, GatewayError> {
+    let Some(schema) = schema else {
+        return Ok(None);
+    };
+    let schema = convert::struct_to_json(schema);
+    let size = serde_json::to_vec(&schema).map_or(usize::MAX, |bytes| bytes.len());
+    if size > config.max_schema_bytes {
+        return Err(GatewayError::invalid(
+            "SCHEMA_TOO_LARGE",
+            "response_schema",
+            format!(
+                "is {size} bytes as JSON, the limit is {}",
+                config.max_schema_bytes
+            ),
+        ));
+    }
+    if let Err(error) = jsonschema::validator_for(&schema) {
+        return Err(GatewayError::invalid(
+            "INVALID_RESPONSE_SCHEMA",
+            "response_schema",
+            error.to_string(),
+        ));
+    }
+    Ok(Some(schema))
+}
+
+/// A model override: `provider/model`, or a bare name the runner resolves.
+pub fn model(value: &str) -> Result<Option<runner::ModelRef>, GatewayError> {
+    let value = value.trim();
+    if value.is_empty() {
+        return Ok(None);
+    }
+    let bad = |problem: &str| GatewayError::invalid("INVALID_MODEL", "model", problem.to_owned());
+    if value.len() > MAX_MODEL_LEN || value.chars().any(|c| c.is_whitespace() || c.is_control()) {
+        return Err(bad(
+            "must be `provider/model` or a model alias, without spaces",
+        ));
+    }
+    let (provider, model) = match value.split_once('/') {
+        Some((provider, model)) if !provider.is_empty() && !model.is_empty() => (provider, model),
+        Some(_) => return Err(bad("`provider/model` needs both parts")),
+        None => ("", value),
+    };
+    Ok(Some(runner::ModelRef {
+        provider: provider.to_owned(),
+        model: model.to_owned(),
+        parameters: None,
+    }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn models_split_at_the_first_slash() {
+        let parsed = model("openrouter/meta-llama/llama-3")
+            .expect("valid")
+            .expect("set");
+        assert_eq!(
+            (parsed.provider.as_str(), parsed.model.as_str()),
+            ("openrouter", "meta-llama/llama-3")
+        );
+        let alias = model("fast").expect("valid").expect("set");
+        assert_eq!(
+            (alias.provider.as_str(), alias.model.as_str()),
+            ("", "fast")
+        );
+        assert!(model("").expect("empty is fine").is_none());
+        for bad in ["/x", "x/", "a b/c"] {
+            assert_eq!(model(bad).expect_err(bad).reason(), "INVALID_MODEL");
+        }
+    }
+
+    #[test]
+    fn messages_must_be_present_and_bounded() {
+        let config = TurnConfig {
+            max_message_bytes: 10,
+            ..TurnConfig::default()
+        };
+        assert_eq!(
+            message("  \n", "message", &config)
+                .expect_err("blank")
+                .reason(),
+            "EMPTY_MESSAGE"
+        );
+        assert_eq!(
+            message("12345678901", "message", &config)
+                .expect_err("big")
+                .reason(),
+            "MESSAGE_TOO_LARGE"
+        );
+        message("fine", "message", &config).expect("ok");
+    }
+
+    #[test]
+    fn schemas_must_compile() {
+        let config = TurnConfig::default();
+        let bad = convert::json_to_struct(&serde_json::json!({"type": "no-such-type"}));
+        assert_eq!(
+            response_schema(Some(&bad), &config)
+                .expect_err("bad")
+                .reason(),
+            "INVALID_RESPONSE_SCHEMA"
+        );
+        let good = convert::json_to_struct(&serde_json::json!({"type": "object"}));
+        assert!(response_schema(Some(&good), &config).expect("ok").is_some());
+    }
+
+    #[test]
+    fn deadlines_are_capped() {
+        let mut metadata = tonic::metadata::MetadataMap::new();
+        let max = Duration::from_secs(300);
+        let before = Instant::now();
+        assert!(deadline(&metadata, max) >= before + max);
+        metadata.insert("grpc-timeout", "2S".parse().expect("header"));
+        assert!(deadline(&metadata, max) <= Instant::now() + Duration::from_secs(2));
+        metadata.insert("grpc-timeout", "1H".parse().expect("header"));
+        assert!(deadline(&metadata, max) <= Instant::now() + max);
+    }
+}
