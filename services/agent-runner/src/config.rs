@@ -45,6 +45,7 @@ use crate::{
     provider::{
         Provider,
         anthropic::AnthropicProvider,
+        gemini::GeminiProvider,
         http::HttpProviderConfig,
         openai::OpenAiProvider,
         scripted::{EMBEDDED_DEMO_SCRIPT, Script, ScriptedProvider},
@@ -378,7 +379,7 @@ fn build_provider(
         }
         ProviderKind::Openai => Arc::new(OpenAiProvider::new(http()).map_err(|e| invalid(e.to_string()))?),
         ProviderKind::Anthropic => Arc::new(AnthropicProvider::new(http()).map_err(|e| invalid(e.to_string()))?),
-        ProviderKind::Gemini => return Err(invalid("the gemini adapter is not in this build yet".into())),
+        ProviderKind::Gemini => Arc::new(GeminiProvider::new(http()).map_err(|e| invalid(e.to_string()))?),
     };
     Ok(ProviderEntry { provider, default_model: config.default_model.clone().unwrap_or_default() })
 }

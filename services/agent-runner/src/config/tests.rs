@@ -10,7 +10,9 @@ fn the_shipped_runner_config_is_valid() {
     assert_eq!(config.default_provider, "scripted");
     let providers = config.build_providers(|_| None).expect("should succeed");
     assert!(providers.get("scripted").is_some());
-    assert!(providers.get("openai").is_some());
+    for name in ["openai", "ollama", "openrouter", "anthropic", "gemini"] {
+        assert!(providers.get(name).is_some(), "{name}");
+    }
 }
 
 #[test]
