@@ -1,0 +1,177 @@
+//! Auth through the wire: tokens name the user, bad tokens are refused
+//! with a reason, health needs no token, dev mode needs nothing.
+
+use chat_gateway::{
+    auth::Authenticator,
+    config::{AuthConfig, JwtAlgorithm, JwtConfig, StaticTokenConfig},
+};
+use jsonwebtoken::{Algorithm, EncodingKey, Header, encode, get_current_timestamp};
+use parley_proto::gateway::v1 as gw;
+use tonic::Code;
+
+use crate::harness::{Harness, Options, chat, chat_request, reason, with_token};
+
+const SECRET: &str = "gateway-test-secret-of-at-least-32-bytes";
+const CI_TOKEN: &str = "ci-token-0123456789abcdef";
+
+fn authenticator() -> Authenticator {
+    Authenticator::from_config(
+        &AuthConfig {
+            dev: false,
+            leeway_secs: 0,
+            jwt: vec![
+                JwtConfig {
+                    issuer: "https://id.example".into(),
+                    audience: "parley".into(),
+                    algorithm: JwtAlgorithm::HS256,
+                    secret: Some(SECRET.into()),
+                    secret_env: None,
+                    public_key_file: None,
+                },
+                JwtConfig {
+                    issuer: "https://rsa.example".into(),
+                    audience: "parley".into(),
+                    algorithm: JwtAlgorithm::RS256,
+                    secret: None,
+                    secret_env: None,
+                    public_key_file: Some(
+                        std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+                            .join("testdata/jwt_rs256_public.pem"),
+                    ),
+                },
+            ],
+            static_tokens: vec![StaticTokenConfig {
+                user: "ci-bot".into(),
+                token: Some(CI_TOKEN.into()),
+                token_env: None,
+            }],
+        },
+        false,
+    )
+    .expect("auth config")
+}
+
+/// An HS256 token for `sub`, expiring `exp_in` seconds from now, for `aud`.
+pub fn hs256(sub: &str, aud: &str, exp_in: i64) -> String {
+    let now = i64::try_from(get_current_timestamp()).expect("time");
+    let claims = serde_json::json!({"iss": "https://id.example", "aud": aud, "sub": sub, "exp": now + exp_in});
+    encode(
+        &Header::new(Algorithm::HS256),
+        &claims,
+        &EncodingKey::from_secret(SECRET.as_bytes()),
+    )
+    .expect("sign")
+}
+
+fn rs256(sub: &str) -> String {
+    let now = i64::try_from(get_current_timestamp()).expect("time");
+    let claims = serde_json::json!({"iss": "https://rsa.example", "aud": "parley", "sub": sub, "exp": now + 600});
+    let pem = std::fs::read(
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("testdata/jwt_rs256_private.pem"),
+    )
+    .expect("key");
+    encode(
+        &Header::new(Algorithm::RS256),
+        &claims,
+        &EncodingKey::from_rsa_pem(&pem).expect("pem"),
+    )
+    .expect("sign")
+}
+
+/// A stack with JWT and static-token auth.
+pub async fn secured() -> Harness {
+    Harness::start(Options {
+        auth: authenticator(),
+        ..Options::default()
+    })
+    .await
+}
+
+#[tokio::test]
+async fn tokens_name_the_user_the_runner_sees() {
+    let mut stack = secured().await;
+    for (token, user) in [
+        (hs256("alice", "parley", 600), "alice"),
+        (rs256("bob"), "bob"),
+        (CI_TOKEN.to_owned(), "ci-bot"),
+    ] {
+        let turn = chat(
+            &mut stack.client,
+            with_token(chat_request("", "Hello", "tables_list"), &token),
+        )
+        .await;
+        assert!(turn.complete.success);
+        assert_eq!(
+            stack.runner.seen().last().expect("a run").request.user_id,
+            user
+        );
+    }
+    stack.stop().await;
+}
+
+#[tokio::test]
+async fn missing_and_bad_tokens_are_unauthenticated_with_a_reason() {
+    let mut stack = secured().await;
+    let cases = [
+        (None, "MISSING_TOKEN"),
+        (Some(hs256("alice", "parley", -60)), "TOKEN_EXPIRED"),
+        (
+            Some(hs256("alice", "another-service", 600)),
+            "INVALID_TOKEN",
+        ),
+        (Some("not-a-token".to_owned()), "INVALID_TOKEN"),
+    ];
+    for (token, expected) in cases {
+        let message = chat_request("", "Hello", "tables_list");
+        let request = match &token {
+            Some(token) => with_token(message, token),
+            None => tonic::Request::new(message),
+        };
+        let status = stack.client.chat(request).await.expect_err("refused");
+        assert_eq!(
+            (status.code(), reason(&status).as_str()),
+            (Code::Unauthenticated, expected),
+            "{token:?}"
+        );
+        let status = stack
+            .client
+            .list_conversations(gw::ListConversationsRequest::default())
+            .await
+            .expect_err("every method is checked");
+        assert_eq!(status.code(), Code::Unauthenticated);
+    }
+    assert!(stack.runner.seen().is_empty(), "no turn ran");
+    stack.stop().await;
+}
+
+#[tokio::test]
+async fn health_and_reflection_need_no_token() {
+    let stack = secured().await;
+    let channel = tonic::transport::Channel::from_shared(format!("http://{}", stack.addr))
+        .expect("url")
+        .connect()
+        .await
+        .expect("connect");
+    let mut health = tonic_health::pb::health_client::HealthClient::new(channel);
+    let response = health
+        .check(tonic_health::pb::HealthCheckRequest {
+            service: "parley.gateway.v1.ChatGateway".into(),
+        })
+        .await
+        .expect("health without a token")
+        .into_inner();
+    assert_eq!(
+        response.status,
+        tonic_health::pb::health_check_response::ServingStatus::Serving as i32
+    );
+    stack.stop().await;
+}
+
+#[tokio::test]
+async fn dev_mode_needs_no_token_and_calls_everyone_dev() {
+    let mut stack = Harness::start(Options::default()).await;
+    let turn = chat(&mut stack.client, chat_request("", "Hello", "tables_list")).await;
+    assert!(turn.complete.success);
+    assert_eq!(stack.runner.seen()[0].request.user_id, "dev");
+    stack.stop().await;
+}

@@ -1,0 +1,526 @@
+//! One turn end to end: clean text, typed complete, tools, history,
+//! structured output, parser fallback and runner failures.
+
+use parley_proto::{
+    gateway::v1::{self as gw, chat_event::Event},
+    parser::v1::{DiagnosticKind, SuggestedValue, payload::Typed},
+    runner::v1::{self as runner, run_event},
+};
+use prost_types::Duration;
+
+use crate::harness::{
+    Harness, Options, ParserMode, chat, chat_request,
+    fake_runner::{Reply, Step, finished, text_reply},
+};
+
+const PROPOSAL: &str = r#"{"mode": "create", "reasoning": "Track applications", "table_name": "Job Applications", "table_description": "Tracks job applications", "operations": [{"action": "add", "column": {"name": "Company", "type": "text", "required": true}}, {"action": "add", "column": {"name": "Status", "type": "select", "options": ["Applied", "Interview"]}}], "sample_rows": [{"Company": "Acme", "Status": "Applied"}, {"Company": "Globex", "Status": "Interview"}]}"#;
+
+/// The scripted answer: prose, a bold-colon proposal marker, suggestions.
+fn answer() -> String {
+    format!(
+        "Here is a table to track your applications.\n\n**SCHEMA_PROPOSAL:** {PROPOSAL}\n\nSUGGESTED_VALUES: [{{\"label\": \"Add rows\", \"value\": \"Add some sample rows\"}}]"
+    )
+}
+
+/// `text` cut into deltas of `size` characters, so markers straddle them.
+fn chunks(text: &str, size: usize) -> Vec<String> {
+    let chars: Vec<char> = text.chars().collect();
+    chars
+        .chunks(size)
+        .map(|chunk| chunk.iter().collect())
+        .collect()
+}
+
+fn deltas(text: &str, size: usize) -> Reply {
+    let pieces = chunks(text, size);
+    text_reply(&pieces.iter().map(String::as_str).collect::<Vec<_>>())
+}
+
+fn assert_clean(turn: &crate::harness::Turn) {
+    for event in &turn.events {
+        if let Some(Event::TextDelta(text)) = &event.event {
+            for leak in ["SCHEMA", "PROPOSAL", "SUGGESTED", "{", "}", "**"] {
+                assert!(!text.contains(leak), "delta {text:?} leaks {leak:?}");
+            }
+        }
+    }
+    assert_eq!(
+        turn.text, turn.complete.message,
+        "the deltas add up to the final message"
+    );
+}
+
+#[tokio::test]
+async fn markers_never_reach_the_client_and_complete_is_typed() {
+    for size in [1, 7, 64] {
+        let mut stack = Harness::start(Options::default()).await;
+        stack.runner.push(deltas(&answer(), size));
+        let turn = chat(
+            &mut stack.client,
+            chat_request("", "Track my job applications", "tables_list"),
+        )
+        .await;
+        assert_clean(&turn);
+        let complete = &turn.complete;
+        assert!(complete.success, "{complete:?}");
+        assert_eq!(
+            complete.message.trim_end(),
+            "Here is a table to track your applications."
+        );
+        assert_eq!(complete.state, gw::TurnState::Completed as i32);
+        assert_eq!(complete.stop_reason, "end_turn");
+        let payload = complete.custom_payload.as_ref().expect("a custom payload");
+        assert_eq!(payload.r#type, "schema_proposal");
+        let Some(Typed::SchemaProposal(proposal)) = &payload.typed else {
+            panic!("typed view: {payload:?}")
+        };
+        assert_eq!(proposal.table_name.as_deref(), Some("Job Applications"));
+        assert_eq!(proposal.operations.len(), 2);
+        assert_eq!(
+            complete.suggested_values,
+            vec![SuggestedValue {
+                label: "Add rows".into(),
+                value: "Add some sample rows".into()
+            }]
+        );
+        let usage = complete.usage.as_ref().expect("usage");
+        assert_eq!(
+            (
+                usage.input_tokens,
+                usage.output_tokens,
+                usage.model.as_str()
+            ),
+            (120, 30, "scripted-test")
+        );
+        assert!(
+            complete
+                .diagnostics
+                .iter()
+                .all(|d| d.kind != DiagnosticKind::ParserFallback as i32)
+        );
+
+        // The runner got an assembled request from the authenticated user.
+        let seen = stack.runner.seen();
+        let request = &seen[0].request;
+        assert_eq!(request.user_id, "dev");
+        assert!(
+            request.system_prompt.contains("SCHEMA_PROPOSAL"),
+            "the page's payload types are taught"
+        );
+        assert_eq!(request.messages.len(), 1);
+        assert_eq!(request.messages[0].text, "Track my job applications");
+        assert_eq!(request.conversation_id, turn.conversation_id());
+
+        // And it is stored.
+        let stored = stack
+            .client
+            .get_conversation(gw::GetConversationRequest {
+                conversation_id: turn.conversation_id(),
+            })
+            .await
+            .expect("get")
+            .into_inner();
+        assert_eq!(stored.messages.len(), 2);
+        assert_eq!(stored.messages[1].text, complete.message);
+        assert_eq!(stored.messages[1].custom_payload.as_ref(), Some(payload));
+        assert_eq!(
+            stored.messages[1].suggested_values,
+            complete.suggested_values
+        );
+        assert_eq!(
+            stored.conversation.expect("summary").title,
+            "Track my job applications"
+        );
+        stack.stop().await;
+    }
+}
+
+#[tokio::test]
+async fn tool_events_pass_through_and_are_kept() {
+    let mut stack = Harness::start(Options::default()).await;
+    let input = chat_gateway::convert::json_to_struct(&serde_json::json!({"query": "Acme"}));
+    stack.runner.push(Reply::Steps(vec![
+        Step::Send(run_event::Event::Status(runner::Status {
+            phase: runner::Phase::Tools as i32,
+            message: "Running lookup_rows".into(),
+            ..Default::default()
+        })),
+        Step::Send(run_event::Event::ToolStart(runner::ToolStart {
+            call_id: "call_1".into(),
+            name: "lookup_rows".into(),
+            input: Some(input.clone()),
+            source: runner::ToolCallSource::Native as i32,
+        })),
+        Step::Send(run_event::Event::ToolProgress(runner::ToolProgress {
+            call_id: "call_1".into(),
+            stage: "searching".into(),
+            message: "Searching rows".into(),
+            fraction: Some(0.5),
+        })),
+        Step::Send(run_event::Event::ToolComplete(runner::ToolComplete {
+            call_id: "call_1".into(),
+            name: "lookup_rows".into(),
+            success: true,
+            duration: Some(Duration {
+                seconds: 0,
+                nanos: 250_000_000,
+            }),
+            result_text: "1 row matches".into(),
+            ..Default::default()
+        })),
+        Step::Send(run_event::Event::ReasoningDelta(
+            "The user wants Acme.".into(),
+        )),
+        Step::Send(run_event::Event::TextDelta("Acme is in row 5.".into())),
+        Step::Send(finished("Acme is in row 5.")),
+    ]));
+    let turn = chat(
+        &mut stack.client,
+        chat_request("", "Where is Acme?", "table_view"),
+    )
+    .await;
+    let kinds: Vec<&str> = turn
+        .events
+        .iter()
+        .map(|event| match &event.event {
+            Some(Event::Status(_)) => "status",
+            Some(Event::ToolStart(_)) => "tool_start",
+            Some(Event::ToolProgress(_)) => "tool_progress",
+            Some(Event::ToolComplete(_)) => "tool_complete",
+            Some(Event::ReasoningDelta(_)) => "reasoning",
+            Some(Event::TextDelta(_)) => "text",
+            Some(Event::Complete(_)) => "complete",
+            _ => "other",
+        })
+        .collect();
+    assert_eq!(
+        kinds,
+        [
+            "status",
+            "status",
+            "tool_start",
+            "tool_progress",
+            "tool_complete",
+            "reasoning",
+            "text",
+            "complete"
+        ]
+    );
+    let Some(Event::Status(status)) = &turn.events[1].event else {
+        unreachable!()
+    };
+    assert_eq!(status.phase, gw::TurnPhase::RunningTools as i32);
+    let record = &turn.complete.tool_history[0];
+    assert_eq!(
+        (record.name.as_str(), record.output.as_str(), record.success),
+        ("lookup_rows", "1 row matches", true)
+    );
+    assert_eq!(record.input.as_ref(), Some(&input));
+
+    let stored = stack
+        .client
+        .get_conversation(gw::GetConversationRequest {
+            conversation_id: turn.conversation_id(),
+        })
+        .await
+        .expect("get")
+        .into_inner();
+    let answer = &stored.messages[1];
+    assert_eq!(answer.tool_history, turn.complete.tool_history);
+    assert_eq!(answer.reasoning, "The user wants Acme.");
+    stack.stop().await;
+}
+
+#[tokio::test]
+async fn the_next_turn_gets_the_history_and_the_payload_manifest() {
+    let mut stack = Harness::start(Options::default()).await;
+    stack.runner.push(deltas(&answer(), 16));
+    let first = chat(
+        &mut stack.client,
+        chat_request("", "Track my job applications", "tables_list"),
+    )
+    .await;
+    stack.runner.push(text_reply(&["Sure."]));
+    let second = chat(
+        &mut stack.client,
+        chat_request(&first.conversation_id(), "Rename it", "tables_list"),
+    )
+    .await;
+    assert_eq!(second.conversation_id(), first.conversation_id());
+
+    let request = stack.runner.seen()[1].request.clone();
+    let texts: Vec<(i32, &str)> = request
+        .messages
+        .iter()
+        .map(|m| (m.role, m.text.as_str()))
+        .collect();
+    assert_eq!(
+        texts,
+        vec![
+            (runner::Role::User as i32, "Track my job applications"),
+            (
+                runner::Role::Assistant as i32,
+                first.complete.message.trim_end()
+            ),
+            (runner::Role::User as i32, "Rename it"),
+        ]
+    );
+    assert!(
+        request.system_prompt.contains("PAYLOAD MANIFEST"),
+        "{}",
+        request.system_prompt
+    );
+    assert!(request.system_prompt.contains("Job Applications"));
+    stack.stop().await;
+}
+
+#[tokio::test]
+async fn structured_answers_stream_and_come_back_as_assistant_text() {
+    let mut stack = Harness::start(Options::default()).await;
+    let schema = serde_json::json!({"type": "object", "properties": {"name": {"type": "string"}}, "required": ["name"]});
+    let value = serde_json::json!({"name": "Ada"});
+    stack.runner.push(Reply::Steps(vec![
+        Step::Send(run_event::Event::StructuredDelta("{\"name\": ".into())),
+        Step::Send(run_event::Event::StructuredDelta("\"Ada\"}".into())),
+        Step::Send(run_event::Event::Finished(runner::Finished {
+            stop_reason: runner::StopReason::EndTurn as i32,
+            structured: Some(parley_proto::parser::v1::StructuredResult {
+                value: Some(chat_gateway::convert::json_to_value(&value)),
+                raw: "{\"name\": \"Ada\"}".into(),
+                valid: true,
+                error: String::new(),
+            }),
+            ..Default::default()
+        })),
+    ]));
+    let mut request = chat_request("", "Extract the contact", "tables_list");
+    request.response_schema = Some(chat_gateway::convert::json_to_struct(&schema));
+    let turn = chat(&mut stack.client, request).await;
+    let structured_deltas: String = turn
+        .events
+        .iter()
+        .filter_map(|event| match &event.event {
+            Some(Event::StructuredDelta(text)) => Some(text.as_str()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(structured_deltas, "{\"name\": \"Ada\"}");
+    let structured = turn.complete.structured.as_ref().expect("structured");
+    assert!(structured.valid);
+    assert_eq!(
+        structured
+            .value
+            .as_ref()
+            .map(chat_gateway::convert::value_to_json),
+        Some(value)
+    );
+    let seen = stack.runner.seen();
+    assert_eq!(
+        seen[0]
+            .request
+            .output_schema
+            .as_ref()
+            .map(chat_gateway::convert::struct_to_json),
+        Some(schema)
+    );
+
+    // The next request has no schema; the earlier answer is assistant JSON text.
+    let second = chat(
+        &mut stack.client,
+        chat_request(&turn.conversation_id(), "Now in French", "tables_list"),
+    )
+    .await;
+    assert!(second.complete.success);
+    let next = &stack.runner.seen()[1].request;
+    assert_eq!(next.output_schema, None);
+    assert_eq!(next.messages[1].text, "{\"name\":\"Ada\"}");
+    stack.stop().await;
+}
+
+#[tokio::test]
+async fn a_parser_sidecar_that_is_down_is_replaced_in_process() {
+    let mut stack = Harness::start(Options {
+        parser: ParserMode::Down,
+        ..Options::default()
+    })
+    .await;
+    stack.runner.push(deltas(&answer(), 5));
+    let turn = chat(
+        &mut stack.client,
+        chat_request("", "Track my job applications", "tables_list"),
+    )
+    .await;
+    assert_clean(&turn);
+    assert!(turn.complete.success);
+    assert_eq!(
+        turn.complete
+            .custom_payload
+            .as_ref()
+            .map(|p| p.r#type.as_str()),
+        Some("schema_proposal")
+    );
+    let fallback: Vec<_> = turn
+        .complete
+        .diagnostics
+        .iter()
+        .filter(|d| d.kind == DiagnosticKind::ParserFallback as i32)
+        .collect();
+    assert_eq!(fallback.len(), 1, "{:?}", turn.complete.diagnostics);
+    stack.stop().await;
+}
+
+#[tokio::test]
+async fn a_parser_stream_that_breaks_mid_turn_continues_in_process() {
+    for breaks_after in [0, 2, 5] {
+        let mut stack = Harness::start(Options {
+            parser: ParserMode::BreaksAfter(breaks_after),
+            ..Options::default()
+        })
+        .await;
+        stack.runner.push(deltas(&answer(), 3));
+        let turn = chat(
+            &mut stack.client,
+            chat_request("", "Track my job applications", "tables_list"),
+        )
+        .await;
+        assert_clean(&turn);
+        assert_eq!(
+            turn.complete.message.trim_end(),
+            "Here is a table to track your applications."
+        );
+        assert_eq!(turn.complete.suggested_values.len(), 1);
+        assert!(
+            turn.complete
+                .diagnostics
+                .iter()
+                .any(|d| d.kind == DiagnosticKind::ParserFallback as i32),
+            "after {breaks_after}: {:?}",
+            turn.complete.diagnostics
+        );
+        stack.stop().await;
+    }
+}
+
+#[tokio::test]
+async fn a_runner_error_ends_with_an_error_event_and_a_helpful_failed_complete() {
+    let mut stack = Harness::start(Options::default()).await;
+    stack.runner.push(Reply::Steps(vec![
+        Step::Send(run_event::Event::TextDelta("Let me look".into())),
+        Step::Send(run_event::Event::Error(runner::Error {
+            code: tonic::Code::ResourceExhausted as i32,
+            reason: "RATE_LIMITED".into(),
+            message: "the provider answered 429".into(),
+            retryable: true,
+            partial_text: "Let me look".into(),
+            provider_detail: "429 Too Many Requests".into(),
+            retry_after: Some(Duration {
+                seconds: 3,
+                nanos: 0,
+            }),
+        })),
+    ]));
+    let turn = chat(
+        &mut stack.client,
+        chat_request("", "Summarise my tables", "tables_list"),
+    )
+    .await;
+    let error = turn.error.as_ref().expect("an error event");
+    assert_eq!(
+        (error.reason.as_str(), error.retryable),
+        ("RATE_LIMITED", true)
+    );
+    assert_eq!(
+        error.retry_after,
+        Some(Duration {
+            seconds: 3,
+            nanos: 0
+        })
+    );
+    let kinds: Vec<bool> = turn
+        .events
+        .iter()
+        .map(|e| matches!(e.event, Some(Event::Error(_))))
+        .collect();
+    assert_eq!(
+        kinds.iter().rposition(|k| *k),
+        Some(turn.events.len() - 2),
+        "error right before complete"
+    );
+    let complete = &turn.complete;
+    assert!(!complete.success);
+    assert_eq!(complete.state, gw::TurnState::Failed as i32);
+    assert!(
+        complete.message.starts_with("Let me look\n\n"),
+        "{}",
+        complete.message
+    );
+    assert!(
+        complete.message.contains("3 seconds"),
+        "{}",
+        complete.message
+    );
+    assert!(complete.suggested_values.contains(&SuggestedValue {
+        label: "Try again".into(),
+        value: "Summarise my tables".into()
+    }));
+
+    let stored = stack
+        .client
+        .get_conversation(gw::GetConversationRequest {
+            conversation_id: turn.conversation_id(),
+        })
+        .await
+        .expect("get")
+        .into_inner();
+    assert_eq!(stored.messages[1].state, gw::TurnState::Failed as i32);
+    assert_eq!(stored.messages[1].text, "Let me look");
+    stack.stop().await;
+}
+
+#[tokio::test]
+async fn an_unreachable_runner_is_runner_unavailable() {
+    let mut stack = Harness::start(Options {
+        runner_down: true,
+        ..Options::default()
+    })
+    .await;
+    let turn = chat(&mut stack.client, chat_request("", "Hello", "tables_list")).await;
+    let error = turn.error.expect("error event");
+    assert_eq!(
+        (error.reason.as_str(), error.retryable),
+        ("RUNNER_UNAVAILABLE", true)
+    );
+    assert!(!turn.complete.success);
+    assert!(turn.complete.message.contains("cannot be reached"));
+    assert_eq!(turn.complete.suggested_values[0].label, "Try again");
+    stack.stop().await;
+}
+
+#[tokio::test]
+async fn a_runner_refusal_keeps_its_reason_and_is_not_retryable() {
+    let mut stack = Harness::start(Options::default()).await;
+    stack.runner.push(Reply::Fail(parley_grpc::status::error(
+        tonic::Code::FailedPrecondition,
+        "STRUCTURED_OUTPUT_UNSUPPORTED",
+        "model x cannot do structured output",
+    )));
+    let mut request = chat_request("", "Extract", "tables_list");
+    request.model = "scripted/x".into();
+    let turn = chat(&mut stack.client, request).await;
+    let error = turn.error.expect("error event");
+    assert_eq!(
+        (error.reason.as_str(), error.retryable),
+        ("STRUCTURED_OUTPUT_UNSUPPORTED", false)
+    );
+    assert!(turn.complete.suggested_values.is_empty());
+    let model = stack.runner.seen()[0]
+        .request
+        .model
+        .clone()
+        .expect("model override passed on");
+    assert_eq!(
+        (model.provider.as_str(), model.model.as_str()),
+        ("scripted", "x")
+    );
+    stack.stop().await;
+}

@@ -1,0 +1,205 @@
+//! A controllable `AgentRunner`: each call plays the next scripted reply,
+//! records the request (and its grpc-timeout), and notices when the
+//! gateway drops the stream (that is how a cancel reaches the runner).
+
+use std::{
+    collections::VecDeque,
+    sync::{Arc, Mutex},
+    time::{Duration, Instant},
+};
+
+use parley_proto::runner::v1::{
+    self as runner, RunEvent, RunRequest,
+    agent_runner_server::{AgentRunner, AgentRunnerServer},
+    run_event::Event,
+};
+use tokio::sync::{Notify, mpsc, watch};
+use tokio_stream::wrappers::ReceiverStream;
+use tonic::{Request, Response, Status};
+
+/// One step of a scripted reply.
+#[derive(Debug, Clone)]
+#[allow(clippy::large_enum_variant)] // test scripts: a few steps each
+pub enum Step {
+    /// Send this event.
+    Send(Event),
+    /// Wait until the test opens the gate.
+    Gate(Arc<Notify>),
+    /// Wait until the gateway drops the stream.
+    Hang,
+}
+
+/// What one `Run` call does.
+#[derive(Debug, Clone)]
+pub enum Reply {
+    /// Stream these steps.
+    Steps(Vec<Step>),
+    /// Refuse the call.
+    Fail(Status),
+}
+
+/// A text answer split into the given deltas, then `finished`.
+pub fn text_reply(deltas: &[&str]) -> Reply {
+    let mut steps: Vec<Step> = deltas
+        .iter()
+        .map(|delta| Step::Send(Event::TextDelta((*delta).to_owned())))
+        .collect();
+    steps.push(Step::Send(finished(&deltas.concat())));
+    Reply::Steps(steps)
+}
+
+/// A `finished` event for `text`.
+pub fn finished(text: &str) -> Event {
+    Event::Finished(runner::Finished {
+        stop_reason: runner::StopReason::EndTurn as i32,
+        raw_stop_reason: "end_turn".into(),
+        text: text.to_owned(),
+        structured: None,
+        usage: Some(runner::Usage {
+            input_tokens: 120,
+            output_tokens: 30,
+            ..Default::default()
+        }),
+        iterations: 1,
+        response_model: "scripted-test".into(),
+        response_id: "resp_1".into(),
+    })
+}
+
+/// A request the runner received.
+#[derive(Debug, Clone)]
+pub struct Seen {
+    /// The request.
+    pub request: RunRequest,
+    /// Its grpc-timeout.
+    pub timeout: Option<Duration>,
+}
+
+#[derive(Debug, Default)]
+struct Inner {
+    replies: Mutex<VecDeque<Reply>>,
+    seen: Mutex<Vec<Seen>>,
+    dropped_at: Mutex<Vec<Instant>>,
+}
+
+/// The fake runner; clones share state.
+#[derive(Debug, Clone)]
+pub struct FakeRunner {
+    inner: Arc<Inner>,
+    drops: watch::Sender<usize>,
+}
+
+impl Default for FakeRunner {
+    fn default() -> Self {
+        Self {
+            inner: Arc::default(),
+            drops: watch::channel(0).0,
+        }
+    }
+}
+
+impl FakeRunner {
+    /// Queues the reply of the next call.
+    pub fn push(&self, reply: Reply) {
+        self.inner.replies.lock().expect("lock").push_back(reply);
+    }
+
+    /// The requests received so far.
+    pub fn seen(&self) -> Vec<Seen> {
+        self.inner.seen.lock().expect("lock").clone()
+    }
+
+    /// Waits until `count` streams were dropped by the gateway; returns
+    /// when the last of them was noticed.
+    pub async fn dropped(&self, count: usize) -> Instant {
+        let mut rx = self.drops.subscribe();
+        tokio::time::timeout(Duration::from_secs(10), rx.wait_for(|n| *n >= count))
+            .await
+            .expect("the runner stream was not dropped within 10 s")
+            .expect("watch open");
+        self.inner.dropped_at.lock().expect("lock")[count - 1]
+    }
+
+    /// How many streams were dropped so far.
+    pub fn drop_count(&self) -> usize {
+        *self.drops.borrow()
+    }
+
+    /// The tonic service.
+    pub fn server(&self) -> AgentRunnerServer<Self> {
+        AgentRunnerServer::new(self.clone())
+    }
+
+    fn record_drop(&self) {
+        self.inner
+            .dropped_at
+            .lock()
+            .expect("lock")
+            .push(Instant::now());
+        self.drops.send_modify(|n| *n += 1);
+    }
+}
+
+#[tonic::async_trait]
+impl AgentRunner for FakeRunner {
+    type RunStream = ReceiverStream<Result<RunEvent, Status>>;
+
+    async fn run(&self, request: Request<RunRequest>) -> Result<Response<Self::RunStream>, Status> {
+        let timeout = parley_grpc::deadline::grpc_timeout(request.metadata());
+        self.inner.seen.lock().expect("lock").push(Seen {
+            request: request.into_inner(),
+            timeout,
+        });
+        let reply = self
+            .inner
+            .replies
+            .lock()
+            .expect("lock")
+            .pop_front()
+            .unwrap_or_else(|| text_reply(&["OK."]));
+        let steps = match reply {
+            Reply::Fail(status) => return Err(status),
+            Reply::Steps(steps) => steps,
+        };
+        let (tx, rx) = mpsc::channel(16);
+        let this = self.clone();
+        tokio::spawn(async move {
+            let mut seq = 0;
+            for step in steps {
+                match step {
+                    Step::Send(event) => {
+                        seq += 1;
+                        if tx
+                            .send(Ok(RunEvent {
+                                seq,
+                                event: Some(event),
+                            }))
+                            .await
+                            .is_err()
+                        {
+                            this.record_drop();
+                            return;
+                        }
+                    }
+                    Step::Gate(gate) => {
+                        tokio::select! {
+                            () = gate.notified() => {}
+                            () = tx.closed() => {
+                                this.record_drop();
+                                return;
+                            }
+                        }
+                    }
+                    Step::Hang => {
+                        tx.closed().await;
+                        this.record_drop();
+                        return;
+                    }
+                }
+            }
+            // Finished: notice a drop only if the stream is still open.
+            tx.closed().await;
+        });
+        Ok(Response::new(ReceiverStream::new(rx)))
+    }
+}

@@ -1,0 +1,289 @@
+//! The in-process stack the gateway tests talk to: a fake runner and a
+//! parser sidecar on port 0, the gateway (SQLite in a temp dir) on port 0,
+//! and a client.
+
+pub mod fake_runner;
+pub mod parser;
+
+use std::{net::SocketAddr, time::Duration};
+
+use chat_gateway::{app::Gateway, auth::Authenticator, config::GatewayConfig, registry::Registry};
+use parley_proto::gateway::v1::{
+    ChatEvent, ChatRequest, PageContext, TurnComplete, TurnError, chat_event::Event,
+    chat_gateway_client::ChatGatewayClient,
+};
+use tokio::{net::TcpListener, sync::oneshot, task::JoinHandle};
+use tokio_stream::wrappers::TcpListenerStream;
+use tonic::{Request, Status, Streaming, transport::Channel};
+
+use fake_runner::FakeRunner;
+use parser::LibraryParser;
+
+/// Where the gateway's parser sidecar is.
+#[derive(Debug, Clone, Copy)]
+pub enum ParserMode {
+    /// A working sidecar.
+    Up,
+    /// Nothing listens at its address.
+    Down,
+    /// A sidecar whose streams break after this many responses.
+    BreaksAfter(usize),
+}
+
+/// How to start the stack.
+pub struct Options {
+    /// The authenticator.
+    pub auth: Authenticator,
+    /// The parser sidecar.
+    pub parser: ParserMode,
+    /// Whether the runner is down.
+    pub runner_down: bool,
+    /// Changes to the gateway's configuration.
+    pub tweak: fn(&mut GatewayConfig),
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Self {
+            auth: Authenticator::dev(),
+            parser: ParserMode::Up,
+            runner_down: false,
+            tweak: |_| {},
+        }
+    }
+}
+
+/// The running stack.
+pub struct Harness {
+    /// A client of the gateway.
+    pub client: ChatGatewayClient<Channel>,
+    /// The gateway's address.
+    pub addr: SocketAddr,
+    /// The fake runner.
+    pub runner: FakeRunner,
+    /// The gateway's database.
+    pub database_url: String,
+    shutdown: Option<oneshot::Sender<()>>,
+    served: Option<JoinHandle<()>>,
+    dir: tempfile::TempDir,
+}
+
+async fn listen() -> (TcpListener, SocketAddr) {
+    let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind port 0");
+    let addr = listener.local_addr().expect("addr");
+    (listener, addr)
+}
+
+/// An address where nothing listens.
+async fn closed_addr() -> SocketAddr {
+    let (listener, addr) = listen().await;
+    drop(listener);
+    addr
+}
+
+impl Harness {
+    /// Starts the stack.
+    pub async fn start(options: Options) -> Self {
+        let runner = FakeRunner::default();
+        let runner_addr = if options.runner_down {
+            closed_addr().await
+        } else {
+            let (listener, addr) = listen().await;
+            let service = runner.server();
+            tokio::spawn(async move {
+                let _ = tonic::transport::Server::builder()
+                    .add_service(service)
+                    .serve_with_incoming(TcpListenerStream::new(listener))
+                    .await;
+            });
+            addr
+        };
+        let parser_addr = match options.parser {
+            ParserMode::Down => closed_addr().await,
+            mode => {
+                let fail_after = match mode {
+                    ParserMode::BreaksAfter(n) => Some(n),
+                    _ => None,
+                };
+                let (listener, addr) = listen().await;
+                let service = LibraryParser { fail_after }.server();
+                tokio::spawn(async move {
+                    let _ = tonic::transport::Server::builder()
+                        .add_service(service)
+                        .serve_with_incoming(TcpListenerStream::new(listener))
+                        .await;
+                });
+                addr
+            }
+        };
+        let dir = tempfile::tempdir().expect("temp dir");
+        let mut config = GatewayConfig::default();
+        config.store.database_url = format!(
+            "sqlite://{}?mode=rwc",
+            dir.path().join("gateway.db").display()
+        );
+        config.upstream.runner_url = format!("http://{runner_addr}");
+        config.upstream.parser_url = format!("http://{parser_addr}");
+        (options.tweak)(&mut config);
+        let gateway = Gateway::build(&config, Registry::example(), options.auth)
+            .await
+            .expect("gateway builds");
+        let drain = config.drain_timeout();
+        let (listener, addr) = listen().await;
+        let (shutdown_tx, shutdown_rx) = oneshot::channel::<()>();
+        let served = tokio::spawn(async move {
+            let shutdown = async move {
+                let _ = shutdown_rx.await;
+            };
+            gateway
+                .serve(listener, drain, shutdown)
+                .await
+                .expect("gateway serves");
+        });
+        let channel = Channel::from_shared(format!("http://{addr}"))
+            .expect("url")
+            .connect()
+            .await
+            .expect("connect");
+        Self {
+            client: ChatGatewayClient::new(channel),
+            addr,
+            runner,
+            database_url: config.store.database_url.clone(),
+            shutdown: Some(shutdown_tx),
+            served: Some(served),
+            dir,
+        }
+    }
+
+    /// Sends SIGTERM's equivalent and waits for the gateway to stop; the
+    /// returned directory keeps the database until it is dropped.
+    pub async fn stop(mut self) -> tempfile::TempDir {
+        if let Some(shutdown) = self.shutdown.take() {
+            let _ = shutdown.send(());
+        }
+        if let Some(served) = self.served.take() {
+            tokio::time::timeout(Duration::from_secs(30), served)
+                .await
+                .expect("stops in time")
+                .expect("join");
+        }
+        self.dir
+    }
+}
+
+/// A chat request on a page.
+pub fn chat_request(conversation_id: &str, message: &str, page: &str) -> ChatRequest {
+    ChatRequest {
+        conversation_id: conversation_id.to_owned(),
+        message: message.to_owned(),
+        page: Some(PageContext {
+            page: page.to_owned(),
+            ..Default::default()
+        }),
+        ..Default::default()
+    }
+}
+
+/// Adds a bearer token.
+pub fn with_token<T>(message: T, token: &str) -> Request<T> {
+    let mut request = Request::new(message);
+    request.metadata_mut().insert(
+        "authorization",
+        format!("Bearer {token}").parse().expect("ascii"),
+    );
+    request
+}
+
+/// A collected turn.
+#[derive(Debug, Clone)]
+pub struct Turn {
+    /// Every event, in order.
+    pub events: Vec<ChatEvent>,
+    /// The concatenated text deltas.
+    pub text: String,
+    /// The final event.
+    pub complete: TurnComplete,
+    /// The error event, when there was one.
+    pub error: Option<TurnError>,
+}
+
+impl Turn {
+    /// The conversation id from the first status.
+    pub fn conversation_id(&self) -> String {
+        self.complete.conversation_id.clone()
+    }
+}
+
+/// Reads a stream to its end (10 s at most) and checks the framing every
+/// turn must have: seq 1.. without gaps, a first status with the ids, and
+/// `complete` last.
+pub async fn collect(mut stream: Streaming<ChatEvent>) -> Turn {
+    let mut events = Vec::new();
+    let read = async {
+        while let Some(event) = stream.message().await.expect("stream ok") {
+            events.push(event);
+        }
+    };
+    tokio::time::timeout(Duration::from_secs(10), read)
+        .await
+        .expect("the turn ended within 10 s");
+    let seqs: Vec<u64> = events.iter().map(|event| event.seq).collect();
+    assert_eq!(
+        seqs,
+        (1..=events.len() as u64).collect::<Vec<_>>(),
+        "seq 1.. without gaps"
+    );
+    let Some(Event::Status(first)) = events.first().and_then(|event| event.event.clone()) else {
+        panic!("the first event is a status: {events:?}");
+    };
+    assert!(
+        !first.conversation_id.is_empty() && !first.turn_id.is_empty(),
+        "{first:?}"
+    );
+    let Some(Event::Complete(complete)) = events.last().and_then(|event| event.event.clone())
+    else {
+        panic!("the last event is complete: {events:?}");
+    };
+    assert_eq!(
+        (complete.conversation_id.as_str(), complete.turn_id.as_str()),
+        (first.conversation_id.as_str(), first.turn_id.as_str())
+    );
+    let text = events
+        .iter()
+        .filter_map(|event| match &event.event {
+            Some(Event::TextDelta(text)) => Some(text.as_str()),
+            _ => None,
+        })
+        .collect();
+    let error = events.iter().find_map(|event| match &event.event {
+        Some(Event::Error(error)) => Some(error.clone()),
+        _ => None,
+    });
+    Turn {
+        events,
+        text,
+        complete,
+        error,
+    }
+}
+
+/// Sends a chat and collects the turn.
+pub async fn chat(
+    client: &mut ChatGatewayClient<Channel>,
+    request: impl tonic::IntoRequest<ChatRequest>,
+) -> Turn {
+    collect(
+        client
+            .chat(request)
+            .await
+            .expect("chat accepted")
+            .into_inner(),
+    )
+    .await
+}
+
+/// The `ErrorInfo.reason` of a refusal.
+pub fn reason(status: &Status) -> String {
+    parley_grpc::status::reason(status).unwrap_or_default()
+}
