@@ -7,3 +7,4 @@ mod control;
 mod conversations;
 mod flow;
 mod harness;
+mod real_stack;

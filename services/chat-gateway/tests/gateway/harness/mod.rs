@@ -38,6 +38,8 @@ pub struct Options {
     pub parser: ParserMode,
     /// Whether the runner is down.
     pub runner_down: bool,
+    /// A runner to use instead of the fake one.
+    pub runner_url: Option<String>,
     /// Changes to the gateway's configuration.
     pub tweak: fn(&mut GatewayConfig),
 }
@@ -48,6 +50,7 @@ impl Default for Options {
             auth: Authenticator::dev(),
             parser: ParserMode::Up,
             runner_down: false,
+            runner_url: None,
             tweak: |_| {},
         }
     }
@@ -122,7 +125,10 @@ impl Harness {
             "sqlite://{}?mode=rwc",
             dir.path().join("gateway.db").display()
         );
-        config.upstream.runner_url = format!("http://{runner_addr}");
+        config.upstream.runner_url = options
+            .runner_url
+            .clone()
+            .unwrap_or_else(|| format!("http://{runner_addr}"));
         config.upstream.parser_url = format!("http://{parser_addr}");
         (options.tweak)(&mut config);
         let gateway = Gateway::build(&config, Registry::example(), options.auth)
