@@ -5,6 +5,8 @@
 //! variable the PostgreSQL half fails under `CI=true` and otherwise prints a
 //! loud SKIPPED line.
 
+use std::io::Write;
+
 use serde_json::json;
 
 use super::*;
@@ -23,16 +25,19 @@ pub(crate) async fn sqlite_store() -> (Store, tempfile::TempDir) {
     (store, dir)
 }
 
-/// A store in a fresh schema of the test PostgreSQL, or `None` (with a loud
-/// line) when none is configured outside CI.
-pub(crate) async fn postgres_store(test: &str) -> Option<Store> {
+/// A store in a fresh schema of the test PostgreSQL (and the schema's
+/// name), or `None` (with a loud line) when none is configured outside CI.
+pub(crate) async fn postgres_store(test: &str) -> Option<(Store, String)> {
     let Ok(base) = std::env::var("PARLEY_TEST_POSTGRES_URL") else {
         assert!(
             std::env::var("CI").as_deref() != Ok("true"),
             "{test}: PARLEY_TEST_POSTGRES_URL is not set and CI=true: the PostgreSQL tests must run \
              (export PARLEY_TEST_POSTGRES_URL=\"$(scripts/postgres.sh)\")"
         );
-        eprintln!(
+        // Written to stderr directly: libtest captures `eprintln!` of
+        // passing tests, and this line must be seen.
+        let _ = writeln!(
+            std::io::stderr(),
             "SKIPPED (no PostgreSQL): {test}: set PARLEY_TEST_POSTGRES_URL or run scripts/postgres.sh"
         );
         return None;
@@ -49,11 +54,26 @@ pub(crate) async fn postgres_store(test: &str) -> Option<Store> {
     admin.close().await;
     let separator = if base.contains('?') { '&' } else { '?' };
     let url = format!("{base}{separator}options=-c%20search_path%3D{schema}");
-    Some(
-        Store::open(&url, &StoreOptions::default())
-            .await
-            .expect("open postgres store"),
-    )
+    let store = Store::open(&url, &StoreOptions::default())
+        .await
+        .expect("open postgres store");
+    Some((store, schema))
+}
+
+/// Drops a test schema made by [`postgres_store`].
+pub(crate) async fn drop_schema(store: Store, schema: &str) {
+    store.close().await;
+    let Ok(base) = std::env::var("PARLEY_TEST_POSTGRES_URL") else {
+        return;
+    };
+    let admin = sqlx::AnyPool::connect(&base)
+        .await
+        .expect("connect to PARLEY_TEST_POSTGRES_URL");
+    sqlx::raw_sql(sqlx::AssertSqlSafe(format!("DROP SCHEMA {schema} CASCADE")))
+        .execute(&admin)
+        .await
+        .expect("drop test schema");
+    admin.close().await;
 }
 
 fn user_message(text: &str) -> EventBody {
@@ -415,8 +435,11 @@ macro_rules! on_both_backends {
             $(
                 #[tokio::test]
                 async fn $scenario() {
-                    if let Some(store) = super::postgres_store(concat!("store::postgres::", stringify!($scenario))).await {
-                        super::$scenario(store).await;
+                    if let Some((store, schema)) =
+                        super::postgres_store(concat!("store::postgres::", stringify!($scenario))).await
+                    {
+                        super::$scenario(store.clone()).await;
+                        super::drop_schema(store, &schema).await;
                     }
                 }
             )*
