@@ -51,11 +51,11 @@ echo "demo: stack is up (logs in $state)" >&2
 echo >&2
 
 "$bin/parley-chat" --page tables_list \
-    "Help me create a table to track my job applications" \
-    "What can I do next?"
+    "Help me create a job tracker for my applications" \
+    "I accepted the table. What now?"
 "$bin/parley-chat" --page table_view --tab rows \
     --state '{"table":{"name":"Job Applications","row_count":2,"columns":[{"id":"col_company","name":"Company","type":"text"},{"id":"col_status","name":"Status","type":"select","options":["Applied","Interview","Offer"]}]}}' \
-    "Add some sample rows"
+    "Add some sample data"
 
 if ! $once; then
     echo >&2
