@@ -256,6 +256,7 @@ pub fn complete_to_stored(
         error: error.map(|e| crate::store::model::StoredError {
             reason: e.reason.clone(),
             message: e.message.clone(),
+            retryable: e.retryable,
         }),
     }
 }
@@ -296,6 +297,13 @@ pub fn assistant_to_wire(
         structured: message.structured.as_ref().map(structured_to_wire),
         reasoning: String::new(),
         page: None,
+        error: message.error.as_ref().map(|e| gw::TurnError {
+            reason: e.reason.clone(),
+            message: e.message.clone(),
+            retryable: e.retryable,
+            retry_after: None,
+        }),
+        stop_reason: message.stop_reason.clone(),
     }
 }
 

@@ -138,6 +138,9 @@ pub struct StoredError {
     pub reason: String,
     /// Human-readable message.
     pub message: String,
+    /// Whether sending the same message again may succeed.
+    #[serde(default)]
+    pub retryable: bool,
 }
 
 /// The assistant's side of a turn, as stored when the turn ends.
