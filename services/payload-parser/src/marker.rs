@@ -152,15 +152,18 @@ impl MarkerSet {
             if k - floor < name.len() || !t[..k].ends_with(name) {
                 continue;
             }
-            let mut s = k - name.len();
-            let mut pre = 0;
-            while s > floor && pre < 2 && t[s - 1] == b'*' {
-                s -= 1;
-                pre += 1;
+            let name_start = k - name.len();
+            let mut earliest = name_start;
+            while earliest > floor && name_start - earliest < 2 && t[earliest - 1] == b'*' {
+                earliest -= 1;
             }
-            match self.match_at(t, s, at_end) {
-                Tri::No => {}
-                found => return Some((s, found)),
+            // The earliest start that can match wins, so that the choice
+            // agrees with `hold_from`, which also holds from the earliest.
+            for s in earliest..=name_start {
+                match self.match_at(t, s, at_end) {
+                    Tri::No => {}
+                    found => return Some((s, found)),
+                }
             }
         }
         None

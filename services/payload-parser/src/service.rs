@@ -1,1 +1,316 @@
-//! placeholder
+//! The `parley.parser.v1.PayloadParser` gRPC service.
+//!
+//! `Parse` checks the size limit, resolves the profile (inline or by name)
+//! and parses. `ParseStream` reads the profile from the first message, then
+//! feeds each text delta to a [`StreamParser`] in a task that stops when the
+//! client goes away, and ends with the `final` response. Streams are bounded
+//! in bytes (the same limit as `Parse`), in idle time between messages and in
+//! total lifetime. Errors leave here as `tonic::Status` with stable reasons.
+
+use std::{sync::Arc, time::Duration};
+
+use parley_grpc::status::{error, invalid_argument};
+use parley_proto::parser::v1::{
+    ParseProfile, ParseRequest, ParseResponse, ParseStreamRequest, ParseStreamResponse,
+    parse_stream_request::Input,
+    payload_parser_server::{PayloadParser, PayloadParserServer},
+};
+use tokio::sync::mpsc;
+use tokio_stream::wrappers::ReceiverStream;
+use tonic::{Code, Request, Response, Status, Streaming};
+
+use crate::{
+    Limits, ParseError, Profile, Profiles, StreamItem, StreamParser, error::ProfileError, parse,
+};
+
+/// Reason: the text is larger than the configured limit.
+pub const TEXT_TOO_LARGE: &str = "TEXT_TOO_LARGE";
+/// Reason: `profile_name` names no loaded profile.
+pub const UNKNOWN_PROFILE: &str = "UNKNOWN_PROFILE";
+/// Reason: the inline profile does not compile.
+pub const INVALID_PROFILE: &str = "INVALID_PROFILE";
+/// Reason: a stream's first message carries no profile.
+pub const PROFILE_REQUIRED: &str = "PROFILE_REQUIRED";
+/// Reason: a stream sent a second profile.
+pub const PROFILE_ALREADY_SET: &str = "PROFILE_ALREADY_SET";
+/// Reason: a stream was idle or open for too long.
+pub const STREAM_TIMEOUT: &str = "STREAM_TIMEOUT";
+
+/// Default longest pause between two messages of a stream.
+pub const DEFAULT_IDLE_TIMEOUT: Duration = Duration::from_secs(120);
+/// Default longest lifetime of a stream.
+pub const DEFAULT_MAX_STREAM_DURATION: Duration = Duration::from_secs(30 * 60);
+
+/// How many responses may wait for a slow client before the stream task
+/// waits too.
+const STREAM_BUFFER: usize = 32;
+
+/// The parser service. Cheap to clone.
+#[derive(Debug, Clone)]
+pub struct ParserService {
+    inner: Arc<Inner>,
+}
+
+#[derive(Debug)]
+struct Inner {
+    profiles: Profiles,
+    limits: Limits,
+    idle_timeout: Duration,
+    max_stream_duration: Duration,
+}
+
+impl ParserService {
+    /// A service with named `profiles` and `limits`, and the default stream
+    /// timeouts.
+    pub fn new(profiles: Profiles, limits: Limits) -> Self {
+        Self::with_timeouts(
+            profiles,
+            limits,
+            DEFAULT_IDLE_TIMEOUT,
+            DEFAULT_MAX_STREAM_DURATION,
+        )
+    }
+
+    /// A service with explicit stream timeouts.
+    pub fn with_timeouts(
+        profiles: Profiles,
+        limits: Limits,
+        idle_timeout: Duration,
+        max_stream_duration: Duration,
+    ) -> Self {
+        Self {
+            inner: Arc::new(Inner {
+                profiles,
+                limits,
+                idle_timeout,
+                max_stream_duration,
+            }),
+        }
+    }
+
+    /// The largest request message accepted: room for a text at the limit
+    /// plus a profile, so a text just over the limit still gets the clear
+    /// `TEXT_TOO_LARGE` instead of a transport error.
+    pub fn max_decoding_bytes(limits: &Limits) -> usize {
+        limits
+            .effective_max_bytes()
+            .saturating_mul(2)
+            .saturating_add(1 << 20)
+    }
+
+    /// The largest response message: the message, the elements and the raw
+    /// text of diagnostics together stay within a few times the input.
+    pub fn max_encoding_bytes(limits: &Limits) -> usize {
+        limits
+            .effective_max_bytes()
+            .saturating_mul(4)
+            .saturating_add(1 << 20)
+    }
+
+    /// The tonic server for this service, with message sizes set from the limits.
+    pub fn into_server(self) -> PayloadParserServer<Self> {
+        let limits = self.inner.limits;
+        PayloadParserServer::new(self)
+            .max_decoding_message_size(Self::max_decoding_bytes(&limits))
+            .max_encoding_message_size(Self::max_encoding_bytes(&limits))
+    }
+
+    fn resolve(
+        &self,
+        name: &str,
+        inline: Option<&ParseProfile>,
+        field: &str,
+    ) -> Result<Arc<Profile>, Status> {
+        if !name.is_empty() {
+            return self.inner.profiles.get(name).ok_or_else(|| {
+                invalid_argument(
+                    UNKNOWN_PROFILE,
+                    vec![(
+                        "profile_name".into(),
+                        format!("no profile named `{name}` is loaded"),
+                    )],
+                )
+            });
+        }
+        match inline {
+            None => Ok(Arc::new(Profile::default())),
+            Some(proto) => Profile::from_proto(proto)
+                .map(Arc::new)
+                .map_err(|e| profile_status(&e, field)),
+        }
+    }
+}
+
+fn profile_status(error: &ProfileError, field: &str) -> Status {
+    let inner = error.field();
+    let path = if inner.is_empty() {
+        field.to_owned()
+    } else {
+        format!("{field}.{inner}")
+    };
+    invalid_argument(INVALID_PROFILE, vec![(path, error.to_string())])
+}
+
+fn too_large(size: usize, limit: usize) -> Status {
+    invalid_argument(
+        TEXT_TOO_LARGE,
+        vec![(
+            "text".into(),
+            format!("is {size} bytes, the limit is {limit} bytes (max_bytes)"),
+        )],
+    )
+}
+
+fn profile_required() -> Status {
+    invalid_argument(
+        PROFILE_REQUIRED,
+        vec![(
+            "input".into(),
+            "the first message must carry `profile` or `profile_name`".into(),
+        )],
+    )
+}
+
+#[tonic::async_trait]
+impl PayloadParser for ParserService {
+    async fn parse(
+        &self,
+        request: Request<ParseRequest>,
+    ) -> Result<Response<ParseResponse>, Status> {
+        let request = request.into_inner();
+        let limits = self.inner.limits;
+        let limit = limits.effective_max_bytes();
+        if request.text.len() > limit {
+            return Err(too_large(request.text.len(), limit));
+        }
+        let profile = self.resolve(&request.profile_name, request.profile.as_ref(), "profile")?;
+        let parsed = parse(&request.text, &profile, &limits)
+            .map_err(|ParseError::TooLarge { size, limit }| too_large(size, limit))?;
+        tracing::debug!(
+            bytes = request.text.len(),
+            diagnostics = parsed.diagnostics.len(),
+            tool_calls = parsed.tool_calls.len(),
+            payload = parsed.custom_payload.is_some(),
+            "parsed"
+        );
+        Ok(Response::new(parsed.into_proto()))
+    }
+
+    type ParseStreamStream = ReceiverStream<Result<ParseStreamResponse, Status>>;
+
+    async fn parse_stream(
+        &self,
+        request: Request<Streaming<ParseStreamRequest>>,
+    ) -> Result<Response<Self::ParseStreamStream>, Status> {
+        let mut inbound = request.into_inner();
+        let idle = self.inner.idle_timeout;
+        let first = match tokio::time::timeout(idle, inbound.message()).await {
+            Err(_) => {
+                return Err(error(
+                    Code::DeadlineExceeded,
+                    STREAM_TIMEOUT,
+                    "no profile message arrived in time",
+                ));
+            }
+            Ok(result) => result?,
+        };
+        let profile = match first.and_then(|m| m.input) {
+            Some(Input::Profile(profile)) => self.resolve("", Some(&profile), "input.profile")?,
+            Some(Input::ProfileName(name)) if !name.is_empty() => {
+                self.resolve(&name, None, "input.profile_name")?
+            }
+            _ => return Err(profile_required()),
+        };
+        let (tx, rx) = mpsc::channel(STREAM_BUFFER);
+        let parser = StreamParser::new(profile, self.inner.limits);
+        let deadline = tokio::time::Instant::now() + self.inner.max_stream_duration;
+        tokio::spawn(run_stream(inbound, parser, tx, idle, deadline));
+        Ok(Response::new(ReceiverStream::new(rx)))
+    }
+}
+
+type Sender = mpsc::Sender<Result<ParseStreamResponse, Status>>;
+
+/// Feeds deltas to the parser until the client half-closes, then sends the
+/// remaining items and `final`. Stops early (dropping the parser) when the
+/// client goes away, breaks a limit or sends something invalid.
+async fn run_stream(
+    mut inbound: Streaming<ParseStreamRequest>,
+    mut parser: StreamParser,
+    tx: Sender,
+    idle: Duration,
+    deadline: tokio::time::Instant,
+) {
+    loop {
+        let next = tokio::select! {
+            () = tx.closed() => return,
+            () = tokio::time::sleep_until(deadline) => {
+                let _ = tx.send(Err(error(Code::DeadlineExceeded, STREAM_TIMEOUT, "the stream exceeded its maximum duration"))).await;
+                return;
+            }
+            next = tokio::time::timeout(idle, inbound.message()) => next,
+        };
+        let message = match next {
+            Err(_) => {
+                let _ = tx
+                    .send(Err(error(
+                        Code::DeadlineExceeded,
+                        STREAM_TIMEOUT,
+                        "no message arrived within the idle timeout",
+                    )))
+                    .await;
+                return;
+            }
+            Ok(Err(status)) => {
+                tracing::debug!(code = ?status.code(), "parse stream input failed");
+                return;
+            }
+            Ok(Ok(None)) => break,
+            Ok(Ok(Some(message))) => message,
+        };
+        match message.input {
+            Some(Input::Text(delta)) => match parser.push(&delta) {
+                Ok(items) => {
+                    if !send_all(&tx, items).await {
+                        return;
+                    }
+                }
+                Err(ParseError::TooLarge { size, limit }) => {
+                    let _ = tx.send(Err(too_large(size, limit))).await;
+                    return;
+                }
+            },
+            Some(Input::Profile(_) | Input::ProfileName(_)) => {
+                let status = invalid_argument(
+                    PROFILE_ALREADY_SET,
+                    vec![(
+                        "input".into(),
+                        "only the first message may carry a profile".into(),
+                    )],
+                );
+                let _ = tx.send(Err(status)).await;
+                return;
+            }
+            None => {}
+        }
+    }
+    let received = parser.received();
+    let (mut items, parsed) = parser.finish_with_items();
+    tracing::debug!(
+        bytes = received,
+        diagnostics = parsed.diagnostics.len(),
+        "parse stream finished"
+    );
+    items.push(StreamItem::Final(Box::new(parsed)));
+    send_all(&tx, items).await;
+}
+
+/// Sends items in order; false when the client is gone.
+async fn send_all(tx: &Sender, items: Vec<StreamItem>) -> bool {
+    for item in items {
+        if tx.send(Ok(item.into_proto())).await.is_err() {
+            return false;
+        }
+    }
+    true
+}

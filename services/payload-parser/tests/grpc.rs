@@ -1,0 +1,331 @@
+//! The service over real gRPC: started on port 0, called through the
+//! generated tonic client, including the error statuses and their details.
+
+mod common;
+
+use std::net::SocketAddr;
+
+use common::{fixture, profiles};
+use parley_proto::parser::v1::{
+    ParseProfile, ParseRequest, ParseStreamRequest, ParseStreamResponse, PayloadSpec,
+    parse_stream_request::Input, parse_stream_response::Output, payload::Typed,
+    payload_parser_client::PayloadParserClient, payload_parser_server::PayloadParserServer,
+};
+use payload_parser::{Limits, service::ParserService};
+use tokio::{net::TcpListener, sync::oneshot};
+use tonic::{Code, Status, server::NamedService, transport::Channel};
+use tonic_types::StatusExt;
+
+const LIMIT: usize = 8 * 1024;
+
+struct Server {
+    addr: SocketAddr,
+    stop: Option<oneshot::Sender<()>>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Server {
+    async fn start() -> Self {
+        let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind port 0");
+        let addr = listener.local_addr().expect("local addr");
+        let service = ParserService::new(
+            profiles(),
+            Limits {
+                max_bytes: LIMIT,
+                ..Limits::default()
+            },
+        );
+        let routes = tonic::service::Routes::new(service.into_server());
+        let options = parley_grpc::ServeOptions::new(
+            "payload-parser",
+            vec![<PayloadParserServer<ParserService> as NamedService>::NAME],
+        );
+        let (stop, stopped) = oneshot::channel::<()>();
+        let task = tokio::spawn(async move {
+            let shutdown = async {
+                let _ = stopped.await;
+            };
+            parley_grpc::serve(listener, routes, options, shutdown)
+                .await
+                .expect("serve");
+        });
+        Self {
+            addr,
+            stop: Some(stop),
+            task,
+        }
+    }
+
+    async fn client(&self) -> PayloadParserClient<Channel> {
+        let channel = Channel::from_shared(format!("http://{}", self.addr))
+            .expect("uri")
+            .connect()
+            .await
+            .expect("connect");
+        PayloadParserClient::new(channel)
+    }
+
+    async fn stop(mut self) {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+        self.task.await.expect("server task");
+    }
+}
+
+fn request(text: &str, profile_name: &str) -> ParseRequest {
+    ParseRequest {
+        text: text.into(),
+        profile: None,
+        profile_name: profile_name.into(),
+    }
+}
+
+fn violation(status: &Status) -> (String, String) {
+    let bad = status
+        .get_details_bad_request()
+        .expect("a BadRequest detail");
+    let first = bad.field_violations.first().expect("a field violation");
+    (first.field.clone(), first.description.clone())
+}
+
+fn stream_of(messages: Vec<Input>) -> impl tokio_stream::Stream<Item = ParseStreamRequest> {
+    tokio_stream::iter(
+        messages
+            .into_iter()
+            .map(|input| ParseStreamRequest { input: Some(input) }),
+    )
+}
+
+async fn collect(
+    mut responses: tonic::Streaming<ParseStreamResponse>,
+) -> (Vec<Output>, Option<Status>) {
+    let mut out = Vec::new();
+    loop {
+        match responses.message().await {
+            Ok(Some(message)) => out.extend(message.output),
+            Ok(None) => return (out, None),
+            Err(status) => return (out, Some(status)),
+        }
+    }
+}
+
+#[tokio::test]
+async fn parse_by_profile_name_returns_the_typed_payload() {
+    let server = Server::start().await;
+    let mut client = server.client().await;
+    let text = fixture("schema_proposal_create.txt");
+    let response = client
+        .parse(request(&text, "table_view"))
+        .await
+        .expect("parse")
+        .into_inner();
+    assert_eq!(
+        response.message,
+        "I'll set up a customer tracker for you with a name and a status column."
+    );
+    let payload = response.custom_payload.expect("payload");
+    assert_eq!(payload.r#type, "schema_proposal");
+    let Some(Typed::SchemaProposal(view)) = payload.typed else {
+        panic!("typed view")
+    };
+    assert_eq!(view.table_name.as_deref(), Some("My Table"));
+    assert_eq!(view.operations.len(), 2);
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn parse_errors_carry_reasons_and_field_violations() {
+    let server = Server::start().await;
+    let mut client = server.client().await;
+
+    let status = client
+        .parse(request(&"x".repeat(LIMIT + 1), ""))
+        .await
+        .expect_err("too large");
+    assert_eq!(status.code(), Code::InvalidArgument);
+    assert_eq!(
+        parley_grpc::status::reason(&status).as_deref(),
+        Some("TEXT_TOO_LARGE")
+    );
+    let (field, description) = violation(&status);
+    assert_eq!(field, "text");
+    assert!(
+        description.contains(&LIMIT.to_string()) && description.contains(&(LIMIT + 1).to_string()),
+        "{description}"
+    );
+
+    let status = client
+        .parse(request("hi", "no_such_page"))
+        .await
+        .expect_err("unknown profile");
+    assert_eq!(status.code(), Code::InvalidArgument);
+    assert_eq!(
+        parley_grpc::status::reason(&status).as_deref(),
+        Some("UNKNOWN_PROFILE")
+    );
+    assert_eq!(violation(&status).0, "profile_name");
+
+    let schema = prost_types::Struct {
+        fields: [(
+            "type".to_owned(),
+            prost_types::Value {
+                kind: Some(prost_types::value::Kind::NumberValue(3.0)),
+            },
+        )]
+        .into(),
+    };
+    let profile = ParseProfile {
+        payloads: vec![PayloadSpec {
+            name: "p".into(),
+            marker: "P".into(),
+            schema: Some(schema),
+        }],
+        ..ParseProfile::default()
+    };
+    let bad = ParseRequest {
+        text: "hi".into(),
+        profile: Some(profile),
+        profile_name: String::new(),
+    };
+    let status = client.parse(bad).await.expect_err("invalid profile");
+    assert_eq!(
+        parley_grpc::status::reason(&status).as_deref(),
+        Some("INVALID_PROFILE")
+    );
+    assert_eq!(violation(&status).0, "profile.payloads[0].schema");
+
+    let plain = client
+        .parse(request(
+            "SUGGESTED_VALUES: [{\"label\": \"A\", \"value\": \"a\"}]",
+            "",
+        ))
+        .await;
+    assert_eq!(
+        plain
+            .expect("default profile")
+            .into_inner()
+            .suggested_values
+            .len(),
+        1
+    );
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn parse_stream_streams_text_elements_and_final() {
+    let server = Server::start().await;
+    let mut client = server.client().await;
+    let text = fixture("suggestions.txt");
+    let mut messages = vec![Input::ProfileName("table_view".into())];
+    let mut rest = text.as_str();
+    while !rest.is_empty() {
+        let mut cut = 7.min(rest.len());
+        while !rest.is_char_boundary(cut) {
+            cut += 1;
+        }
+        messages.push(Input::Text(rest[..cut].to_owned()));
+        rest = &rest[cut..];
+    }
+    let responses = client
+        .parse_stream(stream_of(messages))
+        .await
+        .expect("stream starts")
+        .into_inner();
+    let (outputs, error) = collect(responses).await;
+    assert!(error.is_none(), "{error:?}");
+    let streamed: String = outputs
+        .iter()
+        .filter_map(|o| {
+            if let Output::Text(t) = o {
+                Some(t.as_str())
+            } else {
+                None
+            }
+        })
+        .collect();
+    let Some(Output::Final(last)) = outputs.last() else {
+        panic!("final comes last: {outputs:?}")
+    };
+    assert_eq!(streamed, last.message);
+    assert!(
+        outputs
+            .iter()
+            .any(|o| matches!(o, Output::SuggestedValues(v) if v.values.len() == 2))
+    );
+    assert!(
+        outputs
+            .iter()
+            .any(|o| matches!(o, Output::SuggestedActions(a) if a.actions.len() == 1))
+    );
+    let unary = client
+        .parse(request(&text, "table_view"))
+        .await
+        .expect("parse")
+        .into_inner();
+    assert_eq!(last, &unary);
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn parse_stream_requires_a_profile_first_and_bounds_its_bytes() {
+    let server = Server::start().await;
+    let mut client = server.client().await;
+
+    let status = client
+        .parse_stream(stream_of(vec![Input::Text("hello".into())]))
+        .await
+        .expect_err("no profile");
+    assert_eq!(status.code(), Code::InvalidArgument);
+    assert_eq!(
+        parley_grpc::status::reason(&status).as_deref(),
+        Some("PROFILE_REQUIRED")
+    );
+
+    let status = client
+        .parse_stream(stream_of(vec![Input::ProfileName("nope".into())]))
+        .await
+        .expect_err("unknown");
+    assert_eq!(
+        parley_grpc::status::reason(&status).as_deref(),
+        Some("UNKNOWN_PROFILE")
+    );
+
+    let chunk = "y".repeat(LIMIT / 2);
+    let messages = vec![
+        Input::Profile(ParseProfile::default()),
+        Input::Text(chunk.clone()),
+        Input::Text(chunk.clone()),
+        Input::Text(chunk),
+    ];
+    let responses = client
+        .parse_stream(stream_of(messages))
+        .await
+        .expect("stream starts")
+        .into_inner();
+    let (outputs, error) = collect(responses).await;
+    let status = error.expect("the limit ends the stream");
+    assert_eq!(status.code(), Code::InvalidArgument);
+    assert_eq!(
+        parley_grpc::status::reason(&status).as_deref(),
+        Some("TEXT_TOO_LARGE")
+    );
+    assert_eq!(violation(&status).0, "text");
+    assert!(!outputs.iter().any(|o| matches!(o, Output::Final(_))));
+
+    let messages = vec![
+        Input::Profile(ParseProfile::default()),
+        Input::ProfileName("table_view".into()),
+    ];
+    let responses = client
+        .parse_stream(stream_of(messages))
+        .await
+        .expect("stream starts")
+        .into_inner();
+    let (_, error) = collect(responses).await;
+    assert_eq!(
+        parley_grpc::status::reason(&error.expect("second profile")).as_deref(),
+        Some("PROFILE_ALREADY_SET")
+    );
+    server.stop().await;
+}
