@@ -475,8 +475,14 @@ async fn a_runner_error_ends_with_an_error_event_and_a_helpful_failed_complete()
     assert_eq!(stored.messages[1].state, gw::TurnState::Failed as i32);
     assert_eq!(stored.messages[1].text, "Let me look");
     assert_eq!(stored.messages[1].stop_reason, "error");
-    let stored_error = stored.messages[1].error.as_ref().expect("the failure is kept");
-    assert_eq!((stored_error.reason.as_str(), stored_error.retryable), ("RATE_LIMITED", true));
+    let stored_error = stored.messages[1]
+        .error
+        .as_ref()
+        .expect("the failure is kept");
+    assert_eq!(
+        (stored_error.reason.as_str(), stored_error.retryable),
+        ("RATE_LIMITED", true)
+    );
     stack.stop().await;
 }
 

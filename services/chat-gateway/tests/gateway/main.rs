@@ -1,6 +1,7 @@
-//! The gateway end to end, in-process: a fake agent-runner and the parser
-//! library behind the parser's gRPC contract on port 0, the gateway on port
-//! 0 with SQLite in a temp dir, and a generated client.
+//! The gateway end to end, in-process: a controllable fake agent-runner and
+//! the real payload-parser service on port 0 (the real agent-runner too in
+//! `real_stack`), the gateway on port 0 with SQLite in a temp dir, and a
+//! generated client.
 
 mod auth;
 mod control;

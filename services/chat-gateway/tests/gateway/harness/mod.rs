@@ -1,6 +1,6 @@
-//! The in-process stack the gateway tests talk to: a fake runner and a
-//! parser sidecar on port 0, the gateway (SQLite in a temp dir) on port 0,
-//! and a client.
+//! The in-process stack the gateway tests talk to: a fake runner and the
+//! real payload-parser service on port 0, the gateway (SQLite in a temp
+//! dir) on port 0, and a client.
 
 pub mod fake_runner;
 pub mod parser;
@@ -22,11 +22,12 @@ use parser::LibraryParser;
 /// Where the gateway's parser sidecar is.
 #[derive(Debug, Clone, Copy)]
 pub enum ParserMode {
-    /// A working sidecar.
+    /// The real payload-parser service.
     Up,
     /// Nothing listens at its address.
     Down,
-    /// A sidecar whose streams break after this many responses.
+    /// A sidecar (the parser library behind the contract) whose streams
+    /// break after this many responses.
     BreaksAfter(usize),
 }
 
@@ -103,13 +104,28 @@ impl Harness {
         };
         let parser_addr = match options.parser {
             ParserMode::Down => closed_addr().await,
-            mode => {
-                let fail_after = match mode {
-                    ParserMode::BreaksAfter(n) => Some(n),
-                    _ => None,
-                };
+            ParserMode::Up => {
+                // The real payload-parser service.
+                let service = payload_parser::service::ParserService::new(
+                    payload_parser::Profiles::empty(),
+                    payload_parser::Limits::default(),
+                )
+                .into_server();
                 let (listener, addr) = listen().await;
-                let service = LibraryParser { fail_after }.server();
+                tokio::spawn(async move {
+                    let _ = tonic::transport::Server::builder()
+                        .add_service(service)
+                        .serve_with_incoming(TcpListenerStream::new(listener))
+                        .await;
+                });
+                addr
+            }
+            ParserMode::BreaksAfter(n) => {
+                let (listener, addr) = listen().await;
+                let service = LibraryParser {
+                    fail_after: Some(n),
+                }
+                .server();
                 tokio::spawn(async move {
                     let _ = tonic::transport::Server::builder()
                         .add_service(service)

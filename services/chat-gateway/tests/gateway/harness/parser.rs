@@ -1,6 +1,7 @@
-//! The payload parser as a sidecar: the parser library behind the
-//! `PayloadParser` service, with an optional failure after N stream
-//! responses (to test the gateway's switch to the in-process parser).
+//! A faulty parser sidecar: the parser library behind the `PayloadParser`
+//! contract whose streams break with UNAVAILABLE after N responses, to test
+//! the gateway's switch to the in-process parser mid-turn. (Working
+//! sidecars in these tests are the real payload-parser service.)
 
 use std::sync::Arc;
 
