@@ -217,15 +217,31 @@ impl Store {
         } else {
             options.max_connections.max(1)
         };
+        let memory = url.contains(":memory:");
         let pool = AnyPoolOptions::new()
             .max_connections(max_connections)
             .acquire_timeout(options.acquire_timeout)
+            .after_connect(move |connection, _| {
+                Box::pin(async move {
+                    if backend == Backend::Sqlite && !memory {
+                        // With WAL (set below), NORMAL syncs at checkpoints
+                        // only: commits survive a crash of the process.
+                        sqlx::raw_sql("PRAGMA synchronous = NORMAL").execute(&mut *connection).await?;
+                    }
+                    Ok(())
+                })
+            })
             .connect(url)
             .await
             .map_err(|source| StoreError::Connect {
                 backend: backend.name(),
                 source,
             })?;
+        if backend == Backend::Sqlite && !memory {
+            // Persistent for the file: readers no longer block the writer.
+            // Set once here, while the pool holds its only connection.
+            sqlx::raw_sql("PRAGMA journal_mode = WAL").execute(&pool).await?;
+        }
         migrator().run(&pool).await?;
         tracing::info!(
             backend = backend.name(),
