@@ -431,3 +431,72 @@ pub async fn parse_text(
         ),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+    use crate::registry::{PageRef, Registry};
+
+    fn profile() -> ParseProfile {
+        Registry::example()
+            .resolve(&PageRef::new("tables_list", "", ""))
+            .parse_profile()
+    }
+
+    fn upstreams() -> Upstreams {
+        // Nothing listens there; only the in-process path is exercised.
+        Upstreams::new(
+            "http://127.0.0.1:9",
+            "http://127.0.0.1:9",
+            Duration::from_millis(50),
+            Duration::from_millis(50),
+        )
+        .expect("valid urls")
+    }
+
+    const TEXT: &str = "Sure, here it is.\n\n**SUGGESTED_VALUES:** [{\"label\": \"More\", \"value\": \"Tell me more\"}]";
+
+    #[tokio::test]
+    async fn the_local_cleaner_never_leaks_and_adds_up_for_any_split() {
+        for size in [1, 2, 5, 13, TEXT.len()] {
+            let mut cleaner = TextCleaner::local(profile(), "test");
+            let mut seen = String::new();
+            let chars: Vec<char> = TEXT.chars().collect();
+            for chunk in chars.chunks(size) {
+                cleaner.push(&chunk.iter().collect::<String>()).await;
+                while let Some(text) = cleaner.ready.pop_front() {
+                    assert!(
+                        !text.contains("SUGGESTED") && !text.contains('['),
+                        "{text:?} leaks"
+                    );
+                    seen.push_str(&text);
+                }
+            }
+            let done = cleaner.finish(&upstreams()).await;
+            seen.push_str(&done.tail);
+            assert_eq!(seen, done.response.message, "split {size}");
+            assert_eq!(done.response.message.trim_end(), "Sure, here it is.");
+            assert_eq!(done.response.suggested_values.len(), 1);
+            assert_eq!(done.raw, TEXT);
+            assert_eq!(done.fallback.as_deref(), Some("test"));
+        }
+    }
+
+    #[tokio::test]
+    async fn an_unreachable_sidecar_falls_back_at_open() {
+        let mut cleaner = TextCleaner::open(&upstreams(), profile()).await;
+        assert!(cleaner.fallback_reason().is_some());
+        cleaner.push(TEXT).await;
+        let done = cleaner.finish(&upstreams()).await;
+        assert_eq!(done.response.suggested_values.len(), 1);
+        let (parsed, reason) = parse_text(&upstreams(), TEXT, &profile()).await;
+        assert!(reason.is_some());
+        assert_eq!(parsed, done.response);
+        assert_eq!(
+            fallback_diagnostic("down").kind,
+            DiagnosticKind::ParserFallback as i32
+        );
+    }
+}
