@@ -21,7 +21,10 @@ use crate::{
     config::{ConfigError, GatewayConfig},
     registry::Registry,
     service::GatewayService,
-    store::{Store, StoreError, StoreOptions},
+    store::{
+        AssistantMessage, Backend, EventBody, FinishTurn, Store, StoreError, StoreOptions,
+        TurnState, model::StoredError,
+    },
     turn::{Engine, manager::TurnManager},
 };
 
@@ -46,6 +49,48 @@ pub enum StartError {
     /// The store could not be opened or migrated.
     #[error(transparent)]
     Store(#[from] StoreError),
+}
+
+/// Stores turns left running by a gateway that stopped without draining
+/// (killed, crashed) as failed, reason `INTERRUPTED`. Only for SQLite: its
+/// file belongs to this one process, whereas a PostgreSQL database may be
+/// shared with replicas whose turns are running right now.
+async fn recover_interrupted(store: &Store) -> Result<(), StoreError> {
+    let running = store.running_turns().await?;
+    for (owner, conversation_id, turn_id) in &running {
+        let answer = AssistantMessage {
+            text: String::new(),
+            payload: None,
+            suggested_values: Vec::new(),
+            suggested_actions: Vec::new(),
+            structured: None,
+            usage: None,
+            state: TurnState::Failed,
+            stop_reason: "error".into(),
+            error: Some(StoredError {
+                reason: "INTERRUPTED".into(),
+                message: "the gateway stopped while this turn was running".into(),
+                retryable: true,
+            }),
+        };
+        store
+            .finish_turn(&FinishTurn {
+                owner,
+                conversation_id,
+                turn_id,
+                state: TurnState::Failed,
+                outcome: None,
+                events: vec![EventBody::AssistantMessage(answer)],
+            })
+            .await?;
+    }
+    if !running.is_empty() {
+        tracing::warn!(
+            turns = running.len(),
+            "stored turns interrupted by an unclean stop as failed"
+        );
+    }
+    Ok(())
 }
 
 /// A gateway ready to serve.
@@ -78,6 +123,9 @@ impl Gateway {
             },
         )
         .await?;
+        if store.backend() == Backend::Sqlite {
+            recover_interrupted(&store).await?;
+        }
         if auth.is_dev() {
             tracing::warn!(
                 user = crate::auth::DEV_USER,
@@ -143,5 +191,64 @@ impl Gateway {
         }
         self.engine.store.close().await;
         served
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::{BeginTurn, NewTurn, StoredPage};
+
+    #[tokio::test]
+    async fn turns_left_running_by_a_crash_are_stored_as_failed_at_start() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let mut config = GatewayConfig::default();
+        config.store.database_url =
+            format!("sqlite://{}?mode=rwc", dir.path().join("g.db").display());
+        let store = Store::open(&config.store.database_url, &StoreOptions::default())
+            .await
+            .expect("open");
+        let message = EventBody::UserMessage {
+            text: "hello".into(),
+            page: StoredPage::default(),
+            response_schema: None,
+            request_id: None,
+            action: None,
+        };
+        let begun = store
+            .begin_turn(&NewTurn {
+                owner: "alice",
+                conversation_id: "c1",
+                create: true,
+                turn_id: "t1",
+                request_id: None,
+                user_message: &message,
+                title: "hello",
+            })
+            .await
+            .expect("begin");
+        assert_eq!(begun, BeginTurn::Started { turn_index: 0 });
+        store.close().await;
+
+        let gateway = Gateway::build(&config, Registry::example(), Authenticator::dev())
+            .await
+            .expect("build");
+        let store = &gateway.engine().store;
+        let turn = store
+            .turn("alice", "t1")
+            .await
+            .expect("read")
+            .expect("exists");
+        assert_eq!(turn.state, TurnState::Failed);
+        let events = store.events("alice", "c1").await.expect("events");
+        let Some(EventBody::AssistantMessage(answer)) = events.last().map(|event| &event.body)
+        else {
+            panic!("{events:?}")
+        };
+        assert_eq!(
+            answer.error.as_ref().map(|error| error.reason.as_str()),
+            Some("INTERRUPTED")
+        );
+        assert!(store.running_turns().await.expect("running").is_empty());
     }
 }

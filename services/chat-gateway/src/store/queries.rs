@@ -199,6 +199,25 @@ impl Store {
         Ok(true)
     }
 
+    /// Every turn still marked running, as `(owner, conversation, turn)`.
+    /// Maintenance only (start-up recovery): the one query not filtered by
+    /// owner, and never reachable from a request.
+    pub async fn running_turns(&self) -> Result<Vec<(String, String, String)>, StoreError> {
+        let rows = sqlx::query("SELECT owner, conversation_id, id FROM turns WHERE state = $1")
+            .bind(TurnState::Running.as_str())
+            .fetch_all(&self.pool)
+            .await?;
+        rows.iter()
+            .map(|row| {
+                Ok((
+                    row.try_get("owner")?,
+                    row.try_get("conversation_id")?,
+                    row.try_get("id")?,
+                ))
+            })
+            .collect()
+    }
+
     /// The turn this owner started with `request_id`, if any.
     pub async fn turn_by_request(
         &self,
