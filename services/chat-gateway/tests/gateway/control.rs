@@ -210,7 +210,7 @@ async fn the_deadline_bounds_the_turn_and_reaches_the_runner() {
     let mut stack = Harness::start(Options::default()).await;
     stack.runner.push(hanging("Thinking about it"));
     let mut request = tonic::Request::new(chat_request("", "Take your time", "tables_list"));
-    request.set_timeout(Duration::from_millis(800));
+    request.set_timeout(Duration::from_secs(2));
     // The client's own deadline ends its call; the turn ends on the server.
     let mut stream = stack.client.chat(request).await.expect("chat").into_inner();
     let (conversation_id, _) = until_text(&mut stream).await;
