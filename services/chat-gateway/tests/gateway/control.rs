@@ -221,7 +221,7 @@ async fn the_deadline_bounds_the_turn_and_reaches_the_runner() {
         .timeout
         .expect("grpc-timeout passed on");
     assert!(
-        timeout > Duration::ZERO && timeout <= Duration::from_millis(800),
+        timeout > Duration::ZERO && timeout <= Duration::from_secs(2),
         "{timeout:?}"
     );
     let answer = answered(&mut stack, &conversation_id).await;
