@@ -17,7 +17,7 @@
 //! so the same request always yields the same prompt.
 
 mod context;
-mod json;
+pub(crate) mod json;
 mod manifest;
 mod sections;
 

@@ -86,10 +86,13 @@ fn structured_responses(input: &PromptInput) -> Option<String> {
             out.push('\n');
             out.push_str(&p.llm_instructions);
         }
+        let schema = match input.registry.payload_schema_text(&p.name) {
+            Some(text) => text.to_owned(),
+            None => compact(&p.schema),
+        };
         out.push_str(&format!(
-            "\nThe object after `{}:` must satisfy this JSON schema:\n{}",
-            p.marker,
-            compact(&p.schema)
+            "\nThe object after `{}:` must satisfy this JSON schema:\n{schema}",
+            p.marker
         ));
     }
     Some(out)
@@ -101,12 +104,12 @@ fn client_actions(input: &PromptInput) -> Option<String> {
     }
     let mut out = String::from("### CLIENT ACTIONS\nThe only actions SUGGESTED_ACTIONS may name:");
     for a in &input.page.actions {
-        out.push_str(&format!("\n- {}", action_line(a)));
+        out.push_str(&format!("\n- {}", action_line(input, a)));
     }
     Some(out)
 }
 
-fn action_line(a: &ActionDef) -> String {
+fn action_line(input: &PromptInput, a: &ActionDef) -> String {
     let mut line = format!(
         "{} (handler \"{}\"): {}",
         a.action,
@@ -114,7 +117,11 @@ fn action_line(a: &ActionDef) -> String {
         a.description
     );
     if let Some(schema) = &a.params_schema {
-        line.push_str(&format!(" Params (JSON schema): {}", compact(schema)));
+        let text = match input.registry.params_schema_text(&a.action) {
+            Some(text) => text.to_owned(),
+            None => compact(schema),
+        };
+        line.push_str(&format!(" Params (JSON schema): {text}"));
     }
     line
 }

@@ -31,6 +31,7 @@ pub use model::{
 pub use resolve::ResolvedPage;
 pub use templates::TemplateError;
 
+use crate::prompt::json::compact;
 use model::PageDef;
 use templates::TemplateSet;
 
@@ -53,6 +54,10 @@ pub struct Registry {
     pages: HashMap<String, PageDef>,
     templates: TemplateSet,
     param_validators: HashMap<String, Arc<jsonschema::Validator>>,
+    /// Payload schemas as canonical one-line JSON, rendered once for the prompt.
+    payload_schema_texts: HashMap<String, String>,
+    /// Action params schemas as canonical one-line JSON, rendered once.
+    params_schema_texts: HashMap<String, String>,
 }
 
 /// Why an action's params were refused.
@@ -104,6 +109,20 @@ impl Registry {
             origin: origin.to_owned(),
             problems,
         })?;
+        let payload_schema_texts = built
+            .payload_types
+            .iter()
+            .map(|p| (p.name.clone(), compact(&p.schema)))
+            .collect();
+        let params_schema_texts = built
+            .actions
+            .iter()
+            .filter_map(|a| {
+                a.params_schema
+                    .as_ref()
+                    .map(|s| (a.action.clone(), compact(s)))
+            })
+            .collect();
         Ok(Registry {
             origin: origin.to_owned(),
             limits: built.limits,
@@ -116,6 +135,8 @@ impl Registry {
             pages: built.pages,
             templates: built.templates,
             param_validators: built.param_validators,
+            payload_schema_texts,
+            params_schema_texts,
         })
     }
 
@@ -208,6 +229,16 @@ impl Registry {
         self.tools.iter().find(|t| t.name == name).map(Arc::as_ref)
     }
 
+    /// A payload type's schema as canonical one-line JSON (sorted keys).
+    pub fn payload_schema_text(&self, name: &str) -> Option<&str> {
+        self.payload_schema_texts.get(name).map(String::as_str)
+    }
+
+    /// An action's params schema as canonical one-line JSON (sorted keys).
+    pub fn params_schema_text(&self, action: &str) -> Option<&str> {
+        self.params_schema_texts.get(action).map(String::as_str)
+    }
+
     /// The user message a server action's turn sends: the action's params
     /// are checked against its `params_schema`, then its `message_template`
     /// is rendered with the params' fields as variables.
@@ -251,9 +282,10 @@ impl Registry {
         if page.context_template_keys.is_empty() {
             return Ok(None);
         }
+        let vars = TemplateSet::vars(state);
         let mut parts = Vec::with_capacity(page.context_template_keys.len());
         for key in &page.context_template_keys {
-            let text = self.templates.render(key, state)?;
+            let text = self.templates.render_value(key, &vars)?;
             let text = text.trim_end();
             if !text.trim().is_empty() {
                 parts.push(text.to_owned());

@@ -72,12 +72,22 @@ impl TemplateSet {
 
     /// Renders the template `key` with the fields of `vars` as variables.
     pub fn render(&self, key: &str, vars: &serde_json::Value) -> Result<String, TemplateError> {
+        self.render_value(key, &Self::vars(vars))
+    }
+
+    /// `vars` converted once, for rendering several templates with it.
+    pub fn vars(vars: &serde_json::Value) -> Value {
+        Value::from(minijinja::value::Serde(vars))
+    }
+
+    /// Renders the template `key` with already converted variables.
+    pub fn render_value(&self, key: &str, vars: &Value) -> Result<String, TemplateError> {
         let template = self
             .env
             .get_template(key)
             .map_err(|_| TemplateError::Missing(key.to_owned()))?;
         template
-            .render(Value::from(minijinja::value::Serde(vars)))
+            .render(vars.clone())
             .map_err(|e| TemplateError::Render {
                 key: key.to_owned(),
                 message: describe(e),
