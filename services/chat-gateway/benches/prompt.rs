@@ -66,7 +66,9 @@ fn bench(c: &mut Criterion) {
         let resolved = registry.resolve(&page);
         b.iter(|| black_box(resolved.parse_profile()))
     });
-    c.bench_function("load_example_registry", |b| b.iter(|| black_box(Registry::example())));
+    c.bench_function("load_example_registry", |b| {
+        b.iter(|| black_box(Registry::example()))
+    });
 }
 
 criterion_group!(benches, bench);
