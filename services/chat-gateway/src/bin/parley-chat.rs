@@ -11,7 +11,8 @@ use std::io::{BufRead, Write};
 use anyhow::{Context, Result};
 use clap::Parser;
 use parley_proto::gateway::v1::{
-    ChatRequest, PageContext, TurnComplete, chat_event::Event, chat_gateway_client::ChatGatewayClient,
+    ChatRequest, PageContext, TurnComplete, chat_event::Event,
+    chat_gateway_client::ChatGatewayClient,
 };
 use parley_proto::parser::v1::{Payload, data_operation, payload::Typed, schema_operation};
 use tonic::{Request, metadata::MetadataValue};
@@ -21,7 +22,11 @@ use tonic::{Request, metadata::MetadataValue};
 #[command(name = "parley-chat", version)]
 struct Args {
     /// Gateway address.
-    #[arg(long, env = "PARLEY_GATEWAY_URL", default_value = "http://127.0.0.1:50051")]
+    #[arg(
+        long,
+        env = "PARLEY_GATEWAY_URL",
+        default_value = "http://127.0.0.1:50051"
+    )]
     gateway: String,
     /// Bearer token (not needed when the gateway runs with dev auth).
     #[arg(long, env = "PARLEY_TOKEN")]
@@ -51,7 +56,11 @@ struct Style {
 
 impl Style {
     fn paint(&self, code: &str, text: &str) -> String {
-        if self.plain { text.to_owned() } else { format!("\x1b[{code}m{text}\x1b[0m") }
+        if self.plain {
+            text.to_owned()
+        } else {
+            format!("\x1b[{code}m{text}\x1b[0m")
+        }
     }
     fn dim(&self, text: &str) -> String {
         self.paint("2", text)
@@ -95,19 +104,23 @@ async fn main() -> Result<()> {
         };
         let mut request = Request::new(request);
         if let Some(token) = &args.token {
-            let value = MetadataValue::try_from(format!("Bearer {token}")).context("token is not valid metadata")?;
+            let value = MetadataValue::try_from(format!("Bearer {token}"))
+                .context("token is not valid metadata")?;
             request.metadata_mut().insert("authorization", value);
         }
-        let mut stream = client.chat(request).await.map_err(describe_status)?.into_inner();
+        let mut stream = client
+            .chat(request)
+            .await
+            .map_err(describe_status)?
+            .into_inner();
         print!("{} ", style.cyan("parley ›"));
         let mut in_reasoning = false;
         while let Some(event) = stream.message().await.map_err(describe_status)? {
             match event.event {
-                Some(Event::Status(status)) => {
-                    if !status.conversation_id.is_empty() {
-                        *conversation_id = status.conversation_id;
-                    }
+                Some(Event::Status(status)) if !status.conversation_id.is_empty() => {
+                    *conversation_id = status.conversation_id;
                 }
+                Some(Event::Status(_)) => {}
                 Some(Event::TextDelta(text)) => {
                     if in_reasoning {
                         println!();
@@ -124,18 +137,42 @@ async fn main() -> Result<()> {
                     println!("\n  {} {}", style.dim("⚙ tool"), style.bold(&tool.name));
                 }
                 Some(Event::ToolProgress(progress)) => {
-                    let percent = progress.fraction.map(|f| format!(" {:>3.0}%", f * 100.0)).unwrap_or_default();
-                    println!("  {}{} {}", style.dim(&format!("  ↳ {}", progress.stage)), percent, progress.message);
+                    let percent = progress
+                        .fraction
+                        .map(|f| format!(" {:>3.0}%", f * 100.0))
+                        .unwrap_or_default();
+                    println!(
+                        "  {}{} {}",
+                        style.dim(&format!("  ↳ {}", progress.stage)),
+                        percent,
+                        progress.message
+                    );
                 }
                 Some(Event::ToolComplete(tool)) => {
-                    let outcome = if tool.success { "✓".to_owned() } else { style.red("✗") };
-                    let millis = tool.duration.map(|d| d.seconds * 1000 + i64::from(d.nanos) / 1_000_000).unwrap_or(0);
-                    println!("  {outcome} {} ({millis} ms) {}", tool.name, style.dim(&tool.result_text));
+                    let outcome = if tool.success {
+                        "✓".to_owned()
+                    } else {
+                        style.red("✗")
+                    };
+                    let millis = tool
+                        .duration
+                        .map(|d| d.seconds * 1000 + i64::from(d.nanos) / 1_000_000)
+                        .unwrap_or(0);
+                    println!(
+                        "  {outcome} {} ({millis} ms) {}",
+                        tool.name,
+                        style.dim(&tool.result_text)
+                    );
                     print!("{} ", style.cyan("parley ›"));
                 }
                 Some(Event::Error(error)) => {
                     let retry = if error.retryable { " (retryable)" } else { "" };
-                    println!("\n{} {}: {}{retry}", style.red("error"), error.reason, error.message);
+                    println!(
+                        "\n{} {}: {}{retry}",
+                        style.red("error"),
+                        error.reason,
+                        error.message
+                    );
                 }
                 Some(Event::Complete(complete)) => {
                     println!();
@@ -173,19 +210,29 @@ fn render_complete(style: &Style, complete: &TurnComplete) {
         render_payload(style, payload);
     }
     if !complete.suggested_values.is_empty() {
-        let chips: Vec<String> = complete.suggested_values.iter().map(|v| format!("[ {} ]", v.label)).collect();
+        let chips: Vec<String> = complete
+            .suggested_values
+            .iter()
+            .map(|v| format!("[ {} ]", v.label))
+            .collect();
         println!("  {} {}", style.dim("suggestions:"), chips.join(" "));
     }
     if !complete.suggested_actions.is_empty() {
-        let buttons: Vec<String> =
-            complete.suggested_actions.iter().map(|a| format!("⟨ {} → {} ⟩", a.label, a.action)).collect();
+        let buttons: Vec<String> = complete
+            .suggested_actions
+            .iter()
+            .map(|a| format!("⟨ {} → {} ⟩", a.label, a.action))
+            .collect();
         println!("  {} {}", style.dim("actions:"), buttons.join(" "));
     }
     for diagnostic in &complete.diagnostics {
         println!("  {} {}", style.dim("note:"), style.dim(&diagnostic.reason));
     }
     if !complete.success {
-        println!("  {}", style.red(&format!("turn ended: {}", complete.stop_reason)));
+        println!(
+            "  {}",
+            style.red(&format!("turn ended: {}", complete.stop_reason))
+        );
     }
     if let Some(usage) = &complete.usage {
         println!(
@@ -212,14 +259,23 @@ fn render_payload(style: &Style, payload: &Payload) {
                         let column = add.column.clone().unwrap_or_default();
                         format!("+ {} ({:?})", column.name, column.r#type())
                     }
-                    Some(schema_operation::Operation::Modify(modify)) => format!("~ {}", modify.column_id),
-                    Some(schema_operation::Operation::Remove(remove)) => format!("- {}", remove.column_id),
-                    Some(schema_operation::Operation::Reorder(reorder)) => format!("↕ {}", reorder.column_id),
+                    Some(schema_operation::Operation::Modify(modify)) => {
+                        format!("~ {}", modify.column_id)
+                    }
+                    Some(schema_operation::Operation::Remove(remove)) => {
+                        format!("- {}", remove.column_id)
+                    }
+                    Some(schema_operation::Operation::Reorder(reorder)) => {
+                        format!("↕ {}", reorder.column_id)
+                    }
                     None => continue,
                 };
                 println!("  │ {line}");
             }
-            println!("  └ {} rows of sample data  [ Accept ] [ Dismiss ]", proposal.sample_rows.len());
+            println!(
+                "  └ {} rows of sample data  [ Accept ] [ Dismiss ]",
+                proposal.sample_rows.len()
+            );
         }
         Some(Typed::DataProposal(proposal)) => {
             println!("  ┌ {}", style.bold("data proposal"));
@@ -229,24 +285,37 @@ fn render_payload(style: &Style, payload: &Payload) {
             for operation in &proposal.operations {
                 let line = match &operation.operation {
                     Some(data_operation::Operation::Add(_)) => "+ add row".to_owned(),
-                    Some(data_operation::Operation::Update(update)) => format!("~ update row {}", update.row_id),
-                    Some(data_operation::Operation::Delete(delete)) => format!("- delete row {}", delete.row_id),
+                    Some(data_operation::Operation::Update(update)) => {
+                        format!("~ update row {}", update.row_id)
+                    }
+                    Some(data_operation::Operation::Delete(delete)) => {
+                        format!("- delete row {}", delete.row_id)
+                    }
                     None => continue,
                 };
                 println!("  │ {line}");
             }
             println!("  └ [ Apply ] [ Dismiss ]");
         }
-        None => println!("  ┌ {} payload\n  └ [ Accept ] [ Dismiss ]", style.bold(&payload.r#type)),
+        None => println!(
+            "  ┌ {} payload\n  └ [ Accept ] [ Dismiss ]",
+            style.bold(&payload.r#type)
+        ),
     }
 }
 
 fn json_to_struct(json: &str) -> Result<prost_types::Struct> {
-    let value: serde_json::Value = serde_json::from_str(json).context("--state is not valid JSON")?;
+    let value: serde_json::Value =
+        serde_json::from_str(json).context("--state is not valid JSON")?;
     let serde_json::Value::Object(map) = value else {
         anyhow::bail!("--state must be a JSON object");
     };
-    Ok(prost_types::Struct { fields: map.into_iter().map(|(k, v)| (k, json_to_value(v))).collect() })
+    Ok(prost_types::Struct {
+        fields: map
+            .into_iter()
+            .map(|(k, v)| (k, json_to_value(v)))
+            .collect(),
+    })
 }
 
 fn json_to_value(value: serde_json::Value) -> prost_types::Value {
@@ -256,17 +325,22 @@ fn json_to_value(value: serde_json::Value) -> prost_types::Value {
         serde_json::Value::Bool(b) => Kind::BoolValue(b),
         serde_json::Value::Number(n) => Kind::NumberValue(n.as_f64().unwrap_or_default()),
         serde_json::Value::String(s) => Kind::StringValue(s),
-        serde_json::Value::Array(items) => {
-            Kind::ListValue(prost_types::ListValue { values: items.into_iter().map(json_to_value).collect() })
-        }
+        serde_json::Value::Array(items) => Kind::ListValue(prost_types::ListValue {
+            values: items.into_iter().map(json_to_value).collect(),
+        }),
         serde_json::Value::Object(map) => Kind::StructValue(prost_types::Struct {
-            fields: map.into_iter().map(|(k, v)| (k, json_to_value(v))).collect(),
+            fields: map
+                .into_iter()
+                .map(|(k, v)| (k, json_to_value(v)))
+                .collect(),
         }),
     };
     prost_types::Value { kind: Some(kind) }
 }
 
 fn describe_status(status: tonic::Status) -> anyhow::Error {
-    let reason = parley_grpc::status::reason(&status).map(|r| format!(" [{r}]")).unwrap_or_default();
+    let reason = parley_grpc::status::reason(&status)
+        .map(|r| format!(" [{r}]"))
+        .unwrap_or_default();
     anyhow::anyhow!("{:?}{reason}: {}", status.code(), status.message())
 }
