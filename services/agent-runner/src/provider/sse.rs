@@ -19,6 +19,9 @@ use rand::{Rng, distr::Alphanumeric};
 
 use super::{EventStream, ProviderError, StreamEvent, http::truncate_raw};
 
+/// The largest slice of a network read handed to the SSE parser at once.
+const MAX_SLICE: usize = 4096;
+
 /// One server-sent event.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SseEvent {
@@ -37,6 +40,19 @@ where
     B: AsRef<[u8]> + Send,
     E: Display + Send,
 {
+    // eventsource-stream copies the rest of its buffer after every line, so
+    // one huge read costs time quadratic in its size: feed it bounded slices.
+    let body = body.flat_map(|item| {
+        let pieces: Vec<Result<Vec<u8>, E>> = match item {
+            Ok(bytes) => bytes
+                .as_ref()
+                .chunks(MAX_SLICE)
+                .map(|piece| Ok(piece.to_vec()))
+                .collect(),
+            Err(e) => vec![Err(e)],
+        };
+        futures::stream::iter(pieces)
+    });
     body.eventsource().map(|item| match item {
         Ok(event) => Ok(SseEvent {
             event: event.event,
@@ -209,6 +225,19 @@ mod tests {
                 mixed_expected(),
                 "chunk size {size}"
             );
+        }
+    }
+
+    #[tokio::test]
+    async fn one_huge_read_is_sliced_without_losing_events_or_characters() {
+        let text: String = (0..500)
+            .map(|i| format!("data: {{\"n\":{i},\"t\":\"é中ü\"}}\r\n\r\n"))
+            .collect();
+        assert!(text.len() > 4 * MAX_SLICE);
+        let events = ok(read_all(&text, text.len()).await);
+        assert_eq!(events.len(), 500);
+        for (i, event) in events.iter().enumerate() {
+            assert_eq!(event.data, format!("{{\"n\":{i},\"t\":\"é中ü\"}}"));
         }
     }
 
