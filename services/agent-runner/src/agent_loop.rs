@@ -18,7 +18,10 @@ use tokio_util::sync::CancellationToken;
 
 use self::output::{TextMode, TurnOutput};
 use crate::{
-    events::{CallSource, EventKind, EventSink, Finished, Phase, Status, StopReason, TurnError, UsageReport},
+    events::{
+        CallSource, EventKind, EventSink, Finished, Phase, Status, StopReason, TurnError,
+        UsageReport,
+    },
     model_call::{CallError, ModelCaller},
     parsing,
     provider::{ChatRequest, FinishReason, Message, OutputSchema, ToolCall, Usage},
@@ -106,16 +109,23 @@ impl Runner {
     /// Resolves the models, binds the tools and checks structured output.
     pub fn prepare(&self, mut turn: Turn) -> Result<PreparedTurn, Rejection> {
         let mut candidates = Vec::with_capacity(1 + turn.fallbacks.len());
-        let references = std::iter::once(("model".to_owned(), turn.model.clone()))
-            .chain(turn.fallbacks.iter().enumerate().map(|(i, f)| (format!("fallbacks[{i}]"), f.clone())));
+        let references = std::iter::once(("model".to_owned(), turn.model.clone())).chain(
+            turn.fallbacks
+                .iter()
+                .enumerate()
+                .map(|(i, f)| (format!("fallbacks[{i}]"), f.clone())),
+        );
         for (field, reference) in references {
-            let resolved = self.providers.resolve(reference).map_err(|unknown| Rejection::UnknownProvider {
-                field: format!("{field}.provider"),
-                provider: unknown.0,
+            let resolved = self.providers.resolve(reference).map_err(|unknown| {
+                Rejection::UnknownProvider {
+                    field: format!("{field}.provider"),
+                    provider: unknown.0,
+                }
             })?;
             candidates.push(resolved);
         }
-        let tools = TurnTools::prepare(std::mem::take(&mut turn.tools), &self.tools).map_err(Rejection::Invalid)?;
+        let tools = TurnTools::prepare(std::mem::take(&mut turn.tools), &self.tools)
+            .map_err(Rejection::Invalid)?;
         if turn.output_schema.is_some() {
             for candidate in &candidates {
                 let supported = self
@@ -130,7 +140,11 @@ impl Runner {
                 }
             }
         }
-        Ok(PreparedTurn { turn, tools, candidates })
+        Ok(PreparedTurn {
+            turn,
+            tools,
+            candidates,
+        })
     }
 
     /// Runs a prepared turn to its last event. Returns when the turn is
@@ -186,7 +200,13 @@ impl Runner {
     ) -> Result<Finished, End> {
         let turn = &prepared.turn;
         let candidates = &prepared.candidates;
-        let caller = ModelCaller { providers: &self.providers, policy: self.retry, limits: turn.limits, deadline, cancel };
+        let caller = ModelCaller {
+            providers: &self.providers,
+            policy: self.retry,
+            limits: turn.limits,
+            deadline,
+            cancel,
+        };
         let round = Round {
             tools: &prepared.tools,
             runtime: &self.tools,
@@ -198,7 +218,11 @@ impl Runner {
             deadline,
         };
         let output_schema = turn.output_schema.as_ref().map(|schema| OutputSchema {
-            name: if turn.output_schema_name.is_empty() { "response".to_owned() } else { turn.output_schema_name.clone() },
+            name: if turn.output_schema_name.is_empty() {
+                "response".to_owned()
+            } else {
+                turn.output_schema_name.clone()
+            },
             schema: schema.clone(),
         });
         let specs = prepared.tools.specs();
@@ -206,10 +230,24 @@ impl Runner {
         let mut total = Usage::default();
         let mut current = 0usize;
 
-        status(out, Phase::Started, "Started".into(), 0, &candidates[current]).await?;
+        status(
+            out,
+            Phase::Started,
+            "Started".into(),
+            0,
+            &candidates[current],
+        )
+        .await?;
         let max_iterations = turn.limits.max_iterations.max(1);
         for iteration in 1..=max_iterations {
-            status(out, Phase::ModelCall, "Thinking...".into(), iteration, &candidates[current]).await?;
+            status(
+                out,
+                Phase::ModelCall,
+                "Thinking...".into(),
+                iteration,
+                &candidates[current],
+            )
+            .await?;
             let request = ChatRequest {
                 model: String::new(),
                 system: turn.system.clone(),
@@ -219,35 +257,56 @@ impl Runner {
                 max_output_tokens: turn.limits.max_output_tokens,
                 params: Default::default(),
             };
-            let outcome = caller.call(candidates, current, &request, iteration, out).await?;
+            let outcome = caller
+                .call(candidates, current, &request, iteration, out)
+                .await?;
             current = outcome.candidate;
             let model = &candidates[current];
             if let Some(usage) = outcome.usage {
                 add_usage(&mut total, usage);
-                let report = UsageReport { usage, model: Some(model.clone()) };
-                out.emit(EventKind::Usage(report)).await.map_err(|_| End::Cancelled)?;
+                let report = UsageReport {
+                    usage,
+                    model: Some(model.clone()),
+                };
+                out.emit(EventKind::Usage(report))
+                    .await
+                    .map_err(|_| End::Cancelled)?;
             }
             let call_text = out.call_text().to_owned();
             let mut pending: Vec<PendingCall> = outcome
                 .tool_calls
                 .iter()
-                .map(|call| PendingCall { call: call.clone(), source: CallSource::Native })
+                .map(|call| PendingCall {
+                    call: call.clone(),
+                    source: CallSource::Native,
+                })
                 .collect();
             let text_calls = out.end_call_text().await.map_err(|_| End::Cancelled)?;
-            pending.extend(text_calls.into_iter().enumerate().map(|(n, call)| PendingCall {
-                call: ToolCall {
-                    id: format!("text_call_{iteration}_{}", n + 1),
-                    name: call.name,
-                    input: call.arguments,
-                    provider_data: None,
-                },
-                source: CallSource::Text,
-            }));
+            pending.extend(
+                text_calls
+                    .into_iter()
+                    .enumerate()
+                    .map(|(n, call)| PendingCall {
+                        call: ToolCall {
+                            id: format!("text_call_{iteration}_{}", n + 1),
+                            name: call.name,
+                            input: call.arguments,
+                            provider_data: None,
+                        },
+                        source: CallSource::Text,
+                    }),
+            );
             let finish = &outcome.finish;
             let wants_more = !pending.is_empty() || finish.reason == FinishReason::Pause;
             if !wants_more || iteration == max_iterations {
-                let stop_reason = if wants_more { StopReason::MaxIterations } else { stop_reason(finish.reason) };
-                let structured = output_schema.as_ref().map(|schema| parsing::structured(&call_text, &schema.schema));
+                let stop_reason = if wants_more {
+                    StopReason::MaxIterations
+                } else {
+                    stop_reason(finish.reason)
+                };
+                let structured = output_schema
+                    .as_ref()
+                    .map(|schema| parsing::structured(&call_text, &schema.schema));
                 return Ok(Finished {
                     stop_reason,
                     raw_stop_reason: finish.raw_reason.clone(),
@@ -260,7 +319,11 @@ impl Runner {
                 });
             }
             let assistant_calls: Vec<ToolCall> = pending.iter().map(|p| p.call.clone()).collect();
-            messages.push(Message::Assistant { reasoning: outcome.reasoning, text: call_text, tool_calls: assistant_calls });
+            messages.push(Message::Assistant {
+                reasoning: outcome.reasoning,
+                text: call_text,
+                tool_calls: assistant_calls,
+            });
             if pending.is_empty() {
                 continue; // `pause_turn`: the model continues in another call.
             }
@@ -284,9 +347,22 @@ impl Runner {
     }
 }
 
-async fn status(out: &mut TurnOutput, phase: Phase, message: String, iteration: u32, model: &ModelChoice) -> Result<(), End> {
-    let event = Status { phase, message, iteration, model: Some(model.clone()) };
-    out.emit(EventKind::Status(event)).await.map_err(|_| End::Cancelled)
+async fn status(
+    out: &mut TurnOutput,
+    phase: Phase,
+    message: String,
+    iteration: u32,
+    model: &ModelChoice,
+) -> Result<(), End> {
+    let event = Status {
+        phase,
+        message,
+        iteration,
+        model: Some(model.clone()),
+    };
+    out.emit(EventKind::Status(event))
+        .await
+        .map_err(|_| End::Cancelled)
 }
 
 fn add_usage(total: &mut Usage, usage: Usage) {
@@ -302,6 +378,9 @@ fn stop_reason(reason: FinishReason) -> StopReason {
         FinishReason::StopSequence => StopReason::StopSequence,
         FinishReason::ContentFilter => StopReason::ContentFilter,
         FinishReason::Refusal => StopReason::Refusal,
-        FinishReason::EndTurn | FinishReason::ToolUse | FinishReason::Pause | FinishReason::Other => StopReason::EndTurn,
+        FinishReason::EndTurn
+        | FinishReason::ToolUse
+        | FinishReason::Pause
+        | FinishReason::Other => StopReason::EndTurn,
     }
 }

@@ -229,9 +229,14 @@ fn default_connect_timeout_ms() -> u64 {
 impl RunnerConfig {
     /// Reads and parses a configuration file (not yet validated).
     pub fn from_file(path: &Path) -> Result<Self, ConfigError> {
-        let text = std::fs::read_to_string(path)
-            .map_err(|source| ConfigError::Read { path: path.display().to_string(), source })?;
-        let mut config = Self::from_toml(&text).map_err(|message| ConfigError::Parse { path: path.display().to_string(), message })?;
+        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+            path: path.display().to_string(),
+            source,
+        })?;
+        let mut config = Self::from_toml(&text).map_err(|message| ConfigError::Parse {
+            path: path.display().to_string(),
+            message,
+        })?;
         config.base_dir = path.parent().map(Path::to_path_buf).unwrap_or_default();
         Ok(config)
     }
@@ -267,14 +272,19 @@ impl RunnerConfig {
     }
 
     /// Applies environment overrides; `lookup` reads one variable.
-    pub fn apply_env(&mut self, lookup: impl Fn(&str) -> Option<String>) -> Result<(), ConfigError> {
+    pub fn apply_env(
+        &mut self,
+        lookup: impl Fn(&str) -> Option<String>,
+    ) -> Result<(), ConfigError> {
         if let Some(provider) = lookup("PARLEY_DEFAULT_PROVIDER") {
             self.default_provider = provider;
         }
         if let Some(runs) = lookup("PARLEY_MAX_CONCURRENT_RUNS") {
-            self.max_concurrent_runs = runs
-                .parse()
-                .map_err(|_| ConfigError::Invalid(format!("PARLEY_MAX_CONCURRENT_RUNS=`{runs}` is not a number")))?;
+            self.max_concurrent_runs = runs.parse().map_err(|_| {
+                ConfigError::Invalid(format!(
+                    "PARLEY_MAX_CONCURRENT_RUNS=`{runs}` is not a number"
+                ))
+            })?;
         }
         for (name, provider) in &mut self.providers {
             let prefix = format!("PARLEY_PROVIDER_{}", name.to_uppercase().replace('-', "_"));
@@ -292,26 +302,42 @@ impl RunnerConfig {
     pub fn validate(&self) -> Result<(), ConfigError> {
         let invalid = |message: String| Err(ConfigError::Invalid(message));
         if !self.providers.contains_key(&self.default_provider) {
-            return invalid(format!("default_provider `{}` is not in [providers]", self.default_provider));
+            return invalid(format!(
+                "default_provider `{}` is not in [providers]",
+                self.default_provider
+            ));
         }
         if self.max_concurrent_runs == 0 || self.event_buffer == 0 {
             return invalid("max_concurrent_runs and event_buffer must be at least 1".into());
         }
         let l = &self.limits;
         if l.max_iterations == 0 || l.max_parallel_tools == 0 {
-            return invalid("limits.max_iterations and limits.max_parallel_tools must be at least 1".into());
+            return invalid(
+                "limits.max_iterations and limits.max_parallel_tools must be at least 1".into(),
+            );
         }
-        if [l.tool_timeout_ms, l.first_token_timeout_ms, l.idle_timeout_ms, l.total_timeout_ms].contains(&0) {
+        if [
+            l.tool_timeout_ms,
+            l.first_token_timeout_ms,
+            l.idle_timeout_ms,
+            l.total_timeout_ms,
+        ]
+        .contains(&0)
+        {
             return invalid("limit timeouts must be positive".into());
         }
         if self.retry.max_attempts == 0 {
             return invalid("retry.max_attempts must be at least 1".into());
         }
         for (name, provider) in &self.providers {
-            if provider.kind != ProviderKind::Scripted && provider.base_url.as_deref().is_none_or(str::is_empty) {
+            if provider.kind != ProviderKind::Scripted
+                && provider.base_url.as_deref().is_none_or(str::is_empty)
+            {
                 return invalid(format!("providers.{name}: base_url is required"));
             }
-            if provider.kind != ProviderKind::Scripted && provider.default_model.as_deref().is_none_or(str::is_empty) {
+            if provider.kind != ProviderKind::Scripted
+                && provider.default_model.as_deref().is_none_or(str::is_empty)
+            {
                 return invalid(format!("providers.{name}: default_model is required"));
             }
         }
@@ -343,14 +369,21 @@ impl RunnerConfig {
     }
 
     /// Builds every provider; `lookup` reads the API key variables.
-    pub fn build_providers(&self, lookup: impl Fn(&str) -> Option<String>) -> Result<Providers, ConfigError> {
+    pub fn build_providers(
+        &self,
+        lookup: impl Fn(&str) -> Option<String>,
+    ) -> Result<Providers, ConfigError> {
         let mut entries = BTreeMap::new();
         for (name, config) in &self.providers {
             let entry = build_provider(name, config, &self.base_dir, &lookup)?;
             entries.insert(name.clone(), entry);
         }
-        Providers::new(entries, self.default_provider.clone())
-            .map_err(|unknown| ConfigError::Invalid(format!("default_provider `{}` is not configured", unknown.0)))
+        Providers::new(entries, self.default_provider.clone()).map_err(|unknown| {
+            ConfigError::Invalid(format!(
+                "default_provider `{}` is not configured",
+                unknown.0
+            ))
+        })
     }
 }
 
@@ -365,27 +398,51 @@ fn build_provider(
         name: name.to_owned(),
         base_url: config.base_url.clone().unwrap_or_default(),
         api_key: api_key(name, config, lookup),
-        extra_headers: config.headers.iter().map(|(k, v)| (k.clone(), v.clone())).collect(),
+        extra_headers: config
+            .headers
+            .iter()
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect(),
         connect_timeout: Duration::from_millis(config.connect_timeout_ms),
         structured_output: config.structured_output,
         no_structured_output_models: config.no_structured_output_models.clone(),
     };
     let provider: Arc<dyn Provider> = match config.kind {
         ProviderKind::Scripted => {
-            let script = load_script(config.script.as_deref(), base_dir).map_err(|e| invalid(e.to_string()))?;
+            let script = load_script(config.script.as_deref(), base_dir)
+                .map_err(|e| invalid(e.to_string()))?;
             let provider = ScriptedProvider::new(name, script);
-            let default_model = config.default_model.clone().unwrap_or_else(|| provider.default_model().to_owned());
-            return Ok(ProviderEntry { provider: Arc::new(provider), default_model });
+            let default_model = config
+                .default_model
+                .clone()
+                .unwrap_or_else(|| provider.default_model().to_owned());
+            return Ok(ProviderEntry {
+                provider: Arc::new(provider),
+                default_model,
+            });
         }
-        ProviderKind::Openai => Arc::new(OpenAiProvider::new(http()).map_err(|e| invalid(e.to_string()))?),
-        ProviderKind::Anthropic => Arc::new(AnthropicProvider::new(http()).map_err(|e| invalid(e.to_string()))?),
-        ProviderKind::Gemini => Arc::new(GeminiProvider::new(http()).map_err(|e| invalid(e.to_string()))?),
+        ProviderKind::Openai => {
+            Arc::new(OpenAiProvider::new(http()).map_err(|e| invalid(e.to_string()))?)
+        }
+        ProviderKind::Anthropic => {
+            Arc::new(AnthropicProvider::new(http()).map_err(|e| invalid(e.to_string()))?)
+        }
+        ProviderKind::Gemini => {
+            Arc::new(GeminiProvider::new(http()).map_err(|e| invalid(e.to_string()))?)
+        }
     };
-    Ok(ProviderEntry { provider, default_model: config.default_model.clone().unwrap_or_default() })
+    Ok(ProviderEntry {
+        provider,
+        default_model: config.default_model.clone().unwrap_or_default(),
+    })
 }
 
 /// The API key from the variable the provider names, if set.
-fn api_key(name: &str, config: &ProviderConfig, lookup: &impl Fn(&str) -> Option<String>) -> Option<String> {
+fn api_key(
+    name: &str,
+    config: &ProviderConfig,
+    lookup: &impl Fn(&str) -> Option<String>,
+) -> Option<String> {
     let variable = config.api_key_env.as_ref()?;
     let key = lookup(variable).filter(|key| !key.is_empty());
     if key.is_none() {
@@ -396,9 +453,16 @@ fn api_key(name: &str, config: &ProviderConfig, lookup: &impl Fn(&str) -> Option
 
 /// The script at `path` (relative to `base_dir`), else the demo script in
 /// the working directory, else the compiled-in copy.
-pub fn load_script(path: Option<&Path>, base_dir: &Path) -> Result<Script, crate::provider::scripted::ScriptError> {
+pub fn load_script(
+    path: Option<&Path>,
+    base_dir: &Path,
+) -> Result<Script, crate::provider::scripted::ScriptError> {
     if let Some(path) = path {
-        let path = if path.is_relative() { base_dir.join(path) } else { path.to_path_buf() };
+        let path = if path.is_relative() {
+            base_dir.join(path)
+        } else {
+            path.to_path_buf()
+        };
         return Script::from_file(&path);
     }
     let demo = Path::new(DEMO_SCRIPT_PATH);

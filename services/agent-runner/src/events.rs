@@ -216,7 +216,11 @@ pub struct EventSink {
 impl EventSink {
     /// A sink sending to `tx`.
     pub fn new(tx: mpsc::Sender<Event>) -> Self {
-        Self { tx, seq: 0, text: String::new() }
+        Self {
+            tx,
+            seq: 0,
+            text: String::new(),
+        }
     }
 
     /// Sends the next event; waits while the client is slow (backpressure).
@@ -225,7 +229,13 @@ impl EventSink {
             self.text.push_str(delta);
         }
         self.seq += 1;
-        self.tx.send(Event { seq: self.seq, kind }).await.map_err(|_| Closed)
+        self.tx
+            .send(Event {
+                seq: self.seq,
+                kind,
+            })
+            .await
+            .map_err(|_| Closed)
     }
 
     /// Everything sent as text deltas so far.
@@ -252,9 +262,15 @@ mod tests {
     async fn numbers_events_and_keeps_text() {
         let (tx, mut rx) = mpsc::channel(8);
         let mut sink = EventSink::new(tx);
-        sink.emit(EventKind::TextDelta("Hel".into())).await.expect("should succeed");
-        sink.emit(EventKind::ReasoningDelta("hmm".into())).await.expect("should succeed");
-        sink.emit(EventKind::TextDelta("lo".into())).await.expect("should succeed");
+        sink.emit(EventKind::TextDelta("Hel".into()))
+            .await
+            .expect("should succeed");
+        sink.emit(EventKind::ReasoningDelta("hmm".into()))
+            .await
+            .expect("should succeed");
+        sink.emit(EventKind::TextDelta("lo".into()))
+            .await
+            .expect("should succeed");
         assert_eq!(sink.text(), "Hello");
         let seqs: Vec<u64> = [rx.recv().await, rx.recv().await, rx.recv().await]
             .into_iter()
@@ -268,6 +284,9 @@ mod tests {
         let (tx, rx) = mpsc::channel(1);
         let mut sink = EventSink::new(tx);
         drop(rx);
-        assert_eq!(sink.emit(EventKind::TextDelta("x".into())).await, Err(Closed));
+        assert_eq!(
+            sink.emit(EventKind::TextDelta("x".into())).await,
+            Err(Closed)
+        );
     }
 }

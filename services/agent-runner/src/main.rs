@@ -3,7 +3,9 @@
 
 use std::{net::SocketAddr, path::PathBuf, sync::Arc, time::Duration};
 
-use agent_runner::{agent_loop::Runner, config::RunnerConfig, service::RunnerService, tools::ToolRuntime};
+use agent_runner::{
+    agent_loop::Runner, config::RunnerConfig, service::RunnerService, tools::ToolRuntime,
+};
 use anyhow::Context;
 use clap::Parser;
 use parley_grpc::{ServeOptions, logging::LogFormat};
@@ -48,8 +50,17 @@ async fn main() -> anyhow::Result<()> {
         "configuration loaded"
     );
 
-    let runner = Arc::new(Runner { providers: Arc::new(providers), tools: ToolRuntime::with_builtins(), retry: config.retry_policy() });
-    let service = RunnerService::new(runner, config.limits(), config.max_concurrent_runs, config.event_buffer);
+    let runner = Arc::new(Runner {
+        providers: Arc::new(providers),
+        tools: ToolRuntime::with_builtins(),
+        retry: config.retry_policy(),
+    });
+    let service = RunnerService::new(
+        runner,
+        config.limits(),
+        config.max_concurrent_runs,
+        config.event_buffer,
+    );
 
     let listener = tokio::net::TcpListener::bind(args.listen)
         .await

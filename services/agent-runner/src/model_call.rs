@@ -130,10 +130,12 @@ impl ModelCaller<'_> {
                 emit_status(out, Phase::Fallback, message, iteration, candidate).await?;
             }
             let Some(provider) = self.providers.get(&candidate.provider) else {
-                last_error = Some(AttemptError::Provider(crate::provider::ProviderError::Config(format!(
-                    "provider `{}` is not configured",
-                    candidate.provider
-                ))));
+                last_error = Some(AttemptError::Provider(
+                    crate::provider::ProviderError::Config(format!(
+                        "provider `{}` is not configured",
+                        candidate.provider
+                    )),
+                ));
                 continue;
             };
             let mut request = request.clone();
@@ -142,12 +144,19 @@ impl ModelCaller<'_> {
             let max_attempts = self.policy.max_attempts.max(1);
             for attempt in 1..=max_attempts {
                 out.begin_call();
-                match self.attempt(provider.as_ref(), request.clone(), index, out).await? {
+                match self
+                    .attempt(provider.as_ref(), request.clone(), index, out)
+                    .await?
+                {
                     Attempt::Done(outcome) => return Ok(outcome),
                     Attempt::Failed(error) if out.call_emitted() => {
                         tracing::warn!(provider = %candidate.provider, model = %candidate.model, reason = %error.short(), "model call failed after emitting");
                         let partial = out.text().to_owned();
-                        return Err(CallError::Failed(error.into_turn_error(&self.policy, partial, true)));
+                        return Err(CallError::Failed(error.into_turn_error(
+                            &self.policy,
+                            partial,
+                            true,
+                        )));
                     }
                     Attempt::Failed(error) => {
                         let retry = attempt < max_attempts && error.is_retryable(&self.policy);
@@ -173,10 +182,14 @@ impl ModelCaller<'_> {
                 }
             }
         }
-        let error = last_error.unwrap_or(AttemptError::Provider(crate::provider::ProviderError::Config(
-            "no model to call".into(),
-        )));
-        Err(CallError::Failed(error.into_turn_error(&self.policy, out.text().to_owned(), false)))
+        let error = last_error.unwrap_or(AttemptError::Provider(
+            crate::provider::ProviderError::Config("no model to call".into()),
+        ));
+        Err(CallError::Failed(error.into_turn_error(
+            &self.policy,
+            out.text().to_owned(),
+            false,
+        )))
     }
 
     /// One attempt against one provider.
@@ -188,9 +201,18 @@ impl ModelCaller<'_> {
         out: &mut TurnOutput,
     ) -> Result<Attempt, CallError> {
         let first_deadline = Instant::now() + self.limits.first_token_timeout;
-        let opened = guarded(self.cancel, self.deadline, tokio::time::timeout_at(first_deadline, provider.stream(request))).await?;
+        let opened = guarded(
+            self.cancel,
+            self.deadline,
+            tokio::time::timeout_at(first_deadline, provider.stream(request)),
+        )
+        .await?;
         let mut stream = match opened {
-            Err(_) => return Ok(Attempt::Failed(AttemptError::FirstToken(self.limits.first_token_timeout))),
+            Err(_) => {
+                return Ok(Attempt::Failed(AttemptError::FirstToken(
+                    self.limits.first_token_timeout,
+                )));
+            }
             Ok(Err(error)) => return Ok(Attempt::Failed(AttemptError::Provider(error))),
             Ok(Ok(stream)) => stream,
         };
@@ -199,12 +221,33 @@ impl ModelCaller<'_> {
         let mut usage = None;
         let mut first = true;
         loop {
-            let wait_until = if first { first_deadline } else { Instant::now() + self.limits.idle_timeout };
-            let next = guarded(self.cancel, self.deadline, tokio::time::timeout_at(wait_until, stream.next())).await?;
+            let wait_until = if first {
+                first_deadline
+            } else {
+                Instant::now() + self.limits.idle_timeout
+            };
+            let next = guarded(
+                self.cancel,
+                self.deadline,
+                tokio::time::timeout_at(wait_until, stream.next()),
+            )
+            .await?;
             let item = match next {
-                Err(_) if first => return Ok(Attempt::Failed(AttemptError::FirstToken(self.limits.first_token_timeout))),
-                Err(_) => return Ok(Attempt::Failed(AttemptError::Idle(self.limits.idle_timeout))),
-                Ok(None) => return Ok(Attempt::Failed(AttemptError::Provider(crate::provider::ProviderError::Truncated))),
+                Err(_) if first => {
+                    return Ok(Attempt::Failed(AttemptError::FirstToken(
+                        self.limits.first_token_timeout,
+                    )));
+                }
+                Err(_) => {
+                    return Ok(Attempt::Failed(AttemptError::Idle(
+                        self.limits.idle_timeout,
+                    )));
+                }
+                Ok(None) => {
+                    return Ok(Attempt::Failed(AttemptError::Provider(
+                        crate::provider::ProviderError::Truncated,
+                    )));
+                }
                 Ok(Some(Err(error))) => return Ok(Attempt::Failed(AttemptError::Provider(error))),
                 Ok(Some(Ok(event))) => event,
             };
@@ -225,7 +268,13 @@ impl ModelCaller<'_> {
                     Ok(())
                 }
                 StreamEvent::Finish(finish) => {
-                    return Ok(Attempt::Done(CallOutcome { reasoning, tool_calls, usage, finish, candidate }));
+                    return Ok(Attempt::Done(CallOutcome {
+                        reasoning,
+                        tool_calls,
+                        usage,
+                        finish,
+                        candidate,
+                    }));
                 }
             };
             // A closed sink means the client is gone: same as a cancellation.
@@ -241,7 +290,12 @@ async fn emit_status(
     iteration: u32,
     model: &ModelChoice,
 ) -> Result<(), CallError> {
-    out.emit(EventKind::Status(Status { phase, message, iteration, model: Some(model.clone()) }))
-        .await
-        .map_err(|_| CallError::Cancelled)
+    out.emit(EventKind::Status(Status {
+        phase,
+        message,
+        iteration,
+        model: Some(model.clone()),
+    }))
+    .await
+    .map_err(|_| CallError::Cancelled)
 }

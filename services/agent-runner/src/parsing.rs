@@ -54,7 +54,10 @@ pub struct TextCallParser {
 impl TextCallParser {
     /// A parser for one model call.
     pub fn new(profile: &ToolProfile) -> Self {
-        Self { parser: StreamParser::new(profile.0.clone(), Limits::default()), passthrough: false }
+        Self {
+            parser: StreamParser::new(profile.0.clone(), Limits::default()),
+            passthrough: false,
+        }
     }
 
     /// The next delta of the model's text.
@@ -88,7 +91,10 @@ fn convert(items: Vec<StreamItem>) -> Vec<TextItem> {
         .into_iter()
         .filter_map(|item| match item {
             StreamItem::Text(text) => Some(TextItem::Text(text)),
-            StreamItem::ToolCall(call) => Some(TextItem::Call(TextCall { name: call.name, arguments: call.arguments })),
+            StreamItem::ToolCall(call) => Some(TextItem::Call(TextCall {
+                name: call.name,
+                arguments: call.arguments,
+            })),
             _ => None,
         })
         .collect()

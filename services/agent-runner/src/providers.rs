@@ -29,7 +29,10 @@ pub struct UnknownProvider(pub String);
 
 impl Providers {
     /// A registry whose default is `default`, which must be one of `entries`.
-    pub fn new(entries: BTreeMap<String, ProviderEntry>, default: impl Into<String>) -> Result<Self, UnknownProvider> {
+    pub fn new(
+        entries: BTreeMap<String, ProviderEntry>,
+        default: impl Into<String>,
+    ) -> Result<Self, UnknownProvider> {
         let default = default.into();
         if !entries.contains_key(&default) {
             return Err(UnknownProvider(default));
@@ -38,10 +41,20 @@ impl Providers {
     }
 
     /// A registry with a single provider, which is the default.
-    pub fn single(name: impl Into<String>, provider: Arc<dyn Provider>, default_model: impl Into<String>) -> Self {
+    pub fn single(
+        name: impl Into<String>,
+        provider: Arc<dyn Provider>,
+        default_model: impl Into<String>,
+    ) -> Self {
         let name = name.into();
-        let entry = ProviderEntry { provider, default_model: default_model.into() };
-        Self { entries: BTreeMap::from([(name.clone(), entry)]), default: name }
+        let entry = ProviderEntry {
+            provider,
+            default_model: default_model.into(),
+        };
+        Self {
+            entries: BTreeMap::from([(name.clone(), entry)]),
+            default: name,
+        }
     }
 
     /// The adapter named `name`.
@@ -64,7 +77,10 @@ impl Providers {
         if choice.provider.is_empty() {
             choice.provider = self.default.clone();
         }
-        let entry = self.entries.get(&choice.provider).ok_or_else(|| UnknownProvider(choice.provider.clone()))?;
+        let entry = self
+            .entries
+            .get(&choice.provider)
+            .ok_or_else(|| UnknownProvider(choice.provider.clone()))?;
         if choice.model.is_empty() {
             choice.model = entry.default_model.clone();
         }

@@ -43,7 +43,12 @@ impl RetryPolicy {
     /// Whether `error` may succeed on another attempt.
     pub fn is_retryable(&self, error: &ProviderError) -> bool {
         match error {
-            ProviderError::Http { status, body, should_retry, .. } => {
+            ProviderError::Http {
+                status,
+                body,
+                should_retry,
+                ..
+            } => {
                 if let Some(flag) = should_retry {
                     return *flag;
                 }
@@ -76,7 +81,10 @@ impl RetryPolicy {
     /// `[step / 2, step]` where `step = base × 2^(attempt-1)`, capped.
     pub fn backoff(&self, attempt: u32, rng: &mut impl Rng) -> Duration {
         let exponent = attempt.saturating_sub(1).min(16);
-        let step = self.base_delay.saturating_mul(1u32 << exponent).min(self.max_delay);
+        let step = self
+            .base_delay
+            .saturating_mul(1u32 << exponent)
+            .min(self.max_delay);
         let half = step / 2;
         let jitter_nanos = rng.random_range(0..=half.as_nanos().min(u64::MAX as u128) as u64);
         half + Duration::from_nanos(jitter_nanos)
@@ -98,7 +106,12 @@ mod tests {
     use super::*;
 
     fn http(status: u16) -> ProviderError {
-        ProviderError::Http { status, body: String::new(), retry_after: None, should_retry: None }
+        ProviderError::Http {
+            status,
+            body: String::new(),
+            retry_after: None,
+            should_retry: None,
+        }
     }
 
     #[test]
@@ -115,8 +128,18 @@ mod tests {
     #[test]
     fn should_retry_header_overrides_the_status() {
         let policy = RetryPolicy::default();
-        let forced = ProviderError::Http { status: 400, body: String::new(), retry_after: None, should_retry: Some(true) };
-        let refused = ProviderError::Http { status: 503, body: String::new(), retry_after: None, should_retry: Some(false) };
+        let forced = ProviderError::Http {
+            status: 400,
+            body: String::new(),
+            retry_after: None,
+            should_retry: Some(true),
+        };
+        let refused = ProviderError::Http {
+            status: 503,
+            body: String::new(),
+            retry_after: None,
+            should_retry: Some(false),
+        };
         assert!(policy.is_retryable(&forced));
         assert!(!policy.is_retryable(&refused));
     }
@@ -124,7 +147,12 @@ mod tests {
     #[test]
     fn never_retries_insufficient_quota() {
         let body = r#"{"error":{"type":"insufficient_quota","code":"insufficient_quota"}}"#;
-        let error = ProviderError::Http { status: 429, body: body.into(), retry_after: None, should_retry: None };
+        let error = ProviderError::Http {
+            status: 429,
+            body: body.into(),
+            retry_after: None,
+            should_retry: None,
+        };
         assert!(!RetryPolicy::default().is_retryable(&error));
     }
 
@@ -140,15 +168,31 @@ mod tests {
         };
         assert!(policy.is_retryable(&overloaded));
         assert!(!policy.is_retryable(&ProviderError::Truncated));
-        assert!(!policy.is_retryable(&ProviderError::Malformed { reason: "x".into(), raw: String::new() }));
+        assert!(!policy.is_retryable(&ProviderError::Malformed {
+            reason: "x".into(),
+            raw: String::new()
+        }));
     }
 
     #[test]
     fn honours_sane_retry_after_and_ignores_absurd_ones() {
         let policy = RetryPolicy::default();
-        let sane = ProviderError::Http { status: 429, body: String::new(), retry_after: Some(Duration::from_secs(3)), should_retry: None };
-        assert_eq!(policy.delay(1, provider_retry_after(&sane)), Duration::from_secs(3));
-        let absurd = ProviderError::Http { status: 429, body: String::new(), retry_after: Some(Duration::from_secs(3600)), should_retry: None };
+        let sane = ProviderError::Http {
+            status: 429,
+            body: String::new(),
+            retry_after: Some(Duration::from_secs(3)),
+            should_retry: None,
+        };
+        assert_eq!(
+            policy.delay(1, provider_retry_after(&sane)),
+            Duration::from_secs(3)
+        );
+        let absurd = ProviderError::Http {
+            status: 429,
+            body: String::new(),
+            retry_after: Some(Duration::from_secs(3600)),
+            should_retry: None,
+        };
         assert!(policy.delay(1, provider_retry_after(&absurd)) <= policy.max_delay);
     }
 
@@ -157,9 +201,13 @@ mod tests {
         let policy = RetryPolicy::default();
         let mut rng = StdRng::seed_from_u64(7);
         for attempt in 1..=10u32 {
-            let step = (Duration::from_millis(500) * 2u32.pow(attempt - 1)).min(Duration::from_secs(8));
+            let step =
+                (Duration::from_millis(500) * 2u32.pow(attempt - 1)).min(Duration::from_secs(8));
             let delay = policy.backoff(attempt, &mut rng);
-            assert!(delay >= step / 2 && delay <= step, "attempt {attempt}: {delay:?} vs {step:?}");
+            assert!(
+                delay >= step / 2 && delay <= step,
+                "attempt {attempt}: {delay:?} vs {step:?}"
+            );
         }
     }
 }

@@ -42,7 +42,12 @@ impl RunnerService {
     /// A service running turns on `runner`, with `defaults` for unset
     /// limits, at most `max_concurrent_runs` turns at once and
     /// `event_buffer` events buffered per turn.
-    pub fn new(runner: Arc<Runner>, defaults: Limits, max_concurrent_runs: usize, event_buffer: usize) -> Self {
+    pub fn new(
+        runner: Arc<Runner>,
+        defaults: Limits,
+        max_concurrent_runs: usize,
+        event_buffer: usize,
+    ) -> Self {
         Self {
             runner,
             defaults,
@@ -62,7 +67,9 @@ impl Stream for RunEventStream {
     type Item = Result<RunEvent, Status>;
 
     fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
-        self.rx.poll_recv(cx).map(|event| event.map(|event| Ok(convert::event::to_proto(event))))
+        self.rx
+            .poll_recv(cx)
+            .map(|event| event.map(|event| Ok(convert::event::to_proto(event))))
     }
 }
 
@@ -72,10 +79,16 @@ impl AgentRunner for RunnerService {
 
     async fn run(&self, request: Request<RunRequest>) -> Result<Response<Self::RunStream>, Status> {
         let deadline = parley_grpc::deadline::grpc_timeout(request.metadata());
-        let turn = convert::request::turn_from_request(request.into_inner(), &self.defaults, deadline)
-            .map_err(|violations| status::invalid_argument("INVALID_REQUEST", pairs(violations)))?;
+        let turn =
+            convert::request::turn_from_request(request.into_inner(), &self.defaults, deadline)
+                .map_err(|violations| {
+                    status::invalid_argument("INVALID_REQUEST", pairs(violations))
+                })?;
         let turn_id = turn.turn_id.clone();
-        let prepared = self.runner.prepare(turn).map_err(|rejection| rejection_status(rejection, &self.runner))?;
+        let prepared = self
+            .runner
+            .prepare(turn)
+            .map_err(|rejection| rejection_status(rejection, &self.runner))?;
         let permit = self.permits.clone().try_acquire_owned().map_err(|_| {
             status::retryable(
                 Code::ResourceExhausted,
@@ -93,30 +106,51 @@ impl AgentRunner for RunnerService {
             let _permit = permit;
             runner.run(prepared, EventSink::new(tx), task_cancel).await;
         });
-        Ok(Response::new(RunEventStream { rx, _cancel_on_drop: cancel.drop_guard() }))
+        Ok(Response::new(RunEventStream {
+            rx,
+            _cancel_on_drop: cancel.drop_guard(),
+        }))
     }
 }
 
 fn pairs(violations: Vec<crate::turn::Violation>) -> Vec<(String, String)> {
-    violations.into_iter().map(|v| (v.field, v.description)).collect()
+    violations
+        .into_iter()
+        .map(|v| (v.field, v.description))
+        .collect()
 }
 
 /// The status of a refused request.
 fn rejection_status(rejection: Rejection, runner: &Runner) -> Status {
     match rejection {
-        Rejection::Invalid(violations) => status::invalid_argument("INVALID_REQUEST", pairs(violations)),
+        Rejection::Invalid(violations) => {
+            status::invalid_argument("INVALID_REQUEST", pairs(violations))
+        }
         Rejection::UnknownProvider { field, provider } => {
             let known: Vec<&str> = runner.providers.names().collect();
             status::invalid_argument(
                 "UNKNOWN_PROVIDER",
-                vec![(field, format!("unknown provider `{provider}` (configured: {})", known.join(", ")))],
+                vec![(
+                    field,
+                    format!(
+                        "unknown provider `{provider}` (configured: {})",
+                        known.join(", ")
+                    ),
+                )],
             )
         }
         Rejection::StructuredOutputUnsupported { provider, model } => status::error_with_metadata(
             Code::FailedPrecondition,
             "STRUCTURED_OUTPUT_UNSUPPORTED",
-            format!("model `{model}` of provider `{provider}` does not support native structured output"),
-            [("provider".to_owned(), provider), ("model".to_owned(), model)].into_iter().collect(),
+            format!(
+                "model `{model}` of provider `{provider}` does not support native structured output"
+            ),
+            [
+                ("provider".to_owned(), provider),
+                ("model".to_owned(), model),
+            ]
+            .into_iter()
+            .collect(),
         ),
     }
 }

@@ -119,6 +119,9 @@ pub struct Violation {
 impl Violation {
     /// A violation of `field`.
     pub fn new(field: impl Into<String>, description: impl Into<String>) -> Self {
-        Self { field: field.into(), description: description.into() }
+        Self {
+            field: field.into(),
+            description: description.into(),
+        }
     }
 }

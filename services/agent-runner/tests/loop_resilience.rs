@@ -31,22 +31,33 @@ async fn a_429_with_retry_after_is_retried_after_the_delay() {
     let runner = runner(provider.clone());
     let started = Instant::now();
     let events = run(&runner, turn("hi")).await;
-    assert!(started.elapsed() >= Duration::from_secs(2), "waited for retry-after");
+    assert!(
+        started.elapsed() >= Duration::from_secs(2),
+        "waited for retry-after"
+    );
     assert_eq!(provider.calls(), 2);
     let retrying = statuses(&events, Phase::Retrying);
-    assert_eq!(retrying, vec!["Retrying after HTTP 429 (attempt 2 of 3)".to_owned()]);
+    assert_eq!(
+        retrying,
+        vec!["Retrying after HTTP 429 (attempt 2 of 3)".to_owned()]
+    );
     assert_eq!(finished(&events).text, "Hello");
 }
 
 #[tokio::test(start_paused = true)]
 async fn a_401_is_not_retried() {
-    let provider = scripted("[default]\nsteps = [{ fail = { status = 401, message = \"invalid x-api-key\" } }]");
+    let provider = scripted(
+        "[default]\nsteps = [{ fail = { status = 401, message = \"invalid x-api-key\" } }]",
+    );
     let runner = runner(provider.clone());
     let events = run(&runner, turn("hi")).await;
     assert_eq!(provider.calls(), 1);
     assert!(statuses(&events, Phase::Retrying).is_empty());
     let error = error(&events);
-    assert_eq!((error.reason.as_str(), error.retryable, error.code), ("PROVIDER_AUTH", false, tonic::Code::FailedPrecondition));
+    assert_eq!(
+        (error.reason.as_str(), error.retryable, error.code),
+        ("PROVIDER_AUTH", false, tonic::Code::FailedPrecondition)
+    );
     assert_eq!(error.provider_detail, "invalid x-api-key");
 }
 
@@ -58,7 +69,10 @@ async fn retries_are_bounded() {
     assert_eq!(provider.calls(), 3);
     assert_eq!(statuses(&events, Phase::Retrying).len(), 2);
     let error = error(&events);
-    assert_eq!((error.reason.as_str(), error.retryable), ("PROVIDER_UNAVAILABLE", true));
+    assert_eq!(
+        (error.reason.as_str(), error.retryable),
+        ("PROVIDER_UNAVAILABLE", true)
+    );
 }
 
 #[tokio::test(start_paused = true)]
@@ -75,13 +89,26 @@ async fn a_fallback_model_answers_when_the_primary_fails_before_its_first_event(
     );
     let runner = runner(provider.clone());
     let mut turn = turn("hi");
-    turn.model = ModelChoice { provider: "scripted".into(), model: "primary".into(), params: Default::default() };
-    turn.fallbacks = vec![ModelChoice { provider: String::new(), model: "backup".into(), params: Default::default() }];
+    turn.model = ModelChoice {
+        provider: "scripted".into(),
+        model: "primary".into(),
+        params: Default::default(),
+    };
+    turn.fallbacks = vec![ModelChoice {
+        provider: String::new(),
+        model: "backup".into(),
+        params: Default::default(),
+    }];
     let events = run(&runner, turn).await;
-    let models: Vec<String> = (0..provider.calls()).map(|i| provider.request(i).model).collect();
+    let models: Vec<String> = (0..provider.calls())
+        .map(|i| provider.request(i).model)
+        .collect();
     assert_eq!(models, vec!["primary", "primary", "primary", "backup"]);
     let fallback = statuses(&events, Phase::Fallback);
-    assert_eq!(fallback, vec!["Falling back to scripted/backup after HTTP 529".to_owned()]);
+    assert_eq!(
+        fallback,
+        vec!["Falling back to scripted/backup after HTTP 529".to_owned()]
+    );
     assert_eq!(finished(&events).text, "From the backup.");
     // Usage is reported for the model that answered.
     let usage_models = pick(&events, |k| match k {
@@ -104,14 +131,26 @@ async fn a_failure_after_the_first_event_ends_the_turn_with_the_partial_text() {
     );
     let runner = runner(provider.clone());
     let mut turn = turn("hi");
-    turn.fallbacks = vec![ModelChoice { provider: String::new(), model: "backup".into(), params: Default::default() }];
+    turn.fallbacks = vec![ModelChoice {
+        provider: String::new(),
+        model: "backup".into(),
+        params: Default::default(),
+    }];
     let events = run(&runner, turn).await;
-    assert_eq!(provider.calls(), 1, "no retry and no fallback once text was sent");
+    assert_eq!(
+        provider.calls(),
+        1,
+        "no retry and no fallback once text was sent"
+    );
     let error = error(&events);
     assert_eq!(error.partial_text, "The answer is");
     assert!(error.retryable);
     assert_eq!(error.reason, "PROVIDER_STREAM_ERROR");
-    assert!(error.provider_detail.contains("overloaded_error"), "raw provider text: {}", error.provider_detail);
+    assert!(
+        error.provider_detail.contains("overloaded_error"),
+        "raw provider text: {}",
+        error.provider_detail
+    );
 }
 
 #[tokio::test(start_paused = true)]
@@ -123,24 +162,38 @@ async fn the_first_token_timeout_is_retried_then_reported() {
     let events = run(&runner, turn).await;
     assert_eq!(provider.calls(), 3);
     let error = error(&events);
-    assert_eq!((error.reason.as_str(), error.code), ("FIRST_TOKEN_TIMEOUT", tonic::Code::DeadlineExceeded));
+    assert_eq!(
+        (error.reason.as_str(), error.code),
+        ("FIRST_TOKEN_TIMEOUT", tonic::Code::DeadlineExceeded)
+    );
 }
 
 #[tokio::test(start_paused = true)]
 async fn an_idle_stream_after_text_is_an_error_with_partial_text() {
-    let provider = scripted("[default]\nsteps = [{ text = \"Hel\" }, { delay_ms = 60000 }, { text = \"lo\" }]");
+    let provider = scripted(
+        "[default]\nsteps = [{ text = \"Hel\" }, { delay_ms = 60000 }, { text = \"lo\" }]",
+    );
     let runner = runner(provider.clone());
     let mut turn = turn("hi");
     turn.limits.idle_timeout = Duration::from_secs(2);
     let events = run(&runner, turn).await;
     assert_eq!(provider.calls(), 1);
     let error = error(&events);
-    assert_eq!((error.reason.as_str(), error.partial_text.as_str(), error.retryable), ("IDLE_TIMEOUT", "Hel", true));
+    assert_eq!(
+        (
+            error.reason.as_str(),
+            error.partial_text.as_str(),
+            error.retryable
+        ),
+        ("IDLE_TIMEOUT", "Hel", true)
+    );
 }
 
 #[tokio::test(start_paused = true)]
 async fn the_total_timeout_bounds_model_calls_retries_and_tools() {
-    let provider = scripted("[default]\nsteps = [{ text = \"thinking\" }, { delay_ms = 30000 }, { text = \"!\" }]");
+    let provider = scripted(
+        "[default]\nsteps = [{ text = \"thinking\" }, { delay_ms = 30000 }, { text = \"!\" }]",
+    );
     let runner = runner(provider);
     let mut turn = turn("hi");
     turn.limits.total_timeout = Duration::from_secs(3);
@@ -148,14 +201,20 @@ async fn the_total_timeout_bounds_model_calls_retries_and_tools() {
     let events = run(&runner, turn).await;
     assert!(started.elapsed() < Duration::from_secs(30));
     let error = error(&events);
-    assert_eq!((error.reason.as_str(), error.partial_text.as_str()), ("DEADLINE_EXCEEDED", "thinking"));
+    assert_eq!(
+        (error.reason.as_str(), error.partial_text.as_str()),
+        ("DEADLINE_EXCEEDED", "thinking")
+    );
 }
 
 #[tokio::test(start_paused = true)]
 async fn a_second_provider_serves_as_fallback() {
     let broken = Arc::new(ScriptedProvider::new(
         "broken",
-        Script::from_toml("[default]\nsteps = [{ fail = { status = 400, message = \"bad request\" } }]").expect("script"),
+        Script::from_toml(
+            "[default]\nsteps = [{ fail = { status = 400, message = \"bad request\" } }]",
+        )
+        .expect("script"),
     ));
     let working = Arc::new(ScriptedProvider::new(
         "working",
@@ -163,19 +222,42 @@ async fn a_second_provider_serves_as_fallback() {
     ));
     let providers = Providers::new(
         [
-            ("broken".to_owned(), ProviderEntry { provider: broken, default_model: "m".into() }),
-            ("working".to_owned(), ProviderEntry { provider: working, default_model: "w".into() }),
+            (
+                "broken".to_owned(),
+                ProviderEntry {
+                    provider: broken,
+                    default_model: "m".into(),
+                },
+            ),
+            (
+                "working".to_owned(),
+                ProviderEntry {
+                    provider: working,
+                    default_model: "w".into(),
+                },
+            ),
         ]
         .into_iter()
         .collect(),
         "broken",
     )
     .expect("providers");
-    let runner = Runner { providers: Arc::new(providers), tools: ToolRuntime::with_builtins(), retry: retry() };
+    let runner = Runner {
+        providers: Arc::new(providers),
+        tools: ToolRuntime::with_builtins(),
+        retry: retry(),
+    };
     let mut turn = turn("hi");
-    turn.fallbacks = vec![ModelChoice { provider: "working".into(), model: String::new(), params: Default::default() }];
+    turn.fallbacks = vec![ModelChoice {
+        provider: "working".into(),
+        model: String::new(),
+        params: Default::default(),
+    }];
     let events = run(&runner, turn).await;
-    assert!(statuses(&events, Phase::Retrying).is_empty(), "400 is not retried");
+    assert!(
+        statuses(&events, Phase::Retrying).is_empty(),
+        "400 is not retried"
+    );
     assert_eq!(statuses(&events, Phase::Fallback).len(), 1);
     assert_eq!(finished(&events).text, "ok");
 }

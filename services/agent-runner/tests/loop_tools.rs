@@ -50,7 +50,11 @@ async fn a_tool_round_reports_every_outcome_and_feeds_results_back() {
         _ => None,
     });
     assert_eq!(starts.len(), 5);
-    assert!(starts.iter().all(|(_, source)| *source == CallSource::Native));
+    assert!(
+        starts
+            .iter()
+            .all(|(_, source)| *source == CallSource::Native)
+    );
     let progress = pick(&events, |k| match k {
         EventKind::ToolProgress(p) => Some((p.call_id.clone(), p.stage.clone())),
         _ => None,
@@ -59,19 +63,41 @@ async fn a_tool_round_reports_every_outcome_and_feeds_results_back() {
     assert!(progress.contains(&("c1".into(), "ranking".into())));
     assert!(progress.contains(&("c5".into(), "evaluating".into())));
     let completes = pick(&events, |k| match k {
-        EventKind::ToolComplete(c) => Some((c.call_id.clone(), (c.success, c.error_reason.clone(), c.result_text.clone()))),
+        EventKind::ToolComplete(c) => Some((
+            c.call_id.clone(),
+            (c.success, c.error_reason.clone(), c.result_text.clone()),
+        )),
         _ => None,
     });
-    let outcome = |id: &str| completes.iter().find(|(c, _)| c == id).map(|(_, o)| o.clone()).expect("completed");
+    let outcome = |id: &str| {
+        completes
+            .iter()
+            .find(|(c, _)| c == id)
+            .map(|(_, o)| o.clone())
+            .expect("completed")
+    };
     assert_eq!(outcome("c1"), (true, String::new(), "3 results".into()));
-    assert_eq!((outcome("c2").0, outcome("c2").1.as_str()), (false, "TOOL_ERROR"));
+    assert_eq!(
+        (outcome("c2").0, outcome("c2").1.as_str()),
+        (false, "TOOL_ERROR")
+    );
     assert!(outcome("c2").2.contains("the index is offline"));
-    assert_eq!((outcome("c3").0, outcome("c3").1.as_str()), (false, "INVALID_INPUT"));
-    assert_eq!((outcome("c4").0, outcome("c4").1.as_str()), (false, "UNKNOWN_TOOL"));
+    assert_eq!(
+        (outcome("c3").0, outcome("c3").1.as_str()),
+        (false, "INVALID_INPUT")
+    );
+    assert_eq!(
+        (outcome("c4").0, outcome("c4").1.as_str()),
+        (false, "UNKNOWN_TOOL")
+    );
     assert_eq!(outcome("c5"), (true, String::new(), "6*7 = 42".into()));
     // A tool's progress never follows its completion.
-    let complete_at = events.iter().position(|e| matches!(&e.kind, EventKind::ToolComplete(c) if c.call_id == "c1"));
-    let last_progress_at = events.iter().rposition(|e| matches!(&e.kind, EventKind::ToolProgress(p) if p.call_id == "c1"));
+    let complete_at = events
+        .iter()
+        .position(|e| matches!(&e.kind, EventKind::ToolComplete(c) if c.call_id == "c1"));
+    let last_progress_at = events
+        .iter()
+        .rposition(|e| matches!(&e.kind, EventKind::ToolProgress(p) if p.call_id == "c1"));
     assert!(last_progress_at < complete_at);
     // The payload passes through.
     assert!(events.iter().any(|e| matches!(&e.kind, EventKind::ToolComplete(c) if c.payload.as_ref().is_some_and(|p| p.r#type == "search_results"))));
@@ -79,13 +105,21 @@ async fn a_tool_round_reports_every_outcome_and_feeds_results_back() {
     // Invalid and unknown calls never reached the server.
     assert_eq!(record.names(), vec!["search".to_owned(), "fail".to_owned()]);
     let served = record.calls.lock().expect("lock")[0].clone();
-    assert_eq!((served.user_id.as_str(), served.conversation_id.as_str()), ("user-1", "conv-1"));
+    assert_eq!(
+        (served.user_id.as_str(), served.conversation_id.as_str()),
+        ("user-1", "conv-1")
+    );
 
     // The second model call saw the assistant's calls and all five results, in order.
     assert_eq!(provider.calls(), 2);
     let second = provider.request(1);
     match &second.messages[1..] {
-        [Message::Assistant { text, tool_calls, .. }, Message::ToolResults(results)] => {
+        [
+            Message::Assistant {
+                text, tool_calls, ..
+            },
+            Message::ToolResults(results),
+        ] => {
             assert_eq!(text, "Looking.");
             assert_eq!(tool_calls.len(), 5);
             let ids: Vec<&str> = results.iter().map(|r| r.call_id.as_str()).collect();
@@ -97,7 +131,10 @@ async fn a_tool_round_reports_every_outcome_and_feeds_results_back() {
     }
     let done = finished(&events);
     assert_eq!(done.text, "Looking.\n\nHere is what I found.");
-    assert_eq!((done.stop_reason, done.iterations), (StopReason::EndTurn, 2));
+    assert_eq!(
+        (done.stop_reason, done.iterations),
+        (StopReason::EndTurn, 2)
+    );
 }
 
 #[tokio::test]
@@ -108,7 +145,12 @@ async fn a_slow_tool_times_out_and_is_cancelled_on_the_server() {
     );
     let runner = runner(provider);
     let mut turn = turn("wait");
-    turn.tools = vec![remote("hang", &address, json!({"type": "object"}), Some(Duration::from_millis(300)))];
+    turn.tools = vec![remote(
+        "hang",
+        &address,
+        json!({"type": "object"}),
+        Some(Duration::from_millis(300)),
+    )];
     let events = run(&runner, turn).await;
     let complete = pick(&events, |k| match k {
         EventKind::ToolComplete(c) => Some(c.clone()),
@@ -150,7 +192,12 @@ async fn parallel_calls_overlap_up_to_the_limit() {
     // One at a time, the two calls can never meet: the first times out.
     let (address, _record) = common::tool_server::start(2).await;
     let mut serial = parallel;
-    serial.tools = vec![remote("meet", &address, json!({"type": "object"}), Some(Duration::from_millis(300)))];
+    serial.tools = vec![remote(
+        "meet",
+        &address,
+        json!({"type": "object"}),
+        Some(Duration::from_millis(300)),
+    )];
     serial.limits.max_parallel_tools = 1;
     let events = run(&runner(scripted(script)), serial).await;
     let reasons = pick(&events, |k| match k {
@@ -179,16 +226,22 @@ async fn max_iterations_finishes_normally_without_running_the_last_calls() {
     turn.limits.max_iterations = 2;
     let events = run(&runner, turn).await;
     let done = finished(&events);
-    assert_eq!((done.stop_reason, done.iterations), (StopReason::MaxIterations, 2));
+    assert_eq!(
+        (done.stop_reason, done.iterations),
+        (StopReason::MaxIterations, 2)
+    );
     assert_eq!(done.text, "one\n\ntwo");
     assert_eq!(provider.calls(), 2);
-    let ran = pick(&events, |k| matches!(k, EventKind::ToolComplete(_)).then_some(()));
+    let ran = pick(&events, |k| {
+        matches!(k, EventKind::ToolComplete(_)).then_some(())
+    });
     assert_eq!(ran.len(), 1, "the calls of the last iteration do not run");
 }
 
 #[tokio::test]
 async fn structured_output_streams_as_structured_deltas_and_validates() {
-    let schema = json!({"type": "object", "properties": {"name": {"type": "string"}}, "required": ["name"]});
+    let schema =
+        json!({"type": "object", "properties": {"name": {"type": "string"}}, "required": ["name"]});
     let provider = scripted(
         r#"
         [[turns]]
@@ -222,15 +275,24 @@ async fn structured_output_streams_as_structured_deltas_and_validates() {
     let result = done.structured.as_ref().expect("structured result");
     assert!(result.valid && result.value.is_some());
     let sent = provider.request(0);
-    assert_eq!(sent.output_schema.as_ref().map(|s| s.name.as_str()), Some("contact"));
+    assert_eq!(
+        sent.output_schema.as_ref().map(|s| s.name.as_str()),
+        Some("contact")
+    );
 
     let cut = run(&runner, run_with("cut")).await;
-    let result = finished(&cut).structured.clone().expect("structured result");
+    let result = finished(&cut)
+        .structured
+        .clone()
+        .expect("structured result");
     assert!(!result.valid && result.value.is_none());
     assert_eq!(result.raw, r#"{"name": "Al"#, "the raw text is kept");
 
     let wrong = run(&runner, run_with("wrong")).await;
-    let result = finished(&wrong).structured.clone().expect("structured result");
+    let result = finished(&wrong)
+        .structured
+        .clone()
+        .expect("structured result");
     assert!(!result.valid && result.value.is_some() && !result.error.is_empty());
 }
 
@@ -256,8 +318,18 @@ async fn tool_calls_written_into_the_text_run_when_registered() {
         EventKind::ToolStart(s) => Some((s.name.clone(), s.source, s.input.clone())),
         _ => None,
     });
-    assert!(starts.contains(&("calc".into(), CallSource::Text, json!({"expression": "2+3"}))), "{starts:?}");
-    assert!(starts.iter().all(|(name, _, _)| name == "calc"), "unregistered names never run: {starts:?}");
+    assert!(
+        starts.contains(&(
+            "calc".into(),
+            CallSource::Text,
+            json!({"expression": "2+3"})
+        )),
+        "{starts:?}"
+    );
+    assert!(
+        starts.iter().all(|(name, _, _)| name == "calc"),
+        "unregistered names never run: {starts:?}"
+    );
     let results = pick(&events, |k| match k {
         EventKind::ToolComplete(c) => Some(c.result_text.clone()),
         _ => None,
@@ -265,6 +337,12 @@ async fn tool_calls_written_into_the_text_run_when_registered() {
     assert!(results.contains(&"2+3 = 5".to_owned()));
     let text = finished(&events).text.clone();
     assert!(text.starts_with("Let me add that up."), "{text}");
-    assert!(!text.contains("\"calc\""), "the recognised call is removed: {text}");
-    assert!(text.contains("terminal_execute"), "an unregistered tool's JSON stays text: {text}");
+    assert!(
+        !text.contains("\"calc\""),
+        "the recognised call is removed: {text}"
+    );
+    assert!(
+        text.contains("terminal_execute"),
+        "an unregistered tool's JSON stays text: {text}"
+    );
 }

@@ -29,8 +29,8 @@ use agent_runner::{
 use common::{Recording, retry, scripted};
 use futures::{StreamExt, future::BoxFuture};
 use parley_proto::runner::v1::{
-    self as pb, RunEvent, RunRequest, agent_runner_client::AgentRunnerClient, agent_runner_server::AgentRunner,
-    run_event::Event as Ev,
+    self as pb, RunEvent, RunRequest, agent_runner_client::AgentRunnerClient,
+    agent_runner_server::AgentRunner, run_event::Event as Ev,
 };
 use serde_json::{Value, json};
 use tokio::sync::Notify;
@@ -62,35 +62,56 @@ impl LocalTool for Hang {
     fn input_schema(&self) -> Value {
         json!({"type": "object"})
     }
-    fn run(&self, _input: Value, _ctx: CallContext, progress: ProgressSender) -> BoxFuture<'static, Result<ToolOutput, ToolFailure>> {
+    fn run(
+        &self,
+        _input: Value,
+        _ctx: CallContext,
+        progress: ProgressSender,
+    ) -> BoxFuture<'static, Result<ToolOutput, ToolFailure>> {
         let flag = Flag(self.dropped.clone(), self.notify.clone());
         Box::pin(async move {
             let _flag = flag;
-            progress.report("waiting", "waiting forever", Some(0.0)).await;
+            progress
+                .report("waiting", "waiting forever", Some(0.0))
+                .await;
             std::future::pending().await
         })
     }
 }
 
 fn service(provider: Arc<Recording>, tools: ToolRuntime, max_runs: usize) -> RunnerService {
-    let runner = Runner { providers: Arc::new(Providers::single("scripted", provider, "scripted-demo")), tools, retry: retry() };
+    let runner = Runner {
+        providers: Arc::new(Providers::single("scripted", provider, "scripted-demo")),
+        tools,
+        retry: retry(),
+    };
     RunnerService::new(Arc::new(runner), Limits::default(), max_runs, 64)
 }
 
 fn user(text: &str) -> pb::Message {
-    pb::Message { role: pb::Role::User as i32, text: text.into(), ..Default::default() }
+    pb::Message {
+        role: pb::Role::User as i32,
+        text: text.into(),
+        ..Default::default()
+    }
 }
 
 fn builtin_tool(name: &str, builtin: &str) -> pb::ToolDefinition {
     pb::ToolDefinition {
         name: name.into(),
-        endpoint: Some(pb::ToolEndpoint { kind: Some(pb::tool_endpoint::Kind::Builtin(builtin.into())) }),
+        endpoint: Some(pb::ToolEndpoint {
+            kind: Some(pb::tool_endpoint::Kind::Builtin(builtin.into())),
+        }),
         ..Default::default()
     }
 }
 
 fn request(text: &str, tools: Vec<pb::ToolDefinition>) -> RunRequest {
-    RunRequest { messages: vec![user(text)], tools, ..Default::default() }
+    RunRequest {
+        messages: vec![user(text)],
+        tools,
+        ..Default::default()
+    }
 }
 
 /// Reads events until `stop` matches one; returns them all.
@@ -112,29 +133,83 @@ where
 
 #[tokio::test]
 async fn invalid_requests_are_refused_with_details() {
-    let provider = scripted("no_structured_output_models = [\"plain\"]\n[default]\nsteps = [{ text = \"x\" }]");
+    let provider = scripted(
+        "no_structured_output_models = [\"plain\"]\n[default]\nsteps = [{ text = \"x\" }]",
+    );
     let svc = service(provider, ToolRuntime::with_builtins(), 4);
 
-    let empty = svc.run(Request::new(RunRequest::default())).await.err().expect("refused");
+    let empty = svc
+        .run(Request::new(RunRequest::default()))
+        .await
+        .err()
+        .expect("refused");
     assert_eq!(empty.code(), Code::InvalidArgument);
-    assert_eq!(parley_grpc::status::reason(&empty).as_deref(), Some("INVALID_REQUEST"));
-    assert_eq!(empty.get_details_bad_request().expect("violations").field_violations[0].field, "messages");
+    assert_eq!(
+        parley_grpc::status::reason(&empty).as_deref(),
+        Some("INVALID_REQUEST")
+    );
+    assert_eq!(
+        empty
+            .get_details_bad_request()
+            .expect("violations")
+            .field_violations[0]
+            .field,
+        "messages"
+    );
 
-    let duplicate = request("hi", vec![builtin_tool("t", "calculator"), builtin_tool("t", "current_time")]);
-    let status = svc.run(Request::new(duplicate)).await.err().expect("refused");
-    assert_eq!(status.get_details_bad_request().expect("violations").field_violations[0].field, "tools[1].name");
+    let duplicate = request(
+        "hi",
+        vec![
+            builtin_tool("t", "calculator"),
+            builtin_tool("t", "current_time"),
+        ],
+    );
+    let status = svc
+        .run(Request::new(duplicate))
+        .await
+        .err()
+        .expect("refused");
+    assert_eq!(
+        status
+            .get_details_bad_request()
+            .expect("violations")
+            .field_violations[0]
+            .field,
+        "tools[1].name"
+    );
 
     let mut unknown = request("hi", vec![]);
-    unknown.model = Some(pb::ModelRef { provider: "nope".into(), ..Default::default() });
+    unknown.model = Some(pb::ModelRef {
+        provider: "nope".into(),
+        ..Default::default()
+    });
     let status = svc.run(Request::new(unknown)).await.err().expect("refused");
-    assert_eq!((status.code(), parley_grpc::status::reason(&status).as_deref()), (Code::InvalidArgument, Some("UNKNOWN_PROVIDER")));
+    assert_eq!(
+        (
+            status.code(),
+            parley_grpc::status::reason(&status).as_deref()
+        ),
+        (Code::InvalidArgument, Some("UNKNOWN_PROVIDER"))
+    );
 
     let mut structured = request("hi", vec![]);
-    structured.model = Some(pb::ModelRef { model: "plain".into(), ..Default::default() });
-    structured.output_schema = Some(agent_runner::convert::json::to_struct(&json!({"type": "object"})));
-    let status = svc.run(Request::new(structured)).await.err().expect("refused");
+    structured.model = Some(pb::ModelRef {
+        model: "plain".into(),
+        ..Default::default()
+    });
+    structured.output_schema = Some(agent_runner::convert::json::to_struct(
+        &json!({"type": "object"}),
+    ));
+    let status = svc
+        .run(Request::new(structured))
+        .await
+        .err()
+        .expect("refused");
     assert_eq!(status.code(), Code::FailedPrecondition);
-    assert_eq!(parley_grpc::status::reason(&status).as_deref(), Some("STRUCTURED_OUTPUT_UNSUPPORTED"));
+    assert_eq!(
+        parley_grpc::status::reason(&status).as_deref(),
+        Some("STRUCTURED_OUTPUT_UNSUPPORTED")
+    );
     assert!(status.message().contains("plain"), "{}", status.message());
 }
 
@@ -143,40 +218,74 @@ async fn dropping_the_stream_cancels_a_running_tool_within_100_ms() {
     let hang = Arc::new(Hang::default());
     let mut tools = ToolRuntime::with_builtins();
     tools.register(hang.clone());
-    let provider = scripted("[default]\nsteps = [{ tool_call = { name = \"wait\", id = \"w\" } }, { text = \"never\" }]");
+    let provider = scripted(
+        "[default]\nsteps = [{ tool_call = { name = \"wait\", id = \"w\" } }, { text = \"never\" }]",
+    );
     let svc = service(provider, tools, 4);
-    let mut stream = svc.run(Request::new(request("go", vec![builtin_tool("wait", "hang")]))).await.expect("accepted").into_inner();
-    let events = read_until(&mut stream, |e| matches!(e.event, Some(Ev::ToolProgress(_)))).await;
-    assert!(events.iter().any(|e| matches!(e.event, Some(Ev::ToolStart(_)))));
+    let mut stream = svc
+        .run(Request::new(request(
+            "go",
+            vec![builtin_tool("wait", "hang")],
+        )))
+        .await
+        .expect("accepted")
+        .into_inner();
+    let events = read_until(&mut stream, |e| {
+        matches!(e.event, Some(Ev::ToolProgress(_)))
+    })
+    .await;
+    assert!(
+        events
+            .iter()
+            .any(|e| matches!(e.event, Some(Ev::ToolStart(_))))
+    );
     let dropped = hang.notify.notified();
     drop(stream);
     let cancelled = tokio::time::timeout(Duration::from_millis(100), dropped).await;
-    assert!(cancelled.is_ok(), "the tool was not dropped within 100 ms of the client leaving");
+    assert!(
+        cancelled.is_ok(),
+        "the tool was not dropped within 100 ms of the client leaving"
+    );
     assert_eq!(hang.dropped.load(Ordering::SeqCst), 1);
 }
 
 #[tokio::test(start_paused = true)]
 async fn dropping_the_stream_cancels_the_model_call_within_100_ms() {
-    let provider = scripted("[default]\nsteps = [{ text = \"Hello\" }, { delay_ms = 60000 }, { text = \" world\" }]");
+    let provider = scripted(
+        "[default]\nsteps = [{ text = \"Hello\" }, { delay_ms = 60000 }, { text = \" world\" }]",
+    );
     let svc = service(provider.clone(), ToolRuntime::with_builtins(), 4);
-    let mut stream = svc.run(Request::new(request("hi", vec![]))).await.expect("accepted").into_inner();
+    let mut stream = svc
+        .run(Request::new(request("hi", vec![])))
+        .await
+        .expect("accepted")
+        .into_inner();
     read_until(&mut stream, |e| matches!(e.event, Some(Ev::TextDelta(_)))).await;
     let dropped = provider.dropped_notify.notified();
     drop(stream);
     let cancelled = tokio::time::timeout(Duration::from_millis(100), dropped).await;
-    assert!(cancelled.is_ok(), "the model stream was not dropped within 100 ms");
+    assert!(
+        cancelled.is_ok(),
+        "the model stream was not dropped within 100 ms"
+    );
     assert_eq!(provider.dropped.load(Ordering::SeqCst), 1);
 }
 
 #[tokio::test(start_paused = true)]
 async fn the_grpc_deadline_bounds_the_turn() {
-    let provider = scripted("[default]\nsteps = [{ text = \"slow\" }, { delay_ms = 600000 }, { text = \"!\" }]");
+    let provider = scripted(
+        "[default]\nsteps = [{ text = \"slow\" }, { delay_ms = 600000 }, { text = \"!\" }]",
+    );
     let svc = service(provider, ToolRuntime::with_builtins(), 4);
     let mut req = Request::new(request("hi", vec![]));
-    req.metadata_mut().insert("grpc-timeout", "2S".parse().expect("metadata"));
+    req.metadata_mut()
+        .insert("grpc-timeout", "2S".parse().expect("metadata"));
     let started = tokio::time::Instant::now();
     let mut stream = svc.run(req).await.expect("accepted").into_inner();
-    let events = read_until(&mut stream, |e| matches!(e.event, Some(Ev::Error(_) | Ev::Finished(_)))).await;
+    let events = read_until(&mut stream, |e| {
+        matches!(e.event, Some(Ev::Error(_) | Ev::Finished(_)))
+    })
+    .await;
     assert!(started.elapsed() < Duration::from_secs(10));
     match &events.last().and_then(|e| e.event.clone()) {
         Some(Ev::Error(error)) => {
@@ -191,22 +300,47 @@ async fn the_grpc_deadline_bounds_the_turn() {
 async fn turns_beyond_the_limit_are_refused_as_busy() {
     let provider = scripted("[default]\nsteps = [{ delay_ms = 600000 }, { text = \"x\" }]");
     let svc = service(provider, ToolRuntime::with_builtins(), 1);
-    let _first = svc.run(Request::new(request("a", vec![]))).await.expect("accepted");
-    let busy = svc.run(Request::new(request("b", vec![]))).await.err().expect("refused");
-    assert_eq!((busy.code(), parley_grpc::status::reason(&busy).as_deref()), (Code::ResourceExhausted, Some("RUNNER_BUSY")));
+    let _first = svc
+        .run(Request::new(request("a", vec![])))
+        .await
+        .expect("accepted");
+    let busy = svc
+        .run(Request::new(request("b", vec![])))
+        .await
+        .err()
+        .expect("refused");
+    assert_eq!(
+        (busy.code(), parley_grpc::status::reason(&busy).as_deref()),
+        (Code::ResourceExhausted, Some("RUNNER_BUSY"))
+    );
     drop(_first);
     tokio::time::sleep(Duration::from_millis(10)).await;
-    assert!(svc.run(Request::new(request("c", vec![]))).await.is_ok(), "the permit is released with the turn");
+    assert!(
+        svc.run(Request::new(request("c", vec![]))).await.is_ok(),
+        "the permit is released with the turn"
+    );
 }
 
 /// Starts the service on port 0 and returns a client.
 async fn serve(svc: RunnerService) -> AgentRunnerClient<tonic::transport::Channel> {
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
     let addr = listener.local_addr().expect("addr");
-    let routes = tonic::service::Routes::new(parley_proto::runner::v1::agent_runner_server::AgentRunnerServer::new(svc));
-    let options = parley_grpc::ServeOptions::new("agent-runner-test", vec!["parley.runner.v1.AgentRunner"]);
-    tokio::spawn(parley_grpc::serve(listener, routes, options, std::future::pending()));
-    AgentRunnerClient::connect(format!("http://{addr}")).await.expect("connect")
+    let routes = tonic::service::Routes::new(
+        parley_proto::runner::v1::agent_runner_server::AgentRunnerServer::new(svc),
+    );
+    let options =
+        parley_grpc::ServeOptions::new("agent-runner-test", vec!["parley.runner.v1.AgentRunner"]);
+    tokio::spawn(parley_grpc::serve(
+        listener,
+        routes,
+        options,
+        std::future::pending(),
+    ));
+    AgentRunnerClient::connect(format!("http://{addr}"))
+        .await
+        .expect("connect")
 }
 
 #[tokio::test]
@@ -216,14 +350,26 @@ async fn grpc_run_streams_the_demo_turn_with_tool_progress() {
         Script::from_toml(EMBEDDED_DEMO_SCRIPT).expect("demo script"),
     )));
     let mut client = serve(service(provider, ToolRuntime::with_builtins(), 4)).await;
-    let req = request("Create a job tracker", vec![builtin_tool("current_time", "current_time")]);
+    let req = request(
+        "Create a job tracker",
+        vec![builtin_tool("current_time", "current_time")],
+    );
     let mut stream = client.run(req).await.expect("run").into_inner();
-    let events = read_until(&mut stream, |e| matches!(e.event, Some(Ev::Finished(_) | Ev::Error(_)))).await;
+    let events = read_until(&mut stream, |e| {
+        matches!(e.event, Some(Ev::Finished(_) | Ev::Error(_)))
+    })
+    .await;
     for (i, event) in events.iter().enumerate() {
         assert_eq!(event.seq, i as u64 + 1);
     }
-    assert!(events.iter().any(|e| matches!(&e.event, Some(Ev::ToolProgress(p)) if p.stage == "reading_clock")));
-    assert!(events.iter().any(|e| matches!(&e.event, Some(Ev::ToolComplete(c)) if c.success && c.name == "current_time")));
+    assert!(
+        events
+            .iter()
+            .any(|e| matches!(&e.event, Some(Ev::ToolProgress(p)) if p.stage == "reading_clock"))
+    );
+    assert!(events.iter().any(
+        |e| matches!(&e.event, Some(Ev::ToolComplete(c)) if c.success && c.name == "current_time")
+    ));
     let text: String = events
         .iter()
         .filter_map(|e| match &e.event {
@@ -245,39 +391,72 @@ async fn grpc_run_streams_the_demo_turn_with_tool_progress() {
 #[tokio::test]
 async fn grpc_cancellation_reaches_a_remote_tool() {
     let (address, record) = common::tool_server::start(2).await;
-    let provider = scripted("[default]\nsteps = [{ tool_call = { name = \"hang\", id = \"r1\" } }, { text = \"never\" }]");
+    let provider = scripted(
+        "[default]\nsteps = [{ tool_call = { name = \"hang\", id = \"r1\" } }, { text = \"never\" }]",
+    );
     let mut client = serve(service(provider, ToolRuntime::with_builtins(), 4)).await;
     let hang = pb::ToolDefinition {
         name: "hang".into(),
-        endpoint: Some(pb::ToolEndpoint { kind: Some(pb::tool_endpoint::Kind::Grpc(address)) }),
+        endpoint: Some(pb::ToolEndpoint {
+            kind: Some(pb::tool_endpoint::Kind::Grpc(address)),
+        }),
         ..Default::default()
     };
-    let mut stream = client.run(request("go", vec![hang])).await.expect("run").into_inner();
-    read_until(&mut stream, |e| matches!(e.event, Some(Ev::ToolProgress(_)))).await;
+    let mut stream = client
+        .run(request("go", vec![hang]))
+        .await
+        .expect("run")
+        .into_inner();
+    read_until(&mut stream, |e| {
+        matches!(e.event, Some(Ev::ToolProgress(_)))
+    })
+    .await;
     let cancelled = record.cancelled_notify.notified();
     let dropped_at = std::time::Instant::now();
     drop(stream);
     let seen = tokio::time::timeout(Duration::from_secs(10), cancelled).await;
     assert!(seen.is_ok(), "the remote tool never saw the cancellation");
-    eprintln!("remote tool cancelled {:?} after the client dropped the stream", dropped_at.elapsed());
-    assert_eq!(*record.cancelled.lock().expect("lock"), vec!["r1".to_owned()]);
+    eprintln!(
+        "remote tool cancelled {:?} after the client dropped the stream",
+        dropped_at.elapsed()
+    );
+    assert_eq!(
+        *record.cancelled.lock().expect("lock"),
+        vec!["r1".to_owned()]
+    );
 }
 
 #[tokio::test]
 async fn grpc_cancellation_closes_the_provider_connection() {
     let partial = "data: {\"id\":\"c1\",\"object\":\"chat.completion.chunk\",\"model\":\"m\",\"choices\":[{\"index\":0,\"delta\":{\"role\":\"assistant\",\"content\":\"Hel\"},\"finish_reason\":null}]}\n\n";
-    let server = support::ReplayServer::start(vec![support::Reply::sse(partial).end(support::End::Hang)]).await;
-    let openai = OpenAiProvider::new(HttpProviderConfig::new("fake", server.url("/v1"))).expect("provider");
+    let server =
+        support::ReplayServer::start(vec![support::Reply::sse(partial).end(support::End::Hang)])
+            .await;
+    let openai =
+        OpenAiProvider::new(HttpProviderConfig::new("fake", server.url("/v1"))).expect("provider");
     let provider = Recording::new(Arc::new(openai));
-    let runner = Runner { providers: Arc::new(Providers::single("fake", provider, "m")), tools: ToolRuntime::with_builtins(), retry: retry() };
+    let runner = Runner {
+        providers: Arc::new(Providers::single("fake", provider, "m")),
+        tools: ToolRuntime::with_builtins(),
+        retry: retry(),
+    };
     let svc = RunnerService::new(Arc::new(runner), Limits::default(), 4, 64);
     let mut client = serve(svc).await;
-    let mut stream = client.run(request("hi", vec![])).await.expect("run").into_inner();
+    let mut stream = client
+        .run(request("hi", vec![]))
+        .await
+        .expect("run")
+        .into_inner();
     let events = read_until(&mut stream, |e| matches!(e.event, Some(Ev::TextDelta(_)))).await;
-    assert!(matches!(&events.last().and_then(|e| e.event.clone()), Some(Ev::TextDelta(t)) if t == "Hel"));
+    assert!(
+        matches!(&events.last().and_then(|e| e.event.clone()), Some(Ev::TextDelta(t)) if t == "Hel")
+    );
     let dropped_at = std::time::Instant::now();
     drop(stream);
     let closed = server.wait_client_closed(0, Duration::from_secs(10)).await;
     let closed_at = closed.expect("the provider connection was not closed");
-    eprintln!("provider connection closed {:?} after the client dropped the stream", closed_at.saturating_duration_since(dropped_at));
+    eprintln!(
+        "provider connection closed {:?} after the client dropped the stream",
+        closed_at.saturating_duration_since(dropped_at)
+    );
 }

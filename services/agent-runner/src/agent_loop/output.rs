@@ -94,7 +94,11 @@ impl TurnOutput {
                 self.sink.emit(EventKind::StructuredDelta(delta)).await
             }
             TextMode::TextCalls(_) => {
-                let items = self.parser.as_mut().map(|parser| parser.push(&delta)).unwrap_or_default();
+                let items = self
+                    .parser
+                    .as_mut()
+                    .map(|parser| parser.push(&delta))
+                    .unwrap_or_default();
                 self.text_items(items).await
             }
         }
@@ -142,7 +146,9 @@ impl TurnOutput {
         }
         self.call_emitted = true;
         if !self.visible_in_call && !self.sink.text().is_empty() {
-            self.sink.emit(EventKind::TextDelta("\n\n".to_owned())).await?;
+            self.sink
+                .emit(EventKind::TextDelta("\n\n".to_owned()))
+                .await?;
         }
         self.visible_in_call = true;
         self.sink.emit(EventKind::TextDelta(delta)).await
@@ -174,9 +180,13 @@ mod tests {
         let (tx, mut rx) = mpsc::channel(16);
         let mut out = TurnOutput::new(EventSink::new(tx), TextMode::Stream);
         out.begin_call();
-        out.model_text("Checking.".into()).await.expect("should succeed");
+        out.model_text("Checking.".into())
+            .await
+            .expect("should succeed");
         out.begin_call();
-        out.model_reasoning("hm".into()).await.expect("should succeed");
+        out.model_reasoning("hm".into())
+            .await
+            .expect("should succeed");
         out.model_text("Done".into()).await.expect("should succeed");
         out.model_text(" now".into()).await.expect("should succeed");
         assert_eq!(out.text(), "Checking.\n\nDone now");
@@ -207,11 +217,15 @@ mod tests {
         let (tx, mut rx) = mpsc::channel(16);
         let mut out = TurnOutput::new(EventSink::new(tx), TextMode::Structured);
         out.begin_call();
-        out.model_text("{\"a\":".into()).await.expect("should succeed");
+        out.model_text("{\"a\":".into())
+            .await
+            .expect("should succeed");
         assert_eq!(out.text(), "");
         assert_eq!(out.call_text(), "{\"a\":");
-        assert_eq!(drain(&mut rx), vec![EventKind::StructuredDelta("{\"a\":".into())]);
-
+        assert_eq!(
+            drain(&mut rx),
+            vec![EventKind::StructuredDelta("{\"a\":".into())]
+        );
     }
 
     #[tokio::test]

@@ -25,7 +25,10 @@ fn no_config_means_the_scripted_demo() {
         model: String::new(),
         params: Default::default(),
     });
-    assert_eq!(resolved.map(|c| (c.provider, c.model)), Ok(("scripted".to_owned(), "scripted-demo".to_owned())));
+    assert_eq!(
+        resolved.map(|c| (c.provider, c.model)),
+        Ok(("scripted".to_owned(), "scripted-demo".to_owned()))
+    );
 }
 
 #[test]
@@ -52,17 +55,34 @@ fn environment_overrides_apply() {
         .expect("should succeed");
     assert_eq!(config.default_provider, "scripted");
     assert_eq!(config.max_concurrent_runs, 8);
-    assert_eq!(config.providers["local"].default_model.as_deref(), Some("qwen3"));
-    assert!(config.apply_env(|name| (name == "PARLEY_MAX_CONCURRENT_RUNS").then(|| "many".into())).is_err());
+    assert_eq!(
+        config.providers["local"].default_model.as_deref(),
+        Some("qwen3")
+    );
+    assert!(
+        config
+            .apply_env(|name| (name == "PARLEY_MAX_CONCURRENT_RUNS").then(|| "many".into()))
+            .is_err()
+    );
 }
 
 #[test]
 fn inconsistent_configs_are_refused() {
-    let unknown_default = RunnerConfig::from_toml("default_provider = \"x\"\n[providers.s]\nkind = \"scripted\"").expect("should succeed");
+    let unknown_default =
+        RunnerConfig::from_toml("default_provider = \"x\"\n[providers.s]\nkind = \"scripted\"")
+            .expect("should succeed");
     assert!(unknown_default.validate().is_err());
-    let no_url = RunnerConfig::from_toml("default_provider = \"o\"\n[providers.o]\nkind = \"openai\"\ndefault_model = \"m\"").expect("should succeed");
+    let no_url = RunnerConfig::from_toml(
+        "default_provider = \"o\"\n[providers.o]\nkind = \"openai\"\ndefault_model = \"m\"",
+    )
+    .expect("should succeed");
     assert!(no_url.validate().is_err());
-    assert!(RunnerConfig::from_toml("default_provider = \"o\"\napi_key = \"sk-secret\"\n[providers.o]\nkind = \"scripted\"").is_err());
+    assert!(
+        RunnerConfig::from_toml(
+            "default_provider = \"o\"\napi_key = \"sk-secret\"\n[providers.o]\nkind = \"scripted\""
+        )
+        .is_err()
+    );
     let zero = RunnerConfig::from_toml("default_provider = \"s\"\n[limits]\nmax_iterations = 0\n[providers.s]\nkind = \"scripted\"").expect("should succeed");
     assert!(zero.validate().is_err());
 }
@@ -80,5 +100,8 @@ fn api_keys_come_from_the_environment() {
             Some("sk-test".into())
         })
         .expect("should succeed");
-    assert_eq!(*seen.lock().expect("should succeed"), vec!["MY_KEY".to_owned()]);
+    assert_eq!(
+        *seen.lock().expect("should succeed"),
+        vec!["MY_KEY".to_owned()]
+    );
 }

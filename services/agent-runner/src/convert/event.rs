@@ -63,15 +63,24 @@ pub fn to_proto(event: Event) -> pb::RunEvent {
             retryable: error.retryable,
             partial_text: error.partial_text,
             provider_detail: error.provider_detail,
-            retry_after: error.retry_after.and_then(|d| prost_types::Duration::try_from(d).ok()),
+            retry_after: error
+                .retry_after
+                .and_then(|d| prost_types::Duration::try_from(d).ok()),
         }),
     };
-    pb::RunEvent { seq: event.seq, event: Some(inner) }
+    pb::RunEvent {
+        seq: event.seq,
+        event: Some(inner),
+    }
 }
 
 /// The wire form of a model choice.
 pub fn model_ref(choice: &ModelChoice) -> pb::ModelRef {
-    pb::ModelRef { provider: choice.provider.clone(), model: choice.model.clone(), parameters: None }
+    pb::ModelRef {
+        provider: choice.provider.clone(),
+        model: choice.model.clone(),
+        parameters: None,
+    }
 }
 
 fn usage(usage: Usage, model: Option<&ModelChoice>) -> pb::Usage {

@@ -11,15 +11,25 @@ use serde_json::{Map, Number, Value};
 /// A JSON object as a `Struct`; other JSON values are wrapped as `{"value": ...}`.
 pub fn to_struct(value: &Value) -> Struct {
     match value {
-        Value::Object(map) => Struct { fields: map.iter().map(|(k, v)| (k.clone(), to_pb(v))).collect() },
+        Value::Object(map) => Struct {
+            fields: map.iter().map(|(k, v)| (k.clone(), to_pb(v))).collect(),
+        },
         Value::Null => Struct::default(),
-        other => Struct { fields: [("value".to_owned(), to_pb(other))].into_iter().collect() },
+        other => Struct {
+            fields: [("value".to_owned(), to_pb(other))].into_iter().collect(),
+        },
     }
 }
 
 /// A `Struct` as a JSON object.
 pub fn from_struct(value: &Struct) -> Value {
-    Value::Object(value.fields.iter().map(|(k, v)| (k.clone(), from_pb(v))).collect::<Map<_, _>>())
+    Value::Object(
+        value
+            .fields
+            .iter()
+            .map(|(k, v)| (k.clone(), from_pb(v)))
+            .collect::<Map<_, _>>(),
+    )
 }
 
 /// A JSON value as a protobuf `Value`.
@@ -29,7 +39,9 @@ pub fn to_pb(value: &Value) -> PbValue {
         Value::Bool(b) => Kind::BoolValue(*b),
         Value::Number(n) => n.as_f64().map_or(Kind::NullValue(0), Kind::NumberValue),
         Value::String(s) => Kind::StringValue(s.clone()),
-        Value::Array(items) => Kind::ListValue(ListValue { values: items.iter().map(to_pb).collect() }),
+        Value::Array(items) => Kind::ListValue(ListValue {
+            values: items.iter().map(to_pb).collect(),
+        }),
         Value::Object(_) => Kind::StructValue(to_struct(value)),
     };
     PbValue { kind: Some(kind) }
@@ -69,7 +81,17 @@ mod tests {
 
     #[test]
     fn non_finite_and_huge_numbers_stay_safe() {
-        assert_eq!(from_pb(&PbValue { kind: Some(Kind::NumberValue(f64::NAN)) }), Value::Null);
-        assert_eq!(from_pb(&PbValue { kind: Some(Kind::NumberValue(1e300)) }), json!(1e300));
+        assert_eq!(
+            from_pb(&PbValue {
+                kind: Some(Kind::NumberValue(f64::NAN))
+            }),
+            Value::Null
+        );
+        assert_eq!(
+            from_pb(&PbValue {
+                kind: Some(Kind::NumberValue(1e300))
+            }),
+            json!(1e300)
+        );
     }
 }

@@ -19,7 +19,11 @@ use crate::{
 
 /// Converts and checks a request. `defaults` fill unset limits;
 /// `deadline` is the caller's `grpc-timeout`, if any.
-pub fn turn_from_request(request: pb::RunRequest, defaults: &Limits, deadline: Option<Duration>) -> Result<Turn, Vec<Violation>> {
+pub fn turn_from_request(
+    request: pb::RunRequest,
+    defaults: &Limits,
+    deadline: Option<Duration>,
+) -> Result<Turn, Vec<Violation>> {
     let mut violations = Vec::new();
     let messages = messages(request.messages, &mut violations);
     let tools = request
@@ -39,9 +43,16 @@ pub fn turn_from_request(request: pb::RunRequest, defaults: &Limits, deadline: O
     if let Some(schema) = &output_schema
         && let Err(error) = jsonschema::validator_for(schema)
     {
-        violations.push(Violation::new("output_schema", format!("not a valid JSON schema: {error}")));
+        violations.push(Violation::new(
+            "output_schema",
+            format!("not a valid JSON schema: {error}"),
+        ));
     }
-    let mut limits = limits(request.limits.unwrap_or_default(), defaults, &mut violations);
+    let mut limits = limits(
+        request.limits.unwrap_or_default(),
+        defaults,
+        &mut violations,
+    );
     if let Some(deadline) = deadline {
         limits.total_timeout = limits.total_timeout.min(deadline);
     }
@@ -67,7 +78,10 @@ pub fn turn_from_request(request: pb::RunRequest, defaults: &Limits, deadline: O
 
 fn messages(input: Vec<pb::Message>, violations: &mut Vec<Violation>) -> Vec<Message> {
     if input.is_empty() {
-        violations.push(Violation::new("messages", "at least one message is required"));
+        violations.push(Violation::new(
+            "messages",
+            "at least one message is required",
+        ));
         return Vec::new();
     }
     let mut out: Vec<Message> = Vec::with_capacity(input.len());
@@ -94,49 +108,80 @@ fn messages(input: Vec<pb::Message>, violations: &mut Vec<Violation>) -> Vec<Mes
                     calls.push(ToolCall {
                         id: call.id,
                         name: call.name,
-                        input: call.input.as_ref().map_or_else(|| Value::Object(Default::default()), from_struct),
+                        input: call
+                            .input
+                            .as_ref()
+                            .map_or_else(|| Value::Object(Default::default()), from_struct),
                         provider_data: None,
                     });
                 }
                 open_calls = calls.iter().map(|c| c.id.clone()).collect();
-                out.push(Message::Assistant { reasoning: Vec::new(), text: message.text, tool_calls: calls });
+                out.push(Message::Assistant {
+                    reasoning: Vec::new(),
+                    text: message.text,
+                    tool_calls: calls,
+                });
             }
             Ok(Role::Tool) => {
                 let Some(result) = message.tool_result else {
-                    violations.push(Violation::new(field("tool_result"), "a tool message needs a tool_result"));
+                    violations.push(Violation::new(
+                        field("tool_result"),
+                        "a tool message needs a tool_result",
+                    ));
                     continue;
                 };
                 if !open_calls.contains(&result.call_id) {
                     violations.push(Violation::new(
                         field("tool_result.call_id"),
-                        format!("`{}` answers no tool call of the preceding assistant message", result.call_id),
+                        format!(
+                            "`{}` answers no tool call of the preceding assistant message",
+                            result.call_id
+                        ),
                     ));
                     continue;
                 }
-                let result = ToolResult { call_id: result.call_id, name: result.name, text: result.text, is_error: result.is_error };
+                let result = ToolResult {
+                    call_id: result.call_id,
+                    name: result.name,
+                    text: result.text,
+                    is_error: result.is_error,
+                };
                 match out.last_mut() {
                     Some(Message::ToolResults(results)) => results.push(result),
                     _ => out.push(Message::ToolResults(vec![result])),
                 }
             }
             Ok(Role::Unspecified) | Err(_) => {
-                violations.push(Violation::new(field("role"), "the role must be USER, ASSISTANT or TOOL"));
+                violations.push(Violation::new(
+                    field("role"),
+                    "the role must be USER, ASSISTANT or TOOL",
+                ));
             }
         }
     }
     if !has_user {
-        violations.push(Violation::new("messages", "at least one user message is required"));
+        violations.push(Violation::new(
+            "messages",
+            "at least one user message is required",
+        ));
     }
     out
 }
 
-fn tool_def(index: usize, tool: pb::ToolDefinition, violations: &mut Vec<Violation>) -> Option<ToolDef> {
+fn tool_def(
+    index: usize,
+    tool: pb::ToolDefinition,
+    violations: &mut Vec<Violation>,
+) -> Option<ToolDef> {
     let field = |name: &str| format!("tools[{index}].{name}");
     let endpoint = match tool.endpoint.and_then(|e| e.kind) {
         Some(Kind::Builtin(name)) => ToolEndpoint::Builtin(name),
         Some(Kind::Grpc(address)) => ToolEndpoint::Grpc(address),
         None => {
-            violations.push(Violation::new(field("endpoint"), "a tool needs a builtin or grpc endpoint"));
+            violations.push(Violation::new(
+                field("endpoint"),
+                "a tool needs a builtin or grpc endpoint",
+            ));
             return None;
         }
     };
@@ -158,17 +203,27 @@ fn tool_def(index: usize, tool: pb::ToolDefinition, violations: &mut Vec<Violati
     })
 }
 
-fn model_choice(field: &str, reference: pb::ModelRef, violations: &mut Vec<Violation>) -> ModelChoice {
+fn model_choice(
+    field: &str,
+    reference: pb::ModelRef,
+    violations: &mut Vec<Violation>,
+) -> ModelChoice {
     let params = reference.parameters.unwrap_or_default();
     if let Some(t) = params.temperature
         && !(0.0..=2.0).contains(&t)
     {
-        violations.push(Violation::new(format!("{field}.parameters.temperature"), "must be between 0 and 2"));
+        violations.push(Violation::new(
+            format!("{field}.parameters.temperature"),
+            "must be between 0 and 2",
+        ));
     }
     if let Some(p) = params.top_p
         && !(0.0..=1.0).contains(&p)
     {
-        violations.push(Violation::new(format!("{field}.parameters.top_p"), "must be between 0 and 1"));
+        violations.push(Violation::new(
+            format!("{field}.parameters.top_p"),
+            "must be between 0 and 1",
+        ));
     }
     let effort = params.reasoning_effort.trim().to_lowercase();
     if !effort.is_empty() && !matches!(effort.as_str(), "minimal" | "low" | "medium" | "high") {
@@ -190,27 +245,49 @@ fn model_choice(field: &str, reference: pb::ModelRef, violations: &mut Vec<Viola
 }
 
 fn limits(input: pb::Limits, defaults: &Limits, violations: &mut Vec<Violation>) -> Limits {
-    let mut duration = |name: &str, value: Option<prost_types::Duration>, default: Duration| match value.map(Duration::try_from) {
-        None => default,
-        Some(Ok(d)) if d.is_zero() => default,
-        Some(Ok(d)) => d,
-        Some(Err(_)) => {
-            violations.push(Violation::new(format!("limits.{name}"), "must not be negative"));
-            default
-        }
-    };
+    let mut duration =
+        |name: &str, value: Option<prost_types::Duration>, default: Duration| match value
+            .map(Duration::try_from)
+        {
+            None => default,
+            Some(Ok(d)) if d.is_zero() => default,
+            Some(Ok(d)) => d,
+            Some(Err(_)) => {
+                violations.push(Violation::new(
+                    format!("limits.{name}"),
+                    "must not be negative",
+                ));
+                default
+            }
+        };
     let tool_timeout = duration("tool_timeout", input.tool_timeout, defaults.tool_timeout);
-    let first_token_timeout = duration("first_token_timeout", input.first_token_timeout, defaults.first_token_timeout);
+    let first_token_timeout = duration(
+        "first_token_timeout",
+        input.first_token_timeout,
+        defaults.first_token_timeout,
+    );
     let idle_timeout = duration("idle_timeout", input.idle_timeout, defaults.idle_timeout);
     let total_timeout = duration("total_timeout", input.total_timeout, defaults.total_timeout);
     Limits {
-        max_iterations: if input.max_iterations == 0 { defaults.max_iterations } else { input.max_iterations },
-        max_output_tokens: if input.max_output_tokens == 0 { defaults.max_output_tokens } else { Some(input.max_output_tokens) },
+        max_iterations: if input.max_iterations == 0 {
+            defaults.max_iterations
+        } else {
+            input.max_iterations
+        },
+        max_output_tokens: if input.max_output_tokens == 0 {
+            defaults.max_output_tokens
+        } else {
+            Some(input.max_output_tokens)
+        },
         tool_timeout,
         first_token_timeout,
         idle_timeout,
         total_timeout,
-        max_parallel_tools: if input.max_parallel_tools == 0 { defaults.max_parallel_tools } else { input.max_parallel_tools },
+        max_parallel_tools: if input.max_parallel_tools == 0 {
+            defaults.max_parallel_tools
+        } else {
+            input.max_parallel_tools
+        },
     }
 }
 

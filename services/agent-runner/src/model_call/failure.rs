@@ -44,7 +44,9 @@ impl AttemptError {
         match self {
             Self::Provider(ProviderError::Http { status, .. }) => format!("HTTP {status}"),
             Self::Provider(ProviderError::Connection(_)) => "a connection error".to_owned(),
-            Self::Provider(ProviderError::StreamError { kind, .. }) => format!("a stream error ({kind})"),
+            Self::Provider(ProviderError::StreamError { kind, .. }) => {
+                format!("a stream error ({kind})")
+            }
             Self::Provider(ProviderError::Malformed { .. }) => "malformed provider data".to_owned(),
             Self::Provider(ProviderError::Truncated) => "a truncated stream".to_owned(),
             Self::Provider(ProviderError::Unsupported(_)) => "an unsupported request".to_owned(),
@@ -57,7 +59,12 @@ impl AttemptError {
     /// The client-facing error. `mid_stream` is true when part of the
     /// answer had already been emitted, which makes transient failures
     /// worth a retry by the client even when the runner could not retry.
-    pub fn into_turn_error(self, policy: &RetryPolicy, partial_text: String, mid_stream: bool) -> TurnError {
+    pub fn into_turn_error(
+        self,
+        policy: &RetryPolicy,
+        partial_text: String,
+        mid_stream: bool,
+    ) -> TurnError {
         let retryable = self.is_retryable(policy);
         let (code, reason, message, detail, retry_after) = match self {
             Self::FirstToken(limit) => (
@@ -70,7 +77,10 @@ impl AttemptError {
             Self::Idle(limit) => (
                 Code::DeadlineExceeded,
                 "IDLE_TIMEOUT",
-                format!("the model stream was silent for more than {} ms", limit.as_millis()),
+                format!(
+                    "the model stream was silent for more than {} ms",
+                    limit.as_millis()
+                ),
                 String::new(),
                 None,
             ),
@@ -93,28 +103,75 @@ type Mapped = (Code, &'static str, String, String, Option<Duration>);
 fn provider_failure(error: ProviderError) -> Mapped {
     let message = error.to_string();
     match error {
-        ProviderError::Http { status, body, retry_after, .. } => {
+        ProviderError::Http {
+            status,
+            body,
+            retry_after,
+            ..
+        } => {
             let (code, reason) = match status {
                 401 | 403 => (Code::FailedPrecondition, "PROVIDER_AUTH"),
                 402 => (Code::ResourceExhausted, "PROVIDER_QUOTA"),
-                429 if body.contains("insufficient_quota") => (Code::ResourceExhausted, "PROVIDER_QUOTA"),
+                429 if body.contains("insufficient_quota") => {
+                    (Code::ResourceExhausted, "PROVIDER_QUOTA")
+                }
                 429 => (Code::ResourceExhausted, "RATE_LIMITED"),
                 404 => (Code::NotFound, "MODEL_NOT_FOUND"),
                 400 | 413 | 422 => (Code::InvalidArgument, "PROVIDER_REJECTED_REQUEST"),
                 408 | 409 | 500..=599 => (Code::Unavailable, "PROVIDER_UNAVAILABLE"),
                 _ => (Code::FailedPrecondition, "PROVIDER_REJECTED_REQUEST"),
             };
-            (code, reason, format!("the provider answered HTTP {status}"), body, retry_after)
+            (
+                code,
+                reason,
+                format!("the provider answered HTTP {status}"),
+                body,
+                retry_after,
+            )
         }
-        ProviderError::Connection(detail) => (Code::Unavailable, "PROVIDER_UNAVAILABLE", message, detail, None),
+        ProviderError::Connection(detail) => (
+            Code::Unavailable,
+            "PROVIDER_UNAVAILABLE",
+            message,
+            detail,
+            None,
+        ),
         ProviderError::StreamError { retryable, raw, .. } => {
-            let code = if retryable { Code::Unavailable } else { Code::Internal };
+            let code = if retryable {
+                Code::Unavailable
+            } else {
+                Code::Internal
+            };
             (code, "PROVIDER_STREAM_ERROR", message, raw, None)
         }
-        ProviderError::Malformed { raw, .. } => (Code::Internal, "MALFORMED_PROVIDER_DATA", message, raw, None),
-        ProviderError::Truncated => (Code::Unavailable, "PROVIDER_STREAM_TRUNCATED", message, String::new(), None),
-        ProviderError::Unsupported(detail) => (Code::FailedPrecondition, "UNSUPPORTED_BY_MODEL", message, detail, None),
-        ProviderError::Config(detail) => (Code::FailedPrecondition, "PROVIDER_CONFIG", message, detail, None),
+        ProviderError::Malformed { raw, .. } => (
+            Code::Internal,
+            "MALFORMED_PROVIDER_DATA",
+            message,
+            raw,
+            None,
+        ),
+        ProviderError::Truncated => (
+            Code::Unavailable,
+            "PROVIDER_STREAM_TRUNCATED",
+            message,
+            String::new(),
+            None,
+        ),
+        ProviderError::Unsupported(detail) => (
+            Code::FailedPrecondition,
+            "UNSUPPORTED_BY_MODEL",
+            message,
+            detail,
+            None,
+        ),
+        ProviderError::Config(detail) => (
+            Code::FailedPrecondition,
+            "PROVIDER_CONFIG",
+            message,
+            detail,
+            None,
+        ),
     }
 }
 
@@ -147,13 +204,22 @@ mod tests {
     fn statuses_get_stable_reasons() {
         let policy = RetryPolicy::default();
         let rate = http(429, "slow down").into_turn_error(&policy, String::new(), false);
-        assert_eq!((rate.code, rate.reason.as_str(), rate.retryable), (Code::ResourceExhausted, "RATE_LIMITED", true));
+        assert_eq!(
+            (rate.code, rate.reason.as_str(), rate.retryable),
+            (Code::ResourceExhausted, "RATE_LIMITED", true)
+        );
         assert_eq!(rate.retry_after, Some(Duration::from_secs(2)));
         assert_eq!(rate.provider_detail, "slow down");
         let auth = http(401, "bad key").into_turn_error(&policy, String::new(), false);
-        assert_eq!((auth.reason.as_str(), auth.retryable), ("PROVIDER_AUTH", false));
+        assert_eq!(
+            (auth.reason.as_str(), auth.retryable),
+            ("PROVIDER_AUTH", false)
+        );
         let quota = http(429, "insufficient_quota").into_turn_error(&policy, String::new(), false);
-        assert_eq!((quota.reason.as_str(), quota.retryable), ("PROVIDER_QUOTA", false));
+        assert_eq!(
+            (quota.reason.as_str(), quota.retryable),
+            ("PROVIDER_QUOTA", false)
+        );
     }
 
     #[test]
@@ -169,8 +235,17 @@ mod tests {
         assert!(turn.retryable);
         assert_eq!(turn.partial_text, "Hello");
         assert_eq!(turn.provider_detail, r#"{"type":"error"}"#);
-        let malformed = AttemptError::Provider(ProviderError::Malformed { reason: "bad json".into(), raw: "{oops".into() })
-            .into_turn_error(&policy, String::new(), true);
-        assert_eq!((malformed.reason.as_str(), malformed.provider_detail.as_str()), ("MALFORMED_PROVIDER_DATA", "{oops"));
+        let malformed = AttemptError::Provider(ProviderError::Malformed {
+            reason: "bad json".into(),
+            raw: "{oops".into(),
+        })
+        .into_turn_error(&policy, String::new(), true);
+        assert_eq!(
+            (
+                malformed.reason.as_str(),
+                malformed.provider_detail.as_str()
+            ),
+            ("MALFORMED_PROVIDER_DATA", "{oops")
+        );
     }
 }

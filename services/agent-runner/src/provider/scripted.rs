@@ -22,8 +22,8 @@ use futures::stream;
 pub use self::script::{Script, ScriptError};
 use self::script::{Selected, Step};
 use super::{
-    ChatRequest, EventStream, Finish, FinishReason, Message, Provider, ProviderError, ReasoningBlock, StreamEvent,
-    ToolCall, Usage,
+    ChatRequest, EventStream, Finish, FinishReason, Message, Provider, ProviderError,
+    ReasoningBlock, StreamEvent, ToolCall, Usage,
 };
 
 /// The demo script compiled into the binary, used when no file is found.
@@ -52,7 +52,11 @@ enum Action {
 impl ScriptedProvider {
     /// A provider named `name` playing `script`.
     pub fn new(name: impl Into<String>, script: Script) -> Self {
-        Self { name: name.into(), script: Arc::new(script), failures: Arc::default() }
+        Self {
+            name: name.into(),
+            script: Arc::new(script),
+            failures: Arc::default(),
+        }
     }
 
     /// The script's default model name.
@@ -64,16 +68,25 @@ impl ScriptedProvider {
     fn plan(&self, request: &ChatRequest) -> Result<VecDeque<Action>, ProviderError> {
         let user = last_user_text(&request.messages);
         let has_schema = request.output_schema.is_some();
-        let turn_index = self.script.select(user, &request.model, has_schema).ok_or_else(|| {
-            ProviderError::Config(format!("no scripted turn matches `{}` and the script has no default", preview(user)))
-        })?;
+        let turn_index = self
+            .script
+            .select(user, &request.model, has_schema)
+            .ok_or_else(|| {
+                ProviderError::Config(format!(
+                    "no scripted turn matches `{}` and the script has no default",
+                    preview(user)
+                ))
+            })?;
         let Some(turn) = self.script.turn(turn_index) else {
-            return Err(ProviderError::Config("the selected scripted turn does not exist".into()));
+            return Err(ProviderError::Config(
+                "the selected scripted turn does not exist".into(),
+            ));
         };
         let segments = turn.segments();
         let position = tool_rounds_since_user(&request.messages);
         let chunk = turn.chunk_chars.unwrap_or(self.script.chunk_chars).max(1);
-        let chunk_delay = Duration::from_millis(turn.chunk_delay_ms.unwrap_or(self.script.chunk_delay_ms));
+        let chunk_delay =
+            Duration::from_millis(turn.chunk_delay_ms.unwrap_or(self.script.chunk_delay_ms));
 
         let mut actions = VecDeque::new();
         let mut output_chars = 0usize;
@@ -83,16 +96,34 @@ impl ScriptedProvider {
             match step {
                 Step::Text(text) => {
                     output_chars += text.chars().count();
-                    push_chunks(&mut actions, text, chunk, chunk_delay, StreamEvent::TextDelta);
+                    push_chunks(
+                        &mut actions,
+                        text,
+                        chunk,
+                        chunk_delay,
+                        StreamEvent::TextDelta,
+                    );
                 }
                 Step::Structured(body) => {
                     let text = body.text();
                     output_chars += text.chars().count();
-                    push_chunks(&mut actions, &text, chunk, chunk_delay, StreamEvent::TextDelta);
+                    push_chunks(
+                        &mut actions,
+                        &text,
+                        chunk,
+                        chunk_delay,
+                        StreamEvent::TextDelta,
+                    );
                 }
                 Step::Reasoning(text) => {
                     output_chars += text.chars().count();
-                    push_chunks(&mut actions, text, chunk, chunk_delay, StreamEvent::ReasoningDelta);
+                    push_chunks(
+                        &mut actions,
+                        text,
+                        chunk,
+                        chunk_delay,
+                        StreamEvent::ReasoningDelta,
+                    );
                     actions.push_back(Action::Emit(StreamEvent::ReasoningBlock(ReasoningBlock {
                         text: text.clone(),
                         signature: Some(format!("scripted-{}", text.len())),
@@ -101,7 +132,10 @@ impl ScriptedProvider {
                 }
                 Step::ToolCall(call) => {
                     calls += 1;
-                    let id = call.id.clone().unwrap_or_else(|| format!("call_{position}_{calls}"));
+                    let id = call
+                        .id
+                        .clone()
+                        .unwrap_or_else(|| format!("call_{position}_{calls}"));
                     actions.push_back(Action::Emit(StreamEvent::ToolCall(ToolCall {
                         id,
                         name: call.name.clone(),
@@ -150,8 +184,16 @@ impl ScriptedProvider {
             output_tokens: tokens(output_chars),
             ..Usage::default()
         })));
-        let (reason, raw) = if calls > 0 { (FinishReason::ToolUse, "tool_use") } else { (FinishReason::EndTurn, "end_turn") };
-        let turn_name = if turn.name.is_empty() { "default" } else { turn.name.as_str() };
+        let (reason, raw) = if calls > 0 {
+            (FinishReason::ToolUse, "tool_use")
+        } else {
+            (FinishReason::EndTurn, "end_turn")
+        };
+        let turn_name = if turn.name.is_empty() {
+            "default"
+        } else {
+            turn.name.as_str()
+        };
         actions.push_back(Action::Emit(StreamEvent::Finish(Finish {
             reason,
             raw_reason: raw.to_owned(),
@@ -164,7 +206,9 @@ impl ScriptedProvider {
     /// Counts a failure step; true while it has failed fewer than `times`.
     fn should_fail(&self, key: FailureKey, times: Option<u32>) -> bool {
         let Some(times) = times else { return true };
-        let Ok(mut failures) = self.failures.lock() else { return true };
+        let Ok(mut failures) = self.failures.lock() else {
+            return true;
+        };
         let count = failures.entry(key.clone()).or_insert(0);
         if *count < times {
             *count += 1;
@@ -187,7 +231,11 @@ impl Provider for ScriptedProvider {
     }
 
     fn supports_structured_output(&self, model: &str) -> bool {
-        !self.script.no_structured_output_models.iter().any(|m| m == model)
+        !self
+            .script
+            .no_structured_output_models
+            .iter()
+            .any(|m| m == model)
     }
 
     async fn stream(&self, request: ChatRequest) -> Result<EventStream, ProviderError> {
@@ -214,18 +262,21 @@ impl Provider for ScriptedProvider {
                 _ => break,
             }
         }
-        Ok(Box::pin(stream::unfold(actions, |mut actions| async move {
-            loop {
-                match actions.pop_front()? {
-                    Action::Sleep(duration) => tokio::time::sleep(duration).await,
-                    Action::Emit(event) => return Some((Ok(event), actions)),
-                    Action::Fail(error) => {
-                        actions.clear();
-                        return Some((Err(error), actions));
+        Ok(Box::pin(stream::unfold(
+            actions,
+            |mut actions| async move {
+                loop {
+                    match actions.pop_front()? {
+                        Action::Sleep(duration) => tokio::time::sleep(duration).await,
+                        Action::Emit(event) => return Some((Ok(event), actions)),
+                        Action::Fail(error) => {
+                            actions.clear();
+                            return Some((Err(error), actions));
+                        }
                     }
                 }
-            }
-        })))
+            },
+        )))
     }
 }
 
@@ -273,8 +324,14 @@ fn request_chars(request: &ChatRequest) -> usize {
         .iter()
         .map(|message| match message {
             Message::User { text } => text.len(),
-            Message::Assistant { text, tool_calls, .. } => {
-                text.len() + tool_calls.iter().map(|c| c.input.to_string().len()).sum::<usize>()
+            Message::Assistant {
+                text, tool_calls, ..
+            } => {
+                text.len()
+                    + tool_calls
+                        .iter()
+                        .map(|c| c.input.to_string().len())
+                        .sum::<usize>()
             }
             Message::ToolResults(results) => results.iter().map(|r| r.text.len()).sum(),
         })

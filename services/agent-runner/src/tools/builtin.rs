@@ -9,7 +9,10 @@ use std::sync::Arc;
 use futures::future::BoxFuture;
 use serde_json::{Value, json};
 
-use super::{CallContext, FailureReason, LocalTool, ProgressSender, ToolFailure, ToolOutput, calculator, clock};
+use super::{
+    CallContext, FailureReason, LocalTool, ProgressSender, ToolFailure, ToolOutput, calculator,
+    clock,
+};
 
 /// Every built-in tool.
 pub fn all() -> Vec<Arc<dyn LocalTool>> {
@@ -43,13 +46,32 @@ impl LocalTool for CurrentTime {
         })
     }
 
-    fn run(&self, input: Value, _ctx: CallContext, progress: ProgressSender) -> BoxFuture<'static, Result<ToolOutput, ToolFailure>> {
+    fn run(
+        &self,
+        input: Value,
+        _ctx: CallContext,
+        progress: ProgressSender,
+    ) -> BoxFuture<'static, Result<ToolOutput, ToolFailure>> {
         Box::pin(async move {
-            let offset_text = input.get("utc_offset").and_then(Value::as_str).unwrap_or("Z").to_owned();
-            progress.report("reading_clock", format!("Reading the clock at UTC offset {offset_text}"), Some(0.5)).await;
-            let offset = clock::parse_offset(&offset_text)
-                .map_err(|error| ToolFailure::new(FailureReason::InvalidInput, error.to_string()))?;
-            Ok(ToolOutput { text: clock::now(offset), payload: None })
+            let offset_text = input
+                .get("utc_offset")
+                .and_then(Value::as_str)
+                .unwrap_or("Z")
+                .to_owned();
+            progress
+                .report(
+                    "reading_clock",
+                    format!("Reading the clock at UTC offset {offset_text}"),
+                    Some(0.5),
+                )
+                .await;
+            let offset = clock::parse_offset(&offset_text).map_err(|error| {
+                ToolFailure::new(FailureReason::InvalidInput, error.to_string())
+            })?;
+            Ok(ToolOutput {
+                text: clock::now(offset),
+                payload: None,
+            })
         })
     }
 }
@@ -83,13 +105,31 @@ impl LocalTool for Calculator {
         })
     }
 
-    fn run(&self, input: Value, _ctx: CallContext, progress: ProgressSender) -> BoxFuture<'static, Result<ToolOutput, ToolFailure>> {
+    fn run(
+        &self,
+        input: Value,
+        _ctx: CallContext,
+        progress: ProgressSender,
+    ) -> BoxFuture<'static, Result<ToolOutput, ToolFailure>> {
         Box::pin(async move {
-            let expression = input.get("expression").and_then(Value::as_str).unwrap_or_default().to_owned();
-            progress.report("evaluating", format!("Evaluating {expression}"), Some(0.5)).await;
-            let value = calculator::evaluate(&expression)
-                .map_err(|error| ToolFailure::new(FailureReason::ToolError, format!("cannot evaluate `{expression}`: {error}")))?;
-            Ok(ToolOutput { text: format!("{expression} = {}", calculator::format_number(value)), payload: None })
+            let expression = input
+                .get("expression")
+                .and_then(Value::as_str)
+                .unwrap_or_default()
+                .to_owned();
+            progress
+                .report("evaluating", format!("Evaluating {expression}"), Some(0.5))
+                .await;
+            let value = calculator::evaluate(&expression).map_err(|error| {
+                ToolFailure::new(
+                    FailureReason::ToolError,
+                    format!("cannot evaluate `{expression}`: {error}"),
+                )
+            })?;
+            Ok(ToolOutput {
+                text: format!("{expression} = {}", calculator::format_number(value)),
+                payload: None,
+            })
         })
     }
 }
@@ -115,7 +155,13 @@ mod tests {
     #[tokio::test]
     async fn calculator_reports_progress_and_the_result() {
         let (tx, mut rx) = mpsc::channel(4);
-        let out = Calculator.run(json!({"expression": "6 * 7"}), ctx(), ProgressSender::new(3, tx)).await;
+        let out = Calculator
+            .run(
+                json!({"expression": "6 * 7"}),
+                ctx(),
+                ProgressSender::new(3, tx),
+            )
+            .await;
         assert_eq!(out.map(|o| o.text), Ok("6 * 7 = 42".to_owned()));
         let (index, progress) = rx.recv().await.expect("should succeed");
         assert_eq!((index, progress.stage.as_str()), (3, "evaluating"));
@@ -124,16 +170,34 @@ mod tests {
     #[tokio::test]
     async fn calculator_errors_are_tool_errors() {
         let (tx, _rx) = mpsc::channel(4);
-        let out = Calculator.run(json!({"expression": "1/0"}), ctx(), ProgressSender::new(0, tx)).await;
+        let out = Calculator
+            .run(
+                json!({"expression": "1/0"}),
+                ctx(),
+                ProgressSender::new(0, tx),
+            )
+            .await;
         assert_eq!(out.map_err(|f| f.reason), Err(FailureReason::ToolError));
     }
 
     #[tokio::test]
     async fn current_time_rejects_zone_names() {
         let (tx, _rx) = mpsc::channel(4);
-        let ok = CurrentTime.run(json!({"utc_offset": "+02:00"}), ctx(), ProgressSender::new(0, tx.clone())).await;
+        let ok = CurrentTime
+            .run(
+                json!({"utc_offset": "+02:00"}),
+                ctx(),
+                ProgressSender::new(0, tx.clone()),
+            )
+            .await;
         assert!(ok.expect("should succeed").text.contains("+02:00 ("));
-        let bad = CurrentTime.run(json!({"utc_offset": "Mars/Olympus"}), ctx(), ProgressSender::new(0, tx)).await;
+        let bad = CurrentTime
+            .run(
+                json!({"utc_offset": "Mars/Olympus"}),
+                ctx(),
+                ProgressSender::new(0, tx),
+            )
+            .await;
         assert_eq!(bad.map_err(|f| f.reason), Err(FailureReason::InvalidInput));
     }
 }

@@ -47,7 +47,11 @@ pub fn evaluate(expression: &str) -> Result<f64, CalcError> {
     if expression.trim().is_empty() {
         return Err(CalcError::Empty);
     }
-    let mut parser = Parser { text: expression.as_bytes(), pos: 0, depth: 0 };
+    let mut parser = Parser {
+        text: expression.as_bytes(),
+        pos: 0,
+        depth: 0,
+    };
     let value = parser.sum()?;
     parser.skip_spaces();
     if parser.pos < parser.text.len() {
@@ -68,7 +72,11 @@ pub fn format_number(value: f64) -> String {
 }
 
 fn finite(value: f64) -> Result<f64, CalcError> {
-    if value.is_finite() { Ok(value) } else { Err(CalcError::NotFinite) }
+    if value.is_finite() {
+        Ok(value)
+    } else {
+        Err(CalcError::NotFinite)
+    }
 }
 
 struct Parser<'a> {
@@ -92,14 +100,25 @@ impl Parser<'_> {
     fn unexpected(&self) -> CalcError {
         let found = match self.text.get(self.pos) {
             None => "end of input".to_owned(),
-            Some(_) => String::from_utf8_lossy(&self.text[self.pos..]).chars().next().map(String::from).unwrap_or_default(),
+            Some(_) => String::from_utf8_lossy(&self.text[self.pos..])
+                .chars()
+                .next()
+                .map(String::from)
+                .unwrap_or_default(),
         };
-        CalcError::Unexpected { found, position: self.pos }
+        CalcError::Unexpected {
+            found,
+            position: self.pos,
+        }
     }
 
     fn enter(&mut self) -> Result<(), CalcError> {
         self.depth += 1;
-        if self.depth > MAX_DEPTH { Err(CalcError::TooDeep) } else { Ok(()) }
+        if self.depth > MAX_DEPTH {
+            Err(CalcError::TooDeep)
+        } else {
+            Ok(())
+        }
     }
 
     /// sum := product (('+' | '-') product)*
@@ -200,8 +219,15 @@ impl Parser<'_> {
                 self.pos = mark;
             }
         }
-        let literal = std::str::from_utf8(&self.text[start..self.pos]).map_err(|_| self.unexpected())?;
-        literal.parse::<f64>().map_err(|_| CalcError::Unexpected { found: literal.to_owned(), position: start }).and_then(finite)
+        let literal =
+            std::str::from_utf8(&self.text[start..self.pos]).map_err(|_| self.unexpected())?;
+        literal
+            .parse::<f64>()
+            .map_err(|_| CalcError::Unexpected {
+                found: literal.to_owned(),
+                position: start,
+            })
+            .and_then(finite)
     }
 }
 
@@ -218,14 +244,26 @@ mod tests {
         assert_eq!(evaluate("10 / 4 - 1"), Ok(1.5));
         assert_eq!(evaluate("1e3 + .5"), Ok(1000.5));
         assert_eq!(evaluate("8 - 3 - 2"), Ok(3.0));
-        assert_eq!(evaluate("(120000 + 135000 + 98000) / 3").map(format_number), Ok("117666.666666666672".to_owned()));
+        assert_eq!(
+            evaluate("(120000 + 135000 + 98000) / 3").map(format_number),
+            Ok("117666.666666666672".to_owned())
+        );
     }
 
     #[test]
     fn rejects_anything_but_arithmetic() {
-        assert!(matches!(evaluate("2 + x"), Err(CalcError::Unexpected { position: 4, .. })));
-        assert!(matches!(evaluate("system(\"ls\")"), Err(CalcError::Unexpected { .. })));
-        assert!(matches!(evaluate("(1 + 2"), Err(CalcError::Unexpected { .. })));
+        assert!(matches!(
+            evaluate("2 + x"),
+            Err(CalcError::Unexpected { position: 4, .. })
+        ));
+        assert!(matches!(
+            evaluate("system(\"ls\")"),
+            Err(CalcError::Unexpected { .. })
+        ));
+        assert!(matches!(
+            evaluate("(1 + 2"),
+            Err(CalcError::Unexpected { .. })
+        ));
         assert!(matches!(evaluate("1 +"), Err(CalcError::Unexpected { .. })));
         assert_eq!(evaluate("   "), Err(CalcError::Empty));
         assert_eq!(evaluate("1 / (2 - 2)"), Err(CalcError::DivisionByZero));
@@ -239,7 +277,10 @@ mod tests {
         assert_eq!(evaluate(&deep), Err(CalcError::TooDeep));
         let minus = "-".repeat(200) + "1";
         assert_eq!(evaluate(&minus), Err(CalcError::TooDeep));
-        assert_eq!(evaluate(&format!("{}1", "2^".repeat(100))), Err(CalcError::TooDeep));
+        assert_eq!(
+            evaluate(&format!("{}1", "2^".repeat(100))),
+            Err(CalcError::TooDeep)
+        );
     }
 
     #[test]

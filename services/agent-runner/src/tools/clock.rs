@@ -16,7 +16,10 @@ pub struct BadOffset(pub String);
 pub fn parse_offset(text: &str) -> Result<i32, BadOffset> {
     let bad = || BadOffset(text.to_owned());
     let trimmed = text.trim();
-    if trimmed.is_empty() || trimmed.eq_ignore_ascii_case("z") || trimmed.eq_ignore_ascii_case("utc") {
+    if trimmed.is_empty()
+        || trimmed.eq_ignore_ascii_case("z")
+        || trimmed.eq_ignore_ascii_case("utc")
+    {
         return Ok(0);
     }
     let (sign, rest) = match trimmed.as_bytes()[0] {
@@ -51,7 +54,15 @@ pub fn format_time(unix_seconds: i64, offset_minutes: i32) -> String {
     let days = local.div_euclid(86_400);
     let second_of_day = local.rem_euclid(86_400);
     let (year, month, day) = civil_from_days(days);
-    let weekday = ["Thursday", "Friday", "Saturday", "Sunday", "Monday", "Tuesday", "Wednesday"][days.rem_euclid(7) as usize];
+    let weekday = [
+        "Thursday",
+        "Friday",
+        "Saturday",
+        "Sunday",
+        "Monday",
+        "Tuesday",
+        "Wednesday",
+    ][days.rem_euclid(7) as usize];
     let offset = if offset_minutes == 0 {
         "Z".to_owned()
     } else {
@@ -88,9 +99,18 @@ mod tests {
     #[test]
     fn formats_known_instants() {
         assert_eq!(format_time(0, 0), "1970-01-01T00:00:00Z (Thursday)");
-        assert_eq!(format_time(951_782_400, 0), "2000-02-29T00:00:00Z (Tuesday)");
-        assert_eq!(format_time(1_700_000_000, 60), "2023-11-14T23:13:20+01:00 (Tuesday)");
-        assert_eq!(format_time(1_700_000_000, -330), "2023-11-14T16:43:20-05:30 (Tuesday)");
+        assert_eq!(
+            format_time(951_782_400, 0),
+            "2000-02-29T00:00:00Z (Tuesday)"
+        );
+        assert_eq!(
+            format_time(1_700_000_000, 60),
+            "2023-11-14T23:13:20+01:00 (Tuesday)"
+        );
+        assert_eq!(
+            format_time(1_700_000_000, -330),
+            "2023-11-14T16:43:20-05:30 (Tuesday)"
+        );
         assert_eq!(format_time(-1, 0), "1969-12-31T23:59:59Z (Wednesday)");
     }
 

@@ -65,7 +65,11 @@ type Finished = (usize, Result<ToolOutput, ToolFailure>, Duration);
 
 impl Round<'_> {
     /// Runs `calls` and returns one result per call, in order.
-    pub async fn run(&self, calls: &[PendingCall], out: &mut TurnOutput) -> Result<Vec<ToolResult>, Interrupt> {
+    pub async fn run(
+        &self,
+        calls: &[PendingCall],
+        out: &mut TurnOutput,
+    ) -> Result<Vec<ToolResult>, Interrupt> {
         for pending in calls {
             let start = ToolStart {
                 call_id: pending.call.id.clone(),
@@ -91,20 +95,30 @@ impl Round<'_> {
                 Some(tool) => tool
                     .check_input(&pending.call.input)
                     .map(|()| tool)
-                    .map_err(|problem| ToolFailure::new(FailureReason::InvalidInput, format!("invalid input: {problem}"))),
+                    .map_err(|problem| {
+                        ToolFailure::new(
+                            FailureReason::InvalidInput,
+                            format!("invalid input: {problem}"),
+                        )
+                    }),
             };
             match checked {
                 Ok(tool) => runnable.push((index, tool)),
                 Err(failure) => {
                     tracing::info!(tool = %pending.call.name, reason = %failure.reason, "tool call rejected");
-                    results[index] = Some(self.complete(out, &pending.call, Err(failure), Duration::ZERO).await?);
+                    results[index] = Some(
+                        self.complete(out, &pending.call, Err(failure), Duration::ZERO)
+                            .await?,
+                    );
                 }
             }
         }
 
         if !runnable.is_empty() {
             let (tx, mut rx) = mpsc::channel::<(usize, super::Progress)>(64);
-            let permits = Arc::new(Semaphore::new(self.limits.max_parallel_tools.max(1) as usize));
+            let permits = Arc::new(Semaphore::new(
+                self.limits.max_parallel_tools.max(1) as usize
+            ));
             let mut running: FuturesUnordered<_> = runnable
                 .into_iter()
                 .map(|(index, tool)| {
@@ -132,13 +146,18 @@ impl Round<'_> {
                     },
                 };
                 match next {
-                    Step::Progress(index, progress) => self.progress(out, calls, index, progress).await?,
+                    Step::Progress(index, progress) => {
+                        self.progress(out, calls, index, progress).await?
+                    }
                     Step::Done((index, outcome, duration)) => {
                         // Progress sent before the call finished goes out before its completion.
                         while let Ok((early, progress)) = rx.try_recv() {
                             self.progress(out, calls, early, progress).await?;
                         }
-                        results[index] = Some(self.complete(out, &calls[index].call, outcome, duration).await?);
+                        results[index] = Some(
+                            self.complete(out, &calls[index].call, outcome, duration)
+                                .await?,
+                        );
                     }
                 }
             }
@@ -157,7 +176,12 @@ impl Round<'_> {
             .collect())
     }
 
-    async fn execute(&self, tool: &PreparedTool, call: &ToolCall, progress: ProgressSender) -> Result<ToolOutput, ToolFailure> {
+    async fn execute(
+        &self,
+        tool: &PreparedTool,
+        call: &ToolCall,
+        progress: ProgressSender,
+    ) -> Result<ToolOutput, ToolFailure> {
         let timeout = tool.timeout.unwrap_or(self.limits.tool_timeout);
         let ctx = CallContext {
             call_id: call.id.clone(),
@@ -184,8 +208,16 @@ impl Round<'_> {
         }
     }
 
-    async fn progress(&self, out: &mut TurnOutput, calls: &[PendingCall], index: usize, progress: super::Progress) -> Result<(), Interrupt> {
-        let Some(pending) = calls.get(index) else { return Ok(()) };
+    async fn progress(
+        &self,
+        out: &mut TurnOutput,
+        calls: &[PendingCall],
+        index: usize,
+        progress: super::Progress,
+    ) -> Result<(), Interrupt> {
+        let Some(pending) = calls.get(index) else {
+            return Ok(());
+        };
         let event = ToolProgress {
             call_id: pending.call.id.clone(),
             stage: progress.stage,
@@ -214,7 +246,12 @@ impl Round<'_> {
                     error: String::new(),
                     error_reason: String::new(),
                 },
-                ToolResult { call_id: call.id.clone(), name: call.name.clone(), text: output.text, is_error: false },
+                ToolResult {
+                    call_id: call.id.clone(),
+                    name: call.name.clone(),
+                    text: output.text,
+                    is_error: false,
+                },
             ),
             Err(failure) => {
                 let text = format!("Error ({}): {}", failure.reason, failure.message);
@@ -229,7 +266,12 @@ impl Round<'_> {
                         error: failure.message,
                         error_reason: failure.reason.as_str().to_owned(),
                     },
-                    ToolResult { call_id: call.id.clone(), name: call.name.clone(), text, is_error: true },
+                    ToolResult {
+                        call_id: call.id.clone(),
+                        name: call.name.clone(),
+                        text,
+                        is_error: true,
+                    },
                 )
             }
         };

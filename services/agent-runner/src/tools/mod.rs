@@ -45,7 +45,10 @@ pub struct ToolFailure {
 impl ToolFailure {
     /// A failure with `reason` and `message`.
     pub fn new(reason: FailureReason, message: impl Into<String>) -> Self {
-        Self { reason, message: message.into() }
+        Self {
+            reason,
+            message: message.into(),
+        }
     }
 }
 
@@ -147,7 +150,12 @@ pub trait LocalTool: Send + Sync + fmt::Debug {
     fn input_schema(&self) -> Value;
     /// Runs one call. The future is dropped when the turn is cancelled or
     /// the call times out.
-    fn run(&self, input: Value, ctx: CallContext, progress: ProgressSender) -> BoxFuture<'static, Result<ToolOutput, ToolFailure>>;
+    fn run(
+        &self,
+        input: Value,
+        ctx: CallContext,
+        progress: ProgressSender,
+    ) -> BoxFuture<'static, Result<ToolOutput, ToolFailure>>;
 }
 
 /// Everything that runs tools, shared by all turns.
@@ -161,7 +169,10 @@ pub struct ToolRuntime {
 impl ToolRuntime {
     /// The built-in tools and an empty channel cache.
     pub fn with_builtins() -> Self {
-        let mut runtime = Self { local: BTreeMap::new(), channels: Arc::new(remote::Channels::default()) };
+        let mut runtime = Self {
+            local: BTreeMap::new(),
+            channels: Arc::new(remote::Channels::default()),
+        };
         for tool in builtin::all() {
             runtime.register(tool);
         }

@@ -60,17 +60,27 @@ impl TurnTools {
                 continue;
             }
             if prepared.by_name.contains_key(&def.name) {
-                violations.push(Violation::new(field("name"), format!("`{}` is declared twice", def.name)));
+                violations.push(Violation::new(
+                    field("name"),
+                    format!("`{}` is declared twice", def.name),
+                ));
                 continue;
             }
             let (target, fallback_description, fallback_schema) = match &def.endpoint {
                 ToolEndpoint::Builtin(builtin) => match runtime.local(builtin) {
-                    Some(tool) => (Target::Local(tool.clone()), tool.description().to_owned(), tool.input_schema()),
+                    Some(tool) => (
+                        Target::Local(tool.clone()),
+                        tool.description().to_owned(),
+                        tool.input_schema(),
+                    ),
                     None => {
                         let known: Vec<&str> = runtime.local_names().collect();
                         violations.push(Violation::new(
                             field("endpoint.builtin"),
-                            format!("no built-in tool `{builtin}` (built-ins: {})", known.join(", ")),
+                            format!(
+                                "no built-in tool `{builtin}` (built-ins: {})",
+                                known.join(", ")
+                            ),
                         ));
                         continue;
                     }
@@ -80,40 +90,72 @@ impl TurnTools {
                         violations.push(Violation::new(field("endpoint.grpc"), problem));
                         continue;
                     }
-                    (Target::Remote(address.clone()), String::new(), serde_json::json!({"type": "object"}))
+                    (
+                        Target::Remote(address.clone()),
+                        String::new(),
+                        serde_json::json!({"type": "object"}),
+                    )
                 }
             };
-            let schema = if def.input_schema.is_null() || def.input_schema == Value::Object(Default::default()) {
+            let schema = if def.input_schema.is_null()
+                || def.input_schema == Value::Object(Default::default())
+            {
                 fallback_schema
             } else {
                 def.input_schema
             };
-            if schema.get("type").and_then(Value::as_str).is_some_and(|t| t != "object") {
-                violations.push(Violation::new(field("input_schema"), "the input schema must describe an object"));
+            if schema
+                .get("type")
+                .and_then(Value::as_str)
+                .is_some_and(|t| t != "object")
+            {
+                violations.push(Violation::new(
+                    field("input_schema"),
+                    "the input schema must describe an object",
+                ));
                 continue;
             }
             let validator = match jsonschema::validator_for(&schema) {
                 Ok(validator) => validator,
                 Err(error) => {
-                    violations.push(Violation::new(field("input_schema"), format!("not a valid JSON schema: {error}")));
+                    violations.push(Violation::new(
+                        field("input_schema"),
+                        format!("not a valid JSON schema: {error}"),
+                    ));
                     continue;
                 }
             };
-            let description = if def.description.is_empty() { fallback_description } else { def.description };
-            prepared.by_name.insert(def.name.clone(), prepared.tools.len());
+            let description = if def.description.is_empty() {
+                fallback_description
+            } else {
+                def.description
+            };
+            prepared
+                .by_name
+                .insert(def.name.clone(), prepared.tools.len());
             prepared.tools.push(PreparedTool {
-                spec: ToolSpec { name: def.name, description, input_schema: schema },
+                spec: ToolSpec {
+                    name: def.name,
+                    description,
+                    input_schema: schema,
+                },
                 validator,
                 target,
                 timeout: def.timeout,
             });
         }
-        if violations.is_empty() { Ok(prepared) } else { Err(violations) }
+        if violations.is_empty() {
+            Ok(prepared)
+        } else {
+            Err(violations)
+        }
     }
 
     /// The tool named `name`.
     pub fn get(&self, name: &str) -> Option<&PreparedTool> {
-        self.by_name.get(name).and_then(|index| self.tools.get(*index))
+        self.by_name
+            .get(name)
+            .and_then(|index| self.tools.get(*index))
     }
 
     /// What the model is offered.
@@ -123,7 +165,10 @@ impl TurnTools {
 
     /// The declared names, in order.
     pub fn names(&self) -> Vec<String> {
-        self.tools.iter().map(|tool| tool.spec.name.clone()).collect()
+        self.tools
+            .iter()
+            .map(|tool| tool.spec.name.clone())
+            .collect()
     }
 
     /// Whether the turn has no tools.
@@ -141,11 +186,19 @@ impl PreparedTool {
             .take(8)
             .map(|error| {
                 let path = error.instance_path().to_string();
-                let path = if path.is_empty() { "/".to_owned() } else { path };
+                let path = if path.is_empty() {
+                    "/".to_owned()
+                } else {
+                    path
+                };
                 format!("{path}: {error}")
             })
             .collect();
-        if problems.is_empty() { Ok(()) } else { Err(problems.join("; ")) }
+        if problems.is_empty() {
+            Ok(())
+        } else {
+            Err(problems.join("; "))
+        }
     }
 }
 
@@ -157,8 +210,13 @@ pub fn check_name(name: &str) -> Result<(), String> {
     if name.len() > MAX_TOOL_NAME_LEN {
         return Err(format!("longer than {MAX_TOOL_NAME_LEN} characters"));
     }
-    if !name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-') {
-        return Err(format!("`{name}` may only contain letters, digits, `_` and `-`"));
+    if !name
+        .bytes()
+        .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
+    {
+        return Err(format!(
+            "`{name}` may only contain letters, digits, `_` and `-`"
+        ));
     }
     Ok(())
 }
@@ -170,17 +228,33 @@ mod tests {
     use super::*;
 
     fn def(name: &str, endpoint: ToolEndpoint, schema: Value) -> ToolDef {
-        ToolDef { name: name.into(), description: String::new(), input_schema: schema, endpoint, timeout: None }
+        ToolDef {
+            name: name.into(),
+            description: String::new(),
+            input_schema: schema,
+            endpoint,
+            timeout: None,
+        }
     }
 
     #[test]
     fn builtins_get_their_own_schema_and_description() {
         let runtime = ToolRuntime::with_builtins();
-        let tools = TurnTools::prepare(vec![def("calc", ToolEndpoint::Builtin("calculator".into()), Value::Null)], &runtime).expect("should succeed");
+        let tools = TurnTools::prepare(
+            vec![def(
+                "calc",
+                ToolEndpoint::Builtin("calculator".into()),
+                Value::Null,
+            )],
+            &runtime,
+        )
+        .expect("should succeed");
         let tool = tools.get("calc").expect("should succeed");
         assert!(tool.spec.description.contains("arithmetic"));
         assert!(tool.check_input(&json!({"expression": "1+1"})).is_ok());
-        let problem = tool.check_input(&json!({"expression": 3})).expect_err("should fail");
+        let problem = tool
+            .check_input(&json!({"expression": 3}))
+            .expect_err("should fail");
         assert!(problem.contains("/expression"), "{problem}");
     }
 
@@ -189,12 +263,32 @@ mod tests {
         let runtime = ToolRuntime::with_builtins();
         let violations = TurnTools::prepare(
             vec![
-                def("ok", ToolEndpoint::Builtin("current_time".into()), Value::Null),
-                def("ok", ToolEndpoint::Builtin("current_time".into()), Value::Null),
-                def("bad name!", ToolEndpoint::Builtin("current_time".into()), Value::Null),
+                def(
+                    "ok",
+                    ToolEndpoint::Builtin("current_time".into()),
+                    Value::Null,
+                ),
+                def(
+                    "ok",
+                    ToolEndpoint::Builtin("current_time".into()),
+                    Value::Null,
+                ),
+                def(
+                    "bad name!",
+                    ToolEndpoint::Builtin("current_time".into()),
+                    Value::Null,
+                ),
                 def("shell", ToolEndpoint::Builtin("shell".into()), Value::Null),
-                def("remote", ToolEndpoint::Grpc("not a url".into()), Value::Null),
-                def("schema", ToolEndpoint::Grpc("http://127.0.0.1:1".into()), json!({"type": "object", "properties": {"a": {"type": 12}}})),
+                def(
+                    "remote",
+                    ToolEndpoint::Grpc("not a url".into()),
+                    Value::Null,
+                ),
+                def(
+                    "schema",
+                    ToolEndpoint::Grpc("http://127.0.0.1:1".into()),
+                    json!({"type": "object", "properties": {"a": {"type": 12}}}),
+                ),
             ],
             &runtime,
         )
@@ -202,7 +296,13 @@ mod tests {
         let fields: Vec<&str> = violations.iter().map(|v| v.field.as_str()).collect();
         assert_eq!(
             fields,
-            vec!["tools[1].name", "tools[2].name", "tools[3].endpoint.builtin", "tools[4].endpoint.grpc", "tools[5].input_schema"]
+            vec![
+                "tools[1].name",
+                "tools[2].name",
+                "tools[3].endpoint.builtin",
+                "tools[4].endpoint.grpc",
+                "tools[5].input_schema"
+            ]
         );
     }
 }

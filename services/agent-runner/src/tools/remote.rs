@@ -7,13 +7,11 @@
 //! dropping the call's future (timeout, cancellation) resets the HTTP/2
 //! stream, which the tool server sees as a cancelled call.
 
-use std::{
-    collections::HashMap,
-    sync::Mutex,
-    time::Duration,
-};
+use std::{collections::HashMap, sync::Mutex, time::Duration};
 
-use parley_proto::tools::v1::{ToolCall as PbToolCall, tool_service_client::ToolServiceClient, tool_update::Update};
+use parley_proto::tools::v1::{
+    ToolCall as PbToolCall, tool_service_client::ToolServiceClient, tool_update::Update,
+};
 use serde_json::Value;
 use tonic::{
     Code,
@@ -34,7 +32,9 @@ pub fn check_address(address: &str) -> Result<(), String> {
     if !(address.starts_with("http://") || address.starts_with("https://")) {
         return Err(format!("`{address}` must start with http:// or https://"));
     }
-    let uri: Uri = address.parse().map_err(|error| format!("`{address}` is not a valid URI: {error}"))?;
+    let uri: Uri = address
+        .parse()
+        .map_err(|error| format!("`{address}` is not a valid URI: {error}"))?;
     if uri.host().is_none_or(str::is_empty) {
         return Err(format!("`{address}` has no host"));
     }
@@ -51,7 +51,10 @@ impl Channels {
     /// The channel to `address`, created on first use.
     pub fn get(&self, address: &str) -> Result<Channel, ToolFailure> {
         let unavailable = |error: String| ToolFailure::new(FailureReason::Unavailable, error);
-        let mut cache = self.cache.lock().map_err(|_| unavailable("the channel cache is unusable".into()))?;
+        let mut cache = self
+            .cache
+            .lock()
+            .map_err(|_| unavailable("the channel cache is unusable".into()))?;
         if let Some(channel) = cache.get(address) {
             return Ok(channel.clone());
         }
@@ -90,11 +93,18 @@ pub async fn execute(
     let mut request = tonic::Request::new(call);
     request.set_timeout(ctx.timeout);
     let mut client = ToolServiceClient::new(channel);
-    let mut updates = client.execute(request).await.map_err(status_failure)?.into_inner();
+    let mut updates = client
+        .execute(request)
+        .await
+        .map_err(status_failure)?
+        .into_inner();
     loop {
         match updates.message().await.map_err(status_failure)? {
             None => {
-                return Err(ToolFailure::new(FailureReason::ToolError, "the tool server ended the call without a result"));
+                return Err(ToolFailure::new(
+                    FailureReason::ToolError,
+                    "the tool server ended the call without a result",
+                ));
             }
             Some(update) => match update.update {
                 Some(Update::Progress(p)) => progress.report(&p.stage, p.message, p.fraction).await,
@@ -107,7 +117,10 @@ pub async fn execute(
                         };
                         return Err(ToolFailure::new(FailureReason::ToolError, message));
                     }
-                    return Ok(ToolOutput { text: result.text, payload: result.payload });
+                    return Ok(ToolOutput {
+                        text: result.text,
+                        payload: result.payload,
+                    });
                 }
                 None => {}
             },
@@ -117,11 +130,24 @@ pub async fn execute(
 
 fn status_failure(status: tonic::Status) -> ToolFailure {
     match status.code() {
-        Code::Unavailable => ToolFailure::new(FailureReason::Unavailable, format!("the tool server is unavailable: {}", status.message())),
-        Code::DeadlineExceeded => ToolFailure::new(FailureReason::Timeout, "the tool did not finish in time"),
-        Code::Cancelled => ToolFailure::new(FailureReason::Cancelled, "the tool call was cancelled"),
-        Code::Unimplemented => ToolFailure::new(FailureReason::Unavailable, "the server does not implement parley.tools.v1.ToolService"),
-        code => ToolFailure::new(FailureReason::ToolError, format!("the tool server failed ({code:?}): {}", status.message())),
+        Code::Unavailable => ToolFailure::new(
+            FailureReason::Unavailable,
+            format!("the tool server is unavailable: {}", status.message()),
+        ),
+        Code::DeadlineExceeded => {
+            ToolFailure::new(FailureReason::Timeout, "the tool did not finish in time")
+        }
+        Code::Cancelled => {
+            ToolFailure::new(FailureReason::Cancelled, "the tool call was cancelled")
+        }
+        Code::Unimplemented => ToolFailure::new(
+            FailureReason::Unavailable,
+            "the server does not implement parley.tools.v1.ToolService",
+        ),
+        code => ToolFailure::new(
+            FailureReason::ToolError,
+            format!("the tool server failed ({code:?}): {}", status.message()),
+        ),
     }
 }
 

@@ -45,7 +45,12 @@ pub struct Recording {
 
 impl Recording {
     pub fn new(inner: Arc<dyn Provider>) -> Arc<Self> {
-        Arc::new(Self { inner, requests: Mutex::default(), dropped: Arc::default(), dropped_notify: Arc::default() })
+        Arc::new(Self {
+            inner,
+            requests: Mutex::default(),
+            dropped: Arc::default(),
+            dropped_notify: Arc::default(),
+        })
     }
 
     pub fn calls(&self) -> usize {
@@ -97,7 +102,10 @@ pub fn scripted(script: &str) -> Arc<Recording> {
 
 /// A fast retry policy (tests use paused time anyway).
 pub fn retry() -> RetryPolicy {
-    RetryPolicy { max_attempts: 3, ..RetryPolicy::default() }
+    RetryPolicy {
+        max_attempts: 3,
+        ..RetryPolicy::default()
+    }
 }
 
 /// A runner with one provider named `scripted` and the built-in tools.
@@ -115,7 +123,11 @@ pub fn turn(user: &str) -> Turn {
         system: "You are a test.".into(),
         messages: vec![Message::User { text: user.into() }],
         tools: Vec::new(),
-        model: ModelChoice { provider: String::new(), model: String::new(), params: Default::default() },
+        model: ModelChoice {
+            provider: String::new(),
+            model: String::new(),
+            params: Default::default(),
+        },
         fallbacks: Vec::new(),
         output_schema: None,
         output_schema_name: String::new(),
@@ -152,7 +164,9 @@ pub fn remote(name: &str, address: &str, schema: Value, timeout: Option<Duration
 pub async fn run(runner: &Runner, turn: Turn) -> Vec<Event> {
     let prepared = runner.prepare(turn).expect("turn is valid");
     let (tx, mut rx) = mpsc::channel(1024);
-    runner.run(prepared, EventSink::new(tx), CancellationToken::new()).await;
+    runner
+        .run(prepared, EventSink::new(tx), CancellationToken::new())
+        .await;
     let mut events = Vec::new();
     while let Ok(event) = rx.try_recv() {
         events.push(event);
@@ -167,9 +181,15 @@ pub fn check_invariants(events: &[Event]) {
     for (i, event) in events.iter().enumerate() {
         assert_eq!(event.seq, i as u64 + 1, "seq gap at {i}: {events:#?}");
     }
-    let finals = events.iter().filter(|e| matches!(e.kind, EventKind::Finished(_) | EventKind::Error(_))).count();
+    let finals = events
+        .iter()
+        .filter(|e| matches!(e.kind, EventKind::Finished(_) | EventKind::Error(_)))
+        .count();
     assert_eq!(finals, 1, "exactly one final event: {events:#?}");
-    assert!(matches!(events.last().map(|e| &e.kind), Some(EventKind::Finished(_) | EventKind::Error(_))));
+    assert!(matches!(
+        events.last().map(|e| &e.kind),
+        Some(EventKind::Finished(_) | EventKind::Error(_))
+    ));
     let text = text_of(events);
     match &events.last().expect("events").kind {
         EventKind::Finished(finished) => assert_eq!(finished.text, text),

@@ -38,7 +38,12 @@ pub struct Record {
 
 impl Record {
     pub fn names(&self) -> Vec<String> {
-        self.calls.lock().expect("lock").iter().map(|c| c.name.clone()).collect()
+        self.calls
+            .lock()
+            .expect("lock")
+            .iter()
+            .map(|c| c.name.clone())
+            .collect()
     }
 }
 
@@ -72,19 +77,32 @@ type UpdateStream = Pin<Box<dyn Stream<Item = Result<ToolUpdate, Status>> + Send
 
 fn progress(stage: &str, fraction: f32) -> Result<ToolUpdate, Status> {
     Ok(ToolUpdate {
-        update: Some(Update::Progress(ToolProgress { stage: stage.into(), message: format!("{stage}..."), fraction: Some(fraction) })),
+        update: Some(Update::Progress(ToolProgress {
+            stage: stage.into(),
+            message: format!("{stage}..."),
+            fraction: Some(fraction),
+        })),
     })
 }
 
 fn result(text: &str) -> Result<ToolUpdate, Status> {
-    Ok(ToolUpdate { update: Some(Update::Result(ToolResult { text: text.into(), payload: None, error: None })) })
+    Ok(ToolUpdate {
+        update: Some(Update::Result(ToolResult {
+            text: text.into(),
+            payload: None,
+            error: None,
+        })),
+    })
 }
 
 #[tonic::async_trait]
 impl ToolService for Tools {
     type ExecuteStream = UpdateStream;
 
-    async fn execute(&self, request: Request<ToolCall>) -> Result<Response<Self::ExecuteStream>, Status> {
+    async fn execute(
+        &self,
+        request: Request<ToolCall>,
+    ) -> Result<Response<Self::ExecuteStream>, Status> {
         let call = request.into_inner();
         self.record.calls.lock().expect("lock").push(call.clone());
         let (tx, rx) = mpsc::channel(8);
@@ -95,20 +113,47 @@ impl ToolService for Tools {
                 "search" => {
                     let _ = tx.send(progress("searching", 0.3)).await;
                     let _ = tx.send(progress("ranking", 0.8)).await;
-                    let payload = Payload { r#type: "search_results".into(), data: None, typed: None };
-                    let done = ToolResult { text: "3 results".into(), payload: Some(payload), error: None };
-                    let _ = tx.send(Ok(ToolUpdate { update: Some(Update::Result(done)) })).await;
+                    let payload = Payload {
+                        r#type: "search_results".into(),
+                        data: None,
+                        typed: None,
+                    };
+                    let done = ToolResult {
+                        text: "3 results".into(),
+                        payload: Some(payload),
+                        error: None,
+                    };
+                    let _ = tx
+                        .send(Ok(ToolUpdate {
+                            update: Some(Update::Result(done)),
+                        }))
+                        .await;
                 }
                 "fail" => {
-                    let error = ToolError { message: "the index is offline".into(), code: "OFFLINE".into() };
-                    let failed = ToolResult { text: String::new(), payload: None, error: Some(error) };
-                    let _ = tx.send(Ok(ToolUpdate { update: Some(Update::Result(failed)) })).await;
+                    let error = ToolError {
+                        message: "the index is offline".into(),
+                        code: "OFFLINE".into(),
+                    };
+                    let failed = ToolResult {
+                        text: String::new(),
+                        payload: None,
+                        error: Some(error),
+                    };
+                    let _ = tx
+                        .send(Ok(ToolUpdate {
+                            update: Some(Update::Result(failed)),
+                        }))
+                        .await;
                 }
                 "hang" => {
                     let _ = tx.send(progress("waiting", 0.1)).await;
                     // Resolves when the client resets the stream.
                     tx.closed().await;
-                    record.cancelled.lock().expect("lock").push(call.call_id.clone());
+                    record
+                        .cancelled
+                        .lock()
+                        .expect("lock")
+                        .push(call.call_id.clone());
                     record.cancelled_notify.notify_waiters();
                 }
                 "meet" => {
@@ -145,11 +190,21 @@ impl ToolService for Tools {
 
 /// Starts the server; `meet_count` calls of `meet` must overlap to meet.
 pub async fn start(meet_count: usize) -> (String, Arc<Record>) {
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
     let addr: SocketAddr = listener.local_addr().expect("addr");
     let record = Arc::new(Record::default());
-    let meet = Arc::new(Meeting { needed: meet_count, active: AtomicUsize::new(0), met: AtomicBool::new(false), changed: Notify::new() });
-    let tools = Tools { record: record.clone(), meet };
+    let meet = Arc::new(Meeting {
+        needed: meet_count,
+        active: AtomicUsize::new(0),
+        met: AtomicBool::new(false),
+        changed: Notify::new(),
+    });
+    let tools = Tools {
+        record: record.clone(),
+        meet,
+    };
     tokio::spawn(async move {
         let _ = tonic::transport::Server::builder()
             .add_service(ToolServiceServer::new(tools))

@@ -132,7 +132,10 @@ impl Match {
                 .contains
                 .as_ref()
                 .is_none_or(|needle| user.to_lowercase().contains(&needle.to_lowercase()))
-            && self.glob.as_ref().is_none_or(|pattern| glob_match(&pattern.to_lowercase(), &user.to_lowercase()))
+            && self
+                .glob
+                .as_ref()
+                .is_none_or(|pattern| glob_match(&pattern.to_lowercase(), &user.to_lowercase()))
             && self.model.as_ref().is_none_or(|wanted| wanted == model)
             && self.schema.is_none_or(|wanted| wanted == has_schema)
     }
@@ -240,35 +243,50 @@ fn yes() -> bool {
 impl Script {
     /// Parses and checks a TOML script.
     pub fn from_toml(text: &str) -> Result<Self, ScriptError> {
-        let script: Script = toml::from_str(text).map_err(|error| ScriptError::Parse(error.to_string()))?;
+        let script: Script =
+            toml::from_str(text).map_err(|error| ScriptError::Parse(error.to_string()))?;
         script.check()?;
         Ok(script)
     }
 
     /// Reads, parses and checks a script file.
     pub fn from_file(path: &std::path::Path) -> Result<Self, ScriptError> {
-        let text = std::fs::read_to_string(path)
-            .map_err(|source| ScriptError::Read { path: path.display().to_string(), source })?;
+        let text = std::fs::read_to_string(path).map_err(|source| ScriptError::Read {
+            path: path.display().to_string(),
+            source,
+        })?;
         Self::from_toml(&text)
     }
 
     fn check(&self) -> Result<(), ScriptError> {
         if self.chunk_chars == 0 {
-            return Err(ScriptError::Invalid("chunk_chars must be at least 1".into()));
+            return Err(ScriptError::Invalid(
+                "chunk_chars must be at least 1".into(),
+            ));
         }
-        let named = self.turns.iter().enumerate().map(|(i, turn)| (format!("turns[{i}]"), turn));
+        let named = self
+            .turns
+            .iter()
+            .enumerate()
+            .map(|(i, turn)| (format!("turns[{i}]"), turn));
         let all = named.chain(self.default.iter().map(|turn| ("default".to_owned(), turn)));
         for (label, turn) in all {
             if turn.chunk_chars == Some(0) {
-                return Err(ScriptError::Invalid(format!("{label}: chunk_chars must be at least 1")));
+                return Err(ScriptError::Invalid(format!(
+                    "{label}: chunk_chars must be at least 1"
+                )));
             }
             if turn.steps.is_empty() {
-                return Err(ScriptError::Invalid(format!("{label}: a turn needs at least one step")));
+                return Err(ScriptError::Invalid(format!(
+                    "{label}: a turn needs at least one step"
+                )));
             }
             for step in &turn.steps {
                 if let Step::ToolCall(call) = step {
                     if call.name.is_empty() {
-                        return Err(ScriptError::Invalid(format!("{label}: a tool call needs a name")));
+                        return Err(ScriptError::Invalid(format!(
+                            "{label}: a tool call needs a name"
+                        )));
                     }
                     if !call.input.is_object() {
                         return Err(ScriptError::Invalid(format!(
@@ -284,7 +302,11 @@ impl Script {
 
     /// The turn answering this request, if any does.
     pub fn select(&self, user: &str, model: &str, has_schema: bool) -> Option<Selected> {
-        if let Some(index) = self.turns.iter().position(|turn| turn.matcher.matches(user, model, has_schema)) {
+        if let Some(index) = self
+            .turns
+            .iter()
+            .position(|turn| turn.matcher.matches(user, model, has_schema))
+        {
             return Some(Selected::Turn(index));
         }
         self.default.as_ref().map(|_| Selected::Default)
@@ -368,11 +390,19 @@ mod tests {
 
     #[test]
     fn all_given_conditions_must_hold() {
-        let matcher = Match { contains: Some("Tracker".into()), schema: Some(false), ..Match::default() };
+        let matcher = Match {
+            contains: Some("Tracker".into()),
+            schema: Some(false),
+            ..Match::default()
+        };
         assert!(matcher.matches("create a job tracker", "m", false));
         assert!(!matcher.matches("create a job tracker", "m", true));
         assert!(!matcher.matches("hello", "m", false));
-        let exact = Match { exact: Some("hi".into()), model: Some("a".into()), ..Match::default() };
+        let exact = Match {
+            exact: Some("hi".into()),
+            model: Some("a".into()),
+            ..Match::default()
+        };
         assert!(exact.matches("  hi ", "a", false));
         assert!(!exact.matches("hi", "b", false));
     }
@@ -402,7 +432,10 @@ mod tests {
     fn rejects_inconsistent_scripts() {
         assert!(Script::from_toml("chunk_chars = 0").is_err());
         assert!(Script::from_toml("[[turns]]\nsteps = []").is_err());
-        assert!(Script::from_toml("[[turns]]\nsteps = [{ tool_call = { name = \"x\", input = 3 } }]").is_err());
+        assert!(
+            Script::from_toml("[[turns]]\nsteps = [{ tool_call = { name = \"x\", input = 3 } }]")
+                .is_err()
+        );
         assert!(Script::from_toml("[[turns]]\nsteps = [{ shell = \"rm -rf /\" }]").is_err());
     }
 
@@ -423,6 +456,9 @@ mod tests {
                 _ => None,
             })
             .collect();
-        assert_eq!(texts, vec![r#"{"a": 1"#.to_owned(), r#"{"a":1}"#.to_owned()]);
+        assert_eq!(
+            texts,
+            vec![r#"{"a": 1"#.to_owned(), r#"{"a":1}"#.to_owned()]
+        );
     }
 }

@@ -23,7 +23,10 @@ fn user(text: &str) -> Message {
     Message::User { text: text.into() }
 }
 
-async fn collect(provider: &ScriptedProvider, request: ChatRequest) -> Vec<Result<StreamEvent, ProviderError>> {
+async fn collect(
+    provider: &ScriptedProvider,
+    request: ChatRequest,
+) -> Vec<Result<StreamEvent, ProviderError>> {
     match provider.stream(request).await {
         Ok(stream) => stream.collect().await,
         Err(error) => vec![Err(error)],
@@ -46,7 +49,10 @@ async fn streams_text_in_chunks_then_usage_and_finish() {
         })
         .collect();
     assert_eq!(texts, vec!["Hell", "o wo", "rld"]);
-    assert!(matches!(events[events.len() - 2], Ok(StreamEvent::Usage(_))));
+    assert!(matches!(
+        events[events.len() - 2],
+        Ok(StreamEvent::Usage(_))
+    ));
     match &events[events.len() - 1] {
         Ok(StreamEvent::Finish(finish)) => assert_eq!(finish.reason, FinishReason::EndTurn),
         other => panic!("expected finish, got {other:?}"),
@@ -78,15 +84,26 @@ async fn continues_after_tool_results() {
     assert_eq!(calls.len(), 2);
     assert_eq!(calls[0].input, json!({"x": 1}));
     assert_ne!(calls[0].id, calls[1].id);
-    assert!(matches!(first.last(), Some(Ok(StreamEvent::Finish(f))) if f.reason == FinishReason::ToolUse));
+    assert!(
+        matches!(first.last(), Some(Ok(StreamEvent::Finish(f))) if f.reason == FinishReason::ToolUse)
+    );
 
     let history = vec![
         user("the Weather?"),
-        Message::Assistant { reasoning: vec![], text: "Checking.".into(), tool_calls: calls.clone() },
+        Message::Assistant {
+            reasoning: vec![],
+            text: "Checking.".into(),
+            tool_calls: calls.clone(),
+        },
         Message::ToolResults(
             calls
                 .iter()
-                .map(|c| ToolResult { call_id: c.id.clone(), name: c.name.clone(), text: "ok".into(), is_error: false })
+                .map(|c| ToolResult {
+                    call_id: c.id.clone(),
+                    name: c.name.clone(),
+                    text: "ok".into(),
+                    is_error: false,
+                })
                 .collect(),
         ),
     ];
@@ -108,7 +125,11 @@ async fn limited_failures_fail_then_pass_and_rearm() {
     );
     let first = collect(&p, request(vec![user("x")])).await;
     match &first[0] {
-        Err(ProviderError::Http { status: 429, retry_after, .. }) => {
+        Err(ProviderError::Http {
+            status: 429,
+            retry_after,
+            ..
+        }) => {
             assert_eq!(*retry_after, Some(Duration::from_millis(1500)));
         }
         other => panic!("expected a 429, got {other:?}"),
@@ -127,7 +148,12 @@ async fn failures_after_output_are_mid_stream_errors() {
     let events = collect(&p, request(vec![user("x")])).await;
     assert!(matches!(events[0], Ok(StreamEvent::TextDelta(_))));
     match events.last() {
-        Some(Err(ProviderError::StreamError { kind, retryable, raw, .. })) => {
+        Some(Err(ProviderError::StreamError {
+            kind,
+            retryable,
+            raw,
+            ..
+        })) => {
             assert_eq!(kind, "overloaded_error");
             assert!(*retryable);
             assert!(raw.contains("busy"));
@@ -147,26 +173,44 @@ async fn delays_use_tokio_time() {
 
 #[tokio::test]
 async fn refuses_schemas_for_models_without_structured_output() {
-    let p = provider("no_structured_output_models = [\"plain\"]\n[default]\nsteps = [{ text = \"x\" }]");
+    let p = provider(
+        "no_structured_output_models = [\"plain\"]\n[default]\nsteps = [{ text = \"x\" }]",
+    );
     assert!(!p.supports_structured_output("plain"));
     assert!(p.supports_structured_output("scripted-demo"));
     let mut req = request(vec![user("x")]);
     req.model = "plain".into();
-    req.output_schema = Some(OutputSchema { name: "r".into(), schema: json!({"type": "object"}) });
-    assert!(matches!(collect(&p, req).await[0], Err(ProviderError::Unsupported(_))));
+    req.output_schema = Some(OutputSchema {
+        name: "r".into(),
+        schema: json!({"type": "object"}),
+    });
+    assert!(matches!(
+        collect(&p, req).await[0],
+        Err(ProviderError::Unsupported(_))
+    ));
 }
 
 #[tokio::test]
 async fn without_a_default_an_unmatched_message_is_a_config_error() {
     let p = provider("[[turns]]\nmatch = { exact = \"a\" }\nsteps = [{ text = \"x\" }]");
-    assert!(matches!(collect(&p, request(vec![user("b")])).await[0], Err(ProviderError::Config(_))));
+    assert!(matches!(
+        collect(&p, request(vec![user("b")])).await[0],
+        Err(ProviderError::Config(_))
+    ));
 }
 
 #[tokio::test]
 async fn the_embedded_demo_script_plays_every_turn() {
-    let p = ScriptedProvider::new("scripted", Script::from_toml(EMBEDDED_DEMO_SCRIPT).expect("should succeed"));
+    let p = ScriptedProvider::new(
+        "scripted",
+        Script::from_toml(EMBEDDED_DEMO_SCRIPT).expect("should succeed"),
+    );
     let first = collect(&p, request(vec![user("Create a job tracker")])).await;
-    assert!(first.iter().any(|e| matches!(e, Ok(StreamEvent::ToolCall(c)) if c.name == "current_time")));
+    assert!(
+        first
+            .iter()
+            .any(|e| matches!(e, Ok(StreamEvent::ToolCall(c)) if c.name == "current_time"))
+    );
     let accepted = collect(&p, request(vec![user("I accepted the table")])).await;
     let text: String = accepted
         .iter()
@@ -177,7 +221,10 @@ async fn the_embedded_demo_script_plays_every_turn() {
         .collect();
     assert!(text.contains("SUGGESTED_VALUES:") && text.contains("close_chat"));
     let mut structured = request(vec![user("Extract the job")]);
-    structured.output_schema = Some(OutputSchema { name: "job".into(), schema: json!({"type": "object"}) });
+    structured.output_schema = Some(OutputSchema {
+        name: "job".into(),
+        schema: json!({"type": "object"}),
+    });
     let json_text: String = collect(&p, structured)
         .await
         .iter()
