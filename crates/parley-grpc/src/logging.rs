@@ -20,7 +20,9 @@ impl std::str::FromStr for LogFormat {
         match value {
             "json" => Ok(Self::Json),
             "text" => Ok(Self::Text),
-            other => Err(format!("unknown log format `{other}` (expected `json` or `text`)")),
+            other => Err(format!(
+                "unknown log format `{other}` (expected `json` or `text`)"
+            )),
         }
     }
 }
@@ -30,7 +32,11 @@ pub fn init(format: LogFormat) {
     let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info"));
     let builder = fmt().with_env_filter(filter).with_writer(std::io::stderr);
     match format {
-        LogFormat::Json => builder.json().flatten_event(true).with_current_span(true).init(),
+        LogFormat::Json => builder
+            .json()
+            .flatten_event(true)
+            .with_current_span(true)
+            .init(),
         LogFormat::Text => builder.init(),
     }
 }

@@ -63,9 +63,13 @@ pub async fn serve(
     let addr = listener.local_addr()?;
     let (reporter, health) = tonic_health::server::health_reporter();
     for name in &opts.services {
-        reporter.set_service_status(*name, ServingStatus::Serving).await;
+        reporter
+            .set_service_status(*name, ServingStatus::Serving)
+            .await;
     }
-    reporter.set_service_status("", ServingStatus::Serving).await;
+    reporter
+        .set_service_status("", ServingStatus::Serving)
+        .await;
 
     let reflection_v1 = tonic_reflection::server::Builder::configure()
         .register_encoded_file_descriptor_set(parley_proto::FILE_DESCRIPTOR_SET)
@@ -89,9 +93,13 @@ pub async fn serve(
         shutdown.await;
         tracing::info!("shutdown signal received, draining");
         for name in &services {
-            reporter.set_service_status(*name, ServingStatus::NotServing).await;
+            reporter
+                .set_service_status(*name, ServingStatus::NotServing)
+                .await;
         }
-        reporter.set_service_status("", ServingStatus::NotServing).await;
+        reporter
+            .set_service_status("", ServingStatus::NotServing)
+            .await;
         let _ = started_tx.send(());
     };
 

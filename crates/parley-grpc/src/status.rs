@@ -30,7 +30,11 @@ pub fn error_with_metadata(
     message: impl Into<String>,
     metadata: HashMap<String, String>,
 ) -> Status {
-    Status::with_error_details(code, message, ErrorDetails::with_error_info(reason, DOMAIN, metadata))
+    Status::with_error_details(
+        code,
+        message,
+        ErrorDetails::with_error_info(reason, DOMAIN, metadata),
+    )
 }
 
 /// `INVALID_ARGUMENT` with `BadRequest` field violations and an `ErrorInfo`.
@@ -51,7 +55,12 @@ pub fn invalid_argument(reason: &str, violations: Vec<(String, String)>) -> Stat
 }
 
 /// A retryable status (`UNAVAILABLE`, `RESOURCE_EXHAUSTED`...) with `RetryInfo`.
-pub fn retryable(code: Code, reason: &str, message: impl Into<String>, retry_after: Option<Duration>) -> Status {
+pub fn retryable(
+    code: Code,
+    reason: &str,
+    message: impl Into<String>,
+    retry_after: Option<Duration>,
+) -> Status {
     let mut details = ErrorDetails::new();
     details.set_error_info(reason, DOMAIN, HashMap::<String, String>::new());
     details.set_retry_info(retry_after);
@@ -71,18 +80,28 @@ mod tests {
     fn invalid_argument_carries_violations_and_reason() {
         let status = invalid_argument(
             "TEXT_TOO_LARGE",
-            vec![("text".into(), "is 2000000 bytes, the limit is 1048576".into())],
+            vec![(
+                "text".into(),
+                "is 2000000 bytes, the limit is 1048576".into(),
+            )],
         );
         assert_eq!(status.code(), Code::InvalidArgument);
         assert_eq!(reason(&status).as_deref(), Some("TEXT_TOO_LARGE"));
-        let bad = status.get_details_bad_request().expect("bad request detail");
+        let bad = status
+            .get_details_bad_request()
+            .expect("bad request detail");
         assert_eq!(bad.field_violations[0].field, "text");
         assert!(status.message().contains("1048576"));
     }
 
     #[test]
     fn retryable_carries_retry_info() {
-        let status = retryable(Code::Unavailable, "RUNNER_UNAVAILABLE", "down", Some(Duration::from_secs(2)));
+        let status = retryable(
+            Code::Unavailable,
+            "RUNNER_UNAVAILABLE",
+            "down",
+            Some(Duration::from_secs(2)),
+        );
         let info = status.get_details_retry_info().expect("retry info");
         assert_eq!(info.retry_delay, Some(Duration::from_secs(2)));
     }
