@@ -4,7 +4,7 @@
 //! without a call id, a tool without an endpoint, a schema that does not
 //! compile, a negative duration) are reported here as `BadRequest` field
 //! violations. Limits left at zero take the runner's defaults, and the
-//! caller's gRPC deadline caps the total timeout.
+//! caller's gRPC deadline (less a small margin) caps the total timeout.
 
 use std::time::Duration;
 
@@ -16,6 +16,9 @@ use crate::{
     provider::{Message, SamplingParams, ToolCall, ToolResult},
     turn::{Limits, ModelChoice, ToolDef, ToolEndpoint, Turn, Violation},
 };
+
+/// The most the turn ends before the caller's deadline (5 % of it, at most this).
+pub const DEADLINE_MARGIN: Duration = Duration::from_millis(250);
 
 /// Converts and checks a request. `defaults` fill unset limits;
 /// `deadline` is the caller's `grpc-timeout`, if any.
@@ -54,7 +57,10 @@ pub fn turn_from_request(
         &mut violations,
     );
     if let Some(deadline) = deadline {
-        limits.total_timeout = limits.total_timeout.min(deadline);
+        // End a little before the caller gives up, so the error event with
+        // the partial text still reaches it.
+        let margin = (deadline / 20).min(DEADLINE_MARGIN);
+        limits.total_timeout = limits.total_timeout.min(deadline - margin);
     }
     if !violations.is_empty() {
         return Err(violations);

@@ -130,7 +130,7 @@ fn tool_results_join_and_defaults_apply() {
     assert_eq!(turn.limits.tool_timeout, defaults.tool_timeout);
     assert_eq!(
         turn.limits.total_timeout,
-        Duration::from_secs(5),
+        Duration::from_millis(4750),
         "the gRPC deadline caps the turn"
     );
 }
