@@ -9,7 +9,7 @@
 use std::{future::Future, time::Duration};
 
 use tokio::net::TcpListener;
-use tokio_stream::wrappers::TcpListenerStream;
+use tokio_stream::{StreamExt, wrappers::TcpListenerStream};
 use tonic::{service::Routes, transport::Server};
 use tonic_health::ServingStatus;
 
@@ -104,11 +104,21 @@ pub async fn serve(
     };
 
     tracing::info!(service = opts.name, %addr, "listening");
+    // `Server::tcp_nodelay` only applies when tonic binds the socket itself;
+    // with our own listener every accepted socket needs it, or Nagle's
+    // algorithm holds each streamed event back for up to ~40 ms.
+    let incoming = TcpListenerStream::new(listener).map(|accepted| {
+        if let Ok(stream) = &accepted
+            && let Err(error) = stream.set_nodelay(true)
+        {
+            tracing::warn!(%error, "cannot disable nagle on an accepted socket");
+        }
+        accepted
+    });
     let server = Server::builder()
-        .tcp_nodelay(true)
         .http2_keepalive_interval(Some(opts.http2_keepalive))
         .add_routes(routes)
-        .serve_with_incoming_shutdown(TcpListenerStream::new(listener), graceful);
+        .serve_with_incoming_shutdown(incoming, graceful);
     tokio::pin!(server);
 
     tokio::select! {
