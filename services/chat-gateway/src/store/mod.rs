@@ -185,6 +185,12 @@ pub struct ListCursor {
 pub struct Store {
     pool: AnyPool,
     backend: Backend,
+    /// SQLite has one writer at a time, and a connection that finds the
+    /// write lock taken sleeps in SQLite's busy handler with growing pauses
+    /// (up to 100 ms each). Writers therefore queue here instead, in order
+    /// and without sleeping; reads (WAL) never wait. `None` for PostgreSQL,
+    /// whose row locks serialise only what conflicts.
+    writer: Option<std::sync::Arc<tokio::sync::Mutex<()>>>,
 }
 
 const MIGRATIONS: &[(i64, &str, &str)] = &[(1, "init", include_str!("migrations/0001_init.sql"))];
@@ -226,7 +232,9 @@ impl Store {
                     if backend == Backend::Sqlite && !memory {
                         // With WAL (set below), NORMAL syncs at checkpoints
                         // only: commits survive a crash of the process.
-                        sqlx::raw_sql("PRAGMA synchronous = NORMAL").execute(&mut *connection).await?;
+                        sqlx::raw_sql("PRAGMA synchronous = NORMAL")
+                            .execute(&mut *connection)
+                            .await?;
                     }
                     Ok(())
                 })
@@ -240,7 +248,9 @@ impl Store {
         if backend == Backend::Sqlite && !memory {
             // Persistent for the file: readers no longer block the writer.
             // Set once here, while the pool holds its only connection.
-            sqlx::raw_sql("PRAGMA journal_mode = WAL").execute(&pool).await?;
+            sqlx::raw_sql("PRAGMA journal_mode = WAL")
+                .execute(&pool)
+                .await?;
         }
         migrator().run(&pool).await?;
         tracing::info!(
@@ -248,7 +258,13 @@ impl Store {
             max_connections,
             "conversation store ready"
         );
-        Ok(Self { pool, backend })
+        let writer =
+            (backend == Backend::Sqlite).then(|| std::sync::Arc::new(tokio::sync::Mutex::new(())));
+        Ok(Self {
+            pool,
+            backend,
+            writer,
+        })
     }
 
     /// Which database this is.
@@ -256,10 +272,26 @@ impl Store {
         self.backend
     }
 
+    /// Takes the write turn (SQLite) and starts a transaction.
+    pub(crate) async fn begin_write(&self) -> Result<WriteTx, StoreError> {
+        let guard = match &self.writer {
+            Some(writer) => Some(writer.clone().lock_owned().await),
+            None => None,
+        };
+        let tx = self.pool.begin().await?;
+        Ok(WriteTx { tx, _guard: guard })
+    }
+
     /// Closes the pool, waiting for connections in use.
     pub async fn close(&self) {
         self.pool.close().await;
     }
+}
+
+/// A write transaction holding the write turn until it is dropped.
+pub(crate) struct WriteTx {
+    pub(crate) tx: sqlx::Transaction<'static, sqlx::Any>,
+    _guard: Option<tokio::sync::OwnedMutexGuard<()>>,
 }
 
 /// Milliseconds since the Unix epoch.

@@ -82,7 +82,7 @@ impl Store {
             return Ok(BeginTurn::DuplicateRequest(existing));
         }
         let now = now_ms();
-        let mut tx = self.pool.begin().await?;
+        let mut write = self.begin_write().await?;
         // The first statement writes, so SQLite takes its write lock up front.
         let (seq, turn_index) = if new.create {
             sqlx::query(
@@ -93,7 +93,7 @@ impl Store {
             .bind(new.owner)
             .bind(new.title)
             .bind(now)
-            .execute(&mut *tx)
+            .execute(&mut *write.tx)
             .await?;
             (1_i64, 0_i64)
         } else {
@@ -104,10 +104,10 @@ impl Store {
             .bind(new.conversation_id)
             .bind(new.owner)
             .bind(now)
-            .fetch_optional(&mut *tx)
+            .fetch_optional(&mut *write.tx)
             .await?;
             let Some(row) = row else {
-                tx.rollback().await?;
+                write.tx.rollback().await?;
                 return Ok(BeginTurn::NotFound);
             };
             let turn_count: i64 = row.try_get("turn_count")?;
@@ -124,14 +124,14 @@ impl Store {
         .bind(turn_index)
         .bind(TurnState::Running.as_str())
         .bind(now)
-        .execute(&mut *tx)
+        .execute(&mut *write.tx)
         .await;
         if let Err(error) = inserted {
             if is_unique_violation(&error)
                 && let Some(request_id) = new.request_id
             {
                 // Another call with the same request id won the race.
-                tx.rollback().await?;
+                write.tx.rollback().await?;
                 return match self.turn_by_request(new.owner, request_id).await? {
                     Some(existing) => Ok(BeginTurn::DuplicateRequest(existing)),
                     None => Err(error.into()),
@@ -140,7 +140,7 @@ impl Store {
             return Err(error.into());
         }
         insert_events(
-            &mut tx,
+            &mut write.tx,
             new.conversation_id,
             new.turn_id,
             seq,
@@ -148,7 +148,7 @@ impl Store {
             now,
         )
         .await?;
-        tx.commit().await?;
+        write.tx.commit().await?;
         Ok(BeginTurn::Started {
             turn_index: to_u32(turn_index),
         })
@@ -159,7 +159,7 @@ impl Store {
     pub async fn finish_turn(&self, finish: &FinishTurn<'_>) -> Result<bool, StoreError> {
         let now = now_ms();
         let count = i64::try_from(finish.events.len()).unwrap_or(i64::MAX);
-        let mut tx = self.pool.begin().await?;
+        let mut write = self.begin_write().await?;
         let row = sqlx::query(
             "UPDATE conversations SET last_seq = last_seq + $3, updated_at = $4 \
              WHERE id = $1 AND owner = $2 RETURNING last_seq",
@@ -168,15 +168,15 @@ impl Store {
         .bind(finish.owner)
         .bind(count)
         .bind(now)
-        .fetch_optional(&mut *tx)
+        .fetch_optional(&mut *write.tx)
         .await?;
         let Some(row) = row else {
-            tx.rollback().await?;
+            write.tx.rollback().await?;
             return Ok(false);
         };
         let last_seq: i64 = row.try_get("last_seq")?;
         insert_events(
-            &mut tx,
+            &mut write.tx,
             finish.conversation_id,
             finish.turn_id,
             last_seq - count + 1,
@@ -193,9 +193,9 @@ impl Store {
         .bind(finish.state.as_str())
         .bind(finish.outcome.as_deref())
         .bind(now)
-        .execute(&mut *tx)
+        .execute(&mut *write.tx)
         .await?;
-        tx.commit().await?;
+        write.tx.commit().await?;
         Ok(true)
     }
 
@@ -369,27 +369,27 @@ impl Store {
     /// Deletes a conversation of this owner with its turns and events.
     /// Returns false when it does not exist for this owner.
     pub async fn delete(&self, owner: &str, id: &str) -> Result<bool, StoreError> {
-        let mut tx = self.pool.begin().await?;
+        let mut write = self.begin_write().await?;
         let deleted = sqlx::query("DELETE FROM conversations WHERE id = $1 AND owner = $2")
             .bind(id)
             .bind(owner)
-            .execute(&mut *tx)
+            .execute(&mut *write.tx)
             .await?
             .rows_affected();
         if deleted == 0 {
-            tx.rollback().await?;
+            write.tx.rollback().await?;
             return Ok(false);
         }
         // The foreign keys cascade; these also clean up where they are off.
         sqlx::query("DELETE FROM events WHERE conversation_id = $1")
             .bind(id)
-            .execute(&mut *tx)
+            .execute(&mut *write.tx)
             .await?;
         sqlx::query("DELETE FROM turns WHERE conversation_id = $1")
             .bind(id)
-            .execute(&mut *tx)
+            .execute(&mut *write.tx)
             .await?;
-        tx.commit().await?;
+        write.tx.commit().await?;
         Ok(true)
     }
 }
