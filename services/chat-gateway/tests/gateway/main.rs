@@ -7,5 +7,7 @@ mod auth;
 mod control;
 mod conversations;
 mod flow;
+// Shared with benches/turn_latency.rs; each uses a part.
+#[allow(dead_code)]
 mod harness;
 mod real_stack;

@@ -11,9 +11,8 @@ use parley_proto::{
     parser::v1::payload::Typed,
     runner::v1::agent_runner_server::AgentRunnerServer,
 };
-use tokio_stream::wrappers::TcpListenerStream;
 
-use crate::harness::{Harness, Options, chat, chat_request};
+use crate::harness::{Harness, Options, chat, chat_request, incoming};
 
 /// Starts the real runner (no configuration: the scripted demo) on port 0.
 async fn real_runner() -> String {
@@ -38,7 +37,7 @@ async fn real_runner() -> String {
     tokio::spawn(async move {
         let _ = tonic::transport::Server::builder()
             .add_service(AgentRunnerServer::new(service))
-            .serve_with_incoming(TcpListenerStream::new(listener))
+            .serve_with_incoming(incoming(listener))
             .await;
     });
     format!("http://{addr}")

@@ -3,7 +3,7 @@
 //! gateway drops the stream (that is how a cancel reaches the runner).
 
 use std::{
-    collections::VecDeque,
+    collections::{HashMap, VecDeque},
     sync::{Arc, Mutex},
     time::{Duration, Instant},
 };
@@ -27,6 +27,8 @@ pub enum Step {
     Gate(Arc<Notify>),
     /// Wait until the gateway drops the stream.
     Hang,
+    /// Pause, like a model before its first token.
+    Sleep(Duration),
 }
 
 /// What one `Run` call does.
@@ -73,6 +75,8 @@ pub struct Seen {
     pub request: RunRequest,
     /// Its grpc-timeout.
     pub timeout: Option<Duration>,
+    /// When it arrived.
+    pub at: Instant,
 }
 
 #[derive(Debug, Default)]
@@ -80,6 +84,8 @@ struct Inner {
     replies: Mutex<VecDeque<Reply>>,
     seen: Mutex<Vec<Seen>>,
     dropped_at: Mutex<Vec<Instant>>,
+    /// When the first text delta of each conversation's latest run was sent.
+    first_text: Mutex<HashMap<String, Instant>>,
 }
 
 /// The fake runner; clones share state.
@@ -120,6 +126,16 @@ impl FakeRunner {
         self.inner.dropped_at.lock().expect("lock")[count - 1]
     }
 
+    /// When the runner sent the first text delta for a conversation.
+    pub fn first_text_at(&self, conversation_id: &str) -> Option<Instant> {
+        self.inner
+            .first_text
+            .lock()
+            .expect("lock")
+            .get(conversation_id)
+            .copied()
+    }
+
     /// How many streams were dropped so far.
     pub fn drop_count(&self) -> usize {
         *self.drops.borrow()
@@ -146,9 +162,12 @@ impl AgentRunner for FakeRunner {
 
     async fn run(&self, request: Request<RunRequest>) -> Result<Response<Self::RunStream>, Status> {
         let timeout = parley_grpc::deadline::grpc_timeout(request.metadata());
+        let request = request.into_inner();
+        let conversation_id = request.conversation_id.clone();
         self.inner.seen.lock().expect("lock").push(Seen {
-            request: request.into_inner(),
+            request,
             timeout,
+            at: Instant::now(),
         });
         let reply = self
             .inner
@@ -165,10 +184,19 @@ impl AgentRunner for FakeRunner {
         let this = self.clone();
         tokio::spawn(async move {
             let mut seq = 0;
+            let mut texted = false;
             for step in steps {
                 match step {
                     Step::Send(event) => {
                         seq += 1;
+                        if !texted && matches!(event, Event::TextDelta(_)) {
+                            texted = true;
+                            this.inner
+                                .first_text
+                                .lock()
+                                .expect("lock")
+                                .insert(conversation_id.clone(), Instant::now());
+                        }
                         if tx
                             .send(Ok(RunEvent {
                                 seq,
@@ -184,6 +212,15 @@ impl AgentRunner for FakeRunner {
                     Step::Gate(gate) => {
                         tokio::select! {
                             () = gate.notified() => {}
+                            () = tx.closed() => {
+                                this.record_drop();
+                                return;
+                            }
+                        }
+                    }
+                    Step::Sleep(pause) => {
+                        tokio::select! {
+                            () = tokio::time::sleep(pause) => {}
                             () = tx.closed() => {
                                 this.record_drop();
                                 return;

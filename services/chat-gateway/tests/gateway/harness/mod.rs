@@ -13,7 +13,6 @@ use parley_proto::gateway::v1::{
     chat_gateway_client::ChatGatewayClient,
 };
 use tokio::{net::TcpListener, sync::oneshot, task::JoinHandle};
-use tokio_stream::wrappers::TcpListenerStream;
 use tonic::{Request, Status, Streaming, transport::Channel};
 
 use fake_runner::FakeRunner;
@@ -78,6 +77,13 @@ async fn listen() -> (TcpListener, SocketAddr) {
     (listener, addr)
 }
 
+/// Accepted connections with TCP_NODELAY (tonic ignores the builder's
+/// setting for `serve_with_incoming`; without it small stream frames wait
+/// for delayed ACKs).
+pub fn incoming(listener: TcpListener) -> tonic::transport::server::TcpIncoming {
+    tonic::transport::server::TcpIncoming::from(listener).with_nodelay(Some(true))
+}
+
 /// An address where nothing listens.
 async fn closed_addr() -> SocketAddr {
     let (listener, addr) = listen().await;
@@ -97,7 +103,7 @@ impl Harness {
             tokio::spawn(async move {
                 let _ = tonic::transport::Server::builder()
                     .add_service(service)
-                    .serve_with_incoming(TcpListenerStream::new(listener))
+                    .serve_with_incoming(incoming(listener))
                     .await;
             });
             addr
@@ -115,7 +121,7 @@ impl Harness {
                 tokio::spawn(async move {
                     let _ = tonic::transport::Server::builder()
                         .add_service(service)
-                        .serve_with_incoming(TcpListenerStream::new(listener))
+                        .serve_with_incoming(incoming(listener))
                         .await;
                 });
                 addr
@@ -129,7 +135,7 @@ impl Harness {
                 tokio::spawn(async move {
                     let _ = tonic::transport::Server::builder()
                         .add_service(service)
-                        .serve_with_incoming(TcpListenerStream::new(listener))
+                        .serve_with_incoming(incoming(listener))
                         .await;
                 });
                 addr
