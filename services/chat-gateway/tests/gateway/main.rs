@@ -10,4 +10,5 @@ mod flow;
 // Shared with benches/turn_latency.rs; each uses a part.
 #[allow(dead_code)]
 mod harness;
+mod python_client;
 mod real_stack;

@@ -15,7 +15,7 @@ use parley_proto::{
 use crate::harness::{Harness, Options, chat, chat_request, incoming};
 
 /// Starts the real runner (no configuration: the scripted demo) on port 0.
-async fn real_runner() -> String {
+pub(crate) async fn real_runner() -> String {
     let config = RunnerConfig::scripted_only(None);
     config.validate().expect("valid runner config");
     let providers = config.build_providers(|_| None).expect("providers");
