@@ -88,6 +88,12 @@ impl Engine {
         std::mem::take(&mut self.items)
     }
 
+    /// Moves the items produced since the last call to `out`, keeping this
+    /// buffer's capacity.
+    pub(crate) fn drain_items(&mut self, out: &mut Vec<StreamItem>) {
+        out.append(&mut self.items);
+    }
+
     /// Advances over `text` (everything received so far) as far as it can
     /// decide; with `at_end`, decides everything.
     pub(crate) fn run(&mut self, text: &str, profile: &Profile, at_end: bool) {
@@ -147,11 +153,13 @@ impl Engine {
                 },
                 State::Element { cand, mut lexer } => {
                     let closed = match &self.index {
-                        Some(index) if cand.opener >= index.base() => index.closer_of(cand.opener),
-                        _ => lexer.run(t),
+                        Some(index) if cand.opener >= index.base() => {
+                            index.closer_of(cand.opener).map(|c| (c, None))
+                        }
+                        _ => lexer.run(t).map(|c| (c, Some(lexer.max_depth()))),
                     };
                     match closed {
-                        Some(close) => self.state = State::Closed { cand, close },
+                        Some((close, depth)) => self.state = State::Closed { cand, close, depth },
                         None if !at_end => {
                             self.state = State::Element { cand, lexer };
                             break;
@@ -164,11 +172,11 @@ impl Engine {
                         }
                     }
                 }
-                State::Closed { cand, close } => {
+                State::Closed { cand, close, depth } => {
                     let fence_end = if cand.fenced {
                         match fence::close(t, close + 1, at_end) {
                             Tri::More => {
-                                self.state = State::Closed { cand, close };
+                                self.state = State::Closed { cand, close, depth };
                                 break;
                             }
                             Tri::Yes(end) => Some(end),
@@ -177,13 +185,13 @@ impl Engine {
                     } else {
                         None
                     };
-                    self.resolve(text, profile, cand, close, fence_end);
+                    self.resolve(text, profile, cand, (close, depth), fence_end);
                 }
             }
         }
         if at_end {
             self.out.finish();
-            let losers = self.found.payload_losers();
+            let losers = self.found.payload_losers(text);
             for diagnostic in losers {
                 self.diagnose(diagnostic);
             }
@@ -259,11 +267,11 @@ impl Engine {
         text: &str,
         profile: &Profile,
         cand: Candidate,
-        close: usize,
+        (close, depth): (usize, Option<usize>),
         fence_end: Option<usize>,
     ) {
-        let json = &text.as_bytes()[cand.opener..=close];
-        let decoded = crate::extract::decode(json, self.limits.effective_depth());
+        let json = &text[cand.opener..=close];
+        let decoded = crate::extract::decode(json, depth, self.limits.effective_depth());
         match cand.what {
             What::Marker(index) => {
                 let end = fence_end.unwrap_or(close + 1);
@@ -307,8 +315,9 @@ impl Engine {
                 match call {
                     Ok(((name, arguments), commas)) => {
                         self.keep_to(text, start);
-                        let call = self.found.tool_call(name, arguments, raw);
-                        self.item(StreamItem::ToolCall(call));
+                        if let Some(call) = self.found.tool_call(name, arguments, raw, self.emit) {
+                            self.item(StreamItem::ToolCall(call));
+                        }
                         if commas {
                             self.diagnose(Diagnostic {
                                 kind: DiagnosticKind::Repaired,

@@ -54,8 +54,13 @@ pub(crate) enum State {
     },
     /// Inside an element, looking for its closing bracket.
     Element { cand: Candidate, lexer: Lexer },
-    /// The element closed at `close`; looking for a closing fence if needed.
-    Closed { cand: Candidate, close: usize },
+    /// The element closed at `close` with nesting `depth` (when the lexer
+    /// measured it); looking for a closing fence if needed.
+    Closed {
+        cand: Candidate,
+        close: usize,
+        depth: Option<usize>,
+    },
 }
 
 /// Something to report, in order.
@@ -71,8 +76,9 @@ pub(crate) enum Event {
 struct PayloadCandidate {
     priority: usize,
     payload: Payload,
-    raw: String,
+    /// Where its text is (`[offset, end)`), quoted only if it loses.
     offset: usize,
+    end: usize,
 }
 
 /// The elements and diagnostics found so far.
@@ -210,8 +216,8 @@ impl Collected {
                         self.payloads.push(PayloadCandidate {
                             priority,
                             payload,
-                            raw: raw.to_owned(),
                             offset,
+                            end: offset + raw.len(),
                         });
                     }
                 }
@@ -220,20 +226,28 @@ impl Collected {
         events
     }
 
-    /// Records a text tool call and returns it.
-    pub(crate) fn tool_call(&mut self, name: String, arguments: Value, raw: &str) -> TextToolCall {
+    /// Records a text tool call; returns a copy for the stream when `emit`.
+    pub(crate) fn tool_call(
+        &mut self,
+        name: String,
+        arguments: Value,
+        raw: &str,
+        emit: bool,
+    ) -> Option<TextToolCall> {
         let call = TextToolCall {
             id: format!("text_call_{}", self.tool_calls.len() + 1),
             name,
             arguments,
             raw: raw.to_owned(),
         };
-        self.tool_calls.push(call.clone());
-        call
+        let copy = emit.then(|| call.clone());
+        self.tool_calls.push(call);
+        copy
     }
 
-    /// `Duplicate` diagnostics for the payload candidates that did not win.
-    pub(crate) fn payload_losers(&self) -> Vec<Diagnostic> {
+    /// `Duplicate` diagnostics for the payload candidates that did not win;
+    /// `text` is the whole input.
+    pub(crate) fn payload_losers(&self, text: &str) -> Vec<Diagnostic> {
         let Some(best) = self.best else {
             return Vec::new();
         };
@@ -247,7 +261,7 @@ impl Collected {
                 diagnostic(
                     DiagnosticKind::Duplicate,
                     &loser.payload.payload_type,
-                    &loser.raw,
+                    text.get(loser.offset..loser.end).unwrap_or_default(),
                     reason,
                     loser.offset,
                 )

@@ -30,8 +30,20 @@ const NONE: u32 = u32::MAX;
 pub(crate) struct Lexer {
     pos: usize,
     depth: usize,
+    max_depth: usize,
     state: u8,
 }
+
+/// Bytes that matter outside strings.
+const SPECIAL: [bool; 256] = {
+    let mut table = [false; 256];
+    table[b'"' as usize] = true;
+    table[b'{' as usize] = true;
+    table[b'[' as usize] = true;
+    table[b'}' as usize] = true;
+    table[b']' as usize] = true;
+    table
+};
 
 impl Lexer {
     /// A scan of the element whose opening bracket is at `opener`.
@@ -39,8 +51,14 @@ impl Lexer {
         Self {
             pos: opener + 1,
             depth: 1,
+            max_depth: 1,
             state: OUT,
         }
+    }
+
+    /// The deepest nesting seen so far (the element itself is level 1).
+    pub(crate) fn max_depth(&self) -> usize {
+        self.max_depth
     }
 
     /// Continues over `t[pos..]`: the position of the closing bracket, or
@@ -49,22 +67,30 @@ impl Lexer {
         let mut i = self.pos;
         let mut state = self.state;
         let mut depth = self.depth;
+        let mut max_depth = self.max_depth;
         while i < t.len() {
             match state {
                 OUT => {
-                    match t[i] {
+                    while i < t.len() && !SPECIAL[usize::from(t[i])] {
+                        i += 1;
+                    }
+                    let Some(&b) = t.get(i) else { break };
+                    match b {
                         b'"' => state = IN,
-                        b'{' | b'[' => depth += 1,
-                        b'}' | b']' => {
+                        b'{' | b'[' => {
+                            depth += 1;
+                            max_depth = max_depth.max(depth);
+                        }
+                        _ => {
                             depth -= 1;
                             if depth == 0 {
                                 self.pos = i + 1;
                                 self.state = OUT;
                                 self.depth = 0;
+                                self.max_depth = max_depth;
                                 return Some(i);
                             }
                         }
-                        _ => {}
                     }
                     i += 1;
                 }
@@ -85,6 +111,7 @@ impl Lexer {
         self.pos = i;
         self.state = state;
         self.depth = depth;
+        self.max_depth = max_depth;
         None
     }
 }
@@ -218,19 +245,24 @@ pub(crate) fn strip_trailing_commas(json: &[u8]) -> Option<Vec<u8>> {
 /// A decoded element, and whether trailing commas had to be removed.
 pub(crate) type Decoded = Result<(Value, bool), (DiagnosticKind, String)>;
 
-/// Parses the extracted element under the depth limit, repairing trailing
-/// commas when that is the only problem.
-pub(crate) fn decode(json: &[u8], max_depth: usize) -> Decoded {
-    if exceeds_depth(json, max_depth) {
+/// Parses the extracted element under the depth limit (`depth` is its
+/// nesting when already known), repairing trailing commas when that is the
+/// only problem.
+pub(crate) fn decode(json: &str, depth: Option<usize>, max_depth: usize) -> Decoded {
+    let too_deep = match depth {
+        Some(depth) => depth > max_depth,
+        None => exceeds_depth(json.as_bytes(), max_depth),
+    };
+    if too_deep {
         return Err((
             DiagnosticKind::TooDeep,
             format!("nests deeper than {max_depth} levels"),
         ));
     }
-    match serde_json::from_slice::<Value>(json) {
+    match serde_json::from_str::<Value>(json) {
         Ok(value) => Ok((value, false)),
         Err(error) => {
-            let repaired = strip_trailing_commas(json)
+            let repaired = strip_trailing_commas(json.as_bytes())
                 .and_then(|fixed| serde_json::from_slice::<Value>(&fixed).ok());
             match repaired {
                 Some(value) => Ok((value, true)),
@@ -290,15 +322,22 @@ mod tests {
             Some(&br#"[1, 2 ] "#[..])
         );
         assert_eq!(strip_trailing_commas(br#"["a,]", 1]"#), None);
-        assert!(matches!(decode(br#"{"a": [1,],}"#, 8), Ok((_, true))));
-        assert!(matches!(decode(br#"{"a": 1}"#, 8), Ok((_, false))));
+        assert!(matches!(decode(r#"{"a": [1,],}"#, None, 8), Ok((_, true))));
+        assert!(matches!(decode(r#"{"a": 1}"#, Some(1), 8), Ok((_, false))));
         assert!(matches!(
-            decode(br#"{'a': 1}"#, 8),
+            decode(r#"{'a': 1}"#, None, 8),
             Err((DiagnosticKind::InvalidJson, _))
         ));
         assert!(matches!(
-            decode(b"[[[1]]]", 2),
+            decode("[[[1]]]", None, 2),
             Err((DiagnosticKind::TooDeep, _))
         ));
+        assert!(matches!(
+            decode("[[[1]]]", Some(3), 2),
+            Err((DiagnosticKind::TooDeep, _))
+        ));
+        let mut lexer = Lexer::new(0);
+        assert_eq!(lexer.run(br#"[[1], [["[[[["]]]"#), Some(16));
+        assert_eq!(lexer.max_depth(), 3);
     }
 }

@@ -177,9 +177,18 @@ impl MarkerSet {
         if !(self.name_byte[usize::from(last)] || matches!(last, b'*' | b' ' | b'\t' | b':')) {
             return len;
         }
+        // A marker that is still open consists only of stars, name bytes,
+        // spaces and a colon: only the last run of those can hold one.
         let window = self.max_len + 2 + 2 + MAX_MARKER_SPACES + 1 + 2;
-        let from = floor.max(len.saturating_sub(window));
-        (from..len)
+        let mut lo = len;
+        while lo > floor
+            && len - lo < window
+            && (self.name_byte[usize::from(t[lo - 1])]
+                || matches!(t[lo - 1], b'*' | b' ' | b'\t' | b':'))
+        {
+            lo -= 1;
+        }
+        (lo..len)
             .find(|&s| {
                 (t[s] == b'*' || self.first_byte[usize::from(t[s])])
                     && self.match_at(t, s, false) == Tri::More

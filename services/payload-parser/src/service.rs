@@ -241,6 +241,7 @@ async fn run_stream(
     idle: Duration,
     deadline: tokio::time::Instant,
 ) {
+    let mut items = Vec::new();
     loop {
         let next = tokio::select! {
             () = tx.closed() => return,
@@ -269,9 +270,9 @@ async fn run_stream(
             Ok(Ok(Some(message))) => message,
         };
         match message.input {
-            Some(Input::Text(delta)) => match parser.push(&delta) {
-                Ok(items) => {
-                    if !send_all(&tx, items).await {
+            Some(Input::Text(delta)) => match parser.push_into(&delta, &mut items) {
+                Ok(()) => {
+                    if !send_all(&tx, &mut items).await {
                         return;
                     }
                 }
@@ -302,12 +303,12 @@ async fn run_stream(
         "parse stream finished"
     );
     items.push(StreamItem::Final(Box::new(parsed)));
-    send_all(&tx, items).await;
+    send_all(&tx, &mut items).await;
 }
 
-/// Sends items in order; false when the client is gone.
-async fn send_all(tx: &Sender, items: Vec<StreamItem>) -> bool {
-    for item in items {
+/// Sends (and drains) items in order; false when the client is gone.
+async fn send_all(tx: &Sender, items: &mut Vec<StreamItem>) -> bool {
+    for item in items.drain(..) {
         if tx.send(Ok(item.into_proto())).await.is_err() {
             return false;
         }

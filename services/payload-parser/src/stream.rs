@@ -39,6 +39,9 @@ pub enum StreamItem {
     Final(Box<Parsed>),
 }
 
+/// Bytes reserved for the text of a stream when it starts.
+const TYPICAL_RESPONSE: usize = 4096;
+
 /// An incremental parser for one response.
 #[derive(Debug)]
 pub struct StreamParser {
@@ -52,10 +55,13 @@ pub struct StreamParser {
 impl StreamParser {
     /// A parser for one response under `profile` and `limits`.
     pub fn new(profile: Arc<Profile>, limits: Limits) -> Self {
+        // Room for a typical response up front instead of a string of
+        // doublings while it streams in.
+        let text = String::with_capacity(TYPICAL_RESPONSE.min(limits.effective_max_bytes()));
         Self {
             profile,
             limits,
-            text: String::new(),
+            text,
             engine: Engine::new(limits, true),
             ended: false,
         }
@@ -65,8 +71,20 @@ impl StreamParser {
     /// ignores the delta, when the total would exceed `Limits::max_bytes`.
     /// Deltas after [`StreamParser::end`] are ignored.
     pub fn push(&mut self, delta: &str) -> Result<Vec<StreamItem>, ParseError> {
+        let mut items = Vec::new();
+        self.push_into(delta, &mut items)?;
+        Ok(items)
+    }
+
+    /// [`StreamParser::push`] appending to a caller-owned vector, so a
+    /// caller that reuses it allocates nothing per delta but the text items.
+    pub fn push_into(
+        &mut self,
+        delta: &str,
+        items: &mut Vec<StreamItem>,
+    ) -> Result<(), ParseError> {
         if self.ended || delta.is_empty() {
-            return Ok(Vec::new());
+            return Ok(());
         }
         let size = self.text.len() + delta.len();
         let limit = self.limits.effective_max_bytes();
@@ -75,7 +93,8 @@ impl StreamParser {
         }
         self.text.push_str(delta);
         self.engine.run(&self.text, &self.profile, false);
-        Ok(self.engine.take_items())
+        self.engine.drain_items(items);
+        Ok(())
     }
 
     /// Marks the end of the text and returns everything still held back:
