@@ -84,7 +84,7 @@ async fn main() -> Result<()> {
         .await
         .with_context(|| format!("cannot connect to the gateway at {}", args.gateway))?;
     let state = match &args.state {
-        Some(json) => Some(json_to_struct(json)?),
+        Some(json) => Some(state_struct(json)?),
         None => None,
     };
     let mut conversation_id = args.conversation.clone().unwrap_or_default();
@@ -304,38 +304,14 @@ fn render_payload(style: &Style, payload: &Payload) {
     }
 }
 
-fn json_to_struct(json: &str) -> Result<prost_types::Struct> {
+/// Parses `--state` into the UI state `Struct`.
+fn state_struct(json: &str) -> Result<prost_types::Struct> {
     let value: serde_json::Value =
         serde_json::from_str(json).context("--state is not valid JSON")?;
     let serde_json::Value::Object(map) = value else {
         anyhow::bail!("--state must be a JSON object");
     };
-    Ok(prost_types::Struct {
-        fields: map
-            .into_iter()
-            .map(|(k, v)| (k, json_to_value(v)))
-            .collect(),
-    })
-}
-
-fn json_to_value(value: serde_json::Value) -> prost_types::Value {
-    use prost_types::value::Kind;
-    let kind = match value {
-        serde_json::Value::Null => Kind::NullValue(0),
-        serde_json::Value::Bool(b) => Kind::BoolValue(b),
-        serde_json::Value::Number(n) => Kind::NumberValue(n.as_f64().unwrap_or_default()),
-        serde_json::Value::String(s) => Kind::StringValue(s),
-        serde_json::Value::Array(items) => Kind::ListValue(prost_types::ListValue {
-            values: items.into_iter().map(json_to_value).collect(),
-        }),
-        serde_json::Value::Object(map) => Kind::StructValue(prost_types::Struct {
-            fields: map
-                .into_iter()
-                .map(|(k, v)| (k, json_to_value(v)))
-                .collect(),
-        }),
-    };
-    prost_types::Value { kind: Some(kind) }
+    Ok(chat_gateway::convert::map_to_struct(&map))
 }
 
 fn describe_status(status: tonic::Status) -> anyhow::Error {

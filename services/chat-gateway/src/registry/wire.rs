@@ -1,41 +1,18 @@
 //! Conversions from the registry's JSON values (schemas) to the protobuf
 //! well-known types used on the wire (`google.protobuf.Struct` / `Value`).
-//! Numbers become doubles, as the `Struct` encoding defines.
-
-use prost_types::value::Kind;
-
-/// A JSON value as a protobuf `Value`.
-pub fn json_to_value(value: &serde_json::Value) -> prost_types::Value {
-    let kind = match value {
-        serde_json::Value::Null => Kind::NullValue(0),
-        serde_json::Value::Bool(b) => Kind::BoolValue(*b),
-        serde_json::Value::Number(n) => Kind::NumberValue(n.as_f64().unwrap_or(0.0)),
-        serde_json::Value::String(s) => Kind::StringValue(s.clone()),
-        serde_json::Value::Array(items) => Kind::ListValue(prost_types::ListValue {
-            values: items.iter().map(json_to_value).collect(),
-        }),
-        serde_json::Value::Object(map) => Kind::StructValue(object_to_struct(map)),
-    };
-    prost_types::Value { kind: Some(kind) }
-}
+//! Numbers become doubles, as the `Struct` encoding defines. The conversion
+//! itself is the gateway's one in [`crate::convert`]; this adds only the
+//! registry's rule that a schema must be an object.
 
 /// A JSON object as a protobuf `Struct`; `None` for any other JSON value.
 pub fn json_to_struct(value: &serde_json::Value) -> Option<prost_types::Struct> {
-    value.as_object().map(object_to_struct)
-}
-
-fn object_to_struct(map: &serde_json::Map<String, serde_json::Value>) -> prost_types::Struct {
-    prost_types::Struct {
-        fields: map
-            .iter()
-            .map(|(k, v)| (k.clone(), json_to_value(v)))
-            .collect(),
-    }
+    value.as_object().map(crate::convert::map_to_struct)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use prost_types::value::Kind;
     use serde_json::json;
 
     #[test]
