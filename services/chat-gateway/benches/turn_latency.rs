@@ -1,123 +1,250 @@
 //! What the gateway adds to a turn, measured on the in-process stack of the
-//! tests (fake runner, real payload-parser service, gateway on SQLite):
+//! tests: a fake runner that streams like a model, the real payload-parser
+//! service, the gateway on SQLite, and generated clients, all on loopback.
 //!
-//! - added latency to the first text event: from the moment the runner
-//!   sends its first text delta (after a 100 ms "time to first token", during
-//!   which the gateway sets the turn up, as it does in real use) to the
-//!   moment the client receives the first `text_delta` (one gateway hop, the
-//!   parser sidecar's round trip and the client hop), p50 and p99, at 1, 100
-//!   and 1 000 concurrent streams;
-//! - events per second through the whole stack at 1 000 concurrent streams.
+//! Load model (steady state, not a burst): `streams` clients each hold one
+//! conversation and send turns back to back (closed loop, starts staggered
+//! over one turn), so `streams` Chat streams are open at every moment. The
+//! fake model answers like a real one: a time to first token (jittered), then
+//! text deltas at a fixed inter-token gap. For each turn:
 //!
+//! - **relay**: the runner hands its first text delta to its stream → the
+//!   client receives the first `text_delta` (the gateway's hop in, the
+//!   parser sidecar's round trip, the hop out). This is the gateway's added
+//!   latency to the first text event over the runner's own, the issue's
+//!   target (p99 < 1 ms at 1 000 streams);
+//! - **setup**: the client calls `Chat` → the runner receives the assembled
+//!   `Run` (auth, the user message stored, history, prompt, parser stream);
+//! - **first text added**: the client's time to first text minus the
+//!   runner's own (= setup + relay).
+//!
+//! Also: events/s and turns/s received by the clients over the window.
 //! Percentiles over concurrent streams do not fit criterion's iteration
 //! model, so this is a plain `harness = false` main. Under `cargo bench` it
-//! runs the full measurement; under `cargo test --all-targets` (no `--bench`
-//! argument) it runs one small round as a smoke test.
+//! runs the full measurement (about three minutes); under `cargo test
+//! --all-targets` (no `--bench` argument) one short level as a smoke test.
+//! `PARLEY_BENCH_SECONDS` sets the window of the concurrent levels,
+//! `PARLEY_BENCH_STREAMS` runs one level only (for profiling).
 
 #[allow(dead_code)]
 #[path = "../tests/gateway/harness/mod.rs"]
 mod harness;
 
-use std::time::{Duration, Instant};
+use std::{
+    sync::{
+        Arc,
+        atomic::{AtomicBool, Ordering},
+    },
+    time::{Duration, Instant},
+};
 
 use harness::{
     Harness, Options, chat_request,
-    fake_runner::{Reply, Step, text_reply},
+    fake_runner::{Reply, Step, finished},
 };
-use parley_proto::gateway::v1::chat_event::Event;
+use parley_proto::{gateway::v1::chat_event::Event, runner::v1::run_event};
 
-/// Text deltas per answer (plus status, complete).
-const DELTAS: usize = 20;
-
-/// The fake model's time to first token.
-const FIRST_TOKEN: Duration = Duration::from_millis(100);
-
-struct Round {
-    added: Vec<Duration>,
-    /// From the client's call to the runner receiving the assembled turn.
-    setup: Vec<Duration>,
-    events: usize,
-    elapsed: Duration,
+/// How the fake model answers.
+#[derive(Debug, Clone, Copy)]
+struct Model {
+    /// Mean time to first token (each turn draws from ±50 % of it).
+    first_token: Duration,
+    /// Text deltas per answer.
+    deltas: usize,
+    /// Pause between two deltas.
+    gap: Duration,
 }
 
-async fn round(stack: &Harness, streams: usize) -> Round {
-    let words: Vec<String> = (0..DELTAS).map(|n| format!("word{n} ")).collect();
-    let deltas: Vec<&str> = words.iter().map(String::as_str).collect();
-    for _ in 0..streams {
-        let Reply::Steps(mut steps) = text_reply(&deltas) else {
-            unreachable!()
-        };
-        // The model's own time to first token: the gateway sets up the
-        // turn (history, prompt, parser stream) meanwhile, as in real use.
-        steps.insert(0, Step::Sleep(FIRST_TOKEN));
-        stack.runner.push(Reply::Steps(steps));
-    }
-    let started = Instant::now();
-    let mut tasks = Vec::with_capacity(streams);
-    for n in 0..streams {
-        let mut client = stack.client.clone();
-        tasks.push(tokio::spawn(async move {
-            let called = Instant::now();
-            let mut stream = client
-                .chat(chat_request("", &format!("message {n}"), "tables_list"))
-                .await
-                .expect("chat accepted")
-                .into_inner();
-            let mut first_text = None;
-            let mut conversation = String::new();
-            let mut events = 0;
-            while let Some(event) = stream.message().await.expect("stream ok") {
-                events += 1;
-                match event.event {
-                    Some(Event::Status(status)) if conversation.is_empty() => {
-                        conversation = status.conversation_id
-                    }
-                    Some(Event::TextDelta(_)) if first_text.is_none() => {
-                        first_text = Some(Instant::now())
-                    }
-                    Some(Event::Complete(complete)) => assert!(complete.success, "{complete:?}"),
-                    _ => {}
-                }
-            }
-            (
-                conversation,
-                called,
-                first_text.expect("a text delta"),
-                events,
-            )
-        }));
-    }
-    let mut seen = Vec::with_capacity(streams);
-    for task in tasks {
-        seen.push(task.await.expect("join"));
-    }
-    let elapsed = started.elapsed();
-    let arrived: std::collections::HashMap<String, Instant> = stack
-        .runner
-        .seen()
-        .into_iter()
-        .map(|seen| (seen.request.conversation_id, seen.at))
-        .collect();
-    let mut added = Vec::with_capacity(streams);
-    let mut setup = Vec::with_capacity(streams);
-    let mut events = 0;
-    for (conversation, called, received, count) in seen {
-        if let Some(at) = arrived.get(&conversation) {
-            setup.push(at.saturating_duration_since(called));
+const MODEL: Model = Model {
+    first_token: Duration::from_millis(200),
+    deltas: 50,
+    gap: Duration::from_millis(20),
+};
+
+impl Model {
+    /// One answer; `draw` in [0, 1) picks the time to first token.
+    fn reply(&self, draw: f64) -> Reply {
+        let first = self.first_token.mul_f64(0.5 + draw);
+        let mut steps = vec![Step::Sleep(first)];
+        let mut text = String::new();
+        for n in 0..self.deltas {
+            let word = format!("word{n} ");
+            text.push_str(&word);
+            steps.push(Step::Send(run_event::Event::TextDelta(word)));
+            steps.push(Step::Sleep(self.gap));
         }
-        let sent = stack
-            .runner
-            .first_text_at(&conversation)
-            .expect("the runner sent text");
-        added.push(received.saturating_duration_since(sent));
-        events += count;
+        steps.pop();
+        steps.push(Step::Send(finished(&text)));
+        Reply::Steps(steps)
     }
-    Round {
-        added,
-        setup,
-        events,
-        elapsed,
+
+    fn turn_length(&self) -> Duration {
+        self.first_token + self.gap * self.deltas as u32
     }
+}
+
+/// A small deterministic generator (xorshift), so runs draw the same jitter.
+struct Draws(u64);
+
+impl Draws {
+    fn next(&mut self) -> f64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        (self.0 >> 11) as f64 / (1_u64 << 53) as f64
+    }
+}
+
+/// One turn as the client saw it.
+struct Sample {
+    turn_id: String,
+    called: Instant,
+    first_text: Instant,
+    events: usize,
+}
+
+/// One client: turns back to back in one conversation until `stop`.
+async fn client(
+    stack: Arc<Harness>,
+    model: Model,
+    seed: u64,
+    start_after: Duration,
+    stop: Arc<AtomicBool>,
+    max_turns: usize,
+) -> Vec<Sample> {
+    tokio::time::sleep(start_after).await;
+    let mut draws = Draws(seed | 1);
+    let mut conversation = String::new();
+    let mut samples = Vec::new();
+    let mut client = stack.client.clone();
+    while !stop.load(Ordering::Relaxed) && samples.len() < max_turns {
+        stack.runner.push(model.reply(draws.next()));
+        let called = Instant::now();
+        let mut stream = client
+            .chat(chat_request(&conversation, "next question", "tables_list"))
+            .await
+            .expect("chat accepted")
+            .into_inner();
+        let (mut turn_id, mut first_text, mut events) = (String::new(), None, 0);
+        while let Some(event) = stream.message().await.expect("stream ok") {
+            events += 1;
+            match event.event {
+                Some(Event::Status(status)) if turn_id.is_empty() => {
+                    turn_id = status.turn_id;
+                    conversation = status.conversation_id;
+                }
+                Some(Event::TextDelta(_)) if first_text.is_none() => {
+                    first_text = Some(Instant::now())
+                }
+                Some(Event::Complete(complete)) => assert!(complete.success, "{complete:?}"),
+                _ => {}
+            }
+        }
+        samples.push(Sample {
+            turn_id,
+            called,
+            first_text: first_text.expect("a text delta"),
+            events,
+        });
+    }
+    samples
+}
+
+/// CPU time this process has used (user + system), from /proc.
+fn cpu_time() -> Option<Duration> {
+    let stat = std::fs::read_to_string("/proc/self/stat").ok()?;
+    // Fields after the command name (which ends with the last ')').
+    let fields: Vec<&str> = stat.rsplit_once(')')?.1.split_whitespace().collect();
+    let ticks: u64 = fields.get(11)?.parse::<u64>().ok()? + fields.get(12)?.parse::<u64>().ok()?;
+    // Linux reports in USER_HZ, 100 per second on every common platform.
+    Some(Duration::from_millis(ticks * 10))
+}
+
+#[derive(Default)]
+struct Level {
+    relay: Vec<Duration>,
+    setup: Vec<Duration>,
+    added: Vec<Duration>,
+    events: usize,
+    turns: usize,
+    elapsed: Duration,
+    /// CPU time of the whole process over the window.
+    cpu: Option<Duration>,
+}
+
+/// How long a level runs.
+#[derive(Debug, Clone, Copy)]
+enum Length {
+    /// Each client sends this many turns after its warm-up turn.
+    Turns(usize),
+    /// Clients run for this window after every client has warmed up.
+    Window(Duration),
+}
+
+/// Runs `streams` clients and gathers the samples measured after warm-up.
+async fn level(stack: &Arc<Harness>, model: Model, streams: usize, length: Length) -> Level {
+    let stop = Arc::new(AtomicBool::new(false));
+    let stagger = model.turn_length();
+    let max_turns = match length {
+        Length::Turns(turns) => turns + 1,
+        Length::Window(_) => usize::MAX,
+    };
+    let tasks: Vec<_> = (0..streams)
+        .map(|n| {
+            let start_after = stagger.mul_f64(n as f64 / streams as f64);
+            tokio::spawn(client(
+                stack.clone(),
+                model,
+                0x9e37_79b9_7f4a_7c15 ^ (n as u64 + 1),
+                start_after,
+                stop.clone(),
+                max_turns,
+            ))
+        })
+        .collect();
+    let (window_start, cpu_start) = match length {
+        Length::Turns(_) => (Instant::now(), cpu_time()),
+        Length::Window(window) => {
+            // Warm-up: every client has started and finished a turn.
+            tokio::time::sleep(stagger * 2).await;
+            let start = (Instant::now(), cpu_time());
+            tokio::time::sleep(window).await;
+            stop.store(true, Ordering::Relaxed);
+            start
+        }
+    };
+    let cpu_end = cpu_time();
+    let mut level = Level::default();
+    for task in tasks {
+        let samples = task.await.expect("client");
+        let warm = match length {
+            Length::Turns(_) => samples.into_iter().skip(1).collect::<Vec<_>>(),
+            Length::Window(_) => samples
+                .into_iter()
+                .filter(|sample| sample.called >= window_start)
+                .collect(),
+        };
+        for sample in warm {
+            let clock = stack
+                .runner
+                .clock(&sample.turn_id)
+                .expect("the runner saw the turn");
+            let sent = clock.first_text.expect("the runner sent text");
+            let relay = sample.first_text.saturating_duration_since(sent);
+            let setup = clock.arrived.saturating_duration_since(sample.called);
+            level.relay.push(relay);
+            level.setup.push(setup);
+            level.added.push(setup + relay);
+            level.events += sample.events;
+            level.turns += 1;
+        }
+    }
+    level.elapsed = window_start.elapsed();
+    level.cpu = cpu_start
+        .zip(cpu_end)
+        .map(|(start, end)| end.saturating_sub(start));
+    stack.runner.forget();
+    level
 }
 
 fn percentile(sorted: &[Duration], p: f64) -> Duration {
@@ -127,6 +254,19 @@ fn percentile(sorted: &[Duration], p: f64) -> Duration {
 
 fn ms(duration: Duration) -> f64 {
     duration.as_secs_f64() * 1e3
+}
+
+fn us(duration: Duration) -> f64 {
+    duration.as_secs_f64() * 1e6
+}
+
+fn p50_p99(samples: &mut [Duration]) -> String {
+    samples.sort();
+    format!(
+        "p50 {:>7.3} p99 {:>7.3}",
+        ms(percentile(samples, 0.50)),
+        ms(percentile(samples, 0.99))
+    )
 }
 
 /// Mean time of `work` over `times` runs.
@@ -168,14 +308,14 @@ fn per_turn_work(times: u32) {
         );
     });
     println!(
-        "per-turn work: resolve + system prompt {:.1} us; parse profile compile (parser side, per stream) {:.1} us",
-        compile_us(prompt),
-        compile_us(compile)
+        "per-turn work: resolve + system prompt {:.1} us; parse profile compile {:.1} us",
+        us(prompt),
+        us(compile)
     );
 }
 
-/// The serialised store writes of one turn on SQLite: `begin_turn` (user
-/// message) and `finish_turn` (answer), sequential, mean.
+/// The store writes of one turn on SQLite: `begin_turn` (user message) and
+/// `finish_turn` (answer), one after the other, mean.
 async fn store_writes(times: u32) {
     use chat_gateway::store::{
         BeginTurn, EventBody, FinishTurn, NewTurn, Store, StoreOptions, StoredPage, TurnState,
@@ -228,18 +368,20 @@ async fn store_writes(times: u32) {
         finish += started.elapsed();
     }
     println!(
-        "store (SQLite, sequential): begin_turn {:.1} us, finish_turn {:.1} us",
-        compile_us(begin / times),
-        compile_us(finish / times)
+        "store (SQLite, one writer at a time): begin_turn {:.1} us, finish_turn {:.1} us",
+        us(begin / times),
+        us(finish / times)
     );
-}
-
-fn compile_us(duration: Duration) -> f64 {
-    duration.as_secs_f64() * 1e6
 }
 
 fn main() {
     let full = std::env::args().any(|arg| arg == "--bench");
+    let window = Duration::from_secs(
+        std::env::var("PARLEY_BENCH_SECONDS")
+            .ok()
+            .and_then(|value| value.parse().ok())
+            .unwrap_or(20),
+    );
     per_turn_work(if full { 200 } else { 2 });
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
@@ -247,43 +389,66 @@ fn main() {
         .expect("tokio runtime");
     runtime.block_on(async {
         store_writes(if full { 500 } else { 2 }).await;
-        let stack = Harness::start(Options {
-            tweak: |config| {
-                config.turns.max_concurrent = 4096;
-                config.store.acquire_timeout_ms = 60_000;
-            },
-            ..Options::default()
-        })
-        .await;
-        // Warm the connections and the database.
-        round(&stack, 10).await;
-        let plan: &[(usize, usize)] = if full { &[(1, 300), (100, 5), (1000, 3)] } else { &[(10, 1)] };
-        println!("gateway added latency to the first text event (runner sent -> client received)");
-        for &(streams, rounds) in plan {
-            let mut added = Vec::new();
-            let mut setup = Vec::new();
-            let mut events = 0;
-            let mut elapsed = Duration::ZERO;
-            for _ in 0..rounds {
-                let measured = round(&stack, streams).await;
-                added.extend(measured.added);
-                setup.extend(measured.setup);
-                events += measured.events;
-                elapsed += measured.elapsed;
+        let stack = Arc::new(
+            Harness::start(Options {
+                tweak: |config| {
+                    config.turns.max_concurrent = 4096;
+                    config.store.acquire_timeout_ms = 60_000;
+                },
+                ..Options::default()
+            })
+            .await,
+        );
+        let model = if full {
+            MODEL
+        } else {
+            Model {
+                first_token: Duration::from_millis(20),
+                deltas: 5,
+                gap: Duration::from_millis(2),
             }
-            added.sort();
-            setup.sort();
+        };
+        println!(
+            "model: first token {} ms ±50 %, {} deltas {} ms apart; each stream sends turns back to back",
+            model.first_token.as_millis(),
+            model.deltas,
+            model.gap.as_millis()
+        );
+        let only: Option<usize> = std::env::var("PARLEY_BENCH_STREAMS")
+            .ok()
+            .and_then(|value| value.parse().ok());
+        let plan = if full {
+            vec![
+                (1, Length::Turns(100)),
+                (100, Length::Window(window)),
+                (1000, Length::Window(window)),
+            ]
+        } else {
+            vec![(10, Length::Window(Duration::from_millis(200)))]
+        };
+        println!("all figures in ms");
+        for (streams, length) in plan
+            .into_iter()
+            .filter(|(streams, _)| only.is_none_or(|only| only == *streams))
+        {
+            let mut measured = level(&stack, model, streams, length).await;
+            let seconds = measured.elapsed.as_secs_f64();
+            let cpu_per_event = measured
+                .cpu
+                .map_or(f64::NAN, |cpu| us(cpu) / measured.events.max(1) as f64);
             println!(
-                "  {streams:>5} concurrent streams: p50 {:>8.3} ms  p99 {:>8.3} ms  ({} samples); {:>9.0} events/s; \
-                 call to runner request p50 {:>8.3} ms p99 {:>8.3} ms",
-                ms(percentile(&added, 0.50)),
-                ms(percentile(&added, 0.99)),
-                added.len(),
-                events as f64 / elapsed.as_secs_f64(),
-                ms(percentile(&setup, 0.50)),
-                ms(percentile(&setup, 0.99)),
+                "{streams:>5} streams: relay {} | setup {} | first text added {} | {:>6} turns, {:>8.0} events/s, {:>6.0} turns/s, {:>6.1} us CPU/event",
+                p50_p99(&mut measured.relay),
+                p50_p99(&mut measured.setup),
+                p50_p99(&mut measured.added),
+                measured.turns,
+                measured.events as f64 / seconds,
+                measured.turns as f64 / seconds,
+                cpu_per_event,
             );
         }
-        stack.stop().await;
+        if let Ok(stack) = Arc::try_unwrap(stack) {
+            stack.stop().await;
+        }
     });
 }

@@ -84,8 +84,18 @@ struct Inner {
     replies: Mutex<VecDeque<Reply>>,
     seen: Mutex<Vec<Seen>>,
     dropped_at: Mutex<Vec<Instant>>,
-    /// When the first text delta of each conversation's latest run was sent.
-    first_text: Mutex<HashMap<String, Instant>>,
+    /// When each turn's request arrived and its first text delta was sent,
+    /// by turn id (the benchmark's clocks).
+    clocks: Mutex<HashMap<String, TurnClock>>,
+}
+
+/// When a turn reached the runner and when the runner sent its first text.
+#[derive(Debug, Clone, Copy)]
+pub struct TurnClock {
+    /// The `Run` request arrived.
+    pub arrived: Instant,
+    /// The first text delta was handed to the stream.
+    pub first_text: Option<Instant>,
 }
 
 /// The fake runner; clones share state.
@@ -126,14 +136,20 @@ impl FakeRunner {
         self.inner.dropped_at.lock().expect("lock")[count - 1]
     }
 
-    /// When the runner sent the first text delta for a conversation.
-    pub fn first_text_at(&self, conversation_id: &str) -> Option<Instant> {
+    /// When a turn's request arrived and its first text was sent.
+    pub fn clock(&self, turn_id: &str) -> Option<TurnClock> {
         self.inner
-            .first_text
+            .clocks
             .lock()
             .expect("lock")
-            .get(conversation_id)
+            .get(turn_id)
             .copied()
+    }
+
+    /// Forgets the requests and clocks recorded so far.
+    pub fn forget(&self) {
+        self.inner.seen.lock().expect("lock").clear();
+        self.inner.clocks.lock().expect("lock").clear();
     }
 
     /// How many streams were dropped so far.
@@ -163,11 +179,19 @@ impl AgentRunner for FakeRunner {
     async fn run(&self, request: Request<RunRequest>) -> Result<Response<Self::RunStream>, Status> {
         let timeout = parley_grpc::deadline::grpc_timeout(request.metadata());
         let request = request.into_inner();
-        let conversation_id = request.conversation_id.clone();
+        let turn_id = request.turn_id.clone();
+        let arrived = Instant::now();
+        self.inner.clocks.lock().expect("lock").insert(
+            turn_id.clone(),
+            TurnClock {
+                arrived,
+                first_text: None,
+            },
+        );
         self.inner.seen.lock().expect("lock").push(Seen {
             request,
             timeout,
-            at: Instant::now(),
+            at: arrived,
         });
         let reply = self
             .inner
@@ -191,11 +215,11 @@ impl AgentRunner for FakeRunner {
                         seq += 1;
                         if !texted && matches!(event, Event::TextDelta(_)) {
                             texted = true;
-                            this.inner
-                                .first_text
-                                .lock()
-                                .expect("lock")
-                                .insert(conversation_id.clone(), Instant::now());
+                            if let Some(clock) =
+                                this.inner.clocks.lock().expect("lock").get_mut(&turn_id)
+                            {
+                                clock.first_text = Some(Instant::now());
+                            }
                         }
                         if tx
                             .send(Ok(RunEvent {
