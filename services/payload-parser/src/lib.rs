@@ -27,6 +27,7 @@ mod marker;
 mod message;
 mod model;
 mod profile;
+pub mod profile_cache;
 mod profiles;
 pub mod service;
 mod stream;
@@ -43,6 +44,7 @@ pub use model::{
 pub use profile::{
     PayloadSpec, Profile, ProfileSpec, SUGGESTED_ACTIONS_MARKER, SUGGESTED_VALUES_MARKER,
 };
+pub use profile_cache::ProfileCache;
 pub use profiles::Profiles;
 pub use stream::{StreamItem, StreamParser};
 

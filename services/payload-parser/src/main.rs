@@ -11,7 +11,7 @@ use parley_grpc::{ServeOptions, logging::LogFormat};
 use parley_proto::parser::v1::payload_parser_server::PayloadParserServer;
 use payload_parser::{
     DEFAULT_MAX_BYTES, DEFAULT_MAX_DEPTH, HARD_MAX_BYTES, HARD_MAX_DEPTH, Limits, Profiles,
-    service::ParserService,
+    service::{DEFAULT_PROFILE_CACHE, ParserService, ServiceOptions},
 };
 use tonic::server::NamedService;
 
@@ -40,6 +40,10 @@ struct Args {
     /// Longest lifetime of a ParseStream call.
     #[arg(long, default_value = "30m", value_parser = parse_duration)]
     stream_max_duration: Duration,
+    /// Inline profiles kept compiled (callers such as the gateway send the
+    /// same few profiles with every stream); 0 compiles each one.
+    #[arg(long, env = "PARLEY_PARSER_PROFILE_CACHE", default_value_t = DEFAULT_PROFILE_CACHE)]
+    profile_cache: usize,
     /// Log format: `json` or `text`.
     #[arg(long, env = "PARLEY_LOG_FORMAT", default_value = "json")]
     log_format: LogFormat,
@@ -96,11 +100,14 @@ async fn main() -> anyhow::Result<()> {
     let listener = tokio::net::TcpListener::bind(&args.listen)
         .await
         .with_context(|| format!("binding {}", args.listen))?;
-    let service = ParserService::with_timeouts(
+    let service = ParserService::with_options(
         profiles,
         limits,
-        args.stream_idle_timeout,
-        args.stream_max_duration,
+        ServiceOptions {
+            idle_timeout: args.stream_idle_timeout,
+            max_stream_duration: args.stream_max_duration,
+            profile_cache: args.profile_cache,
+        },
     );
     let routes = tonic::service::Routes::new(service.into_server());
     let mut options = ServeOptions::new(

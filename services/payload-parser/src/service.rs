@@ -5,7 +5,9 @@
 //! feeds each text delta to a [`StreamParser`] in a task that stops when the
 //! client goes away, and ends with the `final` response. Streams are bounded
 //! in bytes (the same limit as `Parse`), in idle time between messages and in
-//! total lifetime. Errors leave here as `tonic::Status` with stable reasons.
+//! total lifetime. Inline profiles are compiled once and kept
+//! ([`ProfileCache`]). Errors leave here as `tonic::Status` with stable
+//! reasons.
 
 use std::{sync::Arc, time::Duration};
 
@@ -20,7 +22,8 @@ use tokio_stream::wrappers::ReceiverStream;
 use tonic::{Code, Request, Response, Status, Streaming};
 
 use crate::{
-    Limits, ParseError, Profile, Profiles, StreamItem, StreamParser, error::ProfileError, parse,
+    Limits, ParseError, Profile, ProfileCache, Profiles, StreamItem, StreamParser,
+    error::ProfileError, parse,
 };
 
 /// Reason: the text is larger than the configured limit.
@@ -40,6 +43,8 @@ pub const STREAM_TIMEOUT: &str = "STREAM_TIMEOUT";
 pub const DEFAULT_IDLE_TIMEOUT: Duration = Duration::from_secs(120);
 /// Default longest lifetime of a stream.
 pub const DEFAULT_MAX_STREAM_DURATION: Duration = Duration::from_secs(30 * 60);
+/// Default number of inline profiles kept compiled.
+pub const DEFAULT_PROFILE_CACHE: usize = crate::profile_cache::DEFAULT_CAPACITY;
 
 /// How many responses may wait for a slow client before the stream task
 /// waits too.
@@ -55,20 +60,39 @@ pub struct ParserService {
 struct Inner {
     profiles: Profiles,
     limits: Limits,
-    idle_timeout: Duration,
-    max_stream_duration: Duration,
+    options: ServiceOptions,
+    /// Inline profiles compiled so far.
+    cache: ProfileCache,
+    /// The profile of requests that send none.
+    default_profile: Arc<Profile>,
+}
+
+/// How the service bounds streams and keeps compiled profiles.
+#[derive(Debug, Clone, Copy)]
+pub struct ServiceOptions {
+    /// Longest pause between two messages of a stream.
+    pub idle_timeout: Duration,
+    /// Longest lifetime of a stream.
+    pub max_stream_duration: Duration,
+    /// Inline profiles kept compiled (0 compiles every request's profile).
+    pub profile_cache: usize,
+}
+
+impl Default for ServiceOptions {
+    fn default() -> Self {
+        Self {
+            idle_timeout: DEFAULT_IDLE_TIMEOUT,
+            max_stream_duration: DEFAULT_MAX_STREAM_DURATION,
+            profile_cache: DEFAULT_PROFILE_CACHE,
+        }
+    }
 }
 
 impl ParserService {
-    /// A service with named `profiles` and `limits`, and the default stream
-    /// timeouts.
+    /// A service with named `profiles` and `limits`, and the default
+    /// options.
     pub fn new(profiles: Profiles, limits: Limits) -> Self {
-        Self::with_timeouts(
-            profiles,
-            limits,
-            DEFAULT_IDLE_TIMEOUT,
-            DEFAULT_MAX_STREAM_DURATION,
-        )
+        Self::with_options(profiles, limits, ServiceOptions::default())
     }
 
     /// A service with explicit stream timeouts.
@@ -78,12 +102,26 @@ impl ParserService {
         idle_timeout: Duration,
         max_stream_duration: Duration,
     ) -> Self {
+        Self::with_options(
+            profiles,
+            limits,
+            ServiceOptions {
+                idle_timeout,
+                max_stream_duration,
+                ..ServiceOptions::default()
+            },
+        )
+    }
+
+    /// A service with explicit options.
+    pub fn with_options(profiles: Profiles, limits: Limits, options: ServiceOptions) -> Self {
         Self {
             inner: Arc::new(Inner {
                 profiles,
                 limits,
-                idle_timeout,
-                max_stream_duration,
+                options,
+                cache: ProfileCache::new(options.profile_cache),
+                default_profile: Arc::new(Profile::default()),
             }),
         }
     }
@@ -133,9 +171,11 @@ impl ParserService {
             });
         }
         match inline {
-            None => Ok(Arc::new(Profile::default())),
-            Some(proto) => Profile::from_proto(proto)
-                .map(Arc::new)
+            None => Ok(self.inner.default_profile.clone()),
+            Some(proto) => self
+                .inner
+                .cache
+                .get_or_compile(proto)
                 .map_err(|e| profile_status(&e, field)),
         }
     }
@@ -203,7 +243,7 @@ impl PayloadParser for ParserService {
         request: Request<Streaming<ParseStreamRequest>>,
     ) -> Result<Response<Self::ParseStreamStream>, Status> {
         let mut inbound = request.into_inner();
-        let idle = self.inner.idle_timeout;
+        let idle = self.inner.options.idle_timeout;
         let first = match tokio::time::timeout(idle, inbound.message()).await {
             Err(_) => {
                 return Err(error(
@@ -223,7 +263,7 @@ impl PayloadParser for ParserService {
         };
         let (tx, rx) = mpsc::channel(STREAM_BUFFER);
         let parser = StreamParser::new(profile, self.inner.limits);
-        let deadline = tokio::time::Instant::now() + self.inner.max_stream_duration;
+        let deadline = tokio::time::Instant::now() + self.inner.options.max_stream_duration;
         tokio::spawn(run_stream(inbound, parser, tx, idle, deadline));
         Ok(Response::new(ReceiverStream::new(rx)))
     }
