@@ -4,7 +4,7 @@
 //! down fails fast, which is what sends turns to `RUNNER_UNAVAILABLE` or to
 //! the in-process parser.
 
-use std::time::Duration;
+use std::{sync::Arc, time::Duration};
 
 use parley_proto::{
     parser::v1::payload_parser_client::PayloadParserClient,
@@ -34,6 +34,10 @@ pub struct Upstreams {
     pub parser: PayloadParserClient<Channel>,
     /// Bound on one unary `Parse` call and on opening a `ParseStream`.
     pub parse_timeout: Duration,
+    /// Profiles compiled for the in-process parser (the fallback when the
+    /// sidecar is unreachable), so a fallback turn does not compile its
+    /// page's schemas again.
+    pub compiled_profiles: Arc<payload_parser::ProfileCache>,
 }
 
 fn channel(
@@ -68,6 +72,7 @@ impl Upstreams {
             parser: PayloadParserClient::new(channel("parser", parser_url, connect_timeout)?)
                 .max_decoding_message_size(16 * 1024 * 1024),
             parse_timeout,
+            compiled_profiles: Arc::default(),
         })
     }
 }

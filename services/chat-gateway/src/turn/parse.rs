@@ -10,11 +10,12 @@
 
 use std::{collections::VecDeque, sync::Arc};
 
+use futures::FutureExt;
 use parley_proto::parser::v1::{
     Diagnostic, DiagnosticKind, ParseProfile, ParseRequest, ParseResponse, ParseStreamRequest,
     ParseStreamResponse, parse_stream_request::Input, parse_stream_response::Output,
 };
-use payload_parser::{Limits, Profile, StreamParser};
+use payload_parser::{Limits, Profile, ProfileCache, StreamParser};
 use tokio::sync::mpsc;
 use tokio_stream::wrappers::ReceiverStream;
 
@@ -42,6 +43,8 @@ enum Mode {
 /// The streaming cleaner of one turn.
 pub struct TextCleaner {
     profile: ParseProfile,
+    /// Where the in-process parser finds the profile compiled.
+    compiled: Arc<ProfileCache>,
     mode: Mode,
     /// Every raw delta received.
     raw: String,
@@ -76,15 +79,19 @@ pub fn fallback_diagnostic(reason: &str) -> Diagnostic {
     }
 }
 
-fn local_profile(profile: &ParseProfile) -> Result<Arc<Profile>, String> {
-    Profile::from_proto(profile)
-        .map(Arc::new)
+fn local_profile(profile: &ParseProfile, cache: &ProfileCache) -> Result<Arc<Profile>, String> {
+    cache
+        .get_or_compile(profile)
         .map_err(|error| format!("profile refused: {error}"))
 }
 
 /// Parses a whole text in-process.
-pub fn parse_locally(text: &str, profile: &ParseProfile) -> Result<ParseResponse, String> {
-    let profile = local_profile(profile)?;
+pub fn parse_locally(
+    text: &str,
+    profile: &ParseProfile,
+    cache: &ProfileCache,
+) -> Result<ParseResponse, String> {
+    let profile = local_profile(profile, cache)?;
     payload_parser::parse(text, &profile, &Limits::default())
         .map(payload_parser::Parsed::into_proto)
         .map_err(|error| error.to_string())
@@ -99,6 +106,7 @@ impl TextCleaner {
     pub async fn open(upstreams: &Upstreams, profile: ParseProfile) -> Self {
         let mut cleaner = Self {
             profile,
+            compiled: upstreams.compiled_profiles.clone(),
             mode: Mode::Stopped,
             raw: String::new(),
             emitted: String::new(),
@@ -130,9 +138,10 @@ impl TextCleaner {
     }
 
     /// An in-process cleaner (the sidecar is not even tried).
-    pub fn local(profile: ParseProfile, reason: &str) -> Self {
+    pub fn local(profile: ParseProfile, compiled: Arc<ProfileCache>, reason: &str) -> Self {
         let mut cleaner = Self {
             profile,
+            compiled,
             mode: Mode::Stopped,
             raw: String::new(),
             emitted: String::new(),
@@ -172,7 +181,7 @@ impl TextCleaner {
         tracing::warn!(%reason, "payload-parser unavailable, parsing in-process");
         self.fallback.get_or_insert(reason);
         self.mode = Mode::Stopped;
-        let Ok(profile) = local_profile(&self.profile) else {
+        let Ok(profile) = local_profile(&self.profile, &self.compiled) else {
             return;
         };
         let mut parser = StreamParser::new(profile, Limits::default());
@@ -280,20 +289,38 @@ impl TextCleaner {
         }
     }
 
-    /// The next cleaned delta. Pending until there is one, so it can sit in
+    /// The cleaned text ready now, as one delta (everything queued up
+    /// since the last call). Pending until there is some, so it can sit in
     /// a `select!` beside the runner's stream.
     pub async fn next(&mut self) -> String {
         loop {
-            if let Some(text) = self.ready.pop_front() {
+            if let Some(mut text) = self.ready.pop_front() {
+                while let Some(more) = self.ready.pop_front() {
+                    text.push_str(&more);
+                }
                 return text;
             }
             let Mode::Remote(remote) = &mut self.mode else {
                 return std::future::pending().await;
             };
             match remote.rx.message().await {
-                Ok(Some(response)) => self.take_remote(response),
+                Ok(Some(response)) => {
+                    self.take_remote(response);
+                    self.take_ready_responses();
+                }
                 Ok(None) => self.switch_to_local("ParseStream ended early".into()),
                 Err(status) => self.switch_to_local(short(&status)),
+            }
+        }
+    }
+
+    /// Takes the sidecar's responses that have already arrived, without
+    /// waiting (a broken stream is noticed by the next read).
+    fn take_ready_responses(&mut self) {
+        while let Mode::Remote(remote) = &mut self.mode {
+            match remote.rx.message().now_or_never() {
+                Some(Ok(Some(response))) => self.take_remote(response),
+                _ => return,
             }
         }
     }
@@ -350,7 +377,7 @@ impl TextCleaner {
             (None, None) => {
                 self.fallback
                     .get_or_insert_with(|| "in-process parser in use".into());
-                match parse_locally(&self.raw, &self.profile) {
+                match parse_locally(&self.raw, &self.profile, &self.compiled) {
                     Ok(response) => response,
                     Err(error) => ParseResponse {
                         message: self.emitted.clone(),
@@ -416,7 +443,7 @@ pub async fn parse_text(
         Ok(Err(status)) => short(&status),
         Err(_) => "timed out".to_owned(),
     };
-    match parse_locally(text, profile) {
+    match parse_locally(text, profile, &upstreams.compiled_profiles) {
         Ok(response) => (response, Some(reason)),
         Err(error) => (
             ParseResponse {
@@ -461,7 +488,7 @@ mod tests {
     #[tokio::test]
     async fn the_local_cleaner_never_leaks_and_adds_up_for_any_split() {
         for size in [1, 2, 5, 13, TEXT.len()] {
-            let mut cleaner = TextCleaner::local(profile(), "test");
+            let mut cleaner = TextCleaner::local(profile(), Arc::default(), "test");
             let mut seen = String::new();
             let chars: Vec<char> = TEXT.chars().collect();
             for chunk in chars.chunks(size) {
