@@ -222,6 +222,9 @@ async fn produce(
 }
 
 async fn load_history(engine: &Engine, spec: &TurnSpec) -> Result<History, Failure> {
+    if spec.new_conversation {
+        return Ok(History::first_message(&spec.message));
+    }
     let store_failure = |error: crate::store::StoreError| {
         tracing::error!(%error, "cannot read the conversation history");
         Failure::new(

@@ -39,6 +39,16 @@ pub struct History {
     pub payloads: Vec<HistoryPayload>,
 }
 
+impl History {
+    /// The history of a new conversation: its first user message.
+    pub fn first_message(text: &str) -> Self {
+        Self {
+            messages: vec![message(runner::Role::User, text.to_owned())],
+            payloads: Vec::new(),
+        }
+    }
+}
+
 #[derive(Default)]
 struct TurnParts {
     user: Option<String>,
@@ -304,6 +314,12 @@ mod tests {
         assert_eq!(history.payloads.len(), 1);
         assert_eq!(history.payloads[0].turn_index, 4);
         assert_eq!(history.payloads[0].payload_type, "schema_proposal");
+    }
+
+    #[test]
+    fn a_new_conversation_is_what_its_first_message_rebuilds_to() {
+        let rebuilt = rebuild(&[event(1, "t1", user("hello"))], &[turn("t1", 0)]);
+        assert_eq!(History::first_message("hello"), rebuilt);
     }
 
     #[test]

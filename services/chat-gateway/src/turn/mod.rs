@@ -66,6 +66,9 @@ pub struct TurnSpec {
     pub owner: String,
     /// The conversation.
     pub conversation_id: String,
+    /// Whether this turn created the conversation (so its history is the
+    /// user message alone, with nothing to read back).
+    pub new_conversation: bool,
     /// The turn.
     pub turn_id: String,
     /// The user message.
@@ -229,6 +232,7 @@ impl Engine {
         let spec = TurnSpec {
             owner: start.owner,
             conversation_id,
+            new_conversation: create,
             turn_id,
             message: start.message,
             page: start.page,
@@ -236,7 +240,7 @@ impl Engine {
             model: start.model,
             deadline: start.deadline,
         };
-        tracing::info!(conversation = %spec.conversation_id, turn = %spec.turn_id, new = create, "turn started");
+        tracing::info!(conversation = %spec.conversation_id, turn = %spec.turn_id, new = spec.new_conversation, "turn started");
         tokio::spawn(flow::run(self.clone(), spec, slot, sink));
         Ok(ReceiverStream::new(rx))
     }

@@ -2,13 +2,16 @@
 //!
 //! Text deltas go through the [`TextCleaner`] (markers never reach the
 //! client); reasoning, structured and tool events pass through as they are;
-//! runner phases become turn phases. The loop ends when the runner
-//! finishes or fails, when the turn is stopped (the runner's stream is then
-//! dropped at once, which cancels the model call and the tools), or when the
-//! deadline passes.
+//! runner phases become turn phases. Text deltas that queued up while the
+//! gateway was busy travel on together (to the parser and to the client),
+//! which sheds per-event work under load and costs nothing when idle. The
+//! loop ends when the runner finishes or fails, when the turn is stopped
+//! (the runner's stream is then dropped at once, which cancels the model
+//! call and the tools), or when the deadline passes.
 
 use std::collections::HashMap;
 
+use futures::FutureExt;
 use parley_proto::{
     gateway::v1::{self as gw, chat_event::Event},
     runner::v1::{self as runner, run_event},
@@ -135,6 +138,28 @@ fn add_usage(total: &mut gw::Usage, usage: &runner::Usage) {
     }
 }
 
+/// What reading the runner's stream gave.
+type Message = Result<Option<runner::RunEvent>, tonic::Status>;
+
+/// Appends to `text` the text deltas the runner has already sent, so they
+/// reach the parser as one message; returns the first message read that is
+/// not a text delta. Never waits: under load this batches what queued up,
+/// and an idle stream loses no time.
+fn take_ready_text(
+    stream: &mut tonic::Streaming<runner::RunEvent>,
+    text: &mut String,
+) -> Option<Message> {
+    loop {
+        match stream.message().now_or_never()? {
+            Ok(Some(runner::RunEvent {
+                event: Some(run_event::Event::TextDelta(more)),
+                ..
+            })) => text.push_str(&more),
+            other => return Some(other),
+        }
+    }
+}
+
 /// Relays until the runner's stream ends, the turn is stopped or the
 /// deadline passes. The runner's stream is dropped before this returns.
 pub async fn relay(
@@ -149,70 +174,84 @@ pub async fn relay(
     let mut structured = String::new();
     let mut tools = ToolLog::default();
     let mut usage = gw::Usage::default();
+    let expired = tokio::time::sleep_until(deadline);
+    tokio::pin!(expired);
+    // A message read ahead while batching text deltas.
+    let mut held: Option<Message> = None;
     let end = loop {
-        tokio::select! {
-            biased;
-            () = stop.cancelled() => break RunEnd::Stopped,
-            () = tokio::time::sleep_until(deadline) => break RunEnd::DeadlineExceeded,
-            text = cleaner.next() => sink.send(Event::TextDelta(text)).await,
-            message = stream.message() => {
-                let event = match message {
-                    Ok(Some(event)) => event.event,
-                    Ok(None) => break RunEnd::Broken("the runner's stream ended without a result".into()),
-                    Err(status) => break RunEnd::Broken(format!("{:?}: {}", status.code(), status.message())),
-                };
-                match event {
-                    Some(run_event::Event::TextDelta(text)) => cleaner.push(&text).await,
-                    Some(run_event::Event::ReasoningDelta(text)) => {
-                        reasoning.push_str(&text);
-                        sink.send(Event::ReasoningDelta(text)).await;
-                    }
-                    Some(run_event::Event::StructuredDelta(text)) => {
-                        structured.push_str(&text);
-                        sink.send(Event::StructuredDelta(text)).await;
-                    }
-                    Some(run_event::Event::ToolStart(start)) => {
-                        tools.start(&start);
-                        sink.send(Event::ToolStart(gw::ToolStart {
-                            call_id: start.call_id,
-                            name: start.name,
-                            input: start.input,
-                        }))
-                        .await;
-                    }
-                    Some(run_event::Event::ToolProgress(progress)) => {
-                        sink.send(Event::ToolProgress(gw::ToolProgress {
-                            call_id: progress.call_id,
-                            stage: progress.stage,
-                            message: progress.message,
-                            fraction: progress.fraction,
-                        }))
-                        .await;
-                    }
-                    Some(run_event::Event::ToolComplete(done)) => {
-                        tools.complete(&done);
-                        sink.send(Event::ToolComplete(gw::ToolComplete {
-                            call_id: done.call_id,
-                            name: done.name,
-                            success: done.success,
-                            duration: done.duration,
-                            result_text: done.result_text,
-                            payload: done.payload,
-                            error: done.error,
-                        }))
-                        .await;
-                    }
-                    Some(run_event::Event::Status(status)) => {
-                        if let Some(phase) = phase(status.phase) {
-                            sink.send(ids.status(phase, status.message)).await;
-                        }
-                    }
-                    Some(run_event::Event::Usage(call)) => add_usage(&mut usage, &call),
-                    Some(run_event::Event::Finished(finished)) => break RunEnd::Finished(finished),
-                    Some(run_event::Event::Error(error)) => break RunEnd::Failed(error),
-                    None => {}
+        let message = match held.take() {
+            Some(message) => message,
+            None => tokio::select! {
+                biased;
+                () = stop.cancelled() => break RunEnd::Stopped,
+                () = &mut expired => break RunEnd::DeadlineExceeded,
+                text = cleaner.next() => {
+                    sink.send(Event::TextDelta(text)).await;
+                    continue;
+                }
+                message = stream.message() => message,
+            },
+        };
+        let event = match message {
+            Ok(Some(event)) => event.event,
+            Ok(None) => break RunEnd::Broken("the runner's stream ended without a result".into()),
+            Err(status) => {
+                break RunEnd::Broken(format!("{:?}: {}", status.code(), status.message()));
+            }
+        };
+        match event {
+            Some(run_event::Event::TextDelta(mut text)) => {
+                held = take_ready_text(&mut stream, &mut text);
+                cleaner.push(&text).await;
+            }
+            Some(run_event::Event::ReasoningDelta(text)) => {
+                reasoning.push_str(&text);
+                sink.send(Event::ReasoningDelta(text)).await;
+            }
+            Some(run_event::Event::StructuredDelta(text)) => {
+                structured.push_str(&text);
+                sink.send(Event::StructuredDelta(text)).await;
+            }
+            Some(run_event::Event::ToolStart(start)) => {
+                tools.start(&start);
+                sink.send(Event::ToolStart(gw::ToolStart {
+                    call_id: start.call_id,
+                    name: start.name,
+                    input: start.input,
+                }))
+                .await;
+            }
+            Some(run_event::Event::ToolProgress(progress)) => {
+                sink.send(Event::ToolProgress(gw::ToolProgress {
+                    call_id: progress.call_id,
+                    stage: progress.stage,
+                    message: progress.message,
+                    fraction: progress.fraction,
+                }))
+                .await;
+            }
+            Some(run_event::Event::ToolComplete(done)) => {
+                tools.complete(&done);
+                sink.send(Event::ToolComplete(gw::ToolComplete {
+                    call_id: done.call_id,
+                    name: done.name,
+                    success: done.success,
+                    duration: done.duration,
+                    result_text: done.result_text,
+                    payload: done.payload,
+                    error: done.error,
+                }))
+                .await;
+            }
+            Some(run_event::Event::Status(status)) => {
+                if let Some(phase) = phase(status.phase) {
+                    sink.send(ids.status(phase, status.message)).await;
                 }
             }
+            Some(run_event::Event::Usage(call)) => add_usage(&mut usage, &call),
+            Some(run_event::Event::Finished(finished)) => break RunEnd::Finished(finished),
+            Some(run_event::Event::Error(error)) => break RunEnd::Failed(error),
+            None => {}
         }
     };
     // Dropping the stream cancels the call: the runner stops the model and

@@ -56,25 +56,35 @@ impl EventSink {
             seq: self.seq,
             event: Some(event),
         });
-        let sent = if self.stop.is_cancelled() || Instant::now() >= self.deadline {
-            // The turn is ending: deliver its last events if the client
-            // takes them soon, never wait longer.
-            match tokio::time::timeout(LAST_EVENTS_WAIT, tx.send(message)).await {
-                Ok(sent) => sent.is_ok(),
-                Err(_) => true,
-            }
-        } else {
-            tokio::select! {
-                biased;
-                sent = tx.send(message) => sent.is_ok(),
-                // The event is dropped; the turn goes on to store its answer.
-                () = self.stop.cancelled() => true,
-                () = tokio::time::sleep_until(self.deadline) => true,
-            }
+        // The common case, the client keeps up: there is room, no wait.
+        let sent = match tx.try_send(message) {
+            Ok(()) => true,
+            Err(mpsc::error::TrySendError::Closed(_)) => false,
+            Err(mpsc::error::TrySendError::Full(message)) => self.wait_to_send(tx, message).await,
         };
         if !sent {
             tracing::debug!(seq = self.seq, "client went away; the turn continues");
             self.tx = None;
+        }
+    }
+
+    /// Waits for room for a slow client; false when it went away. Gives up
+    /// (dropping the event) when the turn is stopped or its deadline passes.
+    async fn wait_to_send(&self, tx: &EventSender, message: Result<ChatEvent, Status>) -> bool {
+        if self.stop.is_cancelled() || Instant::now() >= self.deadline {
+            // The turn is ending: deliver its last events if the client
+            // takes them soon, never wait longer.
+            return match tokio::time::timeout(LAST_EVENTS_WAIT, tx.send(message)).await {
+                Ok(sent) => sent.is_ok(),
+                Err(_) => true,
+            };
+        }
+        tokio::select! {
+            biased;
+            sent = tx.send(message) => sent.is_ok(),
+            // The event is dropped; the turn goes on to store its answer.
+            () = self.stop.cancelled() => true,
+            () = tokio::time::sleep_until(self.deadline) => true,
         }
     }
 }

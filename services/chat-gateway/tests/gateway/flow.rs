@@ -31,9 +31,23 @@ fn chunks(text: &str, size: usize) -> Vec<String> {
         .collect()
 }
 
+/// `text` streamed in deltas of `size` characters, a millisecond apart like
+/// a model's, so each delta travels to the parser on its own (deltas that
+/// queue up in the gateway are batched).
 fn deltas(text: &str, size: usize) -> Reply {
     let pieces = chunks(text, size);
-    text_reply(&pieces.iter().map(String::as_str).collect::<Vec<_>>())
+    let Reply::Steps(steps) = text_reply(&pieces.iter().map(String::as_str).collect::<Vec<_>>())
+    else {
+        unreachable!("text_reply streams")
+    };
+    let mut paced = Vec::with_capacity(steps.len() * 2);
+    for step in steps {
+        if !paced.is_empty() {
+            paced.push(Step::Sleep(std::time::Duration::from_millis(1)));
+        }
+        paced.push(step);
+    }
+    Reply::Steps(paced)
 }
 
 fn assert_clean(turn: &crate::harness::Turn) {
