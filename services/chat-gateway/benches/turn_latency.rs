@@ -314,29 +314,22 @@ fn per_turn_work(times: u32) {
     );
 }
 
-/// The store writes of one turn on SQLite: `begin_turn` (user message) and
-/// `finish_turn` (answer), one after the other, mean.
-async fn store_writes(times: u32) {
+/// The store writes of turns on SQLite: `begin_turn` (the user message)
+/// then `finish_turn` (the answer). First one turn at a time (the latency
+/// of a lone write), then `concurrent` turns at once with one transaction
+/// per write (`write_batch` 1, the baseline) and with group commit.
+async fn store_writes(times: u32, concurrent: usize) {
     use chat_gateway::store::{
         BeginTurn, EventBody, FinishTurn, NewTurn, Store, StoreOptions, StoredPage, TurnState,
     };
-    let dir = tempfile::tempdir().expect("temp dir");
-    let url = format!(
-        "sqlite://{}?mode=rwc",
-        dir.path().join("bench.db").display()
-    );
-    let store = Store::open(&url, &StoreOptions::default())
-        .await
-        .expect("open");
-    let message = EventBody::UserMessage {
-        text: "hello".into(),
-        page: StoredPage::default(),
-        response_schema: None,
-        request_id: None,
-        action: None,
-    };
-    let (mut begin, mut finish) = (Duration::ZERO, Duration::ZERO);
-    for n in 0..times {
+    async fn one_turn(store: &Store, n: usize) -> (Duration, Duration) {
+        let message = EventBody::UserMessage {
+            text: "hello".into(),
+            page: StoredPage::default(),
+            response_schema: None,
+            request_id: None,
+            action: None,
+        };
         let (conversation, turn) = (format!("c{n}"), format!("t{n}"));
         let started = Instant::now();
         let begun = store
@@ -352,7 +345,7 @@ async fn store_writes(times: u32) {
             .await
             .expect("begin");
         assert!(matches!(begun, BeginTurn::Started { .. }));
-        begin += started.elapsed();
+        let begin = started.elapsed();
         let started = Instant::now();
         store
             .finish_turn(&FinishTurn {
@@ -365,13 +358,62 @@ async fn store_writes(times: u32) {
             })
             .await
             .expect("finish");
-        finish += started.elapsed();
+        (begin, started.elapsed())
+    }
+    async fn open(dir: &tempfile::TempDir, name: &str, write_batch: usize) -> Store {
+        let url = format!("sqlite://{}?mode=rwc", dir.path().join(name).display());
+        Store::open(
+            &url,
+            &StoreOptions {
+                write_batch,
+                acquire_timeout: Duration::from_secs(60),
+                ..StoreOptions::default()
+            },
+        )
+        .await
+        .expect("open")
+    }
+    let dir = tempfile::tempdir().expect("temp dir");
+    let store = open(&dir, "lone.db", 64).await;
+    let (mut begin, mut finish) = (Duration::ZERO, Duration::ZERO);
+    for n in 0..times as usize {
+        let (b, f) = one_turn(&store, n).await;
+        begin += b;
+        finish += f;
     }
     println!(
-        "store (SQLite, one writer at a time): begin_turn {:.1} us, finish_turn {:.1} us",
+        "store (SQLite), one turn at a time: begin_turn {:.1} us, finish_turn {:.1} us",
         us(begin / times),
         us(finish / times)
     );
+    let mut rates = Vec::new();
+    for (name, write_batch) in [("one transaction per write", 1), ("group commit (64)", 64)] {
+        let store = Arc::new(open(&dir, &format!("batch{write_batch}.db"), write_batch).await);
+        let started = Instant::now();
+        let turns: Vec<_> = (0..concurrent)
+            .map(|n| {
+                let store = store.clone();
+                tokio::spawn(async move { one_turn(&store, n).await })
+            })
+            .collect();
+        let mut begins = Vec::with_capacity(concurrent);
+        for turn in turns {
+            begins.push(turn.await.expect("turn").0);
+        }
+        let elapsed = started.elapsed();
+        let rate = concurrent as f64 / elapsed.as_secs_f64();
+        println!(
+            "store (SQLite), {concurrent} turns at once, {name}: {rate:.0} turns/s (2 writes each); begin_turn {}",
+            p50_p99(&mut begins)
+        );
+        rates.push(rate);
+    }
+    if let [baseline, batched] = rates[..] {
+        println!(
+            "  group commit / one transaction per write: {:.1}x",
+            batched / baseline
+        );
+    }
 }
 
 fn main() {
@@ -388,7 +430,7 @@ fn main() {
         .build()
         .expect("tokio runtime");
     runtime.block_on(async {
-        store_writes(if full { 500 } else { 2 }).await;
+        store_writes(if full { 500 } else { 2 }, if full { 1000 } else { 10 }).await;
         let stack = Arc::new(
             Harness::start(Options {
                 tweak: |config| {

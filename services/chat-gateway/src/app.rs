@@ -120,6 +120,7 @@ impl Gateway {
             &StoreOptions {
                 max_connections: config.store.max_connections,
                 acquire_timeout: Duration::from_millis(config.store.acquire_timeout_ms),
+                write_batch: usize::try_from(config.store.write_batch).unwrap_or(usize::MAX),
             },
         )
         .await?;

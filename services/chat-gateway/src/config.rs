@@ -94,6 +94,9 @@ pub struct StoreConfig {
     pub max_connections: u32,
     /// Longest wait for a pooled connection, in milliseconds.
     pub acquire_timeout_ms: u64,
+    /// Most writes SQLite commits in one transaction when writes queue up
+    /// (group commit); PostgreSQL commits each write on its own.
+    pub write_batch: u32,
 }
 
 impl Default for StoreConfig {
@@ -102,6 +105,7 @@ impl Default for StoreConfig {
             database_url: "sqlite://parley.db?mode=rwc".into(),
             max_connections: 8,
             acquire_timeout_ms: 5_000,
+            write_batch: 64,
         }
     }
 }
@@ -280,6 +284,7 @@ impl GatewayConfig {
             u64::from(self.store.max_connections),
         )?;
         positive("store.acquire_timeout_ms", self.store.acquire_timeout_ms)?;
+        positive("store.write_batch", u64::from(self.store.write_batch))?;
         positive(
             "upstream.connect_timeout_ms",
             self.upstream.connect_timeout_ms,

@@ -13,8 +13,10 @@
 //! bump its `last_seq` in the same statement that checks the owner, which
 //! both allocates the event positions and serialises concurrent appends.
 
+mod batch;
 pub mod model;
 mod queries;
+mod writes;
 
 use std::{borrow::Cow, time::Duration};
 
@@ -72,6 +74,9 @@ pub enum StoreError {
     /// An event could not be encoded.
     #[error("cannot encode an event: {0}")]
     Encode(#[source] serde_json::Error),
+    /// The SQLite writer task is gone (the store is closing).
+    #[error("the store's writer has stopped")]
+    WriterStopped,
 }
 
 /// Which database a store talks to.
@@ -103,13 +108,15 @@ impl Backend {
     }
 }
 
-/// Connection pool bounds.
+/// Connection pool bounds and SQLite's write batches.
 #[derive(Debug, Clone)]
 pub struct StoreOptions {
     /// Most connections held open.
     pub max_connections: u32,
     /// Longest wait for a free connection.
     pub acquire_timeout: Duration,
+    /// Most writes SQLite commits in one transaction (see [`batch`]).
+    pub write_batch: usize,
 }
 
 impl Default for StoreOptions {
@@ -117,6 +124,7 @@ impl Default for StoreOptions {
         Self {
             max_connections: 8,
             acquire_timeout: Duration::from_secs(5),
+            write_batch: 64,
         }
     }
 }
@@ -185,12 +193,12 @@ pub struct ListCursor {
 pub struct Store {
     pool: AnyPool,
     backend: Backend,
-    /// SQLite has one writer at a time, and a connection that finds the
-    /// write lock taken sleeps in SQLite's busy handler with growing pauses
-    /// (up to 100 ms each). Writers therefore queue here instead, in order
-    /// and without sleeping; reads (WAL) never wait. `None` for PostgreSQL,
-    /// whose row locks serialise only what conflicts.
-    writer: Option<std::sync::Arc<tokio::sync::Mutex<()>>>,
+    /// Where writes go. SQLite has one writer at a time, and a connection
+    /// that finds the write lock taken sleeps in SQLite's busy handler with
+    /// growing pauses (up to 100 ms each), so its writes queue to one task
+    /// that commits them in batches; reads (WAL) never wait. PostgreSQL
+    /// writes run side by side.
+    writes: batch::Writes,
 }
 
 const MIGRATIONS: &[(i64, &str, &str)] = &[(1, "init", include_str!("migrations/0001_init.sql"))];
@@ -258,12 +266,14 @@ impl Store {
             max_connections,
             "conversation store ready"
         );
-        let writer =
-            (backend == Backend::Sqlite).then(|| std::sync::Arc::new(tokio::sync::Mutex::new(())));
+        let writes = match backend {
+            Backend::Sqlite => batch::Writes::batched(pool.clone(), options.write_batch),
+            Backend::Postgres => batch::Writes::direct(pool.clone()),
+        };
         Ok(Self {
             pool,
             backend,
-            writer,
+            writes,
         })
     }
 
@@ -272,26 +282,10 @@ impl Store {
         self.backend
     }
 
-    /// Takes the write turn (SQLite) and starts a transaction.
-    pub(crate) async fn begin_write(&self) -> Result<WriteTx, StoreError> {
-        let guard = match &self.writer {
-            Some(writer) => Some(writer.clone().lock_owned().await),
-            None => None,
-        };
-        let tx = self.pool.begin().await?;
-        Ok(WriteTx { tx, _guard: guard })
-    }
-
     /// Closes the pool, waiting for connections in use.
     pub async fn close(&self) {
         self.pool.close().await;
     }
-}
-
-/// A write transaction holding the write turn until it is dropped.
-pub(crate) struct WriteTx {
-    pub(crate) tx: sqlx::Transaction<'static, sqlx::Any>,
-    _guard: Option<tokio::sync::OwnedMutexGuard<()>>,
 }
 
 /// Milliseconds since the Unix epoch.

@@ -1,18 +1,17 @@
-//! The store's queries: portable SQL over `sqlx::any`, each filtered by owner.
+//! The store's reads (portable SQL over `sqlx::any`, each filtered by
+//! owner) and its write methods, which hand [`super::writes`] to the
+//! store's writer.
 
-use sqlx::{Any, Row, Transaction, any::AnyRow};
+use sqlx::{Row, any::AnyRow};
 
 use super::{
-    BeginTurn, ConversationSummary, EventBody, FinishTurn, ListCursor, NewTurn, Store, StoreError,
+    BeginTurn, ConversationSummary, FinishTurn, ListCursor, NewTurn, Store, StoreError,
     StoredEvent, TurnRecord, TurnState, now_ms,
+    writes::{BeginTurnWrite, DeleteWrite, EncodedEvent, FinishTurnWrite},
 };
 
 fn is_unique_violation(error: &sqlx::Error) -> bool {
     matches!(error, sqlx::Error::Database(db) if db.is_unique_violation())
-}
-
-fn encode(body: &EventBody) -> Result<String, StoreError> {
-    serde_json::to_string(body).map_err(StoreError::Encode)
 }
 
 fn to_u32(value: i64) -> u32 {
@@ -45,32 +44,6 @@ fn summary_from_row(row: &AnyRow) -> Result<ConversationSummary, StoreError> {
     })
 }
 
-async fn insert_events(
-    tx: &mut Transaction<'static, Any>,
-    conversation_id: &str,
-    turn_id: &str,
-    first_seq: i64,
-    events: &[EventBody],
-    now: i64,
-) -> Result<(), StoreError> {
-    for (offset, body) in events.iter().enumerate() {
-        let seq = first_seq + i64::try_from(offset).unwrap_or(i64::MAX);
-        sqlx::query(
-            "INSERT INTO events (conversation_id, seq, turn_id, kind, body, created_at) \
-             VALUES ($1, $2, $3, $4, $5, $6)",
-        )
-        .bind(conversation_id)
-        .bind(seq)
-        .bind(turn_id)
-        .bind(body.kind())
-        .bind(encode(body)?)
-        .bind(now)
-        .execute(&mut **tx)
-        .await?;
-    }
-    Ok(())
-}
-
 impl Store {
     /// Stores a new turn and its user message in one transaction, creating
     /// the conversation when asked. A request id this owner already used
@@ -81,122 +54,52 @@ impl Store {
         {
             return Ok(BeginTurn::DuplicateRequest(existing));
         }
-        let now = now_ms();
-        let mut write = self.begin_write().await?;
-        // The first statement writes, so SQLite takes its write lock up front.
-        let (seq, turn_index) = if new.create {
-            sqlx::query(
-                "INSERT INTO conversations (id, owner, title, created_at, updated_at, turn_count, last_seq) \
-                 VALUES ($1, $2, $3, $4, $4, 1, 1)",
-            )
-            .bind(new.conversation_id)
-            .bind(new.owner)
-            .bind(new.title)
-            .bind(now)
-            .execute(&mut *write.tx)
-            .await?;
-            (1_i64, 0_i64)
-        } else {
-            let row = sqlx::query(
-                "UPDATE conversations SET last_seq = last_seq + 1, turn_count = turn_count + 1, updated_at = $3 \
-                 WHERE id = $1 AND owner = $2 RETURNING last_seq, turn_count",
-            )
-            .bind(new.conversation_id)
-            .bind(new.owner)
-            .bind(now)
-            .fetch_optional(&mut *write.tx)
-            .await?;
-            let Some(row) = row else {
-                write.tx.rollback().await?;
-                return Ok(BeginTurn::NotFound);
-            };
-            let turn_count: i64 = row.try_get("turn_count")?;
-            (row.try_get("last_seq")?, turn_count - 1)
+        let write = BeginTurnWrite {
+            owner: new.owner.to_owned(),
+            conversation_id: new.conversation_id.to_owned(),
+            create: new.create,
+            turn_id: new.turn_id.to_owned(),
+            request_id: new.request_id.map(str::to_owned),
+            user_message: EncodedEvent::new(new.user_message)?,
+            title: new.title.to_owned(),
+            now: now_ms(),
         };
-        let inserted = sqlx::query(
-            "INSERT INTO turns (id, conversation_id, owner, request_id, turn_index, state, outcome, created_at, finished_at) \
-             VALUES ($1, $2, $3, $4, $5, $6, NULL, $7, NULL)",
-        )
-        .bind(new.turn_id)
-        .bind(new.conversation_id)
-        .bind(new.owner)
-        .bind(new.request_id)
-        .bind(turn_index)
-        .bind(TurnState::Running.as_str())
-        .bind(now)
-        .execute(&mut *write.tx)
-        .await;
-        if let Err(error) = inserted {
-            if is_unique_violation(&error)
-                && let Some(request_id) = new.request_id
-            {
-                // Another call with the same request id won the race.
-                write.tx.rollback().await?;
-                return match self.turn_by_request(new.owner, request_id).await? {
-                    Some(existing) => Ok(BeginTurn::DuplicateRequest(existing)),
-                    None => Err(error.into()),
-                };
+        let error = match self.writes.run(write).await {
+            Ok(Some(turn_index)) => {
+                return Ok(BeginTurn::Started {
+                    turn_index: to_u32(turn_index),
+                });
             }
-            return Err(error.into());
+            Ok(None) => return Ok(BeginTurn::NotFound),
+            Err(error) => error,
+        };
+        // Another call with the same request id won the race.
+        if let (StoreError::Database(database), Some(request_id)) = (&error, new.request_id)
+            && is_unique_violation(database)
+            && let Some(existing) = self.turn_by_request(new.owner, request_id).await?
+        {
+            return Ok(BeginTurn::DuplicateRequest(existing));
         }
-        insert_events(
-            &mut write.tx,
-            new.conversation_id,
-            new.turn_id,
-            seq,
-            std::slice::from_ref(new.user_message),
-            now,
-        )
-        .await?;
-        write.tx.commit().await?;
-        Ok(BeginTurn::Started {
-            turn_index: to_u32(turn_index),
-        })
+        Err(error)
     }
 
     /// Appends a turn's events and records how it ended. Returns false when
     /// the conversation no longer exists for this owner (deleted meanwhile).
     pub async fn finish_turn(&self, finish: &FinishTurn<'_>) -> Result<bool, StoreError> {
-        let now = now_ms();
-        let count = i64::try_from(finish.events.len()).unwrap_or(i64::MAX);
-        let mut write = self.begin_write().await?;
-        let row = sqlx::query(
-            "UPDATE conversations SET last_seq = last_seq + $3, updated_at = $4 \
-             WHERE id = $1 AND owner = $2 RETURNING last_seq",
-        )
-        .bind(finish.conversation_id)
-        .bind(finish.owner)
-        .bind(count)
-        .bind(now)
-        .fetch_optional(&mut *write.tx)
-        .await?;
-        let Some(row) = row else {
-            write.tx.rollback().await?;
-            return Ok(false);
+        let write = FinishTurnWrite {
+            owner: finish.owner.to_owned(),
+            conversation_id: finish.conversation_id.to_owned(),
+            turn_id: finish.turn_id.to_owned(),
+            state: finish.state,
+            outcome: finish.outcome.clone(),
+            events: finish
+                .events
+                .iter()
+                .map(EncodedEvent::new)
+                .collect::<Result<_, _>>()?,
+            now: now_ms(),
         };
-        let last_seq: i64 = row.try_get("last_seq")?;
-        insert_events(
-            &mut write.tx,
-            finish.conversation_id,
-            finish.turn_id,
-            last_seq - count + 1,
-            &finish.events,
-            now,
-        )
-        .await?;
-        sqlx::query(
-            "UPDATE turns SET state = $3, outcome = $4, finished_at = $5 \
-             WHERE id = $1 AND owner = $2",
-        )
-        .bind(finish.turn_id)
-        .bind(finish.owner)
-        .bind(finish.state.as_str())
-        .bind(finish.outcome.as_deref())
-        .bind(now)
-        .execute(&mut *write.tx)
-        .await?;
-        write.tx.commit().await?;
-        Ok(true)
+        self.writes.run(write).await
     }
 
     /// Every turn still marked running, as `(owner, conversation, turn)`.
@@ -369,28 +272,12 @@ impl Store {
     /// Deletes a conversation of this owner with its turns and events.
     /// Returns false when it does not exist for this owner.
     pub async fn delete(&self, owner: &str, id: &str) -> Result<bool, StoreError> {
-        let mut write = self.begin_write().await?;
-        let deleted = sqlx::query("DELETE FROM conversations WHERE id = $1 AND owner = $2")
-            .bind(id)
-            .bind(owner)
-            .execute(&mut *write.tx)
-            .await?
-            .rows_affected();
-        if deleted == 0 {
-            write.tx.rollback().await?;
-            return Ok(false);
-        }
-        // The foreign keys cascade; these also clean up where they are off.
-        sqlx::query("DELETE FROM events WHERE conversation_id = $1")
-            .bind(id)
-            .execute(&mut *write.tx)
-            .await?;
-        sqlx::query("DELETE FROM turns WHERE conversation_id = $1")
-            .bind(id)
-            .execute(&mut *write.tx)
-            .await?;
-        write.tx.commit().await?;
-        Ok(true)
+        self.writes
+            .run(DeleteWrite {
+                owner: owner.to_owned(),
+                conversation_id: id.to_owned(),
+            })
+            .await
     }
 }
 

@@ -1,0 +1,255 @@
+//! How writes reach the database: one transaction per write on PostgreSQL,
+//! group commit on SQLite.
+//!
+//! Every write is a [`Write`]: statements run inside a transaction that the
+//! write does not own. PostgreSQL runs each in its own transaction, side by
+//! side (row locks serialise only what conflicts). SQLite has one writer at
+//! a time, and a statement costs a round trip to its connection's thread, so
+//! a transaction per write made every turn queue behind the whole
+//! BEGIN…COMMIT of the turns before it. There, writes go to one writer task
+//! that runs everything queued up (at most `max_batch`) in one transaction:
+//! one BEGIN and one COMMIT (one WAL append) for many turns, and a lone
+//! write pays exactly what it paid before. A write's reply is sent only
+//! after its transaction committed. When any statement of a batch fails, the
+//! batch is rolled back and each write runs again alone, so one write's
+//! failure (a duplicate request id, say) never fails another.
+//!
+//! Writes that find nothing to change (an unknown conversation) must return
+//! before they write anything: they share the transaction with others and
+//! cannot roll it back.
+
+use futures::future::BoxFuture;
+use sqlx::{AnyConnection, AnyPool};
+use tokio::sync::{mpsc, oneshot};
+
+use super::StoreError;
+
+/// Writes waiting for the SQLite writer before callers wait to queue.
+const QUEUE: usize = 4096;
+
+/// A write: statements run inside a transaction it does not own. It may run
+/// twice (alone, after its batch failed), so it keeps its inputs.
+pub(crate) trait Write: Send + 'static {
+    /// What the write tells its caller.
+    type Output: Send + 'static;
+
+    /// Runs the statements on `conn`, inside a transaction.
+    fn run<'c>(
+        &'c self,
+        conn: &'c mut AnyConnection,
+    ) -> BoxFuture<'c, Result<Self::Output, StoreError>>;
+}
+
+/// A write whose output type is erased, so writes of every kind queue
+/// together.
+pub(crate) trait Job: Send {
+    /// Runs the write, keeping its output for the reply.
+    fn run<'c>(&'c mut self, conn: &'c mut AnyConnection) -> BoxFuture<'c, Result<(), StoreError>>;
+
+    /// Replies to the caller: the output when `committed` is `Ok`.
+    fn reply(self: Box<Self>, committed: Result<(), StoreError>);
+}
+
+struct Pending<W: Write> {
+    write: W,
+    output: Option<W::Output>,
+    reply: oneshot::Sender<Result<W::Output, StoreError>>,
+}
+
+impl<W: Write> Job for Pending<W> {
+    fn run<'c>(&'c mut self, conn: &'c mut AnyConnection) -> BoxFuture<'c, Result<(), StoreError>> {
+        Box::pin(async move {
+            let Self { write, output, .. } = self;
+            *output = Some(write.run(conn).await?);
+            Ok(())
+        })
+    }
+
+    fn reply(self: Box<Self>, committed: Result<(), StoreError>) {
+        let Self { output, reply, .. } = *self;
+        let result = committed.and_then(|()| output.ok_or(StoreError::WriterStopped));
+        // The caller may have given up waiting; the write stands anyway.
+        let _ = reply.send(result);
+    }
+}
+
+/// Where writes go.
+#[derive(Debug, Clone)]
+pub(crate) enum Writes {
+    /// Each write in its own transaction (PostgreSQL).
+    Direct(AnyPool),
+    /// Queued to the group-commit writer task (SQLite).
+    Batched(mpsc::Sender<Box<dyn Job>>),
+}
+
+impl Writes {
+    /// Each write in its own transaction on `pool`.
+    pub(crate) fn direct(pool: AnyPool) -> Self {
+        Self::Direct(pool)
+    }
+
+    /// Starts the writer task on `pool`, committing up to `max_batch`
+    /// writes per transaction. It ends when every sender is gone.
+    pub(crate) fn batched(pool: AnyPool, max_batch: usize) -> Self {
+        let (tx, rx) = mpsc::channel(QUEUE);
+        tokio::spawn(run_writer(pool, rx, max_batch.max(1)));
+        Self::Batched(tx)
+    }
+
+    /// Runs `write` and returns its output once it is committed.
+    pub(crate) async fn run<W: Write>(&self, write: W) -> Result<W::Output, StoreError> {
+        match self {
+            Self::Direct(pool) => {
+                let mut tx = pool.begin().await?;
+                let output = write.run(&mut tx).await?;
+                tx.commit().await?;
+                Ok(output)
+            }
+            Self::Batched(queue) => {
+                let (reply, answer) = oneshot::channel();
+                let job: Box<dyn Job> = Box::new(Pending {
+                    write,
+                    output: None,
+                    reply,
+                });
+                queue
+                    .send(job)
+                    .await
+                    .map_err(|_| StoreError::WriterStopped)?;
+                answer.await.map_err(|_| StoreError::WriterStopped)?
+            }
+        }
+    }
+}
+
+/// Runs `jobs` in one transaction, committed only if every one succeeded.
+async fn commit(pool: &AnyPool, jobs: &mut [Box<dyn Job>]) -> Result<(), StoreError> {
+    let mut tx = pool.begin().await?;
+    for job in jobs.iter_mut() {
+        job.run(&mut tx).await?;
+    }
+    tx.commit().await?;
+    Ok(())
+}
+
+async fn run_writer(pool: AnyPool, mut queue: mpsc::Receiver<Box<dyn Job>>, max_batch: usize) {
+    let mut batch = Vec::with_capacity(max_batch);
+    while queue.recv_many(&mut batch, max_batch).await > 0 {
+        match commit(&pool, &mut batch).await {
+            Ok(()) => {
+                for job in batch.drain(..) {
+                    job.reply(Ok(()));
+                }
+            }
+            Err(error) if batch.len() == 1 => {
+                if let Some(job) = batch.pop() {
+                    job.reply(Err(error));
+                }
+            }
+            Err(error) => {
+                tracing::debug!(%error, writes = batch.len(), "write batch failed; running its writes one by one");
+                for mut job in batch.drain(..) {
+                    let alone = commit(&pool, std::slice::from_mut(&mut job)).await;
+                    job.reply(alone);
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use sqlx::any::AnyPoolOptions;
+
+    use super::*;
+
+    /// Inserts `id` into `t` (a duplicate id fails).
+    struct Insert(i64);
+
+    impl Write for Insert {
+        type Output = i64;
+
+        fn run<'c>(
+            &'c self,
+            conn: &'c mut AnyConnection,
+        ) -> BoxFuture<'c, Result<i64, StoreError>> {
+            Box::pin(async move {
+                sqlx::query("INSERT INTO t (id) VALUES ($1)")
+                    .bind(self.0)
+                    .execute(conn)
+                    .await?;
+                Ok(self.0)
+            })
+        }
+    }
+
+    async fn pool() -> (tempfile::TempDir, AnyPool) {
+        sqlx::any::install_default_drivers();
+        let dir = tempfile::tempdir().expect("temp dir");
+        let url = format!("sqlite://{}?mode=rwc", dir.path().join("b.db").display());
+        let pool = AnyPoolOptions::new()
+            .max_connections(2)
+            .connect(&url)
+            .await
+            .expect("open");
+        sqlx::query("CREATE TABLE t (id BIGINT PRIMARY KEY)")
+            .execute(&pool)
+            .await
+            .expect("create");
+        (dir, pool)
+    }
+
+    async fn stored(pool: &AnyPool) -> Vec<i64> {
+        use sqlx::Row;
+        sqlx::query("SELECT id FROM t ORDER BY id")
+            .fetch_all(pool)
+            .await
+            .expect("select")
+            .iter()
+            .map(|row| row.try_get::<i64, _>("id").expect("id"))
+            .collect()
+    }
+
+    // On this single-threaded runtime the writer task runs only once every
+    // write below has queued, so they share one batch.
+    #[tokio::test]
+    async fn a_failing_write_does_not_fail_the_others_of_its_batch() {
+        let (_dir, pool) = pool().await;
+        sqlx::query("INSERT INTO t (id) VALUES (2)")
+            .execute(&pool)
+            .await
+            .expect("seed");
+        let writes = Writes::batched(pool.clone(), 16);
+        let (one, two, three) = tokio::join!(
+            writes.run(Insert(1)),
+            writes.run(Insert(2)),
+            writes.run(Insert(3))
+        );
+        assert_eq!(one.expect("1 stored"), 1);
+        assert!(matches!(two, Err(StoreError::Database(_))), "{two:?}");
+        assert_eq!(three.expect("3 stored"), 3);
+        assert_eq!(stored(&pool).await, vec![1, 2, 3]);
+    }
+
+    #[tokio::test]
+    async fn many_queued_writes_commit_in_batches_and_all_reply() {
+        let (_dir, pool) = pool().await;
+        let writes = Writes::batched(pool.clone(), 8);
+        let results = futures::future::join_all((0..100).map(|id| writes.run(Insert(id)))).await;
+        let ids: Vec<i64> = results
+            .into_iter()
+            .map(|result| result.expect("stored"))
+            .collect();
+        assert_eq!(ids, (0..100).collect::<Vec<_>>());
+        assert_eq!(stored(&pool).await, (0..100).collect::<Vec<_>>());
+    }
+
+    #[tokio::test]
+    async fn direct_writes_commit_each_on_its_own() {
+        let (_dir, pool) = pool().await;
+        let writes = Writes::direct(pool.clone());
+        assert_eq!(writes.run(Insert(7)).await.expect("stored"), 7);
+        assert!(writes.run(Insert(7)).await.is_err());
+        assert_eq!(stored(&pool).await, vec![7]);
+    }
+}
