@@ -19,13 +19,30 @@ const MAX_HEAD: usize = 8 * 1024;
 /// How long a client may take to send its request head.
 const READ_TIMEOUT: Duration = Duration::from_secs(5);
 
-/// Parses `--metrics-listen`: `HOST:PORT`, or `off`.
-pub fn parse_listen(value: &str) -> Result<Option<SocketAddr>, String> {
-    match value.trim() {
-        "off" | "none" | "" => Ok(None),
-        addr => addr.parse().map(Some).map_err(|_| {
-            format!("`{addr}` is not HOST:PORT (for example 127.0.0.1:9464) or `off`")
-        }),
+/// The value of `--metrics-listen`: `HOST:PORT`, or `off`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MetricsListen(pub Option<SocketAddr>);
+
+impl std::str::FromStr for MetricsListen {
+    type Err = String;
+
+    fn from_str(value: &str) -> Result<Self, Self::Err> {
+        match value.trim() {
+            "off" | "none" | "" => Ok(Self(None)),
+            addr => addr.parse().map(|addr| Self(Some(addr))).map_err(|_| {
+                format!("`{addr}` is not HOST:PORT (for example 127.0.0.1:9464) or `off`")
+            }),
+        }
+    }
+}
+
+impl MetricsListen {
+    /// Serves the metrics when an address is set; returns the bound address.
+    pub async fn serve(self) -> std::io::Result<Option<SocketAddr>> {
+        match self.0 {
+            Some(addr) => serve_metrics(addr).await.map(Some),
+            None => Ok(None),
+        }
     }
 }
 
@@ -151,11 +168,11 @@ mod tests {
 
     #[test]
     fn listen_values() {
-        assert_eq!(parse_listen("off"), Ok(None));
+        assert_eq!("off".parse(), Ok(MetricsListen(None)));
         assert_eq!(
-            parse_listen("127.0.0.1:9464"),
-            Ok(Some("127.0.0.1:9464".parse().expect("addr")))
+            "127.0.0.1:9464".parse(),
+            Ok(MetricsListen(Some("127.0.0.1:9464".parse().expect("addr"))))
         );
-        assert!(parse_listen("9464").is_err());
+        assert!("9464".parse::<MetricsListen>().is_err());
     }
 }

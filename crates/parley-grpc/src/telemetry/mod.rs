@@ -38,7 +38,7 @@ use tracing_subscriber::{
     EnvFilter, Layer, filter::filter_fn, layer::SubscriberExt, util::SubscriberInitExt,
 };
 
-pub use admin::{parse_listen, serve_metrics};
+pub use admin::{MetricsListen, serve_metrics};
 pub use config::TraceSettings;
 pub use logs::LogFormat;
 pub use metrics::metrics;
