@@ -115,6 +115,7 @@ pub async fn execute(
             Some(update) => match update.update {
                 Some(Update::Progress(p)) => progress.report(&p.stage, p.message, p.fraction).await,
                 Some(Update::Result(result)) => {
+                    parley_grpc::telemetry::rpc::client::finish_in_background(updates);
                     if let Some(error) = result.error {
                         let message = if error.code.is_empty() {
                             error.message

@@ -70,7 +70,20 @@ impl Call {
 
     /// Records the outcome: span status and attributes, duration, gauge.
     /// `fallback` is the code when none was seen.
-    pub fn finish(mut self, fallback: i32) {
+    pub fn finish(self, fallback: i32) {
+        self.end(fallback, false);
+    }
+
+    /// The body was dropped before its end with no status seen: the server
+    /// side's caller went away, or this client stopped reading once it had
+    /// what it needed (the gateway drops the runner's stream after
+    /// `finished`). Both are CANCELLED; neither is this process failing.
+    fn abandon(self) {
+        self.end(1, true);
+    }
+
+    fn end(mut self, fallback: i32, abandoned: bool) {
+        let abandoned = abandoned && self.status.is_none();
         let code = *self.status.get_or_insert(fallback);
         let name = code_name(code);
         let elapsed = self.started.elapsed().as_secs_f64();
@@ -79,7 +92,7 @@ impl Call {
                 .set_attribute(semconv::RPC_RESPONSE_STATUS_CODE, name);
             let error = match self.side {
                 Side::Server => is_server_error(code),
-                Side::Client => code != 0,
+                Side::Client => code != 0 && !abandoned,
             };
             if error {
                 self.span.set_attribute(semconv::ERROR_TYPE, name);
@@ -175,8 +188,7 @@ where
 impl<B> Drop for TracedBody<B> {
     fn drop(&mut self) {
         if let Some(call) = self.call.take() {
-            // Dropped before the end: the peer (or we) gave up on the call.
-            call.finish(1);
+            call.abandon();
         }
     }
 }

@@ -42,6 +42,20 @@ impl<S> RpcClient<S> {
     }
 }
 
+/// Longest a finished stream is read for its trailers.
+const DRAIN_LIMIT: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// Reads the rest of a response stream the caller no longer needs (it got
+/// its last message) in a task of its own, so the call ends with the
+/// server's real status instead of CANCELLED, without making the caller
+/// wait for the trailers.
+pub fn finish_in_background<T: Send + 'static>(mut stream: tonic::Streaming<T>) {
+    tokio::spawn(async move {
+        let drain = async { while let Ok(Some(_)) = stream.message().await {} };
+        let _ = tokio::time::timeout(DRAIN_LIMIT, drain).await;
+    });
+}
+
 type BoxFuture<T, E> = Pin<Box<dyn Future<Output = Result<T, E>> + Send>>;
 
 impl<S, ResBody> Service<http::Request<Body>> for RpcClient<S>
