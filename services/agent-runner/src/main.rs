@@ -46,6 +46,7 @@ async fn main() -> anyhow::Result<()> {
         service_name: "agent-runner",
         service_version: env!("CARGO_PKG_VERSION"),
         log_format: args.log_format,
+        default_log_filter: "info",
     })?;
     let result = run(args).await;
     telemetry.shutdown().await;

@@ -13,10 +13,17 @@
 //! model, so this is a plain `harness = false` main. Under `cargo bench` it
 //! runs the full measurement; under `cargo test --all-targets` (no `--bench`
 //! argument) it runs one small round as a smoke test.
+//!
+//! With `PARLEY_BENCH_TRACING=on` it also measures what tracing costs: the
+//! gateway's spans exported over OTLP to an in-process collector, against
+//! the same rounds with export paused, alternated round by round in one
+//! process, and prints both percentiles and their ratio.
 
 #[allow(dead_code)]
 #[path = "../tests/gateway/harness/mod.rs"]
 mod harness;
+#[path = "trace_collector.rs"]
+mod trace_collector;
 
 use std::time::{Duration, Instant};
 
@@ -238,6 +245,40 @@ fn compile_us(duration: Duration) -> f64 {
     duration.as_secs_f64() * 1e6
 }
 
+/// Tracing off vs on over the same plan, alternated round by round.
+async fn tracing_overhead(
+    stack: &Harness,
+    telemetry: &parley_grpc::telemetry::Telemetry,
+    plan: &[(usize, usize)],
+) {
+    println!(
+        "tracing overhead: added latency with span export paused vs on (OTLP to an in-process collector)"
+    );
+    for &(streams, rounds) in plan {
+        let (mut off, mut on) = (Vec::new(), Vec::new());
+        for _ in 0..rounds {
+            telemetry.set_exporting(false);
+            off.extend(round(stack, streams).await.added);
+            telemetry.set_exporting(true);
+            on.extend(round(stack, streams).await.added);
+        }
+        telemetry.set_exporting(false);
+        off.sort();
+        on.sort();
+        let (off50, off99) = (percentile(&off, 0.50), percentile(&off, 0.99));
+        let (on50, on99) = (percentile(&on, 0.50), percentile(&on, 0.99));
+        println!(
+            "  {streams:>5} streams: off p50 {:>8.3} ms p99 {:>8.3} ms | on p50 {:>8.3} ms p99 {:>8.3} ms | on/off p50 {:.2}x p99 {:.2}x",
+            ms(off50),
+            ms(off99),
+            ms(on50),
+            ms(on99),
+            on50.as_secs_f64() / off50.as_secs_f64(),
+            on99.as_secs_f64() / off99.as_secs_f64(),
+        );
+    }
+}
+
 fn main() {
     let full = std::env::args().any(|arg| arg == "--bench");
     per_turn_work(if full { 200 } else { 2 });
@@ -245,7 +286,27 @@ fn main() {
         .enable_all()
         .build()
         .expect("tokio runtime");
+    let traced = std::env::var("PARLEY_BENCH_TRACING").is_ok_and(|v| v == "on" || v == "1");
     runtime.block_on(async {
+        let telemetry = if traced {
+            let (collector, spans) = trace_collector::start().await;
+            let settings = parley_grpc::telemetry::TraceSettings {
+                endpoint: Some(format!("http://{collector}")),
+                ..Default::default()
+            };
+            let options = parley_grpc::telemetry::TelemetryOptions {
+                service_name: "chat-gateway-bench",
+                service_version: env!("CARGO_PKG_VERSION"),
+                log_format: parley_grpc::telemetry::LogFormat::Json,
+                default_log_filter: "warn",
+            };
+            let telemetry =
+                parley_grpc::telemetry::init_with(options, &settings).expect("telemetry");
+            telemetry.set_exporting(false);
+            Some((telemetry, spans))
+        } else {
+            None
+        };
         store_writes(if full { 500 } else { 2 }).await;
         let stack = Harness::start(Options {
             tweak: |config| {
@@ -283,6 +344,15 @@ fn main() {
                 ms(percentile(&setup, 0.50)),
                 ms(percentile(&setup, 0.99)),
             );
+        }
+        if let Some((telemetry, spans)) = telemetry {
+            tracing_overhead(&stack, &telemetry, plan).await;
+            // The fake runner holds each stream open after `finished`; the
+            // gateway reads it aside for up to 5 s, and a turn's spans close
+            // after that. Wait, so the last round's spans are counted.
+            tokio::time::sleep(Duration::from_secs(6)).await;
+            telemetry.shutdown().await;
+            println!("  spans received by the collector: {}", spans.spans());
         }
         stack.stop().await;
     });

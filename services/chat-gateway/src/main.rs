@@ -68,6 +68,7 @@ async fn main() -> Result<()> {
         service_name: "chat-gateway",
         service_version: env!("CARGO_PKG_VERSION"),
         log_format: args.log_format,
+        default_log_filter: "info",
     })?;
     let result = run(args).await;
     telemetry.shutdown().await;

@@ -80,6 +80,7 @@ async fn main() -> anyhow::Result<()> {
         service_name: "payload-parser",
         service_version: env!("CARGO_PKG_VERSION"),
         log_format: args.log_format,
+        default_log_filter: "info",
     })?;
     let result = run(args).await;
     telemetry.shutdown().await;

@@ -35,7 +35,7 @@ use opentelemetry_otlp::WithExportConfig;
 use opentelemetry_sdk::{Resource, trace::SdkTracerProvider};
 use tracing::Level;
 use tracing_subscriber::{
-    EnvFilter, Layer, filter::filter_fn, layer::SubscriberExt, util::SubscriberInitExt,
+    EnvFilter, Layer, filter::dynamic_filter_fn, layer::SubscriberExt, util::SubscriberInitExt,
 };
 
 pub use admin::{MetricsListen, serve_metrics};
@@ -80,6 +80,8 @@ pub struct TelemetryOptions {
     pub service_version: &'static str,
     /// How log lines are written.
     pub log_format: LogFormat,
+    /// The log filter when `RUST_LOG` is unset (`info` in the binaries).
+    pub default_log_filter: &'static str,
 }
 
 /// The installed telemetry; [`Telemetry::shutdown`] flushes the spans.
@@ -138,16 +140,22 @@ pub fn init_with(
             .with_threads(false)
             .with_target(false)
             .with_tracked_inactivity(false)
-            // Spans at INFO and above; warnings and errors become span events.
-            .with_filter(filter_fn(|meta| {
-                if meta.is_span() {
+            // Spans at INFO and above; warnings and errors become span events;
+            // nothing while exporting is paused (`Telemetry::set_exporting`).
+            // A dynamic filter: asked on every span, never cached per
+            // callsite, so pausing takes effect at once.
+            .with_filter(dynamic_filter_fn(|meta, _| {
+                if !tracing_enabled() {
+                    false
+                } else if meta.is_span() {
                     *meta.level() <= Level::INFO
                 } else {
                     *meta.level() <= Level::WARN
                 }
             }))
     });
-    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info"));
+    let filter = EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| EnvFilter::new(options.default_log_filter));
     let fmt = tracing_subscriber::fmt::layer().with_writer(std::io::stderr);
     let fmt = match options.log_format {
         LogFormat::Json => fmt
@@ -157,13 +165,13 @@ pub fn init_with(
             .boxed(),
         LogFormat::Text => fmt.with_filter(filter).boxed(),
     };
+    TRACING.store(provider.is_some(), Ordering::Relaxed);
     tracing_subscriber::registry()
         .with(logs::CorrelationLayer)
         .with(fmt)
         .with(otel)
         .try_init()
         .map_err(|_| TelemetryError::AlreadyInstalled)?;
-    TRACING.store(provider.is_some(), Ordering::Relaxed);
     CAPTURE_CONTENT.store(settings.capture_content, Ordering::Relaxed);
     if let Some(endpoint) = &settings.endpoint {
         tracing::info!(
@@ -176,6 +184,12 @@ pub fn init_with(
 }
 
 impl Telemetry {
+    /// Pauses (`false`) or resumes span export: the benchmark measures
+    /// tracing on and off in one process. No effect with tracing off.
+    pub fn set_exporting(&self, on: bool) {
+        TRACING.store(on && self.provider.is_some(), Ordering::Relaxed);
+    }
+
     /// Exports the spans still queued, waiting at most a few seconds (an
     /// unreachable collector must not hold the process).
     pub async fn shutdown(self) {
