@@ -116,7 +116,11 @@ impl ChatCall {
     }
 
     fn labels(&self) -> [&str; 3] {
-        [sc::OP_CHAT, self.provider, self.model.as_str()]
+        [
+            sc::OP_CHAT,
+            self.provider,
+            metrics().models.admit(&self.model),
+        ]
     }
 
     /// The first streamed chunk arrived.
@@ -277,9 +281,9 @@ pub fn tool_ended(
     if capture_content() {
         span.set_attribute(sc::GEN_AI_TOOL_CALL_RESULT, result.to_owned());
     }
-    metrics()
-        .tool_duration
-        .with_label_values(&[metric_name, failure.unwrap_or("ok")])
+    let m = metrics();
+    m.tool_duration
+        .with_label_values(&[m.tools.admit(metric_name), failure.unwrap_or("ok")])
         .observe(duration.as_secs_f64());
 }
 
@@ -297,4 +301,44 @@ pub fn fell_back(provider: &str, reason: &str) {
         .fallbacks
         .with_label_values(&[provider, reason])
         .inc();
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::provider::{ToolCall, ToolResult};
+
+    #[test]
+    fn captured_messages_follow_the_genai_parts_format() {
+        let messages = vec![
+            Message::User { text: "hi".into() },
+            Message::Assistant {
+                reasoning: Vec::new(),
+                text: "let me look".into(),
+                tool_calls: vec![ToolCall {
+                    id: "c1".into(),
+                    name: "lookup".into(),
+                    input: json!({"q": "x"}),
+                    provider_data: None,
+                }],
+            },
+            Message::ToolResults(vec![ToolResult {
+                call_id: "c1".into(),
+                name: "lookup".into(),
+                text: "found".into(),
+                is_error: false,
+            }]),
+        ];
+        let value = input_messages(&messages);
+        assert_eq!(
+            value[0],
+            json!({"role": "user", "parts": [{"type": "text", "content": "hi"}]})
+        );
+        assert_eq!(value[1]["parts"][1]["type"], "tool_call");
+        assert_eq!(value[1]["parts"][1]["arguments"], json!({"q": "x"}));
+        assert_eq!(
+            value[2],
+            json!({"role": "tool", "parts": [{"type": "tool_call_response", "id": "c1", "response": "found"}]})
+        );
+    }
 }

@@ -227,3 +227,69 @@ where
         writer.write_char('\n')
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::sync::{Arc, Mutex, PoisonError};
+
+    use tracing_subscriber::{Registry, fmt::MakeWriter, layer::SubscriberExt};
+
+    use super::*;
+
+    #[derive(Clone, Default)]
+    struct Buffer(Arc<Mutex<Vec<u8>>>);
+
+    impl std::io::Write for Buffer {
+        fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+            self.0
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .extend_from_slice(bytes);
+            Ok(bytes.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+
+    impl<'a> MakeWriter<'a> for Buffer {
+        type Writer = Buffer;
+        fn make_writer(&'a self) -> Self::Writer {
+            self.clone()
+        }
+    }
+
+    #[test]
+    fn a_json_line_carries_the_turn_ids_of_its_spans_and_not_their_other_fields() {
+        let buffer = Buffer::default();
+        let subscriber = Registry::default().with(CorrelationLayer).with(
+            tracing_subscriber::fmt::layer()
+                .fmt_fields(NoSpanFields)
+                .event_format(JsonLines)
+                .with_writer(buffer.clone()),
+        );
+        tracing::subscriber::with_default(subscriber, || {
+            let turn = tracing::info_span!(
+                "turn",
+                { semconv::GEN_AI_CONVERSATION_ID } = "c-1",
+                { semconv::PARLEY_TURN_ID } = tracing::field::Empty,
+                { semconv::GEN_AI_REQUEST_MODEL } = "m-secret-ish",
+            );
+            turn.record(semconv::PARLEY_TURN_ID, "t-1");
+            let _turn = turn.enter();
+            let _inner = tracing::info_span!("store.finish_turn").entered();
+            tracing::info!(rows = 3_u64, "stored");
+        });
+        let text = String::from_utf8(buffer.0.lock().expect("lock").clone()).expect("utf-8");
+        let line: Value = serde_json::from_str(text.trim()).expect("one JSON object");
+        assert_eq!(line["message"], "stored");
+        assert_eq!(line["rows"], 3);
+        assert_eq!(line["level"], "INFO");
+        assert_eq!(line["conversation_id"], "c-1");
+        assert_eq!(line["turn_id"], "t-1");
+        assert_eq!(line["span"], "store.finish_turn");
+        assert!(!text.contains("m-secret-ish"), "{text}");
+        // No OpenTelemetry layer here: no trace id to show.
+        assert!(line.get("trace_id").is_none(), "{text}");
+    }
+}

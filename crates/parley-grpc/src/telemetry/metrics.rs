@@ -8,7 +8,10 @@
 //! A family with no observations renders nothing, so each binary shows only
 //! what it does. Names follow [`super::semconv`].
 
-use std::sync::OnceLock;
+use std::{
+    collections::HashSet,
+    sync::{Mutex, OnceLock, PoisonError},
+};
 
 use prometheus::{HistogramOpts, HistogramVec, IntCounterVec, IntGaugeVec, Opts, Registry};
 
@@ -24,6 +27,30 @@ const TOKENS: &[f64] = &[
     1.0, 4.0, 16.0, 64.0, 256.0, 1024.0, 4096.0, 16384.0, 65536.0, 262144.0, 1048576.0, 4194304.0,
     16777216.0, 67108864.0,
 ];
+
+/// Distinct values a capped label may take before the rest become `_OTHER`.
+pub const MAX_LABEL_VALUES: usize = 200;
+
+/// Bounds a label whose values callers choose (model names, tool names):
+/// the first [`MAX_LABEL_VALUES`] distinct values are kept, later new ones
+/// are reported as `_OTHER`, so no client can grow the registry without end.
+#[derive(Debug, Default)]
+pub struct LabelCap {
+    seen: Mutex<HashSet<String>>,
+}
+
+impl LabelCap {
+    /// `value`, or `_OTHER` once the cap is reached by other values.
+    pub fn admit<'a>(&self, value: &'a str) -> &'a str {
+        let mut seen = self.seen.lock().unwrap_or_else(PoisonError::into_inner);
+        if seen.contains(value) || (seen.len() < MAX_LABEL_VALUES && seen.insert(value.to_owned()))
+        {
+            value
+        } else {
+            sc::OTHER
+        }
+    }
+}
 
 /// Every metric family.
 #[derive(Debug)]
@@ -51,6 +78,10 @@ pub struct Metrics {
     pub fallbacks: IntCounterVec,
     /// Parse diagnostics, by kind.
     pub parser_diagnostics: IntCounterVec,
+    /// Caps the model label values.
+    pub models: LabelCap,
+    /// Caps the tool label values.
+    pub tools: LabelCap,
 }
 
 fn histogram(
@@ -168,6 +199,8 @@ impl Metrics {
                 "Diagnostics of the parses this process made, by kind.",
                 &[sc::LABEL_KIND],
             ),
+            models: LabelCap::default(),
+            tools: LabelCap::default(),
             registry,
         }
     }
@@ -193,6 +226,16 @@ pub fn metrics() -> &'static Metrics {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn capped_labels_stop_growing() {
+        let cap = LabelCap::default();
+        for n in 0..MAX_LABEL_VALUES {
+            assert_eq!(cap.admit(&format!("model-{n}")), format!("model-{n}"));
+        }
+        assert_eq!(cap.admit("model-0"), "model-0");
+        assert_eq!(cap.admit("one-too-many"), "_OTHER");
+    }
 
     #[test]
     fn observed_families_render_as_prometheus_text() {

@@ -35,7 +35,10 @@ use opentelemetry_otlp::WithExportConfig;
 use opentelemetry_sdk::{Resource, trace::SdkTracerProvider};
 use tracing::Level;
 use tracing_subscriber::{
-    EnvFilter, Layer, filter::dynamic_filter_fn, layer::SubscriberExt, util::SubscriberInitExt,
+    EnvFilter, Layer,
+    filter::{LevelFilter, dynamic_filter_fn},
+    layer::SubscriberExt,
+    util::SubscriberInitExt,
 };
 
 pub use admin::{MetricsListen, serve_metrics};
@@ -144,15 +147,19 @@ pub fn init_with(
             // nothing while exporting is paused (`Telemetry::set_exporting`).
             // A dynamic filter: asked on every span, never cached per
             // callsite, so pausing takes effect at once.
-            .with_filter(dynamic_filter_fn(|meta, _| {
-                if !tracing_enabled() {
-                    false
-                } else if meta.is_span() {
-                    *meta.level() <= Level::INFO
-                } else {
-                    *meta.level() <= Level::WARN
-                }
-            }))
+            .with_filter(
+                dynamic_filter_fn(|meta, _| {
+                    if !tracing_enabled() {
+                        false
+                    } else if meta.is_span() {
+                        *meta.level() <= Level::INFO
+                    } else {
+                        *meta.level() <= Level::WARN
+                    }
+                })
+                // DEBUG and TRACE callsites are never asked.
+                .with_max_level_hint(LevelFilter::INFO),
+            )
     });
     let filter = EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| EnvFilter::new(options.default_log_filter));
