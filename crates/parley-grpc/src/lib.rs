@@ -4,11 +4,12 @@
 //! adds `grpc.health.v1` and server reflection (v1 and v1alpha), applies the
 //! message-size limit and drains in-flight calls on SIGTERM within a bound.
 //! [`status`] is the one place where error reasons become `tonic::Status`
-//! with `google.rpc` details; [`deadline`] reads the caller's `grpc-timeout`.
+//! with `google.rpc` details; [`deadline`] reads the caller's `grpc-timeout`;
+//! [`telemetry`] is logging, OpenTelemetry tracing and Prometheus metrics.
 
 pub mod deadline;
-pub mod logging;
 pub mod serve;
 pub mod status;
+pub mod telemetry;
 
 pub use serve::{ServeOptions, serve, shutdown_signal};

@@ -4,7 +4,9 @@
 //! shutdown future resolves. It then marks every service `NOT_SERVING` (so a
 //! readiness probe takes the pod out of rotation), stops accepting new calls
 //! and lets in-flight calls finish for at most `drain_timeout`: tonic's own
-//! graceful shutdown has no time limit, so this one adds it.
+//! graceful shutdown has no time limit, so this one adds it. Every call
+//! goes through the telemetry layer (`telemetry::rpc::server`): a span when
+//! tracing is on, duration and active-stream metrics always.
 
 use std::{future::Future, time::Duration};
 
@@ -12,6 +14,8 @@ use tokio::net::TcpListener;
 use tokio_stream::{StreamExt, wrappers::TcpListenerStream};
 use tonic::{service::Routes, transport::Server};
 use tonic_health::ServingStatus;
+
+use crate::telemetry::rpc::server::RpcServerLayer;
 
 /// How a service is served.
 #[derive(Debug, Clone)]
@@ -117,6 +121,7 @@ pub async fn serve(
     });
     let server = Server::builder()
         .http2_keepalive_interval(Some(opts.http2_keepalive))
+        .layer(RpcServerLayer::new())
         .add_routes(routes)
         .serve_with_incoming_shutdown(incoming, graceful);
     tokio::pin!(server);

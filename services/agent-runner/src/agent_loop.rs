@@ -7,14 +7,17 @@
 //! `tools::execute`), feed the results back, until the model finishes, the
 //! iteration limit is reached (a normal finish with `MaxIterations`), the
 //! turn deadline passes or the turn is cancelled. The last event is always
-//! `Finished` or `Error`.
+//! `Finished` or `Error`. The turn runs in an `invoke_agent` span
+//! ([`crate::observe`]).
 
 pub mod output;
 
 use std::sync::Arc;
 
+use parley_grpc::telemetry::semconv;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
+use tracing::Instrument;
 
 use self::output::{TextMode, TurnOutput};
 use crate::{
@@ -23,7 +26,7 @@ use crate::{
         UsageReport,
     },
     model_call::{CallError, ModelCaller},
-    parsing,
+    observe, parsing,
     provider::{ChatRequest, FinishReason, Message, OutputSchema, ToolCall, Usage},
     providers::Providers,
     retry::RetryPolicy,
@@ -150,6 +153,30 @@ impl Runner {
     /// Runs a prepared turn to its last event. Returns when the turn is
     /// over or `cancel` fires; never panics on provider or tool input.
     pub async fn run(&self, prepared: PreparedTurn, sink: EventSink, cancel: CancellationToken) {
+        let primary = &prepared.candidates[0];
+        let provider = self
+            .providers
+            .get(&primary.provider)
+            .map_or(semconv::OTHER, |provider| provider.system());
+        let span = observe::agent_span(
+            provider,
+            &primary.model,
+            &prepared.turn.conversation_id,
+            &prepared.turn.turn_id,
+            prepared.turn.output_schema.is_some(),
+        );
+        self.run_turn(prepared, sink, cancel, &span)
+            .instrument(span.clone())
+            .await;
+    }
+
+    async fn run_turn(
+        &self,
+        prepared: PreparedTurn,
+        sink: EventSink,
+        cancel: CancellationToken,
+        span: &tracing::Span,
+    ) {
         let started = Instant::now();
         let deadline = started + prepared.turn.limits.total_timeout;
         let mode = if prepared.turn.output_schema.is_some() {
@@ -162,13 +189,26 @@ impl Runner {
         let mut out = TurnOutput::new(sink, mode);
         let result = self.drive(&prepared, &mut out, &cancel, deadline).await;
         let last = match result {
-            Ok(finished) => EventKind::Finished(finished),
+            Ok(finished) => {
+                span.record(
+                    semconv::GEN_AI_USAGE_INPUT_TOKENS,
+                    finished.usage.input_tokens,
+                );
+                span.record(
+                    semconv::GEN_AI_USAGE_OUTPUT_TOKENS,
+                    finished.usage.output_tokens,
+                );
+                observe::turn_ended(span, "completed", "");
+                EventKind::Finished(finished)
+            }
             Err(End::Failed(error)) => {
                 tracing::warn!(turn_id = %prepared.turn.turn_id, reason = %error.reason, "turn failed");
+                observe::turn_ended(span, "failed", &error.reason);
                 EventKind::Error(error)
             }
             Err(End::Deadline) => {
                 tracing::warn!(turn_id = %prepared.turn.turn_id, "turn deadline exceeded");
+                observe::turn_ended(span, "failed", "DEADLINE_EXCEEDED");
                 EventKind::Error(TurnError {
                     code: tonic::Code::DeadlineExceeded,
                     reason: "DEADLINE_EXCEEDED".into(),
@@ -184,6 +224,7 @@ impl Runner {
             }
             Err(End::Cancelled) => {
                 tracing::info!(turn_id = %prepared.turn.turn_id, "turn cancelled");
+                observe::turn_ended(span, "cancelled", "CANCELLED");
                 return;
             }
         };
@@ -206,6 +247,7 @@ impl Runner {
             limits: turn.limits,
             deadline,
             cancel,
+            conversation_id: &turn.conversation_id,
         };
         let round = Round {
             tools: &prepared.tools,

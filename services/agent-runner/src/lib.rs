@@ -5,13 +5,15 @@
 //! ([`service`]): model calls through one [`provider::Provider`] trait with
 //! retries, fallback and timeouts ([`model_call`], [`retry`]), tools run in
 //! parallel with validation and progress ([`tools`]), and every step is a
-//! numbered event ([`events`]) streamed back to the caller.
+//! numbered event ([`events`]) streamed back to the caller. [`observe`]
+//! holds the GenAI spans and metrics of the loop.
 
 pub mod agent_loop;
 pub mod config;
 pub mod convert;
 pub mod events;
 pub mod model_call;
+pub mod observe;
 pub mod parsing;
 pub mod provider;
 pub mod providers;

@@ -1,5 +1,6 @@
-//! The agent-runner binary: configuration first, then the port, then serve
-//! until SIGTERM and drain within a bound.
+//! The agent-runner binary: telemetry and configuration first, then the
+//! ports (gRPC, metrics), then serve until SIGTERM, drain within a bound and
+//! flush the spans.
 
 use std::{net::SocketAddr, path::PathBuf, sync::Arc, time::Duration};
 
@@ -8,7 +9,10 @@ use agent_runner::{
 };
 use anyhow::Context;
 use clap::Parser;
-use parley_grpc::{ServeOptions, logging::LogFormat};
+use parley_grpc::{
+    ServeOptions,
+    telemetry::{self, LogFormat, MetricsListen, TelemetryOptions},
+};
 use parley_proto::runner::v1::agent_runner_server::AgentRunnerServer;
 
 /// Runs the LLM tool loop as a gRPC service (`parley.runner.v1.AgentRunner`).
@@ -30,13 +34,26 @@ struct Args {
     /// Longest time in-flight turns get to finish after SIGTERM, in seconds.
     #[arg(long, env = "PARLEY_DRAIN_TIMEOUT", default_value_t = 20)]
     drain_timeout: u64,
+    /// Prometheus metrics at http://ADDR/metrics, or `off`.
+    #[arg(long, env = "PARLEY_METRICS_LISTEN", default_value = "127.0.0.1:9465")]
+    metrics_listen: MetricsListen,
 }
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let args = Args::parse();
-    parley_grpc::logging::init(args.log_format);
+    let telemetry = telemetry::init(TelemetryOptions {
+        service_name: "agent-runner",
+        service_version: env!("CARGO_PKG_VERSION"),
+        log_format: args.log_format,
+        default_log_filter: "info",
+    })?;
+    let result = run(args).await;
+    telemetry.shutdown().await;
+    result
+}
 
+async fn run(args: Args) -> anyhow::Result<()> {
     let mut config = match &args.config {
         Some(path) => RunnerConfig::from_file(path)?,
         None => RunnerConfig::scripted_only(args.script.clone()),
@@ -65,6 +82,10 @@ async fn main() -> anyhow::Result<()> {
     let listener = tokio::net::TcpListener::bind(args.listen)
         .await
         .with_context(|| format!("cannot listen on {}", args.listen))?;
+    args.metrics_listen
+        .serve()
+        .await
+        .context("cannot open the metrics port (--metrics-listen)")?;
     let mut options = ServeOptions::new("agent-runner", vec!["parley.runner.v1.AgentRunner"]);
     options.drain_timeout = Duration::from_secs(args.drain_timeout);
     let routes = tonic::service::Routes::new(AgentRunnerServer::new(service));

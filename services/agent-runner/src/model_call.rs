@@ -14,13 +14,16 @@ pub mod failure;
 use std::future::Future;
 
 use futures::StreamExt;
+use parley_grpc::telemetry::semconv;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
+use tracing::Instrument;
 
 use self::failure::AttemptError;
 use crate::{
     agent_loop::output::TurnOutput,
     events::{EventKind, Phase, Status, TurnError},
+    observe::{self, ChatCall},
     provider::{ChatRequest, Finish, ReasoningBlock, StreamEvent, ToolCall, Usage},
     providers::Providers,
     retry::RetryPolicy,
@@ -98,6 +101,8 @@ pub struct ModelCaller<'a> {
     pub deadline: Instant,
     /// Fires when the client goes away.
     pub cancel: &'a CancellationToken,
+    /// The conversation, for the `chat` spans.
+    pub conversation_id: &'a str,
 }
 
 /// What one attempt ended with.
@@ -118,8 +123,10 @@ impl ModelCaller<'_> {
         out: &mut TurnOutput,
     ) -> Result<CallOutcome, CallError> {
         let mut last_error: Option<AttemptError> = None;
+        let mut last_provider: Option<&'static str> = None;
         for (index, candidate) in candidates.iter().enumerate().skip(start) {
             if let Some(error) = &last_error {
+                observe::fell_back(last_provider.unwrap_or(semconv::OTHER), &error.kind());
                 let message = format!(
                     "Falling back to {}/{} after {}",
                     candidate.provider,
@@ -138,6 +145,7 @@ impl ModelCaller<'_> {
                 ));
                 continue;
             };
+            last_provider = Some(provider.system());
             let mut request = request.clone();
             request.model = candidate.model.clone();
             request.params = candidate.params.clone();
@@ -175,6 +183,7 @@ impl ModelCaller<'_> {
                             attempt + 1
                         );
                         tracing::info!(provider = %candidate.provider, model = %candidate.model, attempt, delay_ms = delay.as_millis() as u64, reason = %error.short(), "retrying model call");
+                        observe::retried(provider.system(), &error.kind());
                         emit_status(out, Phase::Retrying, message, iteration, candidate).await?;
                         guarded(self.cancel, self.deadline, tokio::time::sleep(delay)).await?;
                         last_error = Some(error);
@@ -192,13 +201,35 @@ impl ModelCaller<'_> {
         )))
     }
 
-    /// One attempt against one provider.
+    /// One attempt against one provider, in its own `chat {model}` span.
     async fn attempt(
         &self,
         provider: &dyn crate::provider::Provider,
         request: ChatRequest,
         candidate: usize,
         out: &mut TurnOutput,
+    ) -> Result<Attempt, CallError> {
+        let mut chat = ChatCall::start(provider.system(), &request, self.conversation_id);
+        let span = chat.span().clone();
+        let attempt = self
+            .stream_attempt(provider, request, candidate, out, &mut chat)
+            .instrument(span)
+            .await;
+        match &attempt {
+            Ok(Attempt::Done(outcome)) => chat.succeeded(outcome, out.call_text()),
+            Ok(Attempt::Failed(error)) => chat.failed(error),
+            Err(_) => drop(chat),
+        }
+        attempt
+    }
+
+    async fn stream_attempt(
+        &self,
+        provider: &dyn crate::provider::Provider,
+        request: ChatRequest,
+        candidate: usize,
+        out: &mut TurnOutput,
+        chat: &mut ChatCall,
     ) -> Result<Attempt, CallError> {
         let first_deadline = Instant::now() + self.limits.first_token_timeout;
         let opened = guarded(
@@ -251,6 +282,9 @@ impl ModelCaller<'_> {
                 Ok(Some(Err(error))) => return Ok(Attempt::Failed(AttemptError::Provider(error))),
                 Ok(Some(Ok(event))) => event,
             };
+            if first {
+                chat.first_chunk();
+            }
             first = false;
             let sent = match item {
                 StreamEvent::TextDelta(delta) => out.model_text(delta).await,

@@ -21,6 +21,7 @@ use parley_proto::runner::v1::{RunEvent, RunRequest, agent_runner_server::AgentR
 use tokio::sync::{Semaphore, mpsc};
 use tokio_util::sync::{CancellationToken, DropGuard};
 use tonic::{Code, Request, Response, Status};
+use tracing::Instrument;
 
 use crate::{
     agent_loop::{Rejection, Runner},
@@ -102,10 +103,14 @@ impl AgentRunner for RunnerService {
         let runner = self.runner.clone();
         let task_cancel = cancel.clone();
         tracing::info!(turn_id = %turn_id, model = %prepared.candidates()[0].model, "turn started");
-        tokio::spawn(async move {
-            let _permit = permit;
-            runner.run(prepared, EventSink::new(tx), task_cancel).await;
-        });
+        // In the call's span, so the turn's spans are children of the RPC's.
+        tokio::spawn(
+            async move {
+                let _permit = permit;
+                runner.run(prepared, EventSink::new(tx), task_cancel).await;
+            }
+            .in_current_span(),
+        );
         Ok(Response::new(RunEventStream {
             rx,
             _cancel_on_drop: cancel.drop_guard(),

@@ -25,10 +25,17 @@
 //! --all-targets` (no `--bench` argument) one short level as a smoke test.
 //! `PARLEY_BENCH_SECONDS` sets the window of the concurrent levels,
 //! `PARLEY_BENCH_STREAMS` runs one level only (for profiling).
+//!
+//! With `PARLEY_BENCH_TRACING=on` each level runs twice in the same
+//! process, with the gateway's span export paused and then on (OTLP to an
+//! in-process collector), and prints both and their ratio: what tracing
+//! costs.
 
 #[allow(dead_code)]
 #[path = "../tests/gateway/harness/mod.rs"]
 mod harness;
+#[path = "trace_collector.rs"]
+mod trace_collector;
 
 use std::{
     sync::{
@@ -416,6 +423,42 @@ async fn store_writes(times: u32, concurrent: usize) {
     }
 }
 
+/// Tracing for the whole process, exporting to an in-process collector,
+/// with export paused until a level asks for it.
+async fn start_tracing() -> (parley_grpc::telemetry::Telemetry, trace_collector::Counter) {
+    let (collector, spans) = trace_collector::start().await;
+    let settings = parley_grpc::telemetry::TraceSettings {
+        endpoint: Some(format!("http://{collector}")),
+        ..Default::default()
+    };
+    let options = parley_grpc::telemetry::TelemetryOptions {
+        service_name: "chat-gateway-bench",
+        service_version: env!("CARGO_PKG_VERSION"),
+        log_format: parley_grpc::telemetry::LogFormat::Json,
+        default_log_filter: "warn",
+    };
+    let telemetry = parley_grpc::telemetry::init_with(options, &settings).expect("telemetry");
+    telemetry.set_exporting(false);
+    (telemetry, spans)
+}
+
+fn report(streams: usize, label: &str, measured: &mut Level) {
+    let seconds = measured.elapsed.as_secs_f64();
+    let cpu_per_event = measured
+        .cpu
+        .map_or(f64::NAN, |cpu| us(cpu) / measured.events.max(1) as f64);
+    println!(
+        "{streams:>5} streams{label}: relay {} | setup {} | first text added {} | {:>6} turns, {:>8.0} events/s, {:>6.0} turns/s, {:>6.1} us CPU/event",
+        p50_p99(&mut measured.relay),
+        p50_p99(&mut measured.setup),
+        p50_p99(&mut measured.added),
+        measured.turns,
+        measured.events as f64 / seconds,
+        measured.turns as f64 / seconds,
+        cpu_per_event,
+    );
+}
+
 fn main() {
     let full = std::env::args().any(|arg| arg == "--bench");
     let window = Duration::from_secs(
@@ -424,12 +467,18 @@ fn main() {
             .and_then(|value| value.parse().ok())
             .unwrap_or(20),
     );
+    let traced = std::env::var("PARLEY_BENCH_TRACING").is_ok_and(|v| v == "on" || v == "1");
     per_turn_work(if full { 200 } else { 2 });
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
         .expect("tokio runtime");
     runtime.block_on(async {
+        let tracing = if traced {
+            Some(start_tracing().await)
+        } else {
+            None
+        };
         store_writes(if full { 500 } else { 2 }, if full { 1000 } else { 10 }).await;
         let stack = Arc::new(
             Harness::start(Options {
@@ -473,24 +522,35 @@ fn main() {
             .into_iter()
             .filter(|(streams, _)| only.is_none_or(|only| only == *streams))
         {
-            let mut measured = level(&stack, model, streams, length).await;
-            let seconds = measured.elapsed.as_secs_f64();
-            let cpu_per_event = measured
-                .cpu
-                .map_or(f64::NAN, |cpu| us(cpu) / measured.events.max(1) as f64);
+            let Some((telemetry, _)) = &tracing else {
+                report(streams, "", &mut level(&stack, model, streams, length).await);
+                continue;
+            };
+            let mut off = level(&stack, model, streams, length).await;
+            telemetry.set_exporting(true);
+            let mut on = level(&stack, model, streams, length).await;
+            telemetry.set_exporting(false);
+            report(streams, " (tracing off)", &mut off);
+            report(streams, " (tracing on) ", &mut on);
             println!(
-                "{streams:>5} streams: relay {} | setup {} | first text added {} | {:>6} turns, {:>8.0} events/s, {:>6.0} turns/s, {:>6.1} us CPU/event",
-                p50_p99(&mut measured.relay),
-                p50_p99(&mut measured.setup),
-                p50_p99(&mut measured.added),
-                measured.turns,
-                measured.events as f64 / seconds,
-                measured.turns as f64 / seconds,
-                cpu_per_event,
+                "        tracing on/off: relay p50 {:.2}x p99 {:.2}x; first text added p50 {:.2}x p99 {:.2}x",
+                ratio(&on.relay, &off.relay, 0.50),
+                ratio(&on.relay, &off.relay, 0.99),
+                ratio(&on.added, &off.added, 0.50),
+                ratio(&on.added, &off.added, 0.99),
             );
+        }
+        if let Some((telemetry, spans)) = tracing {
+            telemetry.shutdown().await;
+            println!("spans received by the collector: {}", spans.spans());
         }
         if let Ok(stack) = Arc::try_unwrap(stack) {
             stack.stop().await;
         }
     });
+}
+
+/// The ratio of two sorted samples' percentile `p`.
+fn ratio(on: &[Duration], off: &[Duration], p: f64) -> f64 {
+    percentile(on, p).as_secs_f64() / percentile(off, p).as_secs_f64()
 }

@@ -2,15 +2,20 @@
 //! sidecar. Channels connect lazily (the gateway starts even when neither is
 //! up yet, and reconnects when they come back); a call to a peer that is
 //! down fails fast, which is what sends turns to `RUNNER_UNAVAILABLE` or to
-//! the in-process parser.
+//! the in-process parser. Every call is a CLIENT span whose context travels
+//! in the `traceparent` metadata.
 
 use std::{sync::Arc, time::Duration};
 
+use parley_grpc::telemetry::rpc::client::RpcClient;
 use parley_proto::{
     parser::v1::payload_parser_client::PayloadParserClient,
     runner::v1::agent_runner_client::AgentRunnerClient,
 };
 use tonic::transport::{Channel, Endpoint};
+
+/// A traced channel (CLIENT spans, `traceparent` in the metadata).
+pub type Traced = RpcClient<Channel>;
 
 /// Why an upstream address is unusable.
 #[derive(Debug, thiserror::Error)]
@@ -29,9 +34,9 @@ pub struct UpstreamError {
 #[derive(Debug, Clone)]
 pub struct Upstreams {
     /// The agent-runner.
-    pub runner: AgentRunnerClient<Channel>,
+    pub runner: AgentRunnerClient<Traced>,
     /// The payload-parser sidecar.
-    pub parser: PayloadParserClient<Channel>,
+    pub parser: PayloadParserClient<Traced>,
     /// Bound on one unary `Parse` call and on opening a `ParseStream`.
     pub parse_timeout: Duration,
     /// Profiles compiled for the in-process parser (the fallback when the
@@ -44,7 +49,7 @@ fn channel(
     which: &'static str,
     url: &str,
     connect_timeout: Duration,
-) -> Result<Channel, UpstreamError> {
+) -> Result<Traced, UpstreamError> {
     let endpoint = Endpoint::from_shared(url.to_owned())
         .map_err(|source| UpstreamError {
             which,
@@ -55,7 +60,7 @@ fn channel(
         .tcp_nodelay(true)
         .http2_keep_alive_interval(Duration::from_secs(30))
         .keep_alive_while_idle(true);
-    Ok(endpoint.connect_lazy())
+    Ok(RpcClient::new(endpoint.connect_lazy(), endpoint.uri()))
 }
 
 impl Upstreams {

@@ -6,7 +6,9 @@
 //! flags and no file it forms the local stack: it listens on
 //! 127.0.0.1:50051, uses the runner on 50052 and the parser on 50053, keeps
 //! conversations in `parley.db` in the working directory, serves the example
-//! registry and runs in dev auth.
+//! registry and runs in dev auth. Metrics are served on `--metrics-listen`
+//! (default 127.0.0.1:9464); spans go to the OTLP endpoint of the standard
+//! `OTEL_*` variables, and are flushed at shutdown.
 
 use std::path::PathBuf;
 
@@ -18,7 +20,7 @@ use chat_gateway::{
     registry::Registry,
 };
 use clap::Parser;
-use parley_grpc::logging::LogFormat;
+use parley_grpc::telemetry::{self, LogFormat, MetricsListen, TelemetryOptions};
 
 /// Parley's chat gateway: streaming Chat API, conversations, pages, auth.
 #[derive(Debug, Parser)]
@@ -54,13 +56,26 @@ struct Args {
     /// Turns running at once [default: 256].
     #[arg(long, env = "PARLEY_MAX_CONCURRENT_TURNS")]
     max_concurrent_turns: Option<usize>,
+    /// Prometheus metrics at http://ADDR/metrics, or `off`.
+    #[arg(long, env = "PARLEY_METRICS_LISTEN", default_value = "127.0.0.1:9464")]
+    metrics_listen: MetricsListen,
 }
 
 #[tokio::main]
 async fn main() -> Result<()> {
     let args = Args::parse();
-    parley_grpc::logging::init(args.log_format);
+    let telemetry = telemetry::init(TelemetryOptions {
+        service_name: "chat-gateway",
+        service_version: env!("CARGO_PKG_VERSION"),
+        log_format: args.log_format,
+        default_log_filter: "info",
+    })?;
+    let result = run(args).await;
+    telemetry.shutdown().await;
+    result
+}
 
+async fn run(args: Args) -> Result<()> {
     let mut config = match &args.config {
         Some(path) => GatewayConfig::load(path)?,
         None => GatewayConfig::default(),
@@ -88,6 +103,10 @@ async fn main() -> Result<()> {
     let listener = tokio::net::TcpListener::bind(addr)
         .await
         .with_context(|| format!("cannot listen on {addr}"))?;
+    args.metrics_listen
+        .serve()
+        .await
+        .context("cannot open the metrics port (--metrics-listen)")?;
     gateway
         .serve(
             listener,

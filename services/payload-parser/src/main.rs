@@ -1,13 +1,17 @@
 //! The `payload-parser` binary: parses its configuration, loads the named
 //! profiles (a bad file stops it before any port is bound), then serves
 //! `parley.parser.v1.PayloadParser` with health and reflection until SIGTERM,
-//! draining in-flight calls within `--drain-timeout`.
+//! draining in-flight calls within `--drain-timeout`, and flushes its spans.
+//! Metrics are served on `--metrics-listen` (default 127.0.0.1:9466).
 
 use std::{path::PathBuf, time::Duration};
 
 use anyhow::{Context, bail};
 use clap::Parser;
-use parley_grpc::{ServeOptions, logging::LogFormat};
+use parley_grpc::{
+    ServeOptions,
+    telemetry::{self, LogFormat, MetricsListen, TelemetryOptions},
+};
 use parley_proto::parser::v1::payload_parser_server::PayloadParserServer;
 use payload_parser::{
     DEFAULT_MAX_BYTES, DEFAULT_MAX_DEPTH, HARD_MAX_BYTES, HARD_MAX_DEPTH, Limits, Profiles,
@@ -47,6 +51,9 @@ struct Args {
     /// Log format: `json` or `text`.
     #[arg(long, env = "PARLEY_LOG_FORMAT", default_value = "json")]
     log_format: LogFormat,
+    /// Prometheus metrics at http://ADDR/metrics, or `off`.
+    #[arg(long, env = "PARLEY_METRICS_LISTEN", default_value = "127.0.0.1:9466")]
+    metrics_listen: MetricsListen,
 }
 
 /// `250ms`, `20s`, `5m`, `1h`, or a bare number of seconds.
@@ -73,8 +80,18 @@ fn parse_duration(value: &str) -> Result<Duration, String> {
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let args = Args::parse();
-    parley_grpc::logging::init(args.log_format);
+    let telemetry = telemetry::init(TelemetryOptions {
+        service_name: "payload-parser",
+        service_version: env!("CARGO_PKG_VERSION"),
+        log_format: args.log_format,
+        default_log_filter: "info",
+    })?;
+    let result = run(args).await;
+    telemetry.shutdown().await;
+    result
+}
 
+async fn run(args: Args) -> anyhow::Result<()> {
     if args.max_bytes == 0 || args.max_bytes > HARD_MAX_BYTES {
         bail!("--max-bytes must be between 1 and {HARD_MAX_BYTES}");
     }
@@ -100,6 +117,10 @@ async fn main() -> anyhow::Result<()> {
     let listener = tokio::net::TcpListener::bind(&args.listen)
         .await
         .with_context(|| format!("binding {}", args.listen))?;
+    args.metrics_listen
+        .serve()
+        .await
+        .context("cannot open the metrics port (--metrics-listen)")?;
     let service = ParserService::with_options(
         profiles,
         limits,

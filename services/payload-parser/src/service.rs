@@ -6,8 +6,9 @@
 //! client goes away, and ends with the `final` response. Streams are bounded
 //! in bytes (the same limit as `Parse`), in idle time between messages and in
 //! total lifetime. Inline profiles are compiled once and kept
-//! ([`ProfileCache`]). Errors leave here as `tonic::Status` with stable
-//! reasons.
+//! ([`ProfileCache`]). Every parse counts its diagnostics by kind
+//! (`parley_parser_diagnostics_total`). Errors leave here as `tonic::Status`
+//! with stable reasons.
 
 use std::{sync::Arc, time::Duration};
 
@@ -226,6 +227,7 @@ impl PayloadParser for ParserService {
         let profile = self.resolve(&request.profile_name, request.profile.as_ref(), "profile")?;
         let parsed = parse(&request.text, &profile, &limits)
             .map_err(|ParseError::TooLarge { size, limit }| too_large(size, limit))?;
+        count_diagnostics(&parsed.diagnostics);
         tracing::debug!(
             bytes = request.text.len(),
             diagnostics = parsed.diagnostics.len(),
@@ -337,6 +339,7 @@ async fn run_stream(
     }
     let received = parser.received();
     let (mut items, parsed) = parser.finish_with_items();
+    count_diagnostics(&parsed.diagnostics);
     tracing::debug!(
         bytes = received,
         diagnostics = parsed.diagnostics.len(),
@@ -344,6 +347,18 @@ async fn run_stream(
     );
     items.push(StreamItem::Final(Box::new(parsed)));
     send_all(&tx, &mut items).await;
+}
+
+/// Counts the diagnostics of a parse in `parley_parser_diagnostics_total`.
+fn count_diagnostics(diagnostics: &[crate::Diagnostic]) {
+    let counter = &parley_grpc::telemetry::metrics().parser_diagnostics;
+    for diagnostic in diagnostics {
+        let kind = parley_proto::parser::v1::DiagnosticKind::from(diagnostic.kind);
+        let name = kind.as_str_name();
+        counter
+            .with_label_values(&[name.strip_prefix("DIAGNOSTIC_KIND_").unwrap_or(name)])
+            .inc();
+    }
 }
 
 /// Sends (and drains) items in order; false when the client is gone.

@@ -39,6 +39,22 @@ impl AttemptError {
         }
     }
 
+    /// A low-cardinality class of the failure, for `error.type` and metric
+    /// labels (`HTTP_429`, `CONNECTION`, `FIRST_TOKEN_TIMEOUT`, ...).
+    pub fn kind(&self) -> String {
+        match self {
+            Self::Provider(ProviderError::Http { status, .. }) => format!("HTTP_{status}"),
+            Self::Provider(ProviderError::Connection(_)) => "CONNECTION".to_owned(),
+            Self::Provider(ProviderError::StreamError { .. }) => "STREAM_ERROR".to_owned(),
+            Self::Provider(ProviderError::Malformed { .. }) => "MALFORMED".to_owned(),
+            Self::Provider(ProviderError::Truncated) => "TRUNCATED".to_owned(),
+            Self::Provider(ProviderError::Unsupported(_)) => "UNSUPPORTED".to_owned(),
+            Self::Provider(ProviderError::Config(_)) => "CONFIG".to_owned(),
+            Self::FirstToken(_) => "FIRST_TOKEN_TIMEOUT".to_owned(),
+            Self::Idle(_) => "IDLE_TIMEOUT".to_owned(),
+        }
+    }
+
     /// A short description for status messages (`HTTP 429`, `first-token timeout`).
     pub fn short(&self) -> String {
         match self {

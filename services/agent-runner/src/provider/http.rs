@@ -4,7 +4,8 @@
 //!
 //! The delay comes from, in order: `retry-after-ms` (milliseconds),
 //! `retry-after` (seconds or an HTTP date), and Gemini's
-//! `error.details[].retryDelay` in the body (`"34.4s"`). A value above
+//! `error.details[].retryDelay` in the body (`"34.4s"`). Every request
+//! carries the W3C `traceparent` of the model call's span. A value above
 //! [`MAX_RETRY_AFTER`] is treated as absent; the retry policy then falls back
 //! to its own backoff.
 
@@ -168,6 +169,9 @@ pub(crate) async fn post_json(
 ) -> Result<reqwest::Response, ProviderError> {
     let bytes = serde_json::to_vec(body)
         .map_err(|e| ProviderError::Config(format!("request body: {e}")))?;
+    // The `chat` span is current here: the provider sees its trace context.
+    let mut headers = headers;
+    parley_grpc::telemetry::propagation::inject_current(&mut headers);
     let response = client
         .post(url)
         .headers(headers)

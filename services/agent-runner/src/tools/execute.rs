@@ -6,17 +6,20 @@
 //! time, each under its own timeout; their progress is forwarded as it
 //! arrives and each ends with a `ToolComplete`. The results go back to the
 //! model in the order of the calls. Cancellation or the turn deadline drops
-//! every running call at once.
+//! every running call at once. Each call, run or rejected, has its
+//! `execute_tool {name}` span and its duration metric.
 
 use std::{sync::Arc, time::Duration};
 
 use futures::{StreamExt, stream::FuturesUnordered};
+use parley_grpc::telemetry::semconv;
 use serde_json::Value;
 use tokio::{
     sync::{Semaphore, mpsc},
     time::Instant,
 };
 use tokio_util::sync::CancellationToken;
+use tracing::Instrument;
 
 use super::{
     CallContext, FailureReason, ProgressSender, ToolFailure, ToolOutput, ToolRuntime,
@@ -27,6 +30,7 @@ use crate::{
     agent_loop::output::TurnOutput,
     events::{CallSource, EventKind, ToolComplete, ToolProgress, ToolStart},
     model_call::Interrupt,
+    observe,
     provider::{ToolCall, ToolResult},
     turn::Limits,
 };
@@ -106,6 +110,24 @@ impl Round<'_> {
                 Ok(tool) => runnable.push((index, tool)),
                 Err(failure) => {
                     tracing::info!(tool = %pending.call.name, reason = %failure.reason, "tool call rejected");
+                    let span = observe::tool_span(
+                        &pending.call.name,
+                        &pending.call.id,
+                        None,
+                        &pending.call.input,
+                    );
+                    let label = if failure.reason == FailureReason::UnknownTool {
+                        semconv::OTHER
+                    } else {
+                        pending.call.name.as_str()
+                    };
+                    observe::tool_ended(
+                        &span,
+                        label,
+                        Some(failure.reason.as_str()),
+                        &failure.message,
+                        Duration::ZERO,
+                    );
                     results[index] = Some(
                         self.complete(out, &pending.call, Err(failure), Duration::ZERO)
                             .await?,
@@ -127,9 +149,23 @@ impl Round<'_> {
                     let call = &calls[index].call;
                     async move {
                         let _permit = permits.acquire_owned().await;
+                        let remote = matches!(tool.target, Target::Remote(_));
+                        let span =
+                            observe::tool_span(&call.name, &call.id, Some(remote), &call.input);
                         let started = Instant::now();
-                        let outcome = self.execute(tool, call, progress).await;
-                        (index, outcome, started.elapsed())
+                        let outcome = self
+                            .execute(tool, call, progress)
+                            .instrument(span.clone())
+                            .await;
+                        let elapsed = started.elapsed();
+                        let (failure, text) = match &outcome {
+                            Ok(output) => (None, output.text.as_str()),
+                            Err(failure) => {
+                                (Some(failure.reason.as_str()), failure.message.as_str())
+                            }
+                        };
+                        observe::tool_ended(&span, &call.name, failure, text, elapsed);
+                        (index, outcome, elapsed)
                     }
                 })
                 .collect();

@@ -5,7 +5,8 @@
 //! shows up as an `UNAVAILABLE` tool error for the model rather than a
 //! failed turn. The call carries the tool's timeout as its gRPC deadline;
 //! dropping the call's future (timeout, cancellation) resets the HTTP/2
-//! stream, which the tool server sees as a cancelled call.
+//! stream, which the tool server sees as a cancelled call. Each call is a
+//! CLIENT span whose context travels in the `traceparent` metadata.
 
 use std::{collections::HashMap, sync::Mutex, time::Duration};
 
@@ -18,6 +19,8 @@ use tonic::{
     codegen::http::Uri,
     transport::{Channel, Endpoint},
 };
+
+use parley_grpc::telemetry::rpc::client::RpcClient;
 
 use super::{CallContext, FailureReason, ProgressSender, ToolFailure, ToolOutput};
 use crate::convert::json::to_struct;
@@ -41,15 +44,18 @@ pub fn check_address(address: &str) -> Result<(), String> {
     Ok(())
 }
 
+/// A traced channel to a tool server (CLIENT spans, `traceparent`).
+pub type ToolChannel = RpcClient<Channel>;
+
 /// Channels to tool servers, by address.
 #[derive(Debug, Default)]
 pub struct Channels {
-    cache: Mutex<HashMap<String, Channel>>,
+    cache: Mutex<HashMap<String, ToolChannel>>,
 }
 
 impl Channels {
     /// The channel to `address`, created on first use.
-    pub fn get(&self, address: &str) -> Result<Channel, ToolFailure> {
+    pub fn get(&self, address: &str) -> Result<ToolChannel, ToolFailure> {
         let unavailable = |error: String| ToolFailure::new(FailureReason::Unavailable, error);
         let mut cache = self
             .cache
@@ -62,7 +68,7 @@ impl Channels {
             .map_err(|error| unavailable(format!("invalid tool endpoint `{address}`: {error}")))?
             .connect_timeout(CONNECT_TIMEOUT)
             .tcp_nodelay(true);
-        let channel = endpoint.connect_lazy();
+        let channel = RpcClient::new(endpoint.connect_lazy(), endpoint.uri());
         if cache.len() >= MAX_CACHED_CHANNELS
             && let Some(evicted) = cache.keys().next().cloned()
         {
@@ -75,7 +81,7 @@ impl Channels {
 
 /// Runs one call on a remote tool server, forwarding its progress.
 pub async fn execute(
-    channel: Channel,
+    channel: ToolChannel,
     name: &str,
     input: &Value,
     ctx: CallContext,
@@ -109,6 +115,7 @@ pub async fn execute(
             Some(update) => match update.update {
                 Some(Update::Progress(p)) => progress.report(&p.stage, p.message, p.fraction).await,
                 Some(Update::Result(result)) => {
+                    parley_grpc::telemetry::rpc::client::finish_in_background(updates);
                     if let Some(error) = result.error {
                         let message = if error.code.is_empty() {
                             error.message

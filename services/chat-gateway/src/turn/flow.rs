@@ -15,11 +15,13 @@ use parley_proto::{
     runner::v1 as runner,
 };
 use tokio::time::Instant;
+use tracing::Instrument;
 
 use super::{
     Engine, TurnSpec,
     history::{self, History},
     manager::{StopCause, TurnSlot},
+    observe,
     outcome::{self, CompleteParts, Ending, Failure},
     parse::{self, TextCleaner},
     relay::{self, RunEnd, TurnIds},
@@ -104,18 +106,23 @@ async fn produce(
         tab: spec.page.tab.clone(),
         subtab: spec.page.subtab.clone(),
     });
-    let history = match load_history(engine, spec).await {
+    let history = match load_history(engine, spec)
+        .instrument(tracing::info_span!("store.load_history"))
+        .await
+    {
         Ok(history) => history,
         Err(failure) => return Produced::empty(Ending::Failed(failure)),
     };
     let stream_id = Some(spec.page.stream_id.as_str()).filter(|id| !id.is_empty());
-    let system_prompt = build_system_prompt(&PromptInput {
-        registry: &engine.registry,
-        page: &page,
-        stream_id,
-        state: spec.page.state.as_ref(),
-        history_payloads: &history.payloads,
-        response_schema: spec.response_schema.as_ref(),
+    let system_prompt = tracing::info_span!("prompt.build").in_scope(|| {
+        build_system_prompt(&PromptInput {
+            registry: &engine.registry,
+            page: &page,
+            stream_id,
+            state: spec.page.state.as_ref(),
+            history_payloads: &history.payloads,
+            response_schema: spec.response_schema.as_ref(),
+        })
     });
     let profile = page.parse_profile();
     let request = runner::RunRequest {
@@ -271,6 +278,12 @@ async fn finish(
     if let Some(reason) = &fallback {
         diagnostics.push(parse::fallback_diagnostic(reason));
     }
+    observe::turn_ended(
+        &tracing::Span::current(),
+        &ending,
+        &diagnostics,
+        fallback.is_some(),
+    );
     let stored_text = parsed.message.clone();
     let complete = outcome::complete(
         CompleteParts {
@@ -326,6 +339,7 @@ async fn finish(
             outcome: Some(convert::encode_outcome(&complete)),
             events,
         })
+        .instrument(tracing::info_span!("store.finish_turn"))
         .await;
     match stored {
         Ok(true) => {}

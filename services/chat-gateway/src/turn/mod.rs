@@ -10,6 +10,7 @@
 pub mod flow;
 pub mod history;
 pub mod manager;
+pub mod observe;
 pub mod outcome;
 pub mod parse;
 pub mod relay;
@@ -25,6 +26,7 @@ use serde_json::Value;
 use tokio::{sync::mpsc, time::Instant};
 use tokio_stream::wrappers::ReceiverStream;
 use tonic::Status;
+use tracing::Instrument;
 
 use crate::{
     clients::Upstreams,
@@ -241,7 +243,8 @@ impl Engine {
             deadline: start.deadline,
         };
         tracing::info!(conversation = %spec.conversation_id, turn = %spec.turn_id, new = spec.new_conversation, "turn started");
-        tokio::spawn(flow::run(self.clone(), spec, slot, sink));
+        let span = observe::turn_span(&spec);
+        tokio::spawn(flow::run(self.clone(), spec, slot, sink).instrument(span));
         Ok(ReceiverStream::new(rx))
     }
 

@@ -352,6 +352,7 @@ impl TextCleaner {
                 .await;
                 match drained {
                     Ok(Ok(())) if self.final_response.is_some() => {
+                        parley_grpc::telemetry::rpc::client::finish_in_background(rx);
                         response = self.final_response.take()
                     }
                     Ok(Ok(())) => {

@@ -254,9 +254,16 @@ pub async fn relay(
             None => {}
         }
     };
-    // Dropping the stream cancels the call: the runner stops the model and
-    // the tools.
-    drop(stream);
+    match end {
+        // The runner is done: read its trailers aside, so the call's span
+        // and metrics get the real status.
+        RunEnd::Finished(_) | RunEnd::Failed(_) => {
+            parley_grpc::telemetry::rpc::client::finish_in_background(stream);
+        }
+        // Dropping the stream cancels the call: the runner stops the model
+        // and the tools.
+        _ => drop(stream),
+    }
     Relayed {
         end,
         cleaner,

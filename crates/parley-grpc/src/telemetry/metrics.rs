@@ -1,0 +1,260 @@
+//! The metrics every Parley process can record, as one Prometheus registry.
+//!
+//! Why the `prometheus` crate: it is the long-maintained Rust client (TiKV),
+//! with default features off it adds no transitive crates beyond what the
+//! workspace already has, and its text encoder is the exposition format
+//! Prometheus scrapes. Metrics are always recorded (a few atomic adds per
+//! call, whether or not anyone scrapes); [`super::admin`] serves them.
+//! A family with no observations renders nothing, so each binary shows only
+//! what it does. Names follow [`super::semconv`].
+
+use std::{
+    collections::HashSet,
+    sync::{Mutex, OnceLock, PoisonError},
+};
+
+use prometheus::{HistogramOpts, HistogramVec, IntCounterVec, IntGaugeVec, Opts, Registry};
+
+use super::semconv as sc;
+
+/// Seconds buckets of the OTel RPC and GenAI duration advice.
+const SECONDS: &[f64] = &[
+    0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0, 20.48, 40.96,
+    81.92,
+];
+/// Token buckets of the `gen_ai.client.token.usage` advice.
+const TOKENS: &[f64] = &[
+    1.0, 4.0, 16.0, 64.0, 256.0, 1024.0, 4096.0, 16384.0, 65536.0, 262144.0, 1048576.0, 4194304.0,
+    16777216.0, 67108864.0,
+];
+
+/// Distinct values a capped label may take before the rest become `_OTHER`.
+pub const MAX_LABEL_VALUES: usize = 200;
+
+/// Bounds a label whose values callers choose (model names, tool names):
+/// the first [`MAX_LABEL_VALUES`] distinct values are kept, later new ones
+/// are reported as `_OTHER`, so no client can grow the registry without end.
+#[derive(Debug, Default)]
+pub struct LabelCap {
+    seen: Mutex<HashSet<String>>,
+}
+
+impl LabelCap {
+    /// `value`, or `_OTHER` once the cap is reached by other values.
+    pub fn admit<'a>(&self, value: &'a str) -> &'a str {
+        let mut seen = self.seen.lock().unwrap_or_else(PoisonError::into_inner);
+        if seen.contains(value) || (seen.len() < MAX_LABEL_VALUES && seen.insert(value.to_owned()))
+        {
+            value
+        } else {
+            sc::OTHER
+        }
+    }
+}
+
+/// Every metric family.
+#[derive(Debug)]
+pub struct Metrics {
+    registry: Registry,
+    /// Incoming call duration, by method and status.
+    pub rpc_server_duration: HistogramVec,
+    /// Outgoing call duration, by method, status and server.
+    pub rpc_client_duration: HistogramVec,
+    /// Incoming calls still running, by method.
+    pub rpc_active: IntGaugeVec,
+    /// Turns, by outcome and reason.
+    pub turns: IntCounterVec,
+    /// Tokens per model call, by operation, provider, model and token type.
+    pub token_usage: HistogramVec,
+    /// Model call duration, by operation, provider, model and error type.
+    pub operation_duration: HistogramVec,
+    /// Time to the first streamed chunk, by operation, provider and model.
+    pub time_to_first_chunk: HistogramVec,
+    /// Tool call duration, by tool and outcome.
+    pub tool_duration: HistogramVec,
+    /// Model call retries, by provider and reason.
+    pub retries: IntCounterVec,
+    /// Fallbacks to the next model, by the provider left and the reason.
+    pub fallbacks: IntCounterVec,
+    /// Parse diagnostics, by kind.
+    pub parser_diagnostics: IntCounterVec,
+    /// Caps the model label values.
+    pub models: LabelCap,
+    /// Caps the tool label values.
+    pub tools: LabelCap,
+}
+
+fn histogram(
+    registry: &Registry,
+    name: &str,
+    help: &str,
+    buckets: &[f64],
+    labels: &[&str],
+) -> HistogramVec {
+    let vec = HistogramVec::new(
+        HistogramOpts::new(name, help).buckets(buckets.to_vec()),
+        labels,
+    )
+    .expect("metric definitions are constants");
+    registry
+        .register(Box::new(vec.clone()))
+        .expect("metric names are unique");
+    vec
+}
+
+fn counter(registry: &Registry, name: &str, help: &str, labels: &[&str]) -> IntCounterVec {
+    let vec = IntCounterVec::new(Opts::new(name, help), labels)
+        .expect("metric definitions are constants");
+    registry
+        .register(Box::new(vec.clone()))
+        .expect("metric names are unique");
+    vec
+}
+
+impl Metrics {
+    fn new() -> Self {
+        let registry = Registry::new();
+        let r = &registry;
+        let rpc_active = IntGaugeVec::new(
+            Opts::new(
+                sc::METRIC_RPC_ACTIVE,
+                "Incoming RPCs still running (open streams).",
+            ),
+            &[sc::LABEL_RPC_METHOD],
+        )
+        .expect("metric definitions are constants");
+        registry
+            .register(Box::new(rpc_active.clone()))
+            .expect("metric names are unique");
+        let model = [sc::LABEL_OPERATION, sc::LABEL_PROVIDER, sc::LABEL_MODEL];
+        Self {
+            rpc_server_duration: histogram(
+                r,
+                sc::METRIC_RPC_SERVER_DURATION,
+                "Duration of incoming RPCs (to the end of the response stream).",
+                SECONDS,
+                &[sc::LABEL_RPC_METHOD, sc::LABEL_RPC_STATUS],
+            ),
+            rpc_client_duration: histogram(
+                r,
+                sc::METRIC_RPC_CLIENT_DURATION,
+                "Duration of outgoing RPCs (to the end of the response stream).",
+                SECONDS,
+                &[
+                    sc::LABEL_RPC_METHOD,
+                    sc::LABEL_RPC_STATUS,
+                    sc::LABEL_SERVER_ADDRESS,
+                ],
+            ),
+            rpc_active,
+            turns: counter(
+                r,
+                sc::METRIC_TURNS,
+                "Turns by how they ended (completed, failed, cancelled) and the failure reason.",
+                &[sc::LABEL_OUTCOME, sc::LABEL_REASON],
+            ),
+            token_usage: histogram(
+                r,
+                sc::METRIC_TOKEN_USAGE,
+                "Tokens used per model call (gen_ai.client.token.usage).",
+                TOKENS,
+                &[model[0], model[1], model[2], sc::LABEL_TOKEN_TYPE],
+            ),
+            operation_duration: histogram(
+                r,
+                sc::METRIC_OPERATION_DURATION,
+                "Duration of model calls (gen_ai.client.operation.duration).",
+                SECONDS,
+                &[model[0], model[1], model[2], sc::LABEL_ERROR_TYPE],
+            ),
+            time_to_first_chunk: histogram(
+                r,
+                sc::METRIC_TIME_TO_FIRST_CHUNK,
+                "Time from sending a model request to its first streamed chunk.",
+                SECONDS,
+                &model,
+            ),
+            tool_duration: histogram(
+                r,
+                sc::METRIC_TOOL_DURATION,
+                "Duration of tool calls by tool and outcome (ok or the failure reason).",
+                SECONDS,
+                &[sc::LABEL_TOOL, sc::LABEL_OUTCOME],
+            ),
+            retries: counter(
+                r,
+                sc::METRIC_RETRIES,
+                "Model call attempts retried, by provider and reason.",
+                &[sc::LABEL_PROVIDER, sc::LABEL_REASON],
+            ),
+            fallbacks: counter(
+                r,
+                sc::METRIC_FALLBACKS,
+                "Falls back to the next model, by the provider that failed and the reason.",
+                &[sc::LABEL_PROVIDER, sc::LABEL_REASON],
+            ),
+            parser_diagnostics: counter(
+                r,
+                sc::METRIC_PARSER_DIAGNOSTICS,
+                "Diagnostics of the parses this process made, by kind.",
+                &[sc::LABEL_KIND],
+            ),
+            models: LabelCap::default(),
+            tools: LabelCap::default(),
+            registry,
+        }
+    }
+
+    /// The Prometheus text exposition of every family observed so far.
+    pub fn render(&self) -> String {
+        let mut text = String::new();
+        if let Err(error) =
+            prometheus::TextEncoder::new().encode_utf8(&self.registry.gather(), &mut text)
+        {
+            tracing::warn!(%error, "cannot encode metrics");
+        }
+        text
+    }
+}
+
+/// The process's metrics.
+pub fn metrics() -> &'static Metrics {
+    static METRICS: OnceLock<Metrics> = OnceLock::new();
+    METRICS.get_or_init(Metrics::new)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn capped_labels_stop_growing() {
+        let cap = LabelCap::default();
+        for n in 0..MAX_LABEL_VALUES {
+            assert_eq!(cap.admit(&format!("model-{n}")), format!("model-{n}"));
+        }
+        assert_eq!(cap.admit("model-0"), "model-0");
+        assert_eq!(cap.admit("one-too-many"), "_OTHER");
+    }
+
+    #[test]
+    fn observed_families_render_as_prometheus_text() {
+        let m = metrics();
+        m.turns
+            .with_label_values(&["failed", "RUNNER_UNAVAILABLE"])
+            .inc();
+        m.token_usage
+            .with_label_values(&["chat", "openai", "gpt-4.1", "input"])
+            .observe(120.0);
+        let text = m.render();
+        assert!(
+            text.contains("parley_turns_total{outcome=\"failed\",reason=\"RUNNER_UNAVAILABLE\"}"),
+            "{text}"
+        );
+        assert!(
+            text.contains("# TYPE gen_ai_client_token_usage histogram"),
+            "{text}"
+        );
+        assert!(text.contains("gen_ai_token_type=\"input\""), "{text}");
+    }
+}

@@ -1,0 +1,76 @@
+//! The gateway's spans and metrics of a turn.
+//!
+//! A turn runs in a `turn` span (child of the `Chat` or `ExecuteAction`
+//! server span) carrying the conversation and turn ids, so every log line of
+//! the turn has them too. Its stages have spans of their own
+//! (`store.load_history`, `prompt.build`, `store.finish_turn`); the calls to
+//! the runner and the parser are CLIENT spans of the traced channels. No
+//! message text, prompt or token goes on a span.
+
+use parley_grpc::telemetry::{metrics, semconv as sc};
+use parley_proto::parser::v1::{Diagnostic, DiagnosticKind};
+use tracing::{Span, field::Empty};
+use tracing_opentelemetry::OpenTelemetrySpanExt;
+
+use super::{TurnSpec, outcome::Ending};
+
+/// The span a turn runs in.
+pub fn turn_span(spec: &TurnSpec) -> Span {
+    tracing::info_span!(
+        "turn",
+        otel.name = "turn",
+        { sc::GEN_AI_CONVERSATION_ID } = spec.conversation_id.as_str(),
+        { sc::PARLEY_TURN_ID } = spec.turn_id.as_str(),
+        { sc::PARLEY_PAGE } = spec.page.page.as_str(),
+        { sc::PARLEY_TURN_OUTCOME } = Empty,
+        { sc::ERROR_TYPE } = Empty,
+    )
+}
+
+/// The kind of a diagnostic as a label: `INVALID_JSON`, `PARSER_FALLBACK`...
+fn kind_label(kind: i32) -> &'static str {
+    DiagnosticKind::try_from(kind)
+        .map(|kind| {
+            let name = kind.as_str_name();
+            name.strip_prefix("DIAGNOSTIC_KIND_").unwrap_or(name)
+        })
+        .unwrap_or(sc::OTHER)
+}
+
+/// Records how the turn ended on `span` and in the metrics. The turn's
+/// diagnostics count as this process's parses only when the in-process
+/// parser answered (`fallback`); otherwise the sidecar counted them.
+pub fn turn_ended(span: &Span, ending: &Ending, diagnostics: &[Diagnostic], fallback: bool) {
+    let outcome = ending.state().as_str();
+    let reason = ending
+        .failure()
+        .map_or("", |failure| failure.reason.as_str());
+    span.record(sc::PARLEY_TURN_OUTCOME, outcome);
+    if !reason.is_empty() {
+        span.record(sc::ERROR_TYPE, reason);
+        span.set_status(opentelemetry::trace::Status::error(reason.to_owned()));
+    }
+    let m = metrics();
+    m.turns.with_label_values(&[outcome, reason]).inc();
+    if fallback {
+        for diagnostic in diagnostics {
+            m.parser_diagnostics
+                .with_label_values(&[kind_label(diagnostic.kind)])
+                .inc();
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn diagnostic_kinds_are_short_labels() {
+        assert_eq!(
+            kind_label(DiagnosticKind::ParserFallback as i32),
+            "PARSER_FALLBACK"
+        );
+        assert_eq!(kind_label(9999), "_OTHER");
+    }
+}

@@ -1,0 +1,34 @@
+//! Support for the end-to-end trace tests (`tests/trace.rs`): the three
+//! real binaries as child processes ([`stack`]), an in-test OTLP collector
+//! ([`collector`]) and the app's ToolService with its own spans
+//! ([`tool_server`]), all on free ports of 127.0.0.1.
+
+pub mod collector;
+pub mod stack;
+pub mod tool_server;
+
+use std::path::{Path, PathBuf};
+
+/// The example registry with `lookup_rows` pointed at `tool_url`, written
+/// into `dir`.
+pub fn registry_with_tools(dir: &Path, tool_url: &str) -> PathBuf {
+    let example = stack::repo_root().join("deploy/config/registry.yaml");
+    let text = std::fs::read_to_string(&example).expect("the example registry");
+    let default_tools = "grpc: http://127.0.0.1:50061";
+    assert!(
+        text.contains(default_tools),
+        "the example registry no longer points lookup_rows at {default_tools}; update this test"
+    );
+    let path = dir.join("registry.yaml");
+    std::fs::write(
+        &path,
+        text.replace(default_tools, &format!("grpc: {tool_url}")),
+    )
+    .expect("write the registry");
+    path
+}
+
+/// The scripted model's script for these tests.
+pub fn script() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/trace-script.toml")
+}
