@@ -24,7 +24,9 @@
 //! runs the full measurement (about three minutes); under `cargo test
 //! --all-targets` (no `--bench` argument) one short level as a smoke test.
 //! `PARLEY_BENCH_SECONDS` sets the window of the concurrent levels,
-//! `PARLEY_BENCH_STREAMS` runs one level only (for profiling).
+//! `PARLEY_BENCH_STREAMS` runs one level only (for profiling),
+//! `PARLEY_BENCH_PARSER=down` runs with no parser sidecar (every turn
+//! falls back to the in-process parser: what the sidecar's hop costs).
 //!
 //! With `PARLEY_BENCH_TRACING=on` each level runs twice in the same
 //! process, with the gateway's span export paused and then on (OTLP to an
@@ -46,7 +48,7 @@ use std::{
 };
 
 use harness::{
-    Harness, Options, chat_request,
+    Harness, Options, ParserMode, chat_request,
     fake_runner::{Reply, Step, finished},
 };
 use parley_proto::{gateway::v1::chat_event::Event, runner::v1::run_event};
@@ -220,8 +222,8 @@ async fn level(stack: &Arc<Harness>, model: Model, streams: usize, length: Lengt
             start
         }
     };
-    let cpu_end = cpu_time();
     let mut level = Level::default();
+    let mut cpu_end = cpu_time();
     for task in tasks {
         let samples = task.await.expect("client");
         let warm = match length {
@@ -245,6 +247,10 @@ async fn level(stack: &Arc<Harness>, model: Model, streams: usize, length: Lengt
             level.events += sample.events;
             level.turns += 1;
         }
+    }
+    if let Length::Turns(_) = length {
+        // The clients ran until now.
+        cpu_end = cpu_time();
     }
     level.elapsed = window_start.elapsed();
     level.cpu = cpu_start
@@ -480,8 +486,15 @@ fn main() {
             None
         };
         store_writes(if full { 500 } else { 2 }, if full { 1000 } else { 10 }).await;
+        // `PARLEY_BENCH_PARSER=down`: no sidecar, every turn cleans its text
+        // with the in-process parser (what the sidecar's hop costs).
+        let parser = match std::env::var("PARLEY_BENCH_PARSER").as_deref() {
+            Ok("down") => ParserMode::Down,
+            _ => ParserMode::Up,
+        };
         let stack = Arc::new(
             Harness::start(Options {
+                parser,
                 tweak: |config| {
                     config.turns.max_concurrent = 4096;
                     config.store.acquire_timeout_ms = 60_000;

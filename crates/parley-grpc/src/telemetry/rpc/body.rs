@@ -57,11 +57,6 @@ impl Call {
         }
     }
 
-    /// The call's span.
-    pub fn span(&self) -> &tracing::Span {
-        &self.span
-    }
-
     /// Notes the status once it is known (headers of a trailers-only
     /// response, or the trailers).
     pub fn set_status(&mut self, code: i32) {
@@ -148,9 +143,10 @@ where
         mut self: Pin<&mut Self>,
         cx: &mut Context<'_>,
     ) -> Poll<Option<Result<Frame<Self::Data>, Self::Error>>> {
+        // The span is not entered here: polling a body creates no child
+        // spans, and entering one per frame costs a clone and an
+        // enter/exit on every message of a stream.
         let this = &mut *self;
-        let span = this.call.as_ref().map(|call| call.span().clone());
-        let _entered = span.as_ref().map(tracing::Span::enter);
         let polled = Pin::new(&mut this.inner).poll_frame(cx);
         match &polled {
             Poll::Ready(Some(Ok(frame))) => {
