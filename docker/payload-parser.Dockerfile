@@ -3,7 +3,7 @@
 # FROM scratch: a statically linked binary and the CA bundle (for a TLS
 # telemetry endpoint), nothing else: no shell, no package manager. Runs as
 # the non-root numeric user 65532 that deploy/ expects. Nothing is pulled.
-# In the gateway's pod it listens on 127.0.0.1 (deploy/gateway.yaml passes
+# In the gateway's pod it listens on 127.0.0.1 (deploy/base/gateway.yaml passes
 # --listen); the image's default listens on every interface, for a parser
 # in its own container. The build context is the directory
 # scripts/images.sh prepares: bin/<service> and ca-certificates.crt

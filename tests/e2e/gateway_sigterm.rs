@@ -15,7 +15,7 @@ use crate::support::{
     stack::{Service, Stack, StackOptions},
 };
 
-/// The pod's `terminationGracePeriodSeconds` in deploy/gateway.yaml.
+/// The pod's `terminationGracePeriodSeconds` in deploy/base/gateway.yaml.
 const GRACE: Duration = Duration::from_secs(30);
 
 #[tokio::test]
