@@ -12,6 +12,12 @@
 # cluster in /tmp owned by the `postgres` user and starts it on
 # 127.0.0.1:55432 (PARLEY_PG_PORT, PARLEY_PG_DATA override the port and
 # directory). Trust authentication on loopback only: test data, never real.
+#
+# When a Docker engine is usable, the cluster also listens on the default
+# bridge's gateway address (172.17.0.1 usually), which containers reach as
+# `host.docker.internal` (--add-host host.docker.internal:host-gateway): the
+# end-to-end tests' gateway containers use it. Connections from Docker's
+# address pools (172.16.0.0/12, 192.168.0.0/16) need the password (scram).
 set -euo pipefail
 
 PORT="${PARLEY_PG_PORT:-55432}"
@@ -82,14 +88,46 @@ if [ ! -f "$DATA/PG_VERSION" ]; then
     as_owner "$BINDIR/initdb" -D "$DATA" -U postgres --auth=trust --encoding=UTF8 --no-locale >&2
 fi
 
-# 4. Start it unless it already answers.
-if ! "$BINDIR/pg_isready" -q -h 127.0.0.1 -p "$PORT"; then
-    log "starting PostgreSQL on 127.0.0.1:$PORT"
-    as_owner "$BINDIR/pg_ctl" -D "$DATA" -l "$DATA/server.log" -w -t 30 \
-        -o "-h 127.0.0.1 -p $PORT -k $DATA" start >&2
+# 4. Where it listens: loopback, and the Docker bridge when there is one.
+LISTEN="127.0.0.1"
+BRIDGE=""
+if command -v docker >/dev/null 2>&1 \
+    && subnet="$(docker network inspect bridge -f '{{range .IPAM.Config}}{{.Subnet}} {{.Gateway}}{{end}}' 2>/dev/null)"; then
+    # The gateway is often left implicit: the subnet's first address.
+    BRIDGE="$(python3 -c 'import ipaddress, sys
+net, gateway = (sys.argv[1:] + [""])[:2]
+print(gateway or next(ipaddress.ip_network(net).hosts()))' $subnet 2>/dev/null || true)"
+fi
+if [ -n "$BRIDGE" ]; then
+    LISTEN="127.0.0.1,$BRIDGE"
+    if ! grep -q "parley-docker" "$DATA/pg_hba.conf"; then
+        log "allowing password logins from Docker networks"
+        {
+            echo "# parley-docker: containers of the end-to-end tests (scripts/postgres.sh)"
+            echo "host all parley 172.16.0.0/12 scram-sha-256"
+            echo "host all parley 192.168.0.0/16 scram-sha-256"
+        } >>"$DATA/pg_hba.conf"
+        if "$BINDIR/pg_isready" -q -h 127.0.0.1 -p "$PORT"; then
+            as_owner "$BINDIR/pg_ctl" -D "$DATA" reload >&2
+        fi
+    fi
 fi
 
-# 5. The role and database the tests use (idempotent).
+# 5. Start it unless it already answers where it should.
+if "$BINDIR/pg_isready" -q -h 127.0.0.1 -p "$PORT" \
+    && { [ -z "$BRIDGE" ] || "$BINDIR/pg_isready" -q -h "$BRIDGE" -p "$PORT"; }; then
+    :
+else
+    if "$BINDIR/pg_isready" -q -h 127.0.0.1 -p "$PORT"; then
+        log "restarting PostgreSQL to listen on $LISTEN"
+        as_owner "$BINDIR/pg_ctl" -D "$DATA" -w -t 30 stop >&2
+    fi
+    log "starting PostgreSQL on $LISTEN port $PORT"
+    as_owner "$BINDIR/pg_ctl" -D "$DATA" -l "$DATA/server.log" -w -t 30 \
+        -o "-h $LISTEN -p $PORT -k $DATA" start >&2
+fi
+
+# 6. The role and database the tests use (idempotent).
 psql_admin() {
     "$BINDIR/psql" -h 127.0.0.1 -p "$PORT" -U postgres -d postgres -v ON_ERROR_STOP=1 -qAt "$@"
 }

@@ -1,12 +1,22 @@
 #!/usr/bin/env bash
 # Runs Parley's test suite: every crate's unit and integration tests,
 # including the PostgreSQL store tests (a throwaway PostgreSQL is installed
-# and started by scripts/postgres.sh when none is configured).
+# and started by scripts/postgres.sh when none is configured) and the
+# end-to-end tests of tests/e2e, which run the images that
+# scripts/images.sh builds here.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
 if [[ -z "${PARLEY_TEST_POSTGRES_URL:-}" && -f scripts/postgres.sh ]]; then
     PARLEY_TEST_POSTGRES_URL="$(bash scripts/postgres.sh)"
     export PARLEY_TEST_POSTGRES_URL
+fi
+# The end-to-end suite (tests/e2e) runs the three images: build them when a
+# Docker engine is here. Without one its tests print NOT RUN (and fail
+# under CI=true).
+if command -v docker >/dev/null 2>&1 && docker info >/dev/null 2>&1; then
+    bash scripts/images.sh
+else
+    echo "test.sh: no usable Docker engine: the end-to-end tests (tests/e2e) will not run" >&2
 fi
 cargo test --workspace --all-targets "$@"

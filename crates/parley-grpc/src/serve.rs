@@ -17,6 +17,9 @@ use tonic_health::ServingStatus;
 
 use crate::telemetry::rpc::server::RpcServerLayer;
 
+/// The standard health service every binary serves.
+const HEALTH_SERVICE: &str = "grpc.health.v1.Health";
+
 /// How a service is served.
 #[derive(Debug, Clone)]
 pub struct ServeOptions {
@@ -75,14 +78,22 @@ pub async fn serve(
         .set_service_status("", ServingStatus::Serving)
         .await;
 
-    let reflection_v1 = tonic_reflection::server::Builder::configure()
-        .register_encoded_file_descriptor_set(parley_proto::FILE_DESCRIPTOR_SET)
-        .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
-        .build_v1()?;
-    let reflection_v1alpha = tonic_reflection::server::Builder::configure()
-        .register_encoded_file_descriptor_set(parley_proto::FILE_DESCRIPTOR_SET)
-        .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
-        .build_v1alpha()?;
+    // Reflection lists only what this binary serves: the descriptor set
+    // holds every Parley service, and listing the others would send
+    // grpcurl users to UNIMPLEMENTED.
+    let reflection = |own: &'static str| {
+        let builder = tonic_reflection::server::Builder::configure()
+            .register_encoded_file_descriptor_set(parley_proto::FILE_DESCRIPTOR_SET)
+            .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET);
+        opts.services
+            .iter()
+            .copied()
+            .chain([HEALTH_SERVICE, own])
+            .fold(builder, |builder, name| builder.with_service_name(name))
+    };
+    let reflection_v1 = reflection("grpc.reflection.v1.ServerReflection").build_v1()?;
+    let reflection_v1alpha =
+        reflection("grpc.reflection.v1alpha.ServerReflection").build_v1alpha()?;
 
     let routes = routes
         .add_service(health)

@@ -6,7 +6,7 @@
 //! own lines, and the final suggestions, actions and proposal as cards. The
 //! demo (`scripts/demo.sh`) uses it; so can anyone probing a gateway.
 
-use std::io::{BufRead, Write};
+use std::io::{BufRead, IsTerminal, Write};
 
 use anyhow::{Context, Result};
 use clap::Parser;
@@ -43,7 +43,7 @@ struct Args {
     /// Continue this conversation instead of starting a new one.
     #[arg(long)]
     conversation: Option<String>,
-    /// Print no colours.
+    /// Print no colours (also when stdout is not a terminal or NO_COLOR is set).
     #[arg(long)]
     plain: bool,
     /// Messages to send, one turn each. With none, read them from stdin.
@@ -79,7 +79,11 @@ impl Style {
 #[tokio::main]
 async fn main() -> Result<()> {
     let args = Args::parse();
-    let style = Style { plain: args.plain };
+    // Colours only on a terminal, and never with NO_COLOR set.
+    let plain = args.plain
+        || !std::io::stdout().is_terminal()
+        || std::env::var_os("NO_COLOR").is_some_and(|value| !value.is_empty());
+    let style = Style { plain };
     let mut client = ChatGatewayClient::connect(args.gateway.clone())
         .await
         .with_context(|| format!("cannot connect to the gateway at {}", args.gateway))?;
@@ -113,75 +117,17 @@ async fn main() -> Result<()> {
             .await
             .map_err(describe_status)?
             .into_inner();
-        print!("{} ", style.cyan("parley ›"));
-        let mut in_reasoning = false;
+        let mut out = Renderer::new(&style);
         while let Some(event) = stream.message().await.map_err(describe_status)? {
-            match event.event {
-                Some(Event::Status(status)) if !status.conversation_id.is_empty() => {
-                    *conversation_id = status.conversation_id;
-                }
-                Some(Event::Status(_)) => {}
-                Some(Event::TextDelta(text)) => {
-                    if in_reasoning {
-                        println!();
-                        in_reasoning = false;
-                    }
-                    print!("{text}");
-                }
-                Some(Event::ReasoningDelta(text)) => {
-                    in_reasoning = true;
-                    print!("{}", style.dim(&text));
-                }
-                Some(Event::StructuredDelta(text)) => print!("{}", style.dim(&text)),
-                Some(Event::ToolStart(tool)) => {
-                    println!("\n  {} {}", style.dim("⚙ tool"), style.bold(&tool.name));
-                }
-                Some(Event::ToolProgress(progress)) => {
-                    let percent = progress
-                        .fraction
-                        .map(|f| format!(" {:>3.0}%", f * 100.0))
-                        .unwrap_or_default();
-                    println!(
-                        "  {}{} {}",
-                        style.dim(&format!("  ↳ {}", progress.stage)),
-                        percent,
-                        progress.message
-                    );
-                }
-                Some(Event::ToolComplete(tool)) => {
-                    let outcome = if tool.success {
-                        "✓".to_owned()
-                    } else {
-                        style.red("✗")
-                    };
-                    let millis = tool
-                        .duration
-                        .map(|d| d.seconds * 1000 + i64::from(d.nanos) / 1_000_000)
-                        .unwrap_or(0);
-                    println!(
-                        "  {outcome} {} ({millis} ms) {}",
-                        tool.name,
-                        style.dim(&tool.result_text)
-                    );
-                    print!("{} ", style.cyan("parley ›"));
-                }
-                Some(Event::Error(error)) => {
-                    let retry = if error.retryable { " (retryable)" } else { "" };
-                    println!(
-                        "\n{} {}: {}{retry}",
-                        style.red("error"),
-                        error.reason,
-                        error.message
-                    );
-                }
-                Some(Event::Complete(complete)) => {
-                    println!();
-                    render_complete(&style, &complete);
-                }
-                None => {}
+            if let Some(Event::Status(status)) = &event.event
+                && !status.conversation_id.is_empty()
+            {
+                conversation_id.clone_from(&status.conversation_id);
             }
+            out.event(event.event);
             std::io::stdout().flush().ok();
         }
+        out.line_break();
         println!();
         Ok(())
     };
@@ -203,6 +149,133 @@ async fn main() -> Result<()> {
         println!("{}", style.dim(&format!("conversation {conversation_id}")));
     }
     Ok(())
+}
+
+/// Where the cursor is in the turn's output: each part starts on its own
+/// line with its label, so text, reasoning and tools never run together.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Part {
+    Nothing,
+    Reasoning,
+    Text,
+    Structured,
+    Tools,
+}
+
+/// Renders one turn's events as they arrive.
+struct Renderer<'a> {
+    style: &'a Style,
+    part: Part,
+    /// Whether the cursor is in the middle of a line.
+    mid_line: bool,
+}
+
+impl<'a> Renderer<'a> {
+    fn new(style: &'a Style) -> Self {
+        Self {
+            style,
+            part: Part::Nothing,
+            mid_line: false,
+        }
+    }
+
+    /// Ends the current line, if one is open.
+    fn line_break(&mut self) {
+        if self.mid_line {
+            println!();
+            self.mid_line = false;
+        }
+    }
+
+    /// Streams `text` under `label`, opening a new part when needed.
+    fn stream(&mut self, part: Part, label: &str, text: &str, dim: bool) {
+        if self.part != part {
+            self.line_break();
+            print!("{label} ");
+            self.part = part;
+        }
+        if dim {
+            print!("{}", self.style.dim(text));
+        } else {
+            print!("{text}");
+        }
+        self.mid_line = !text.ends_with('\n');
+    }
+
+    /// A whole line in the tools part.
+    fn tool_line(&mut self, line: String) {
+        self.line_break();
+        println!("{line}");
+        self.part = Part::Tools;
+    }
+
+    fn event(&mut self, event: Option<Event>) {
+        let style = self.style;
+        match event {
+            Some(Event::Status(_)) | None => {}
+            Some(Event::TextDelta(text)) => {
+                self.stream(Part::Text, &style.cyan("parley ›"), &text, false)
+            }
+            Some(Event::ReasoningDelta(text)) => {
+                self.stream(Part::Reasoning, &style.dim("  thinking ›"), &text, true)
+            }
+            Some(Event::StructuredDelta(text)) => {
+                self.stream(Part::Structured, &style.dim("  structured ›"), &text, true)
+            }
+            Some(Event::ToolStart(tool)) => self.tool_line(format!(
+                "  {} {}",
+                style.dim("⚙ tool"),
+                style.bold(&tool.name)
+            )),
+            Some(Event::ToolProgress(progress)) => {
+                let percent = progress
+                    .fraction
+                    .map(|f| format!(" {:>3.0}%", f * 100.0))
+                    .unwrap_or_default();
+                self.tool_line(format!(
+                    "  {}{} {}",
+                    style.dim(&format!("  ↳ {}", progress.stage)),
+                    percent,
+                    progress.message
+                ));
+            }
+            Some(Event::ToolComplete(tool)) => {
+                let outcome = if tool.success {
+                    "✓".to_owned()
+                } else {
+                    style.red("✗")
+                };
+                let millis = tool
+                    .duration
+                    .map(|d| d.seconds * 1000 + i64::from(d.nanos) / 1_000_000)
+                    .unwrap_or(0);
+                let result = if tool.success {
+                    &tool.result_text
+                } else {
+                    &tool.error
+                };
+                self.tool_line(format!(
+                    "  {outcome} {} ({millis} ms) {}",
+                    tool.name,
+                    style.dim(result)
+                ));
+            }
+            Some(Event::Error(error)) => {
+                let retry = if error.retryable { " (retryable)" } else { "" };
+                self.tool_line(format!(
+                    "{} {}: {}{retry}",
+                    style.red("error"),
+                    error.reason,
+                    error.message
+                ));
+            }
+            Some(Event::Complete(complete)) => {
+                self.line_break();
+                render_complete(style, &complete);
+                self.part = Part::Nothing;
+            }
+        }
+    }
 }
 
 fn render_complete(style: &Style, complete: &TurnComplete) {

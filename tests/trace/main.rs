@@ -22,13 +22,15 @@ use parley_proto::gateway::v1::{
     ChatRequest, PageContext, TurnComplete, chat_event::Event,
     chat_gateway_client::ChatGatewayClient,
 };
-use parley_trace_tests::{
+mod support;
+
+use prost_types::{Struct, Value, value::Kind};
+use support::{
     collector::{Collector, KIND_CLIENT, KIND_INTERNAL, KIND_SERVER, STATUS_ERROR, SpanRecord},
     registry_with_tools, script,
     stack::{Stack, Tracing, free_port},
     tool_server::{self, ToolServer},
 };
-use prost_types::{Struct, Value, value::Kind};
 
 /// The client's own trace and span, sent as `traceparent`.
 const CLIENT_TRACE: &str = "5e1ec7ed0ddba11cafef00d5ca1ab1e5";

@@ -1,4 +1,4 @@
-//! Support for the end-to-end trace tests (`tests/trace.rs`): the three
+//! Support for the end-to-end trace tests (`trace/main.rs`): the three
 //! real binaries as child processes ([`stack`]), an in-test OTLP collector
 //! ([`collector`]) and the app's ToolService with its own spans
 //! ([`tool_server`]), all on free ports of 127.0.0.1.
@@ -30,5 +30,5 @@ pub fn registry_with_tools(dir: &Path, tool_url: &str) -> PathBuf {
 
 /// The scripted model's script for these tests.
 pub fn script() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/trace-script.toml")
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("trace/fixtures/trace-script.toml")
 }

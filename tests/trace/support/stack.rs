@@ -18,7 +18,7 @@ use tonic_health::pb::{HealthCheckRequest, health_client::HealthClient};
 /// The repository root.
 pub fn repo_root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../..")
+        .join("..")
         .canonicalize()
         .expect("repository root")
 }

@@ -1,0 +1,121 @@
+//! Server reflection lists what the binary serves, and only that: the
+//! descriptor set holds every Parley service, but a parser must not
+//! advertise the gateway's API (grpcurl would list it and then get
+//! UNIMPLEMENTED). Both reflection versions, and `describe` still resolves.
+
+use parley_grpc::ServeOptions;
+use tokio::sync::oneshot;
+use tonic_reflection::pb::{v1, v1alpha};
+
+async fn channel(addr: std::net::SocketAddr) -> tonic::transport::Channel {
+    tonic::transport::Endpoint::from_shared(format!("http://{addr}"))
+        .expect("url")
+        .connect()
+        .await
+        .expect("connect")
+}
+
+async fn list_v1(addr: std::net::SocketAddr) -> Vec<String> {
+    let mut client = v1::server_reflection_client::ServerReflectionClient::new(channel(addr).await);
+    let request = v1::ServerReflectionRequest {
+        host: String::new(),
+        message_request: Some(v1::server_reflection_request::MessageRequest::ListServices(
+            String::new(),
+        )),
+    };
+    let mut responses = client
+        .server_reflection_info(tokio_stream::iter([request]))
+        .await
+        .expect("reflection v1")
+        .into_inner();
+    let response = responses.message().await.expect("a response").expect("one");
+    let Some(v1::server_reflection_response::MessageResponse::ListServicesResponse(list)) =
+        response.message_response
+    else {
+        panic!("not a service list: {response:?}")
+    };
+    let mut names: Vec<String> = list.service.into_iter().map(|s| s.name).collect();
+    names.sort();
+    names
+}
+
+async fn v1alpha_describes(addr: std::net::SocketAddr, symbol: &str) -> (Vec<String>, bool) {
+    let mut client =
+        v1alpha::server_reflection_client::ServerReflectionClient::new(channel(addr).await);
+    let requests = [
+        v1alpha::ServerReflectionRequest {
+            host: String::new(),
+            message_request: Some(
+                v1alpha::server_reflection_request::MessageRequest::ListServices(String::new()),
+            ),
+        },
+        v1alpha::ServerReflectionRequest {
+            host: String::new(),
+            message_request: Some(
+                v1alpha::server_reflection_request::MessageRequest::FileContainingSymbol(
+                    symbol.to_owned(),
+                ),
+            ),
+        },
+    ];
+    let mut responses = client
+        .server_reflection_info(tokio_stream::iter(requests))
+        .await
+        .expect("reflection v1alpha")
+        .into_inner();
+    let mut names = Vec::new();
+    let mut described = false;
+    while let Some(response) = responses.message().await.expect("a response") {
+        match response.message_response {
+            Some(v1alpha::server_reflection_response::MessageResponse::ListServicesResponse(
+                list,
+            )) => names = list.service.into_iter().map(|s| s.name).collect(),
+            Some(v1alpha::server_reflection_response::MessageResponse::FileDescriptorResponse(
+                files,
+            )) => described = !files.file_descriptor_proto.is_empty(),
+            other => panic!("unexpected reflection answer: {other:?}"),
+        }
+    }
+    names.sort();
+    (names, described)
+}
+
+#[tokio::test]
+async fn reflection_lists_only_the_served_services() {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let addr = listener.local_addr().expect("addr");
+    let (stop, stopped) = oneshot::channel::<()>();
+    let options = ServeOptions::new("test", vec!["parley.parser.v1.PayloadParser"]);
+    let server = tokio::spawn(parley_grpc::serve(
+        listener,
+        tonic::service::Routes::default(),
+        options,
+        async move {
+            let _ = stopped.await;
+        },
+    ));
+
+    assert_eq!(
+        list_v1(addr).await,
+        [
+            "grpc.health.v1.Health",
+            "grpc.reflection.v1.ServerReflection",
+            "parley.parser.v1.PayloadParser",
+        ]
+    );
+    let (names, described) = v1alpha_describes(addr, "parley.parser.v1.PayloadParser").await;
+    assert_eq!(
+        names,
+        [
+            "grpc.health.v1.Health",
+            "grpc.reflection.v1alpha.ServerReflection",
+            "parley.parser.v1.PayloadParser",
+        ]
+    );
+    assert!(described, "describe must still resolve the served service");
+
+    let _ = stop.send(());
+    server.await.expect("join").expect("serves and stops");
+}
