@@ -3,7 +3,8 @@
 //! `Parse` checks the size limit, resolves the profile (inline or by name)
 //! and parses. `ParseStream` reads the profile from the first message, then
 //! feeds each text delta to a [`StreamParser`] in a task that stops when the
-//! client goes away, and ends with the `final` response. Streams are bounded
+//! client goes away, answers each checkpoint once everything before it has
+//! been answered, and ends with the `final` response. Streams are bounded
 //! in bytes (the same limit as `Parse`), in idle time between messages and in
 //! total lifetime. Inline profiles are compiled once and kept
 //! ([`ProfileCache`]). Every parse counts its diagnostics by kind
@@ -16,6 +17,7 @@ use parley_grpc::status::{error, invalid_argument};
 use parley_proto::parser::v1::{
     ParseProfile, ParseRequest, ParseResponse, ParseStreamRequest, ParseStreamResponse,
     parse_stream_request::Input,
+    parse_stream_response::Output,
     payload_parser_server::{PayloadParser, PayloadParserServer},
 };
 use tokio::sync::mpsc;
@@ -333,6 +335,15 @@ async fn run_stream(
                 );
                 let _ = tx.send(Err(status)).await;
                 return;
+            }
+            Some(Input::Checkpoint(mark)) => {
+                // Everything before it has been sent (send_all above).
+                let answer = ParseStreamResponse {
+                    output: Some(Output::Checkpoint(mark)),
+                };
+                if tx.send(Ok(answer)).await.is_err() {
+                    return;
+                }
             }
             None => {}
         }

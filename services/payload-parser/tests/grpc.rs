@@ -268,6 +268,50 @@ async fn parse_stream_streams_text_elements_and_final() {
 }
 
 #[tokio::test]
+async fn a_checkpoint_is_answered_after_the_output_of_the_text_before_it() {
+    let server = Server::start().await;
+    let mut client = server.client().await;
+    let messages = vec![
+        Input::ProfileName("table_view".into()),
+        Input::Text("Let me check ".into()),
+        Input::Text("the time. ".into()),
+        Input::Checkpoint(1),
+        Input::Text("Done.\n\nSUGGESTED_VALUES: [{\"label\": \"A\", \"value\": \"a\"}]".into()),
+        Input::Checkpoint(2),
+    ];
+    let responses = client
+        .parse_stream(stream_of(messages))
+        .await
+        .expect("stream starts")
+        .into_inner();
+    let (outputs, error) = collect(responses).await;
+    assert!(error.is_none(), "{error:?}");
+    let mut text_before = String::new();
+    let mut marks = Vec::new();
+    for output in &outputs {
+        match output {
+            Output::Text(text) if marks.is_empty() => text_before.push_str(text),
+            Output::Checkpoint(mark) => marks.push(*mark),
+            _ => {}
+        }
+    }
+    assert_eq!(text_before, "Let me check the time.");
+    assert_eq!(marks, [1, 2]);
+    // The suggestions closed before checkpoint 2: they came before it.
+    let second = outputs
+        .iter()
+        .position(|o| matches!(o, Output::Checkpoint(2)))
+        .expect("checkpoint 2");
+    let values = outputs
+        .iter()
+        .position(|o| matches!(o, Output::SuggestedValues(_)))
+        .expect("suggested values");
+    assert!(values < second, "{outputs:?}");
+    assert!(matches!(outputs.last(), Some(Output::Final(_))));
+    server.stop().await;
+}
+
+#[tokio::test]
 async fn parse_stream_requires_a_profile_first_and_bounds_its_bytes() {
     let server = Server::start().await;
     let mut client = server.client().await;

@@ -19,11 +19,12 @@ use tracing::Instrument;
 
 use super::{
     Engine, TurnSpec,
+    cleaner::TextCleaner,
     history::{self, History},
     manager::{StopCause, TurnSlot},
     observe,
     outcome::{self, CompleteParts, Ending, Failure},
-    parse::{self, TextCleaner},
+    parse,
     relay::{self, RunEnd, TurnIds},
     sink::EventSink,
 };
@@ -166,7 +167,7 @@ async fn produce(
     };
 
     let relayed = relay::relay(stream, cleaner, sink, ids, &stop, spec.deadline).await;
-    let cleaned = relayed.cleaner.finish(&engine.upstreams).await;
+    let cleaned = relayed.cleaner.finish().await;
     if !cleaned.tail.is_empty() {
         sink.send(Event::TextDelta(cleaned.tail.clone())).await;
     }

@@ -7,6 +7,7 @@
 //! completes and is stored), `CancelTurn` reaches the turn through its
 //! cancellation token, and the caller's deadline bounds it.
 
+pub mod cleaner;
 pub mod flow;
 pub mod history;
 pub mod manager;

@@ -2,10 +2,12 @@
 //!
 //! Text deltas go through the [`TextCleaner`] (markers never reach the
 //! client); reasoning, structured and tool events pass through as they are;
-//! runner phases become turn phases. Text deltas that queued up while the
-//! gateway was busy travel on together (to the parser and to the client),
-//! which sheds per-event work under load and costs nothing when idle. The
-//! loop ends when the runner finishes or fails, when the turn is stopped
+//! runner phases become turn phases. Events reach the client in the order
+//! the runner sent them: before any other event, the cleaned text of what
+//! came before it is handed out ([`TextCleaner::sync`]). Text deltas that
+//! queued up while the gateway was busy travel on together (to the parser
+//! and to the client), which sheds per-event work under load and costs
+//! nothing when idle. The loop ends when the runner finishes or fails, when the turn is stopped
 //! (the runner's stream is then dropped at once, which cancels the model
 //! call and the tools), or when the deadline passes.
 
@@ -19,7 +21,7 @@ use parley_proto::{
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use super::{parse::TextCleaner, sink::EventSink};
+use super::{cleaner::TextCleaner, sink::EventSink};
 
 /// How the runner's stream ended.
 #[derive(Debug)]
@@ -160,6 +162,16 @@ fn take_ready_text(
     }
 }
 
+/// Hands out the cleaned text of everything the runner wrote before an
+/// event, before that event: the client sees text and tool events in the
+/// order the model produced them.
+async fn text_first(cleaner: &mut TextCleaner, sink: &mut EventSink) {
+    cleaner.sync().await;
+    if let Some(text) = cleaner.take_ready() {
+        sink.send(Event::TextDelta(text)).await;
+    }
+}
+
 /// Relays until the runner's stream ends, the turn is stopped or the
 /// deadline passes. The runner's stream is dropped before this returns.
 pub async fn relay(
@@ -205,14 +217,17 @@ pub async fn relay(
                 cleaner.push(&text).await;
             }
             Some(run_event::Event::ReasoningDelta(text)) => {
+                text_first(&mut cleaner, sink).await;
                 reasoning.push_str(&text);
                 sink.send(Event::ReasoningDelta(text)).await;
             }
             Some(run_event::Event::StructuredDelta(text)) => {
+                text_first(&mut cleaner, sink).await;
                 structured.push_str(&text);
                 sink.send(Event::StructuredDelta(text)).await;
             }
             Some(run_event::Event::ToolStart(start)) => {
+                text_first(&mut cleaner, sink).await;
                 tools.start(&start);
                 sink.send(Event::ToolStart(gw::ToolStart {
                     call_id: start.call_id,
@@ -222,6 +237,7 @@ pub async fn relay(
                 .await;
             }
             Some(run_event::Event::ToolProgress(progress)) => {
+                text_first(&mut cleaner, sink).await;
                 sink.send(Event::ToolProgress(gw::ToolProgress {
                     call_id: progress.call_id,
                     stage: progress.stage,
@@ -231,6 +247,7 @@ pub async fn relay(
                 .await;
             }
             Some(run_event::Event::ToolComplete(done)) => {
+                text_first(&mut cleaner, sink).await;
                 tools.complete(&done);
                 sink.send(Event::ToolComplete(gw::ToolComplete {
                     call_id: done.call_id,
@@ -245,6 +262,7 @@ pub async fn relay(
             }
             Some(run_event::Event::Status(status)) => {
                 if let Some(phase) = phase(status.phase) {
+                    text_first(&mut cleaner, sink).await;
                     sink.send(ids.status(phase, status.message)).await;
                 }
             }

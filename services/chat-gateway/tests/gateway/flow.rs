@@ -150,6 +150,69 @@ async fn markers_never_reach_the_client_and_complete_is_typed() {
 }
 
 #[tokio::test]
+async fn text_written_before_a_tool_call_reaches_the_client_before_it() {
+    // All at once, as a fast runner sends them: the sidecar's answers for
+    // the text must not fall behind the tool's events.
+    for parser in [ParserMode::Up, ParserMode::Down] {
+        let mut stack = Harness::start(Options {
+            parser,
+            ..Options::default()
+        })
+        .await;
+        stack.runner.push(Reply::Steps(vec![
+            Step::Send(run_event::Event::TextDelta("Let me look ".into())),
+            Step::Send(run_event::Event::TextDelta("that up. ".into())),
+            Step::Send(run_event::Event::Status(runner::Status {
+                phase: runner::Phase::Tools as i32,
+                message: "Running lookup_rows".into(),
+                ..Default::default()
+            })),
+            Step::Send(run_event::Event::ToolStart(runner::ToolStart {
+                call_id: "call_1".into(),
+                name: "lookup_rows".into(),
+                ..Default::default()
+            })),
+            Step::Send(run_event::Event::ToolComplete(runner::ToolComplete {
+                call_id: "call_1".into(),
+                name: "lookup_rows".into(),
+                success: true,
+                result_text: "1 row matches".into(),
+                ..Default::default()
+            })),
+            Step::Send(run_event::Event::TextDelta("Acme is in row 5.".into())),
+            Step::Send(finished("Let me look that up. Acme is in row 5.")),
+        ]));
+        let turn = chat(
+            &mut stack.client,
+            chat_request("", "Where is Acme?", "table_view"),
+        )
+        .await;
+        let order: Vec<String> = turn
+            .events
+            .iter()
+            .filter_map(|event| match &event.event {
+                Some(Event::TextDelta(text)) => Some(format!("text {text:?}")),
+                Some(Event::ToolStart(_)) => Some("tool_start".into()),
+                Some(Event::ToolComplete(_)) => Some("tool_complete".into()),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(
+            order,
+            [
+                "text \"Let me look that up.\"",
+                "tool_start",
+                "tool_complete",
+                "text \" Acme is in row 5.\""
+            ],
+            "{parser:?}"
+        );
+        assert_clean(&turn);
+        stack.stop().await;
+    }
+}
+
+#[tokio::test]
 async fn tool_events_pass_through_and_are_kept() {
     let mut stack = Harness::start(Options::default()).await;
     let input = chat_gateway::convert::json_to_struct(&serde_json::json!({"query": "Acme"}));

@@ -111,6 +111,16 @@ impl PayloadParser for LibraryParser {
                             }
                         }
                     }
+                    Ok(Some(ParseStreamRequest {
+                        input: Some(Input::Checkpoint(mark)),
+                    })) => {
+                        let answer = ParseStreamResponse {
+                            output: Some(Output::Checkpoint(mark)),
+                        };
+                        if !send(Ok(answer)).await {
+                            return;
+                        }
+                    }
                     Ok(Some(_)) => {}
                     Ok(None) => break,
                     Err(_) => return,
