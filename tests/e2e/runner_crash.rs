@@ -42,6 +42,11 @@ async fn a_runner_killed_mid_turn_gives_a_retryable_error_and_keeps_the_partial_
                 .unwrap_or_else(|| panic!("no error event: {}", turn.summary()));
             assert!(error.retryable, "{error:?}");
             assert_eq!(error.reason, "RUNNER_UNAVAILABLE", "{error:?}");
+            // No transport internals (h2 errors, addresses) reach the client.
+            assert_eq!(
+                error.message, "the agent-runner stopped answering during the turn",
+                "{error:?}"
+            );
             let complete = turn.complete();
             assert!(!complete.success);
             assert_eq!(complete.state, TurnState::Failed as i32);

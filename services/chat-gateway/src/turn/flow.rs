@@ -154,15 +154,15 @@ async fn produce(
             tokio::join!(TextCleaner::open(&engine.upstreams, profile.clone()), runner_client.run(call))
         } => Some(match response {
             Ok(response) => Ok((cleaner, response.into_inner())),
-            Err(status) => Err(Failure::from_runner_status(&status)),
+            Err(status) => {
+                tracing::warn!(code = ?status.code(), detail = %status.message(), "runner call failed");
+                Err(Failure::from_runner_status(&status))
+            }
         }),
     };
     let (cleaner, stream) = match opened {
         None => return Produced::empty(stopped(slot)),
-        Some(Err(failure)) => {
-            tracing::warn!(reason = %failure.reason, detail = %failure.message, "runner call failed");
-            return Produced::empty(Ending::Failed(failure));
-        }
+        Some(Err(failure)) => return Produced::empty(Ending::Failed(failure)),
         Some(Ok(opened)) => opened,
     };
 
@@ -211,10 +211,17 @@ async fn produce(
             Ending::Failed(Failure::from_runner(&error)),
             partial_structured,
         ),
-        RunEnd::Broken(detail) => (
-            Ending::Failed(Failure::new("RUNNER_UNAVAILABLE", detail, true)),
-            partial_structured,
-        ),
+        RunEnd::Broken(detail) => {
+            tracing::warn!(%detail, "the runner's stream broke mid-turn");
+            (
+                Ending::Failed(Failure::new(
+                    "RUNNER_UNAVAILABLE",
+                    "the agent-runner stopped answering during the turn",
+                    true,
+                )),
+                partial_structured,
+            )
+        }
         RunEnd::Stopped => (stopped(slot), partial_structured),
         RunEnd::DeadlineExceeded => (Ending::Failed(deadline_failure()), partial_structured),
     };

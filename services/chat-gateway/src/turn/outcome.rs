@@ -57,7 +57,8 @@ impl Failure {
     }
 
     /// A runner that could not be called: unreachable is retryable; a
-    /// refusal (bad model, bad request) carries the runner's own reason.
+    /// refusal (bad model, bad request) carries the runner's own reason and
+    /// message (written for clients).
     pub fn from_runner_status(status: &tonic::Status) -> Self {
         use tonic::Code;
         let reason = parley_grpc::status::reason(status);
@@ -71,7 +72,9 @@ impl Failure {
                     .as_deref()
                     .filter(|_| status.code() == Code::ResourceExhausted)
                     .unwrap_or("RUNNER_UNAVAILABLE"),
-                format!("the agent-runner is unavailable: {}", status.message()),
+                // The transport's own words (addresses, h2 errors) stay in
+                // the gateway's log.
+                "the agent-runner could not be reached",
                 true,
             ),
             Code::DeadlineExceeded => {

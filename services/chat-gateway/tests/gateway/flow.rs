@@ -576,6 +576,8 @@ async fn an_unreachable_runner_is_runner_unavailable() {
         (error.reason.as_str(), error.retryable),
         ("RUNNER_UNAVAILABLE", true)
     );
+    // The transport's words ("tcp connect error", addresses) stay in the log.
+    assert_eq!(error.message, "the agent-runner could not be reached");
     assert!(!turn.complete.success);
     assert!(turn.complete.message.contains("cannot be reached"));
     assert_eq!(turn.complete.suggested_values[0].label, "Try again");
