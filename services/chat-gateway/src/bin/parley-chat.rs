@@ -187,9 +187,15 @@ impl<'a> Renderer<'a> {
         }
     }
 
-    /// Streams `text` under `label`, opening a new part when needed.
+    /// Streams `text` under `label`, opening a new part when needed (a new
+    /// part starts at its first visible character, after the label).
     fn stream(&mut self, part: Part, label: &str, text: &str, dim: bool) {
+        let mut text = text;
         if self.part != part {
+            text = text.trim_start();
+            if text.is_empty() {
+                return;
+            }
             self.line_break();
             print!("{label} ");
             self.part = part;
