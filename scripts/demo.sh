@@ -15,13 +15,29 @@ bash scripts/setup.sh
 echo "demo: building the three services (first build takes a few minutes)" >&2
 cargo build --quiet -p payload-parser -p agent-runner -p chat-gateway --bins
 
+# The services' logs and the SQLite file. Removed on exit, unless the demo
+# failed, was interrupted before it ended, or a service did not stop cleanly:
+# then it stays, for the logs.
 state="$(mktemp -d -t parley-demo.XXXXXX)"
 pids=()
 stop() {
+    local status=$? pid
     for pid in "${pids[@]}"; do kill -TERM "$pid" 2>/dev/null || true; done
-    wait 2>/dev/null || true
+    for pid in "${pids[@]}"; do
+        wait "$pid" 2>/dev/null || status=$((status == 0 ? 1 : status))
+    done
+    if ((status == 0)); then
+        rm -rf "$state"
+    else
+        echo "demo: failed or interrupted (status $status); the services' logs are kept in $state" >&2
+    fi
+    exit "$status"
 }
 trap stop EXIT
+# Interrupted before the demo has finished: a failure (bash would otherwise
+# run the EXIT trap with status 0).
+trap 'exit 130' INT
+trap 'exit 143' TERM
 
 bin=target/debug
 export RUST_LOG="${RUST_LOG:-info}"
@@ -47,7 +63,7 @@ wait_healthy() {
 wait_healthy 127.0.0.1:50053 parser
 wait_healthy 127.0.0.1:50052 runner
 wait_healthy 127.0.0.1:50051 gateway
-echo "demo: stack is up (logs in $state)" >&2
+echo "demo: stack is up (logs in $state until it stops)" >&2
 echo >&2
 
 "$bin/parley-chat" --page tables_list \
@@ -60,5 +76,7 @@ echo >&2
 if ! $once; then
     echo >&2
     echo "demo: the stack keeps running: try 'target/debug/parley-chat' or grpcurl (see README). Ctrl-C stops it." >&2
+    # Ctrl-C is how this ends: a clean stop, not a failure.
+    trap 'exit 0' INT TERM
     wait
 fi

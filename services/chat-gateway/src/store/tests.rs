@@ -3,9 +3,10 @@
 //! PostgreSQL comes from `PARLEY_TEST_POSTGRES_URL` (`scripts/postgres.sh`
 //! starts one and prints it); each test gets its own schema. Without the
 //! variable the PostgreSQL half fails under `CI=true` and otherwise prints a
-//! loud SKIPPED line.
+//! loud SKIPPED line ([`skip`]).
 
-use std::io::Write;
+#[path = "../../tests/gateway/skip.rs"]
+mod skip;
 
 use serde_json::json;
 
@@ -29,16 +30,9 @@ pub(crate) async fn sqlite_store() -> (Store, tempfile::TempDir) {
 /// name), or `None` (with a loud line) when none is configured outside CI.
 pub(crate) async fn postgres_store(test: &str) -> Option<(Store, String)> {
     let Ok(base) = std::env::var("PARLEY_TEST_POSTGRES_URL") else {
-        assert!(
-            std::env::var("CI").as_deref() != Ok("true"),
-            "{test}: PARLEY_TEST_POSTGRES_URL is not set and CI=true: the PostgreSQL tests must run \
-             (export PARLEY_TEST_POSTGRES_URL=\"$(scripts/postgres.sh)\")"
-        );
-        // Written to stderr directly: libtest captures `eprintln!` of
-        // passing tests, and this line must be seen.
-        let _ = writeln!(
-            std::io::stderr(),
-            "SKIPPED (no PostgreSQL): {test}: set PARLEY_TEST_POSTGRES_URL or run scripts/postgres.sh"
+        skip::skip(
+            test,
+            "PARLEY_TEST_POSTGRES_URL is not set: export PARLEY_TEST_POSTGRES_URL=\"$(scripts/postgres.sh)\"",
         );
         return None;
     };
@@ -436,7 +430,7 @@ macro_rules! on_both_backends {
                 #[tokio::test]
                 async fn $scenario() {
                     if let Some((store, schema)) =
-                        super::postgres_store(concat!("store::postgres::", stringify!($scenario))).await
+                        super::postgres_store(concat!("store::tests::postgres::", stringify!($scenario))).await
                     {
                         super::$scenario(store.clone()).await;
                         super::drop_schema(store, &schema).await;

@@ -12,3 +12,4 @@ mod flow;
 mod harness;
 mod python_client;
 mod real_stack;
+mod skip;
