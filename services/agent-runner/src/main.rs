@@ -42,15 +42,9 @@ struct Args {
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let args = Args::parse();
-    let telemetry = telemetry::init(TelemetryOptions {
-        service_name: "agent-runner",
-        service_version: env!("CARGO_PKG_VERSION"),
-        log_format: args.log_format,
-        default_log_filter: "info",
-    })?;
-    let result = run(args).await;
-    telemetry.shutdown().await;
-    result
+    let options =
+        TelemetryOptions::binary("agent-runner", env!("CARGO_PKG_VERSION"), args.log_format);
+    telemetry::run_main(options, run(args)).await
 }
 
 async fn run(args: Args) -> anyhow::Result<()> {

@@ -26,7 +26,9 @@
 //! `PARLEY_BENCH_SECONDS` sets the window of the concurrent levels,
 //! `PARLEY_BENCH_STREAMS` runs one level only (for profiling),
 //! `PARLEY_BENCH_PARSER=down` runs with no parser sidecar (every turn
-//! falls back to the in-process parser: what the sidecar's hop costs).
+//! falls back to the in-process parser: what the sidecar's hop costs),
+//! `PARLEY_BENCH_DELTAS` and `PARLEY_BENCH_GAP_MS` change the model's
+//! answer (50 deltas 20 ms apart by default).
 //!
 //! With `PARLEY_BENCH_TRACING=on` each level runs twice in the same
 //! process, with the gateway's span export paused and then on (OTLP to an
@@ -504,7 +506,15 @@ fn main() {
             .await,
         );
         let model = if full {
-            MODEL
+            // `PARLEY_BENCH_DELTAS` / `PARLEY_BENCH_GAP_MS` change the answer's
+            // shape (e.g. fewer, larger chunks 200 ms apart, as providers that
+            // batch tokens send them).
+            let number = |name: &str| std::env::var(name).ok().and_then(|v| v.parse::<u64>().ok());
+            Model {
+                deltas: number("PARLEY_BENCH_DELTAS").map_or(MODEL.deltas, |n| n.max(1) as usize),
+                gap: number("PARLEY_BENCH_GAP_MS").map_or(MODEL.gap, Duration::from_millis),
+                ..MODEL
+            }
         } else {
             Model {
                 first_token: Duration::from_millis(20),

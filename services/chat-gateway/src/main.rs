@@ -64,15 +64,9 @@ struct Args {
 #[tokio::main]
 async fn main() -> Result<()> {
     let args = Args::parse();
-    let telemetry = telemetry::init(TelemetryOptions {
-        service_name: "chat-gateway",
-        service_version: env!("CARGO_PKG_VERSION"),
-        log_format: args.log_format,
-        default_log_filter: "info",
-    })?;
-    let result = run(args).await;
-    telemetry.shutdown().await;
-    result
+    let options =
+        TelemetryOptions::binary("chat-gateway", env!("CARGO_PKG_VERSION"), args.log_format);
+    telemetry::run_main(options, run(args)).await
 }
 
 async fn run(args: Args) -> Result<()> {

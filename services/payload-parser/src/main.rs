@@ -80,15 +80,9 @@ fn parse_duration(value: &str) -> Result<Duration, String> {
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let args = Args::parse();
-    let telemetry = telemetry::init(TelemetryOptions {
-        service_name: "payload-parser",
-        service_version: env!("CARGO_PKG_VERSION"),
-        log_format: args.log_format,
-        default_log_filter: "info",
-    })?;
-    let result = run(args).await;
-    telemetry.shutdown().await;
-    result
+    let options =
+        TelemetryOptions::binary("payload-parser", env!("CARGO_PKG_VERSION"), args.log_format);
+    telemetry::run_main(options, run(args)).await
 }
 
 async fn run(args: Args) -> anyhow::Result<()> {

@@ -87,6 +87,34 @@ pub struct TelemetryOptions {
     pub default_log_filter: &'static str,
 }
 
+impl TelemetryOptions {
+    /// The options of a binary: its name and version, `info` logs unless
+    /// `RUST_LOG` says otherwise.
+    pub fn binary(name: &'static str, version: &'static str, log_format: LogFormat) -> Self {
+        Self {
+            service_name: name,
+            service_version: version,
+            log_format,
+            default_log_filter: "info",
+        }
+    }
+}
+
+/// Runs a binary's `main` with telemetry installed first and its spans
+/// flushed however `main` ends (the shape of each binary's `main`).
+pub async fn run_main<T, E>(
+    options: TelemetryOptions,
+    main: impl std::future::Future<Output = Result<T, E>>,
+) -> Result<T, E>
+where
+    E: From<TelemetryError>,
+{
+    let telemetry = init(options)?;
+    let result = main.await;
+    telemetry.shutdown().await;
+    result
+}
+
 /// The installed telemetry; [`Telemetry::shutdown`] flushes the spans.
 #[derive(Debug)]
 pub struct Telemetry {
