@@ -362,13 +362,10 @@ async fn run_stream(
 
 /// Counts the diagnostics of a parse in `parley_parser_diagnostics_total`.
 fn count_diagnostics(diagnostics: &[crate::Diagnostic]) {
-    let counter = &parley_grpc::telemetry::metrics().parser_diagnostics;
+    let metrics = parley_grpc::telemetry::metrics();
     for diagnostic in diagnostics {
         let kind = parley_proto::parser::v1::DiagnosticKind::from(diagnostic.kind);
-        let name = kind.as_str_name();
-        counter
-            .with_label_values(&[name.strip_prefix("DIAGNOSTIC_KIND_").unwrap_or(name)])
-            .inc();
+        metrics.count_parser_diagnostic(kind as i32);
     }
 }
 

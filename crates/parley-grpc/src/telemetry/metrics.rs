@@ -13,6 +13,7 @@ use std::{
     sync::{Mutex, OnceLock, PoisonError},
 };
 
+use parley_proto::parser::v1::DiagnosticKind;
 use prometheus::{HistogramOpts, HistogramVec, IntCounterVec, IntGaugeVec, Opts, Registry};
 
 use super::semconv as sc;
@@ -205,6 +206,15 @@ impl Metrics {
         }
     }
 
+    /// Counts one parse diagnostic in `parser_diagnostics`, labelled by its
+    /// kind without the enum prefix (`INVALID_JSON`, `PARSER_FALLBACK`...;
+    /// `_OTHER` for a value this build does not know).
+    pub fn count_parser_diagnostic(&self, kind: i32) {
+        self.parser_diagnostics
+            .with_label_values(&[diagnostic_kind_label(kind)])
+            .inc();
+    }
+
     /// The Prometheus text exposition of every family observed so far.
     pub fn render(&self) -> String {
         let mut text = String::new();
@@ -215,6 +225,16 @@ impl Metrics {
         }
         text
     }
+}
+
+/// A diagnostic kind as a label: `DIAGNOSTIC_KIND_INVALID_JSON` → `INVALID_JSON`.
+fn diagnostic_kind_label(kind: i32) -> &'static str {
+    DiagnosticKind::try_from(kind)
+        .map(|kind| {
+            let name = kind.as_str_name();
+            name.strip_prefix("DIAGNOSTIC_KIND_").unwrap_or(name)
+        })
+        .unwrap_or(sc::OTHER)
 }
 
 /// The process's metrics.
@@ -235,6 +255,15 @@ mod tests {
         }
         assert_eq!(cap.admit("model-0"), "model-0");
         assert_eq!(cap.admit("one-too-many"), "_OTHER");
+    }
+
+    #[test]
+    fn diagnostic_kinds_are_short_labels() {
+        assert_eq!(
+            diagnostic_kind_label(DiagnosticKind::ParserFallback as i32),
+            "PARSER_FALLBACK"
+        );
+        assert_eq!(diagnostic_kind_label(9999), "_OTHER");
     }
 
     #[test]

@@ -8,7 +8,7 @@
 //! message text, prompt or token goes on a span.
 
 use parley_grpc::telemetry::{metrics, semconv as sc};
-use parley_proto::parser::v1::{Diagnostic, DiagnosticKind};
+use parley_proto::parser::v1::Diagnostic;
 use tracing::{Span, field::Empty};
 use tracing_opentelemetry::OpenTelemetrySpanExt;
 
@@ -25,16 +25,6 @@ pub fn turn_span(spec: &TurnSpec) -> Span {
         { sc::PARLEY_TURN_OUTCOME } = Empty,
         { sc::ERROR_TYPE } = Empty,
     )
-}
-
-/// The kind of a diagnostic as a label: `INVALID_JSON`, `PARSER_FALLBACK`...
-fn kind_label(kind: i32) -> &'static str {
-    DiagnosticKind::try_from(kind)
-        .map(|kind| {
-            let name = kind.as_str_name();
-            name.strip_prefix("DIAGNOSTIC_KIND_").unwrap_or(name)
-        })
-        .unwrap_or(sc::OTHER)
 }
 
 /// Records how the turn ended on `span` and in the metrics. The turn's
@@ -54,23 +44,7 @@ pub fn turn_ended(span: &Span, ending: &Ending, diagnostics: &[Diagnostic], fall
     m.turns.with_label_values(&[outcome, reason]).inc();
     if fallback {
         for diagnostic in diagnostics {
-            m.parser_diagnostics
-                .with_label_values(&[kind_label(diagnostic.kind)])
-                .inc();
+            m.count_parser_diagnostic(diagnostic.kind);
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn diagnostic_kinds_are_short_labels() {
-        assert_eq!(
-            kind_label(DiagnosticKind::ParserFallback as i32),
-            "PARSER_FALLBACK"
-        );
-        assert_eq!(kind_label(9999), "_OTHER");
     }
 }
