@@ -98,24 +98,6 @@ impl ParserService {
         Self::with_options(profiles, limits, ServiceOptions::default())
     }
 
-    /// A service with explicit stream timeouts.
-    pub fn with_timeouts(
-        profiles: Profiles,
-        limits: Limits,
-        idle_timeout: Duration,
-        max_stream_duration: Duration,
-    ) -> Self {
-        Self::with_options(
-            profiles,
-            limits,
-            ServiceOptions {
-                idle_timeout,
-                max_stream_duration,
-                ..ServiceOptions::default()
-            },
-        )
-    }
-
     /// A service with explicit options.
     pub fn with_options(profiles: Profiles, limits: Limits, options: ServiceOptions) -> Self {
         Self {

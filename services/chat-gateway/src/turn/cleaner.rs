@@ -48,6 +48,15 @@ enum Mode {
     Stopped,
 }
 
+/// The text items of a stream parser's output (elements and diagnostics
+/// come again in the final parse).
+fn texts(items: Vec<payload_parser::StreamItem>) -> impl Iterator<Item = String> {
+    items.into_iter().filter_map(|item| match item {
+        payload_parser::StreamItem::Text(text) => Some(text),
+        _ => None,
+    })
+}
+
 /// The streaming cleaner of one turn.
 pub struct TextCleaner {
     profile: ParseProfile,
@@ -151,10 +160,8 @@ impl TextCleaner {
     }
 
     fn hand_out_items(&mut self, items: Vec<payload_parser::StreamItem>) {
-        for item in items {
-            if let payload_parser::StreamItem::Text(text) = item {
-                self.hand_out(text);
-            }
+        for text in texts(items) {
+            self.hand_out(text);
         }
     }
 
@@ -169,13 +176,7 @@ impl TextCleaner {
         };
         let mut parser = StreamParser::new(profile, Limits::default());
         let replayed: String = match parser.push(&self.raw) {
-            Ok(items) => items
-                .into_iter()
-                .filter_map(|item| match item {
-                    payload_parser::StreamItem::Text(text) => Some(text),
-                    _ => None,
-                })
-                .collect(),
+            Ok(items) => texts(items).collect(),
             Err(error) => {
                 tracing::warn!(%error, "in-process parser refused the text");
                 return;

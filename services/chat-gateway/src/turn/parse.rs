@@ -1,6 +1,6 @@
 //! Parsing a whole answer: the sidecar's `Parse`, or the parser library
 //! in-process when the sidecar cannot answer (the turn's `complete` then
-//! carries a `PARLEY_FALLBACK` diagnostic). The streaming side is
+//! carries a `PARSER_FALLBACK` diagnostic). The streaming side is
 //! [`super::cleaner`].
 
 use std::sync::Arc;

@@ -21,7 +21,7 @@ use parley_proto::{
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use super::{cleaner::TextCleaner, sink::EventSink};
+use super::{cleaner::TextCleaner, parse::short, sink::EventSink};
 
 /// How the runner's stream ended.
 #[derive(Debug)]
@@ -207,9 +207,7 @@ pub async fn relay(
         let event = match message {
             Ok(Some(event)) => event.event,
             Ok(None) => break RunEnd::Broken("the runner's stream ended without a result".into()),
-            Err(status) => {
-                break RunEnd::Broken(format!("{:?}: {}", status.code(), status.message()));
-            }
+            Err(status) => break RunEnd::Broken(short(&status)),
         };
         match event {
             Some(run_event::Event::TextDelta(mut text)) => {
