@@ -157,12 +157,8 @@ where
                     call.set_status(code);
                 }
             }
-            Poll::Ready(Some(Err(_))) => {
-                if let Some(call) = this.call.take() {
-                    call.finish(2);
-                }
-            }
-            Poll::Ready(None) => {
+            // The end, or a broken stream: UNKNOWN unless trailers said.
+            Poll::Ready(Some(Err(_)) | None) => {
                 if let Some(call) = this.call.take() {
                     call.finish(2);
                 }
