@@ -353,6 +353,8 @@ async fn store_writes(times: u32, concurrent: usize) {
                 conversation_id: &conversation,
                 create: true,
                 turn_id: &turn,
+                replica: "bench",
+                lease_until: i64::MAX,
                 request_id: None,
                 user_message: &message,
                 title: "hello",
@@ -363,13 +365,16 @@ async fn store_writes(times: u32, concurrent: usize) {
         let begin = started.elapsed();
         let started = Instant::now();
         store
-            .finish_turn(&FinishTurn {
+            .finish_turn(FinishTurn {
                 owner: "bench",
                 conversation_id: &conversation,
                 turn_id: &turn,
+                replica: "bench",
                 state: TurnState::Completed,
+                retryable: false,
                 outcome: None,
                 events: vec![EventBody::Reasoning { text: "r".into() }],
+                wire: None,
             })
             .await
             .expect("finish");

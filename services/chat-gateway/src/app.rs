@@ -6,6 +6,11 @@
 //! whose clients went away keep running in their tasks, so they get what is
 //! left of the drain timeout to finish on their own. Any turn still running
 //! then is stopped and stored as failed (reason `SHUTDOWN`) — never lost.
+//!
+//! Start-up ends the turns other replicas left behind: on SQLite (one
+//! process owns the file) every turn still running; on PostgreSQL those
+//! whose lease expired. Then the replica's background work runs
+//! ([`Engine::run_replica`]) until the gateway stops.
 
 use std::{
     future::Future,
@@ -21,11 +26,8 @@ use crate::{
     config::{ConfigError, GatewayConfig},
     registry::Registry,
     service::GatewayService,
-    store::{
-        AssistantMessage, Backend, EventBody, FinishTurn, Store, StoreError, StoreOptions,
-        TurnState, model::StoredError,
-    },
-    turn::{Engine, manager::TurnManager},
+    store::{Backend, Store, StoreError, StoreOptions},
+    turn::{self, Engine},
 };
 
 /// How long stopped turns get to store their partial answers at shutdown.
@@ -49,48 +51,6 @@ pub enum StartError {
     /// The store could not be opened or migrated.
     #[error(transparent)]
     Store(#[from] StoreError),
-}
-
-/// Stores turns left running by a gateway that stopped without draining
-/// (killed, crashed) as failed, reason `INTERRUPTED`. Only for SQLite: its
-/// file belongs to this one process, whereas a PostgreSQL database may be
-/// shared with replicas whose turns are running right now.
-async fn recover_interrupted(store: &Store) -> Result<(), StoreError> {
-    let running = store.running_turns().await?;
-    for (owner, conversation_id, turn_id) in &running {
-        let answer = AssistantMessage {
-            text: String::new(),
-            payload: None,
-            suggested_values: Vec::new(),
-            suggested_actions: Vec::new(),
-            structured: None,
-            usage: None,
-            state: TurnState::Failed,
-            stop_reason: "error".into(),
-            error: Some(StoredError {
-                reason: "INTERRUPTED".into(),
-                message: "the gateway stopped while this turn was running".into(),
-                retryable: true,
-            }),
-        };
-        store
-            .finish_turn(&FinishTurn {
-                owner,
-                conversation_id,
-                turn_id,
-                state: TurnState::Failed,
-                outcome: None,
-                events: vec![EventBody::AssistantMessage(answer)],
-            })
-            .await?;
-    }
-    if !running.is_empty() {
-        tracing::warn!(
-            turns = running.len(),
-            "stored turns interrupted by an unclean stop as failed"
-        );
-    }
-    Ok(())
 }
 
 /// A gateway ready to serve.
@@ -124,24 +84,28 @@ impl Gateway {
             },
         )
         .await?;
-        if store.backend() == Backend::Sqlite {
-            recover_interrupted(&store).await?;
-        }
         if auth.is_dev() {
             tracing::warn!(
                 user = crate::auth::DEV_USER,
                 "DEV AUTH IS ON: no token is checked and every caller is user `dev`; configure [auth] before exposing this gateway"
             );
         }
-        let engine = Engine {
+        let engine = Arc::new(Engine::new(
             store,
-            registry: Arc::new(registry),
+            Arc::new(registry),
             upstreams,
-            turns: TurnManager::new(config.turns.max_concurrent),
-            config: config.turns.clone(),
-        };
+            config.turns.clone(),
+            turn::replica_id(),
+        ));
+        if engine.store.backend() == Backend::Sqlite {
+            engine.recover_sqlite().await?;
+        } else {
+            engine.sweep().await?;
+        }
+        tracing::info!(replica = %engine.replica, "gateway replica ready");
+        tokio::spawn(engine.clone().run_replica(engine.store.listen()));
         Ok(Self {
-            engine: Arc::new(engine),
+            engine,
             auth: Arc::new(auth),
         })
     }
@@ -190,6 +154,7 @@ impl Gateway {
                 "stopped turns still running at shutdown; stored as failed"
             );
         }
+        self.engine.closing.cancel();
         self.engine.store.close().await;
         served
     }
@@ -198,10 +163,14 @@ impl Gateway {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::store::{BeginTurn, NewTurn, StoredPage};
+    use crate::{
+        store::{BeginTurn, EventBody, NewTurn, StoredPage, TurnState, WireBatch, now_ms},
+        turn::journal,
+    };
+    use parley_proto::gateway::v1::{ChatEvent, chat_event::Event};
 
     #[tokio::test]
-    async fn turns_left_running_by_a_crash_are_stored_as_failed_at_start() {
+    async fn turns_left_running_by_a_crash_end_at_start_with_their_partial_answer() {
         let dir = tempfile::tempdir().expect("temp dir");
         let mut config = GatewayConfig::default();
         config.store.database_url =
@@ -222,6 +191,9 @@ mod tests {
                 conversation_id: "c1",
                 create: true,
                 turn_id: "t1",
+                replica: "crashed",
+                // A live lease: SQLite recovery does not wait for it.
+                lease_until: now_ms() + 60_000,
                 request_id: None,
                 user_message: &message,
                 title: "hello",
@@ -229,6 +201,21 @@ mod tests {
             .await
             .expect("begin");
         assert_eq!(begun, BeginTurn::Started { turn_index: 0 });
+        let seen: Vec<ChatEvent> = ["Hel", "lo there"]
+            .into_iter()
+            .zip(1..)
+            .map(|(text, seq)| ChatEvent {
+                seq,
+                event: Some(Event::TextDelta(text.into())),
+            })
+            .collect();
+        let batch: WireBatch = journal::encode(&seen).expect("events");
+        assert!(
+            store
+                .append_wire("t1", "crashed", batch)
+                .await
+                .expect("append")
+        );
         store.close().await;
 
         let gateway = Gateway::build(&config, Registry::example(), Authenticator::dev())
@@ -241,15 +228,33 @@ mod tests {
             .expect("read")
             .expect("exists");
         assert_eq!(turn.state, TurnState::Failed);
+        assert!(turn.retryable);
         let events = store.events("alice", "c1").await.expect("events");
         let Some(EventBody::AssistantMessage(answer)) = events.last().map(|event| &event.body)
         else {
             panic!("{events:?}")
         };
+        assert_eq!(answer.text, "Hello there");
         assert_eq!(
             answer.error.as_ref().map(|error| error.reason.as_str()),
-            Some("INTERRUPTED")
+            Some("REPLICA_LOST")
         );
-        assert!(store.running_turns().await.expect("running").is_empty());
+        // The wire log ends with the error and a failed complete, numbered
+        // after what the client saw.
+        let wire = store.wire_events("alice", "t1", 2).await.expect("wire");
+        let tail: Vec<ChatEvent> = wire
+            .iter()
+            .flat_map(|b| journal::decode(b).expect("decodes"))
+            .filter(|e| e.seq > 2)
+            .collect();
+        assert_eq!(tail.iter().map(|e| e.seq).collect::<Vec<_>>(), [3, 4]);
+        assert!(matches!(&tail[1].event, Some(Event::Complete(c)) if !c.success));
+        assert!(
+            store
+                .running_turn("alice", "c1")
+                .await
+                .expect("read")
+                .is_none()
+        );
     }
 }

@@ -153,10 +153,22 @@ pub struct TurnConfig {
     pub max_state_bytes: usize,
     /// Largest `response_schema` as JSON, in bytes.
     pub max_schema_bytes: usize,
-    /// Events buffered per client stream before the turn waits for it.
-    pub event_buffer: usize,
     /// How long `CancelTurn` waits for the cancelled turn to be stored.
     pub cancel_wait_ms: u64,
+    /// How often this replica renews the leases of its running turns.
+    pub lease_renew_ms: u64,
+    /// How long a lease lasts: a turn whose replica has not renewed it for
+    /// this long is ended by any replica as `REPLICA_LOST`.
+    pub lease_ttl_ms: u64,
+    /// How long the wire events of a finished turn are kept for
+    /// `ResumeTurn`; conversation history is kept regardless.
+    pub resume_retention_secs: u64,
+    /// Whether a turn's wire events are stored (in batches) before clients
+    /// receive them, which makes `ResumeTurn` exact on any replica and keeps
+    /// the partial answer of a gateway that dies. Off, clients receive
+    /// events at once and a resume replays only what the turn stored at
+    /// its end.
+    pub event_log: bool,
     /// Whether tool calls the model writes into its text (seed 004) are run.
     pub text_tool_calls: bool,
 }
@@ -170,8 +182,11 @@ impl Default for TurnConfig {
             max_message_bytes: 32 * 1024,
             max_state_bytes: 64 * 1024,
             max_schema_bytes: 64 * 1024,
-            event_buffer: 64,
             cancel_wait_ms: 2_000,
+            lease_renew_ms: 2_000,
+            lease_ttl_ms: 10_000,
+            resume_retention_secs: 24 * 60 * 60,
+            event_log: true,
             text_tool_calls: false,
         }
     }
@@ -186,6 +201,21 @@ impl TurnConfig {
     /// `cancel_wait_ms` as a duration.
     pub fn cancel_wait(&self) -> Duration {
         Duration::from_millis(self.cancel_wait_ms)
+    }
+
+    /// `lease_renew_ms` as a duration.
+    pub fn lease_renew(&self) -> Duration {
+        Duration::from_millis(self.lease_renew_ms)
+    }
+
+    /// `lease_ttl_ms` as a duration.
+    pub fn lease_ttl(&self) -> Duration {
+        Duration::from_millis(self.lease_ttl_ms)
+    }
+
+    /// `resume_retention_secs` as a duration.
+    pub fn resume_retention(&self) -> Duration {
+        Duration::from_secs(self.resume_retention_secs)
     }
 }
 
@@ -300,7 +330,20 @@ impl GatewayConfig {
             "turns.max_message_bytes",
             self.turns.max_message_bytes as u64,
         )?;
-        positive("turns.event_buffer", self.turns.event_buffer as u64)?;
+        positive("turns.lease_renew_ms", self.turns.lease_renew_ms)?;
+        positive(
+            "turns.resume_retention_secs",
+            self.turns.resume_retention_secs,
+        )?;
+        if self.turns.lease_ttl_ms <= self.turns.lease_renew_ms {
+            return Err(invalid(
+                "turns.lease_ttl_ms",
+                format!(
+                    "must be longer than turns.lease_renew_ms ({} ms), or every lease would expire before its renewal",
+                    self.turns.lease_renew_ms
+                ),
+            ));
+        }
         for (index, jwt) in self.auth.jwt.iter().enumerate() {
             if jwt.issuer.trim().is_empty() || jwt.audience.trim().is_empty() {
                 return Err(invalid(

@@ -12,8 +12,8 @@ use prost_types::{Struct, Timestamp, Value as PbValue, value::Kind};
 use serde_json::{Map, Number, Value};
 
 use crate::store::model::{
-    AssistantMessage, StoredPage, StoredPayload, StoredStructured, StoredSuggestedAction,
-    StoredSuggestedValue, StoredUsage, TurnState,
+    AssistantMessage, EventBody, StoredPage, StoredPayload, StoredStructured,
+    StoredSuggestedAction, StoredSuggestedValue, StoredUsage, TurnState,
 };
 
 /// A protobuf `Value` as JSON (non-finite numbers become `null`).
@@ -305,6 +305,28 @@ pub fn assistant_to_wire(
         }),
         stop_reason: message.stop_reason.clone(),
     }
+}
+
+/// A turn's tool calls as stored events: each call, then its result.
+pub fn tool_events(tools: &[gw::ToolRecord]) -> Vec<EventBody> {
+    let mut events = Vec::with_capacity(tools.len() * 2);
+    for record in tools {
+        events.push(EventBody::ToolCall {
+            call_id: record.call_id.clone(),
+            name: record.name.clone(),
+            input: record.input.as_ref().map_or(Value::Null, struct_to_json),
+        });
+        events.push(EventBody::ToolResult {
+            call_id: record.call_id.clone(),
+            name: record.name.clone(),
+            success: record.success,
+            duration_ms: record.duration.as_ref().map_or(0, duration_to_ms),
+            output: record.output.clone(),
+            payload: record.payload.as_ref().map(payload_to_stored),
+            error: record.error.clone(),
+        });
+    }
+    events
 }
 
 /// Encodes a `complete` for the turns table (idempotent replay).

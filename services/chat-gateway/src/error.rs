@@ -25,6 +25,9 @@ pub enum GatewayError {
     /// for someone else is never revealed).
     #[error("conversation not found")]
     ConversationNotFound,
+    /// The turn does not exist in this conversation for this caller.
+    #[error("turn not found")]
+    TurnNotFound,
     /// A turn is running on the conversation.
     #[error("a turn is still running on this conversation")]
     TurnInProgress {
@@ -70,6 +73,7 @@ impl GatewayError {
         match self {
             Self::InvalidArgument { reason, .. } => reason,
             Self::ConversationNotFound => "CONVERSATION_NOT_FOUND",
+            Self::TurnNotFound => "TURN_NOT_FOUND",
             Self::TurnInProgress { .. } => "TURN_IN_PROGRESS",
             Self::TooManyTurns => "TOO_MANY_TURNS",
             Self::UnknownAction(_) => "UNKNOWN_ACTION",
@@ -89,7 +93,7 @@ impl From<GatewayError> for Status {
             GatewayError::InvalidArgument { reason, violations } => {
                 status::invalid_argument(reason, violations)
             }
-            GatewayError::ConversationNotFound => {
+            GatewayError::ConversationNotFound | GatewayError::TurnNotFound => {
                 status::error(Code::NotFound, reason, error.to_string())
             }
             GatewayError::TurnInProgress { turn_id } => status::error_with_metadata(
@@ -138,6 +142,7 @@ mod tests {
                 Code::InvalidArgument,
             ),
             (GatewayError::ConversationNotFound, Code::NotFound),
+            (GatewayError::TurnNotFound, Code::NotFound),
             (
                 GatewayError::TurnInProgress {
                     turn_id: "t".into(),

@@ -248,6 +248,9 @@ mod tests {
                 turn_index: 0,
                 state: TurnState::Completed,
                 outcome: None,
+                replica: None,
+                retryable: false,
+                last_event_seq: 0,
             },
             TurnRecord {
                 id: "t2".into(),
@@ -255,6 +258,9 @@ mod tests {
                 turn_index: 1,
                 state: TurnState::Running,
                 outcome: None,
+                replica: None,
+                retryable: false,
+                last_event_seq: 0,
             },
         ];
         let messages = messages(&events, &turns);

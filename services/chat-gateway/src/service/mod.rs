@@ -76,6 +76,7 @@ fn page_ref(page: &crate::store::StoredPage) -> PageRef {
 impl ChatGateway for GatewayService {
     type ChatStream = EventStream;
     type ExecuteActionStream = EventStream;
+    type ResumeTurnStream = EventStream;
 
     async fn chat(
         &self,
@@ -134,6 +135,30 @@ impl ChatGateway for GatewayService {
             cancelled: cancelled.is_some(),
             turn_id: cancelled.unwrap_or_default(),
         }))
+    }
+
+    async fn resume_turn(
+        &self,
+        request: Request<gw::ResumeTurnRequest>,
+    ) -> Result<Response<Self::ResumeTurnStream>, Status> {
+        let owner = caller(&request)?;
+        let request = request.into_inner();
+        if request.conversation_id.is_empty() {
+            return Err(GatewayError::invalid(
+                "MISSING_CONVERSATION_ID",
+                "conversation_id",
+                "is required",
+            )
+            .into());
+        }
+        validate::id(&request.conversation_id, "conversation_id")?;
+        validate::id(&request.turn_id, "turn_id")?;
+        let turn = Some(request.turn_id.as_str()).filter(|id| !id.is_empty());
+        let stream = self
+            .engine
+            .resume_turn(&owner, &request.conversation_id, turn, request.after_seq)
+            .await?;
+        Ok(Response::new(stream))
     }
 
     async fn execute_action(

@@ -14,14 +14,16 @@
 //! both allocates the event positions and serialises concurrent appends.
 
 mod batch;
+pub mod listen;
 pub mod model;
 mod queries;
+pub mod turns;
 mod writes;
 
 use std::{borrow::Cow, time::Duration};
 
 use sqlx::{
-    AnyPool, SqlSafeStr,
+    AnyConnection, AnyPool, Connection, SqlSafeStr,
     any::AnyPoolOptions,
     migrate::{Migration, MigrationType, Migrator},
 };
@@ -30,6 +32,14 @@ pub use model::{
     AssistantMessage, ConversationSummary, EventBody, StoredEvent, StoredPage, StoredPayload,
     TurnRecord, TurnState,
 };
+pub use turns::{Finalize, HeldTurn, ReapIf, ReapInput, Reaped};
+
+/// The PostgreSQL channel that tells replicas a turn stored wire events or
+/// ended (payload: the turn id).
+pub const TURN_EVENTS_CHANNEL: &str = "parley_turn_events";
+/// The PostgreSQL channel that asks a turn's replica to stop it (payload:
+/// the turn id).
+pub const TURN_CANCEL_CHANNEL: &str = "parley_turn_cancel";
 
 /// Why a store operation failed.
 #[derive(Debug, thiserror::Error)]
@@ -77,6 +87,9 @@ pub enum StoreError {
     /// The SQLite writer task is gone (the store is closing).
     #[error("the store's writer has stopped")]
     WriterStopped,
+    /// A write was refused by the fault injection of a test.
+    #[error("injected store fault: {0}")]
+    Injected(&'static str),
 }
 
 /// Which database a store talks to.
@@ -140,6 +153,10 @@ pub struct NewTurn<'a> {
     pub create: bool,
     /// The new turn's id.
     pub turn_id: &'a str,
+    /// The replica that runs it.
+    pub replica: &'a str,
+    /// Its first lease, until this Unix ms.
+    pub lease_until: i64,
     /// The idempotency key, when sent.
     pub request_id: Option<&'a str>,
     /// The user message event.
@@ -160,6 +177,24 @@ pub enum BeginTurn {
     DuplicateRequest(TurnRecord),
     /// The conversation does not exist for this owner.
     NotFound,
+    /// Another turn is running on the conversation (on any replica):
+    /// nothing was stored.
+    Busy {
+        /// The running turn.
+        turn_id: String,
+    },
+}
+
+/// A batch of a turn's wire events, as stored: events `first_seq..=last_seq`
+/// encoded by the caller (the store keeps them opaque).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WireBatch {
+    /// The seq of the first event.
+    pub first_seq: u64,
+    /// The seq of the last event.
+    pub last_seq: u64,
+    /// The encoded events.
+    pub events: String,
 }
 
 /// The end of a turn: its events and final state.
@@ -171,12 +206,20 @@ pub struct FinishTurn<'a> {
     pub conversation_id: &'a str,
     /// The turn.
     pub turn_id: &'a str,
+    /// The replica ending it: the turn must still be running there.
+    pub replica: &'a str,
     /// How it ended.
     pub state: TurnState,
-    /// The wire outcome to replay for a retried request id.
+    /// For a failed turn: whether sending the same message again may
+    /// succeed (a retried request id then runs again).
+    pub retryable: bool,
+    /// The final wire event to replay for a retried request id once the
+    /// wire log is pruned (base64 of a prost-encoded `TurnComplete`).
     pub outcome: Option<String>,
     /// Reasoning, tool calls and results, and the assistant message.
     pub events: Vec<EventBody>,
+    /// The turn's wire events not stored yet, its `complete` last.
+    pub wire: Option<WireBatch>,
 }
 
 /// A position in the conversation list (newest first).
@@ -193,6 +236,10 @@ pub struct ListCursor {
 pub struct Store {
     pool: AnyPool,
     backend: Backend,
+    /// Where it was opened from (PostgreSQL's listener connects there too).
+    url: String,
+    /// Test-only fault injection on writes.
+    faults: Faults,
     /// Where writes go. SQLite has one writer at a time, and a connection
     /// that finds the write lock taken sleeps in SQLite's busy handler with
     /// growing pauses (up to 100 ms each), so its writes queue to one task
@@ -201,7 +248,34 @@ pub struct Store {
     writes: batch::Writes,
 }
 
-const MIGRATIONS: &[(i64, &str, &str)] = &[(1, "init", include_str!("migrations/0001_init.sql"))];
+const MIGRATIONS: &[(i64, &str, &str)] = &[
+    (1, "init", include_str!("migrations/0001_init.sql")),
+    (
+        2,
+        "durable turns",
+        include_str!("migrations/0002_durable_turns.sql"),
+    ),
+];
+
+/// Makes the store's writes fail on demand, as a full disk or a lost
+/// connection would, for tests of what the gateway then tells clients. A
+/// test-support switch: off unless a test turns it on.
+#[derive(Debug, Clone, Default)]
+pub struct Faults(std::sync::Arc<std::sync::atomic::AtomicBool>);
+
+impl Faults {
+    /// Makes every write fail (`true`) or succeed again (`false`).
+    pub fn fail_writes(&self, fail: bool) {
+        self.0.store(fail, std::sync::atomic::Ordering::SeqCst);
+    }
+
+    fn check(&self) -> Result<(), StoreError> {
+        if self.0.load(std::sync::atomic::Ordering::SeqCst) {
+            return Err(StoreError::Injected("writes are failing"));
+        }
+        Ok(())
+    }
+}
 
 fn migrator() -> Migrator {
     Migrator::with_migrations(
@@ -232,6 +306,16 @@ impl Store {
             options.max_connections.max(1)
         };
         let memory = url.contains(":memory:");
+        // One connection first, so that a database that cannot be opened is
+        // reported with its own cause ("unable to open database file",
+        // "password authentication failed"), not as a pool time-out.
+        let probe = AnyConnection::connect(url)
+            .await
+            .map_err(|source| StoreError::Connect {
+                backend: backend.name(),
+                source,
+            })?;
+        let _ = probe.close().await;
         let pool = AnyPoolOptions::new()
             .max_connections(max_connections)
             .acquire_timeout(options.acquire_timeout)
@@ -273,8 +357,21 @@ impl Store {
         Ok(Self {
             pool,
             backend,
+            url: url.to_owned(),
+            faults: Faults::default(),
             writes,
         })
+    }
+
+    /// Runs a write (see [`batch`]) unless faults are injected.
+    async fn write<W: batch::Write>(&self, write: W) -> Result<W::Output, StoreError> {
+        self.faults.check()?;
+        self.writes.run(write).await
+    }
+
+    /// The switch that makes this store's writes fail (tests).
+    pub fn faults(&self) -> &Faults {
+        &self.faults
     }
 
     /// Which database this is.

@@ -285,6 +285,12 @@ pub struct TurnRecord {
     pub state: TurnState,
     /// The stored final wire event (base64 `TurnComplete`), once finished.
     pub outcome: Option<String>,
+    /// The replica that runs (or ran) it.
+    pub replica: Option<String>,
+    /// For a failed turn: whether sending the same message again may succeed.
+    pub retryable: bool,
+    /// The seq of its last stored wire event.
+    pub last_event_seq: u64,
 }
 
 #[cfg(test)]

@@ -7,8 +7,12 @@ use sqlx::{Row, any::AnyRow};
 use super::{
     BeginTurn, ConversationSummary, FinishTurn, ListCursor, NewTurn, Store, StoreError,
     StoredEvent, TurnRecord, TurnState, now_ms,
-    writes::{BeginTurnWrite, DeleteWrite, EncodedEvent, FinishTurnWrite},
+    writes::{BeginTurnWrite, Begun, DeleteWrite, EncodedEvent, FinishTurnWrite},
 };
+
+/// The columns [`turn_from_row`] reads.
+const TURN_COLUMNS: &str =
+    "id, conversation_id, turn_index, state, outcome, replica, retryable, last_event_seq";
 
 fn is_unique_violation(error: &sqlx::Error) -> bool {
     matches!(error, sqlx::Error::Database(db) if db.is_unique_violation())
@@ -31,6 +35,9 @@ fn turn_from_row(row: &AnyRow) -> Result<TurnRecord, StoreError> {
         turn_index: to_u32(row.try_get("turn_index")?),
         state: parsed,
         outcome: row.try_get("outcome")?,
+        replica: row.try_get("replica")?,
+        retryable: row.try_get::<i64, _>("retryable")? != 0,
+        last_event_seq: u64::try_from(row.try_get::<i64, _>("last_event_seq")?).unwrap_or(0),
     })
 }
 
@@ -46,14 +53,12 @@ fn summary_from_row(row: &AnyRow) -> Result<ConversationSummary, StoreError> {
 
 impl Store {
     /// Stores a new turn and its user message in one transaction, creating
-    /// the conversation when asked. A request id this owner already used
-    /// stores nothing and returns the earlier turn.
+    /// the conversation when asked, unless a turn is running on the
+    /// conversation (on any replica: the database allows one). A request id
+    /// whose turn failed with a retryable error is handed to the new turn;
+    /// any other request id this owner already used stores nothing and
+    /// returns the earlier turn.
     pub async fn begin_turn(&self, new: &NewTurn<'_>) -> Result<BeginTurn, StoreError> {
-        if let Some(request_id) = new.request_id
-            && let Some(existing) = self.turn_by_request(new.owner, request_id).await?
-        {
-            return Ok(BeginTurn::DuplicateRequest(existing));
-        }
         let write = BeginTurnWrite {
             owner: new.owner.to_owned(),
             conversation_id: new.conversation_id.to_owned(),
@@ -62,63 +67,107 @@ impl Store {
             request_id: new.request_id.map(str::to_owned),
             user_message: EncodedEvent::new(new.user_message)?,
             title: new.title.to_owned(),
+            replica: new.replica.to_owned(),
+            lease_until: new.lease_until,
             now: now_ms(),
         };
-        let error = match self.writes.run(write).await {
-            Ok(Some(turn_index)) => {
+        let error = match self.write(write).await {
+            Ok(Begun::Started(turn_index)) => {
                 return Ok(BeginTurn::Started {
                     turn_index: to_u32(turn_index),
                 });
             }
-            Ok(None) => return Ok(BeginTurn::NotFound),
+            Ok(Begun::NotFound) => return Ok(BeginTurn::NotFound),
+            Ok(Begun::Busy(turn_id)) => {
+                // A request id already used wins over a busy conversation:
+                // the caller replays or follows it.
+                if let Some(request_id) = new.request_id
+                    && let Some(existing) = self.turn_by_request(new.owner, request_id).await?
+                    && !(existing.state == TurnState::Failed && existing.retryable)
+                {
+                    return Ok(BeginTurn::DuplicateRequest(existing));
+                }
+                return Ok(BeginTurn::Busy { turn_id });
+            }
             Err(error) => error,
         };
-        // Another call with the same request id won the race.
-        if let (StoreError::Database(database), Some(request_id)) = (&error, new.request_id)
+        // Another call won a race: the same request id, or (PostgreSQL
+        // replicas) another turn on the same conversation.
+        if let StoreError::Database(database) = &error
             && is_unique_violation(database)
-            && let Some(existing) = self.turn_by_request(new.owner, request_id).await?
         {
-            return Ok(BeginTurn::DuplicateRequest(existing));
+            if let Some(request_id) = new.request_id
+                && let Some(existing) = self.turn_by_request(new.owner, request_id).await?
+                && existing.id != new.turn_id
+            {
+                return Ok(BeginTurn::DuplicateRequest(existing));
+            }
+            if let Some(running) = self.running_turn(new.owner, new.conversation_id).await? {
+                return Ok(BeginTurn::Busy {
+                    turn_id: running.id,
+                });
+            }
         }
         Err(error)
     }
 
-    /// Appends a turn's events and records how it ended. Returns false when
-    /// the conversation no longer exists for this owner (deleted meanwhile).
-    pub async fn finish_turn(&self, finish: &FinishTurn<'_>) -> Result<bool, StoreError> {
+    /// Appends a turn's events, its last wire events, and records how it
+    /// ended, in one transaction. Returns false when the turn is no longer
+    /// this replica's to end (the conversation was deleted, or another
+    /// replica ended the turn after its lease expired): nothing is written.
+    pub async fn finish_turn(&self, finish: FinishTurn<'_>) -> Result<bool, StoreError> {
         let write = FinishTurnWrite {
             owner: finish.owner.to_owned(),
             conversation_id: finish.conversation_id.to_owned(),
             turn_id: finish.turn_id.to_owned(),
+            replica: Some(finish.replica.to_owned()),
             state: finish.state,
-            outcome: finish.outcome.clone(),
+            retryable: finish.retryable,
+            outcome: finish.outcome,
             events: finish
                 .events
                 .iter()
                 .map(EncodedEvent::new)
                 .collect::<Result<_, _>>()?,
+            wire: finish.wire,
+            notify: self.backend == super::Backend::Postgres,
             now: now_ms(),
         };
-        self.writes.run(write).await
+        self.write(write).await
     }
 
-    /// Every turn still marked running, as `(owner, conversation, turn)`.
-    /// Maintenance only (start-up recovery): the one query not filtered by
-    /// owner, and never reachable from a request.
-    pub async fn running_turns(&self) -> Result<Vec<(String, String, String)>, StoreError> {
-        let rows = sqlx::query("SELECT owner, conversation_id, id FROM turns WHERE state = $1")
-            .bind(TurnState::Running.as_str())
-            .fetch_all(&self.pool)
-            .await?;
-        rows.iter()
-            .map(|row| {
-                Ok((
-                    row.try_get("owner")?,
-                    row.try_get("conversation_id")?,
-                    row.try_get("id")?,
-                ))
-            })
-            .collect()
+    /// The turn running on a conversation of this owner, if any.
+    pub async fn running_turn(
+        &self,
+        owner: &str,
+        conversation_id: &str,
+    ) -> Result<Option<TurnRecord>, StoreError> {
+        let row = sqlx::query(sqlx::AssertSqlSafe(format!(
+            "SELECT {TURN_COLUMNS} FROM turns \
+             WHERE owner = $1 AND conversation_id = $2 AND state = 'running'"
+        )))
+        .bind(owner)
+        .bind(conversation_id)
+        .fetch_optional(&self.pool)
+        .await?;
+        row.as_ref().map(turn_from_row).transpose()
+    }
+
+    /// The latest turn of a conversation of this owner, if any.
+    pub async fn latest_turn(
+        &self,
+        owner: &str,
+        conversation_id: &str,
+    ) -> Result<Option<TurnRecord>, StoreError> {
+        let row = sqlx::query(sqlx::AssertSqlSafe(format!(
+            "SELECT {TURN_COLUMNS} FROM turns \
+             WHERE owner = $1 AND conversation_id = $2 ORDER BY turn_index DESC LIMIT 1"
+        )))
+        .bind(owner)
+        .bind(conversation_id)
+        .fetch_optional(&self.pool)
+        .await?;
+        row.as_ref().map(turn_from_row).transpose()
     }
 
     /// The turn this owner started with `request_id`, if any.
@@ -127,10 +176,9 @@ impl Store {
         owner: &str,
         request_id: &str,
     ) -> Result<Option<TurnRecord>, StoreError> {
-        let row = sqlx::query(
-            "SELECT id, conversation_id, turn_index, state, outcome FROM turns \
-             WHERE owner = $1 AND request_id = $2",
-        )
+        let row = sqlx::query(sqlx::AssertSqlSafe(format!(
+            "SELECT {TURN_COLUMNS} FROM turns WHERE owner = $1 AND request_id = $2",
+        )))
         .bind(owner)
         .bind(request_id)
         .fetch_optional(&self.pool)
@@ -140,10 +188,9 @@ impl Store {
 
     /// One turn of this owner.
     pub async fn turn(&self, owner: &str, turn_id: &str) -> Result<Option<TurnRecord>, StoreError> {
-        let row = sqlx::query(
-            "SELECT id, conversation_id, turn_index, state, outcome FROM turns \
-             WHERE owner = $1 AND id = $2",
-        )
+        let row = sqlx::query(sqlx::AssertSqlSafe(format!(
+            "SELECT {TURN_COLUMNS} FROM turns WHERE owner = $1 AND id = $2",
+        )))
         .bind(owner)
         .bind(turn_id)
         .fetch_optional(&self.pool)
@@ -157,10 +204,9 @@ impl Store {
         owner: &str,
         conversation_id: &str,
     ) -> Result<Vec<TurnRecord>, StoreError> {
-        let rows = sqlx::query(
-            "SELECT id, conversation_id, turn_index, state, outcome FROM turns \
-             WHERE owner = $1 AND conversation_id = $2 ORDER BY turn_index",
-        )
+        let rows = sqlx::query(sqlx::AssertSqlSafe(format!(
+            "SELECT {TURN_COLUMNS} FROM turns WHERE owner = $1 AND conversation_id = $2 ORDER BY turn_index",
+        )))
         .bind(owner)
         .bind(conversation_id)
         .fetch_all(&self.pool)
@@ -272,12 +318,11 @@ impl Store {
     /// Deletes a conversation of this owner with its turns and events.
     /// Returns false when it does not exist for this owner.
     pub async fn delete(&self, owner: &str, id: &str) -> Result<bool, StoreError> {
-        self.writes
-            .run(DeleteWrite {
-                owner: owner.to_owned(),
-                conversation_id: id.to_owned(),
-            })
-            .await
+        self.write(DeleteWrite {
+            owner: owner.to_owned(),
+            conversation_id: id.to_owned(),
+        })
+        .await
     }
 }
 

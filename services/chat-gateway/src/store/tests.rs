@@ -10,6 +10,8 @@ mod skip;
 
 use serde_json::json;
 
+use std::sync::Arc;
+
 use super::*;
 use crate::store::model::{AssistantMessage, StoredPage};
 
@@ -98,6 +100,14 @@ fn assistant(text: &str, state: TurnState) -> EventBody {
     })
 }
 
+/// The replica the tests' turns run on.
+const REPLICA: &str = "replica-a";
+
+/// A lease that lasts the test.
+fn lease() -> i64 {
+    now_ms() + 60_000
+}
+
 fn id() -> String {
     uuid::Uuid::now_v7().to_string()
 }
@@ -118,6 +128,8 @@ async fn start(
             conversation_id: conversation,
             create,
             turn_id: &turn,
+            replica: REPLICA,
+            lease_until: lease(),
             request_id: request,
             user_message: &message,
             title: "hello there",
@@ -130,11 +142,14 @@ async fn start(
 
 async fn finish(store: &Store, owner: &str, conversation: &str, turn: &str, text: &str) -> bool {
     store
-        .finish_turn(&FinishTurn {
+        .finish_turn(FinishTurn {
             owner,
             conversation_id: conversation,
             turn_id: turn,
+            replica: REPLICA,
             state: TurnState::Completed,
+            retryable: false,
+            wire: None,
             outcome: Some("b3V0Y29tZQ==".into()),
             events: vec![
                 EventBody::Reasoning {
@@ -250,6 +265,8 @@ async fn other_owner_sees_nothing(store: Store) {
             conversation_id: &conversation,
             create: false,
             turn_id: &id(),
+            replica: REPLICA,
+            lease_until: lease(),
             request_id: None,
             user_message: &message,
             title: "",
@@ -290,6 +307,8 @@ async fn request_ids_are_idempotent(store: Store) {
                 conversation_id: &target,
                 create,
                 turn_id: &id(),
+                replica: REPLICA,
+                lease_until: lease(),
                 request_id: Some("req-7"),
                 user_message: &message,
                 title: "hello again",
@@ -333,6 +352,8 @@ async fn racing_request_ids_start_one_turn(store: Store) {
                     conversation_id: &id(),
                     create: true,
                     turn_id: &id(),
+                    replica: REPLICA,
+                    lease_until: lease(),
                     request_id: Some("req-race"),
                     user_message: &message,
                     title: "race",
@@ -345,7 +366,9 @@ async fn racing_request_ids_start_one_turn(store: Store) {
         match task.await.expect("join").expect("begin") {
             BeginTurn::Started { .. } => started += 1,
             BeginTurn::DuplicateRequest(_) => {}
-            BeginTurn::NotFound => panic!("unexpected not found"),
+            other @ (BeginTurn::NotFound | BeginTurn::Busy { .. }) => {
+                panic!("unexpected {other:?}")
+            }
         }
     }
     assert_eq!(started, 1);
@@ -414,6 +437,392 @@ async fn delete_removes_the_log(store: Store) {
     assert!(!finish(&store, "alice", &conversation, &turn, "late").await);
 }
 
+/// Begins a turn on `replica` with a lease until `lease_until`.
+async fn begin_on(
+    store: &Store,
+    conversation: &str,
+    create: bool,
+    replica: &str,
+    lease_until: i64,
+    request: Option<&str>,
+) -> (String, BeginTurn) {
+    let turn = id();
+    let message = user_message("hello there");
+    let begun = store
+        .begin_turn(&NewTurn {
+            owner: "alice",
+            conversation_id: conversation,
+            create,
+            turn_id: &turn,
+            replica,
+            lease_until,
+            request_id: request,
+            user_message: &message,
+            title: "hello there",
+        })
+        .await
+        .expect("begin turn");
+    (turn, begun)
+}
+
+async fn end(
+    store: &Store,
+    conversation: &str,
+    turn: &str,
+    state: TurnState,
+    retryable: bool,
+) -> bool {
+    store
+        .finish_turn(FinishTurn {
+            owner: "alice",
+            conversation_id: conversation,
+            turn_id: turn,
+            replica: REPLICA,
+            state,
+            retryable,
+            outcome: None,
+            events: vec![assistant("ended", state)],
+            wire: None,
+        })
+        .await
+        .expect("finish turn")
+}
+
+fn batch(first: u64, last: u64) -> WireBatch {
+    WireBatch {
+        first_seq: first,
+        last_seq: last,
+        events: format!("events {first}..={last}"),
+    }
+}
+
+/// A finalize that ends a swept turn as failed and records what it read.
+fn finalize(seen: Arc<std::sync::Mutex<Option<ReapInput>>>) -> Finalize {
+    Arc::new(move |input: &ReapInput| {
+        *seen.lock().expect("lock") = Some(input.clone());
+        Reaped {
+            state: TurnState::Failed,
+            retryable: true,
+            outcome: None,
+            events: vec![assistant("partial", TurnState::Failed)],
+            wire: batch(input.last_event_seq + 1, input.last_event_seq + 2),
+        }
+    })
+}
+
+async fn one_running_turn_per_conversation(store: Store) {
+    let conversation = id();
+    let (first, begun) = begin_on(&store, &conversation, true, REPLICA, lease(), None).await;
+    assert!(matches!(begun, BeginTurn::Started { .. }));
+    // Another replica, same conversation: refused by the database.
+    let (_, begun) = begin_on(&store, &conversation, false, "replica-b", lease(), None).await;
+    assert_eq!(
+        begun,
+        BeginTurn::Busy {
+            turn_id: first.clone()
+        }
+    );
+    assert_eq!(
+        store
+            .running_turn("alice", &conversation)
+            .await
+            .expect("read")
+            .map(|t| t.id),
+        Some(first.clone())
+    );
+    assert!(end(&store, &conversation, &first, TurnState::Completed, false).await);
+    let (second, begun) = begin_on(&store, &conversation, false, "replica-b", lease(), None).await;
+    assert!(matches!(begun, BeginTurn::Started { .. }), "{begun:?}");
+    assert_eq!(
+        store
+            .latest_turn("alice", &conversation)
+            .await
+            .expect("read")
+            .map(|t| t.id),
+        Some(second)
+    );
+    // Racing replicas on a fresh conversation: exactly one starts.
+    let conversation = id();
+    let (_, begun) = begin_on(&store, &conversation, true, REPLICA, lease(), None).await;
+    assert!(matches!(begun, BeginTurn::Started { .. }));
+    let mut tasks = Vec::new();
+    for replica in ["r1", "r2", "r3", "r4"] {
+        let store = store.clone();
+        let conversation = conversation.clone();
+        tasks.push(tokio::spawn(async move {
+            begin_on(&store, &conversation, false, replica, lease(), None)
+                .await
+                .1
+        }));
+    }
+    for task in tasks {
+        let begun = task.await.expect("join");
+        assert!(matches!(begun, BeginTurn::Busy { .. }), "{begun:?}");
+    }
+}
+
+async fn retryable_failures_free_their_request_id(store: Store) {
+    let conversation = id();
+    let (first, _) = begin_on(&store, &conversation, true, REPLICA, lease(), Some("req-r")).await;
+    assert!(end(&store, &conversation, &first, TurnState::Failed, true).await);
+    let (second, begun) = begin_on(
+        &store,
+        &conversation,
+        false,
+        REPLICA,
+        lease(),
+        Some("req-r"),
+    )
+    .await;
+    assert!(matches!(begun, BeginTurn::Started { .. }), "{begun:?}");
+    let owner_of_id = store
+        .turn_by_request("alice", "req-r")
+        .await
+        .expect("read")
+        .expect("exists");
+    assert_eq!(owner_of_id.id, second);
+    // A non-retryable failure keeps it: the retry replays.
+    assert!(end(&store, &conversation, &second, TurnState::Failed, false).await);
+    let (_, begun) = begin_on(
+        &store,
+        &conversation,
+        false,
+        REPLICA,
+        lease(),
+        Some("req-r"),
+    )
+    .await;
+    let BeginTurn::DuplicateRequest(existing) = begun else {
+        panic!("expected a duplicate, got {begun:?}")
+    };
+    assert_eq!(existing.id, second);
+    assert!(!existing.retryable);
+}
+
+async fn wire_log_leases_and_reaping(store: Store) {
+    let conversation = id();
+    // A lease already expired: its replica is gone.
+    let (turn, _) = begin_on(&store, &conversation, true, REPLICA, now_ms() - 1, None).await;
+    assert!(
+        store
+            .append_wire(&turn, REPLICA, batch(1, 3))
+            .await
+            .expect("append")
+    );
+    assert!(
+        store
+            .append_wire(&turn, REPLICA, batch(4, 5))
+            .await
+            .expect("append")
+    );
+    // Only the turn's replica writes its log.
+    assert!(
+        !store
+            .append_wire(&turn, "replica-b", batch(6, 6))
+            .await
+            .expect("append")
+    );
+    let after = store.wire_events("alice", &turn, 3).await.expect("wire");
+    assert_eq!(after, vec![batch(4, 5)]);
+    assert_eq!(
+        store
+            .wire_events("alice", &turn, 0)
+            .await
+            .expect("wire")
+            .len(),
+        2
+    );
+    assert!(
+        store
+            .wire_events("mallory", &turn, 0)
+            .await
+            .expect("wire")
+            .is_empty()
+    );
+    let record = store
+        .turn("alice", &turn)
+        .await
+        .expect("read")
+        .expect("exists");
+    assert_eq!(record.last_event_seq, 5);
+    assert_eq!(record.replica.as_deref(), Some(REPLICA));
+
+    // Cancel requests reach the replica at its next renewal.
+    assert_eq!(
+        store
+            .request_cancel("mallory", &turn)
+            .await
+            .expect("cancel"),
+        None
+    );
+    assert_eq!(
+        store
+            .request_cancel("alice", &turn)
+            .await
+            .expect("cancel")
+            .as_deref(),
+        Some(REPLICA)
+    );
+    let seen = Arc::new(std::sync::Mutex::new(None));
+    // Held by its replica and not expired after a renewal: not swept.
+    let held = store.renew_leases(REPLICA, lease()).await.expect("renew");
+    assert_eq!(
+        held,
+        vec![HeldTurn {
+            id: turn.clone(),
+            cancel_requested: true
+        }]
+    );
+    assert!(
+        store
+            .expired_turns(now_ms())
+            .await
+            .expect("expired")
+            .is_empty()
+    );
+    assert!(
+        !store
+            .reap(&turn, ReapIf::LeaseExpired, finalize(seen.clone()))
+            .await
+            .expect("reap")
+    );
+    assert!(
+        !store
+            .reap(
+                &turn,
+                ReapIf::HeldBy("replica-b".into()),
+                finalize(seen.clone())
+            )
+            .await
+            .expect("reap")
+    );
+
+    // Expired again (the replica stopped renewing): swept, once.
+    store
+        .renew_leases(REPLICA, now_ms() - 1)
+        .await
+        .expect("renew");
+    assert_eq!(
+        store.expired_turns(now_ms()).await.expect("expired"),
+        vec![turn.clone()]
+    );
+    assert!(
+        store
+            .reap(&turn, ReapIf::LeaseExpired, finalize(seen.clone()))
+            .await
+            .expect("reap")
+    );
+    assert!(
+        !store
+            .reap(&turn, ReapIf::LeaseExpired, finalize(seen.clone()))
+            .await
+            .expect("reap")
+    );
+    let input = seen.lock().expect("lock").take().expect("finalize ran");
+    assert_eq!(input.last_event_seq, 5);
+    assert_eq!(input.wire.len(), 2);
+    assert_eq!(input.owner, "alice");
+    let record = store
+        .turn("alice", &turn)
+        .await
+        .expect("read")
+        .expect("exists");
+    assert_eq!(record.state, TurnState::Failed);
+    assert!(record.retryable);
+    assert_eq!(record.last_event_seq, 7);
+    assert_eq!(
+        store.wire_events("alice", &turn, 5).await.expect("wire"),
+        vec![batch(6, 7)]
+    );
+    let events = store.events("alice", &conversation).await.expect("events");
+    assert_eq!(
+        events.last().map(|e| &e.body),
+        Some(&assistant("partial", TurnState::Failed))
+    );
+    // The replica that lost it can neither log nor end it any more.
+    assert!(
+        !store
+            .append_wire(&turn, REPLICA, batch(8, 8))
+            .await
+            .expect("append")
+    );
+    assert!(!end(&store, &conversation, &turn, TurnState::Completed, false).await);
+    assert!(
+        store
+            .renew_leases(REPLICA, lease())
+            .await
+            .expect("renew")
+            .is_empty()
+    );
+    // The conversation is free again.
+    let (_, begun) = begin_on(&store, &conversation, false, "replica-b", lease(), None).await;
+    assert!(matches!(begun, BeginTurn::Started { .. }), "{begun:?}");
+
+    // Past the resume window the wire log goes; the history stays.
+    assert!(store.prune_wire(now_ms() + 1).await.expect("prune") >= 3);
+    assert!(
+        store
+            .wire_events("alice", &turn, 0)
+            .await
+            .expect("wire")
+            .is_empty()
+    );
+    assert_eq!(
+        store
+            .events("alice", &conversation)
+            .await
+            .expect("events")
+            .len(),
+        3
+    );
+}
+
+async fn injected_write_faults_store_nothing(store: Store) {
+    let conversation = id();
+    let (turn, _) = begin_on(&store, &conversation, true, REPLICA, lease(), None).await;
+    store.faults().fail_writes(true);
+    let failed = store
+        .finish_turn(FinishTurn {
+            owner: "alice",
+            conversation_id: &conversation,
+            turn_id: &turn,
+            replica: REPLICA,
+            state: TurnState::Completed,
+            retryable: false,
+            outcome: None,
+            events: vec![assistant("lost", TurnState::Completed)],
+            wire: Some(batch(1, 2)),
+        })
+        .await;
+    assert!(matches!(failed, Err(StoreError::Injected(_))), "{failed:?}");
+    assert!(matches!(
+        store.append_wire(&turn, REPLICA, batch(1, 1)).await,
+        Err(StoreError::Injected(_))
+    ));
+    store.faults().fail_writes(false);
+    let record = store
+        .turn("alice", &turn)
+        .await
+        .expect("read")
+        .expect("exists");
+    assert_eq!(record.state, TurnState::Running);
+    assert_eq!(
+        store
+            .events("alice", &conversation)
+            .await
+            .expect("events")
+            .len(),
+        1
+    );
+    assert!(
+        store
+            .wire_events("alice", &turn, 0)
+            .await
+            .expect("wire")
+            .is_empty()
+    );
+}
+
 macro_rules! on_both_backends {
     ($($scenario:ident),* $(,)?) => {
         mod sqlite {
@@ -448,6 +857,10 @@ on_both_backends!(
     racing_request_ids_start_one_turn,
     list_pages_newest_first,
     delete_removes_the_log,
+    one_running_turn_per_conversation,
+    retryable_failures_free_their_request_id,
+    wire_log_leases_and_reaping,
+    injected_write_faults_store_nothing,
 );
 
 #[tokio::test]

@@ -1,5 +1,6 @@
-//! The store's three writes as [`Write`]s: a turn's start, its end, and
-//! deleting a conversation.
+//! The store's conversation writes as [`Write`]s: a turn's start, its end,
+//! and deleting a conversation (the lease and wire-log writes are in
+//! [`super::turns`]).
 //!
 //! Each owns its inputs, already encoded (JSON bodies are serialised by the
 //! caller, not in the writer's queue), runs portable SQL filtered by owner,
@@ -10,7 +11,7 @@
 use futures::future::BoxFuture;
 use sqlx::{AnyConnection, Row};
 
-use super::{EventBody, StoreError, TurnState, batch::Write};
+use super::{EventBody, StoreError, TurnState, WireBatch, batch::Write};
 
 /// An event ready to insert.
 #[derive(Debug, Clone)]
@@ -63,19 +64,83 @@ pub(crate) struct BeginTurnWrite {
     pub(crate) request_id: Option<String>,
     pub(crate) user_message: EncodedEvent,
     pub(crate) title: String,
+    pub(crate) replica: String,
+    pub(crate) lease_until: i64,
     pub(crate) now: i64,
 }
 
-impl Write for BeginTurnWrite {
-    /// The turn's 0-based position; `None` when the conversation is not
-    /// this owner's (nothing written).
-    type Output = Option<i64>;
+/// What [`BeginTurnWrite`] did.
+#[derive(Debug)]
+pub(crate) enum Begun {
+    /// Stored, at this 0-based position.
+    Started(i64),
+    /// The conversation is not this owner's (nothing written).
+    NotFound,
+    /// This turn is running on the conversation (nothing written).
+    Busy(String),
+}
 
-    fn run<'c>(
-        &'c self,
-        conn: &'c mut AnyConnection,
-    ) -> BoxFuture<'c, Result<Option<i64>, StoreError>> {
+/// Inserts a wire batch of a turn.
+pub(crate) async fn insert_wire(
+    conn: &mut AnyConnection,
+    turn_id: &str,
+    batch: &WireBatch,
+    now: i64,
+) -> Result<(), StoreError> {
+    sqlx::query(
+        "INSERT INTO turn_events (turn_id, first_seq, last_seq, events, created_at) \
+         VALUES ($1, $2, $3, $4, $5)",
+    )
+    .bind(turn_id)
+    .bind(to_i64(batch.first_seq))
+    .bind(to_i64(batch.last_seq))
+    .bind(batch.events.as_str())
+    .bind(now)
+    .execute(&mut *conn)
+    .await?;
+    Ok(())
+}
+
+pub(crate) fn to_i64(value: u64) -> i64 {
+    i64::try_from(value).unwrap_or(i64::MAX)
+}
+
+/// Tells other replicas (PostgreSQL LISTEN) that `turn_id` has new wire
+/// events or ended; delivered when the transaction commits.
+pub(crate) async fn notify(
+    conn: &mut AnyConnection,
+    channel: &str,
+    turn_id: &str,
+) -> Result<(), StoreError> {
+    sqlx::query("SELECT pg_notify($1, $2)")
+        .bind(channel)
+        .bind(turn_id)
+        .execute(&mut *conn)
+        .await?;
+    Ok(())
+}
+
+impl Write for BeginTurnWrite {
+    type Output = Begun;
+
+    fn run<'c>(&'c self, conn: &'c mut AnyConnection) -> BoxFuture<'c, Result<Begun, StoreError>> {
         Box::pin(async move {
+            if !self.create {
+                // Checked before anything is written (the write may share
+                // its transaction); PostgreSQL replicas racing past it meet
+                // the unique index on running turns instead.
+                let running = sqlx::query(
+                    "SELECT t.id FROM turns t JOIN conversations c ON c.id = t.conversation_id \
+                     WHERE t.conversation_id = $1 AND c.owner = $2 AND t.state = 'running'",
+                )
+                .bind(self.conversation_id.as_str())
+                .bind(self.owner.as_str())
+                .fetch_optional(&mut *conn)
+                .await?;
+                if let Some(row) = running {
+                    return Ok(Begun::Busy(row.try_get("id")?));
+                }
+            }
             let (seq, turn_index) = if self.create {
                 sqlx::query(
                     "INSERT INTO conversations (id, owner, title, created_at, updated_at, turn_count, last_seq) \
@@ -98,13 +163,28 @@ impl Write for BeginTurnWrite {
                 .bind(self.now)
                 .fetch_optional(&mut *conn)
                 .await?;
-                let Some(row) = row else { return Ok(None) };
+                let Some(row) = row else {
+                    return Ok(Begun::NotFound);
+                };
                 let turn_count: i64 = row.try_get("turn_count")?;
                 (row.try_get("last_seq")?, turn_count - 1)
             };
+            if let Some(request_id) = &self.request_id {
+                // A turn that failed with a retryable error gives its request
+                // id up to the new attempt.
+                sqlx::query(
+                    "UPDATE turns SET request_id = NULL \
+                     WHERE owner = $1 AND request_id = $2 AND state = 'failed' AND retryable = 1",
+                )
+                .bind(self.owner.as_str())
+                .bind(request_id.as_str())
+                .execute(&mut *conn)
+                .await?;
+            }
             sqlx::query(
-                "INSERT INTO turns (id, conversation_id, owner, request_id, turn_index, state, outcome, created_at, finished_at) \
-                 VALUES ($1, $2, $3, $4, $5, $6, NULL, $7, NULL)",
+                "INSERT INTO turns (id, conversation_id, owner, request_id, turn_index, state, outcome, \
+                 created_at, finished_at, replica, lease_until) \
+                 VALUES ($1, $2, $3, $4, $5, $6, NULL, $7, NULL, $8, $9)",
             )
             .bind(self.turn_id.as_str())
             .bind(self.conversation_id.as_str())
@@ -113,6 +193,8 @@ impl Write for BeginTurnWrite {
             .bind(turn_index)
             .bind(TurnState::Running.as_str())
             .bind(self.now)
+            .bind(self.replica.as_str())
+            .bind(self.lease_until)
             .execute(&mut *conn)
             .await?;
             insert_events(
@@ -124,7 +206,7 @@ impl Write for BeginTurnWrite {
                 self.now,
             )
             .await?;
-            Ok(Some(turn_index))
+            Ok(Begun::Started(turn_index))
         })
     }
 }
@@ -135,19 +217,64 @@ pub(crate) struct FinishTurnWrite {
     pub(crate) owner: String,
     pub(crate) conversation_id: String,
     pub(crate) turn_id: String,
+    /// The replica that must still hold the turn (`None`: the turn's lease
+    /// must have expired — the sweep).
+    pub(crate) replica: Option<String>,
     pub(crate) state: TurnState,
+    pub(crate) retryable: bool,
     pub(crate) outcome: Option<String>,
     pub(crate) events: Vec<EncodedEvent>,
+    /// The turn's last wire events, when the event log is on.
+    pub(crate) wire: Option<WireBatch>,
+    /// Whether to NOTIFY other replicas (PostgreSQL).
+    pub(crate) notify: bool,
     pub(crate) now: i64,
 }
 
+impl FinishTurnWrite {
+    /// Marks the turn finished if it is still running and held as this
+    /// write expects; false changes nothing.
+    async fn end_turn(&self, conn: &mut AnyConnection) -> Result<bool, StoreError> {
+        let last_seq = self.wire.as_ref().map_or(0, |wire| to_i64(wire.last_seq));
+        let query = match self.replica {
+            Some(_) => {
+                "UPDATE turns SET state = $3, outcome = $4, finished_at = $5, retryable = $6, \
+                 last_event_seq = CASE WHEN $7 > last_event_seq THEN $7 ELSE last_event_seq END, lease_until = NULL \
+                 WHERE id = $1 AND owner = $2 AND state = 'running' AND replica = $8"
+            }
+            None => {
+                "UPDATE turns SET state = $3, outcome = $4, finished_at = $5, retryable = $6, \
+                 last_event_seq = CASE WHEN $7 > last_event_seq THEN $7 ELSE last_event_seq END, lease_until = NULL \
+                 WHERE id = $1 AND owner = $2 AND state = 'running' AND (lease_until IS NULL OR lease_until < $8)"
+            }
+        };
+        let query = sqlx::query(query)
+            .bind(self.turn_id.as_str())
+            .bind(self.owner.as_str())
+            .bind(self.state.as_str())
+            .bind(self.outcome.as_deref())
+            .bind(self.now)
+            .bind(i64::from(self.retryable))
+            .bind(last_seq);
+        let query = match &self.replica {
+            Some(replica) => query.bind(replica.as_str()),
+            None => query.bind(self.now),
+        };
+        Ok(query.execute(&mut *conn).await?.rows_affected() == 1)
+    }
+}
+
 impl Write for FinishTurnWrite {
-    /// False when the conversation is not this owner's any more (deleted
-    /// meanwhile; nothing written).
+    /// False when the turn is not this writer's to end any more: the
+    /// conversation was deleted, or another replica ended the turn after
+    /// its lease expired (nothing written).
     type Output = bool;
 
     fn run<'c>(&'c self, conn: &'c mut AnyConnection) -> BoxFuture<'c, Result<bool, StoreError>> {
         Box::pin(async move {
+            if !self.end_turn(conn).await? {
+                return Ok(false);
+            }
             let count = i64::try_from(self.events.len()).unwrap_or(i64::MAX);
             let row = sqlx::query(
                 "UPDATE conversations SET last_seq = last_seq + $3, updated_at = $4 \
@@ -159,7 +286,10 @@ impl Write for FinishTurnWrite {
             .bind(self.now)
             .fetch_optional(&mut *conn)
             .await?;
-            let Some(row) = row else { return Ok(false) };
+            // The turn's row exists, so its conversation does (cascade).
+            let Some(row) = row else {
+                return Err(StoreError::Database(sqlx::Error::RowNotFound));
+            };
             let last_seq: i64 = row.try_get("last_seq")?;
             insert_events(
                 conn,
@@ -170,17 +300,12 @@ impl Write for FinishTurnWrite {
                 self.now,
             )
             .await?;
-            sqlx::query(
-                "UPDATE turns SET state = $3, outcome = $4, finished_at = $5 \
-                 WHERE id = $1 AND owner = $2",
-            )
-            .bind(self.turn_id.as_str())
-            .bind(self.owner.as_str())
-            .bind(self.state.as_str())
-            .bind(self.outcome.as_deref())
-            .bind(self.now)
-            .execute(&mut *conn)
-            .await?;
+            if let Some(wire) = &self.wire {
+                insert_wire(conn, &self.turn_id, wire, self.now).await?;
+            }
+            if self.notify {
+                notify(conn, super::TURN_EVENTS_CHANNEL, &self.turn_id).await?;
+            }
             Ok(true)
         })
     }
@@ -209,6 +334,12 @@ impl Write for DeleteWrite {
                 return Ok(false);
             }
             // The foreign keys cascade; these also clean up where they are off.
+            sqlx::query(
+                "DELETE FROM turn_events WHERE turn_id IN (SELECT id FROM turns WHERE conversation_id = $1)",
+            )
+            .bind(self.conversation_id.as_str())
+            .execute(&mut *conn)
+            .await?;
             sqlx::query("DELETE FROM events WHERE conversation_id = $1")
                 .bind(self.conversation_id.as_str())
                 .execute(&mut *conn)

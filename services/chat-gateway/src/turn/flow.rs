@@ -5,7 +5,11 @@
 //! The user message was stored before this task started. Whatever happens
 //! here (success, runner error, cancel, deadline, shutdown) the turn ends
 //! with a stored assistant message and a `complete` event; it never just
-//! stops.
+//! stops. Its events go to its [`Journal`], which stores them before its
+//! followers deliver them; the last ones (`error`, `complete`) are stored
+//! with the answer in one transaction, so `complete` with `success = true`
+//! reaches a client only once the turn is committed. When the store fails,
+//! the turn ends with a retryable `STORE_UNAVAILABLE` instead.
 
 use std::sync::Arc;
 
@@ -21,12 +25,12 @@ use super::{
     Engine, TurnSpec,
     cleaner::TextCleaner,
     history::{self, History},
+    journal::{Fault, Journal},
     manager::{StopCause, TurnSlot},
     observe,
     outcome::{self, CompleteParts, Ending, Failure},
     parse,
     relay::{self, RunEnd, TurnIds},
-    sink::EventSink,
 };
 use crate::{
     convert,
@@ -61,7 +65,28 @@ impl Produced {
     }
 }
 
-fn stopped(slot: &TurnSlot) -> Ending {
+fn store_failure() -> Failure {
+    Failure::new(
+        "STORE_UNAVAILABLE",
+        "the conversation store failed; the answer is stored only as far as shown by GetConversation",
+        true,
+    )
+}
+
+/// Why a stopped turn stopped: its events could not be stored, or it was
+/// asked to.
+fn stopped(slot: &TurnSlot, journal: &Journal) -> Ending {
+    match journal.fault() {
+        Some(Fault::Store) => return Ending::Failed(store_failure()),
+        Some(Fault::Lost) => {
+            return Ending::Failed(Failure::new(
+                "REPLICA_LOST",
+                "this gateway lost the turn (its lease expired) and another replica ended it",
+                true,
+            ));
+        }
+        None => {}
+    }
     match slot.stop_cause() {
         Some(StopCause::Cancelled | StopCause::Superseded) => Ending::Cancelled,
         Some(StopCause::Shutdown) | None => Ending::Failed(Failure::new(
@@ -81,15 +106,24 @@ fn deadline_failure() -> Failure {
 }
 
 /// Runs the turn and always ends it with a stored answer and `complete`.
-pub async fn run(engine: Arc<Engine>, spec: TurnSpec, slot: TurnSlot, mut sink: EventSink) {
+pub async fn run(engine: Arc<Engine>, spec: TurnSpec, slot: TurnSlot, journal: Arc<Journal>) {
     let ids = TurnIds {
         conversation_id: spec.conversation_id.clone(),
         turn_id: spec.turn_id.clone(),
     };
-    sink.send(ids.status(gw::TurnPhase::Started, "Turn started"))
-        .await;
-    let produced = produce(&engine, &spec, &slot, &mut sink, &ids).await;
-    finish(&engine, &spec, &slot, &mut sink, produced).await;
+    let flusher = journal.start_flusher(
+        engine.store.clone(),
+        engine.replica.clone(),
+        slot.cancel_token().clone(),
+    );
+    journal.push(ids.status(gw::TurnPhase::Started, "Turn started"));
+    let produced = produce(&engine, &spec, &slot, &journal, &ids).await;
+    let ended = Ended {
+        slot: &slot,
+        journal: &journal,
+        flusher,
+    };
+    finish(&engine, &spec, ended, produced).await;
     drop(slot);
 }
 
@@ -98,7 +132,7 @@ async fn produce(
     engine: &Engine,
     spec: &TurnSpec,
     slot: &TurnSlot,
-    sink: &mut EventSink,
+    sink: &Journal,
     ids: &TurnIds,
 ) -> Produced {
     let stop = slot.cancel_token().clone();
@@ -161,7 +195,7 @@ async fn produce(
         }),
     };
     let (cleaner, stream) = match opened {
-        None => return Produced::empty(stopped(slot)),
+        None => return Produced::empty(stopped(slot, sink)),
         Some(Err(failure)) => return Produced::empty(Ending::Failed(failure)),
         Some(Ok(opened)) => opened,
     };
@@ -169,7 +203,7 @@ async fn produce(
     let relayed = relay::relay(stream, cleaner, sink, ids, &stop, spec.deadline).await;
     let cleaned = relayed.cleaner.finish().await;
     if !cleaned.tail.is_empty() {
-        sink.send(Event::TextDelta(cleaned.tail.clone())).await;
+        sink.push(Event::TextDelta(cleaned.tail.clone()));
     }
     let partial_structured = (!relayed.structured.is_empty()).then(|| StructuredResult {
         value: None,
@@ -222,7 +256,7 @@ async fn produce(
                 partial_structured,
             )
         }
-        RunEnd::Stopped => (stopped(slot), partial_structured),
+        RunEnd::Stopped => (stopped(slot, sink), partial_structured),
         RunEnd::DeadlineExceeded => (Ending::Failed(deadline_failure()), partial_structured),
     };
     Produced {
@@ -265,14 +299,21 @@ async fn load_history(engine: &Engine, spec: &TurnSpec) -> Result<History, Failu
     Ok(history::rebuild(&events, &turns))
 }
 
-/// Stores the answer, then sends the `error` (if any) and `complete`.
-async fn finish(
-    engine: &Engine,
-    spec: &TurnSpec,
-    slot: &TurnSlot,
-    sink: &mut EventSink,
-    produced: Produced,
-) {
+/// What `finish` needs of the running turn.
+struct Ended<'a> {
+    slot: &'a TurnSlot,
+    journal: &'a Journal,
+    flusher: Option<tokio::task::JoinHandle<()>>,
+}
+
+/// Stores the answer with the turn's last wire events (`error` if any,
+/// `complete`) in one transaction, then releases them to the followers.
+async fn finish(engine: &Engine, spec: &TurnSpec, ended: Ended<'_>, produced: Produced) {
+    let Ended {
+        slot,
+        journal,
+        flusher,
+    } = ended;
     let Produced {
         ending,
         parsed,
@@ -293,82 +334,81 @@ async fn finish(
         fallback.is_some(),
     );
     let stored_text = parsed.message.clone();
-    let complete = outcome::complete(
-        CompleteParts {
-            conversation_id: spec.conversation_id.clone(),
-            turn_id: spec.turn_id.clone(),
-            user_message: spec.message.clone(),
-            parsed,
-            tools,
-            structured,
-            usage,
-            diagnostics,
-        },
-        &ending,
-    );
+    let parts = CompleteParts {
+        conversation_id: spec.conversation_id.clone(),
+        turn_id: spec.turn_id.clone(),
+        user_message: spec.message.clone(),
+        parsed,
+        tools,
+        structured,
+        usage,
+        diagnostics,
+    };
+    let complete = outcome::complete(parts.clone(), &ending);
     let error_event = ending.failure().map(Failure::to_event);
 
     let mut events = Vec::new();
     if !reasoning.is_empty() {
         events.push(EventBody::Reasoning { text: reasoning });
     }
-    for record in &complete.tool_history {
-        events.push(EventBody::ToolCall {
-            call_id: record.call_id.clone(),
-            name: record.name.clone(),
-            input: record
-                .input
-                .as_ref()
-                .map_or(serde_json::Value::Null, convert::struct_to_json),
-        });
-        events.push(EventBody::ToolResult {
-            call_id: record.call_id.clone(),
-            name: record.name.clone(),
-            success: record.success,
-            duration_ms: record.duration.as_ref().map_or(0, convert::duration_to_ms),
-            output: record.output.clone(),
-            payload: record.payload.as_ref().map(convert::payload_to_stored),
-            error: record.error.clone(),
-        });
-    }
+    events.extend(convert::tool_events(&complete.tool_history));
     events.push(EventBody::AssistantMessage(convert::complete_to_stored(
         &complete,
         stored_text,
         ending.state(),
         error_event.as_ref(),
     )));
+    let tail = journal.close(flusher).await;
+    let outcome = convert::encode_outcome(&complete);
+    let mut last: Vec<Event> = error_event.map(Event::Error).into_iter().collect();
+    last.push(Event::Complete(complete));
     let stored = engine
         .store
-        .finish_turn(&FinishTurn {
+        .finish_turn(FinishTurn {
             owner: &spec.owner,
             conversation_id: &spec.conversation_id,
             turn_id: &spec.turn_id,
+            replica: &engine.replica,
             state: ending.state(),
-            outcome: Some(convert::encode_outcome(&complete)),
+            retryable: ending.failure().is_some_and(|failure| failure.retryable),
+            outcome: Some(outcome),
             events,
+            wire: journal.final_batch(tail.stored, &last),
         })
         .instrument(tracing::info_span!("store.finish_turn"))
         .await;
-    match stored {
-        Ok(true) => {}
+    let state = match stored {
+        Ok(true) => {
+            journal.finish(last);
+            ending.state().as_str()
+        }
         Ok(false) => {
-            tracing::info!(conversation = %spec.conversation_id, "conversation deleted during the turn")
+            // The conversation was deleted, or another replica ended the
+            // turn after its lease expired: the store has its end.
+            tracing::info!(conversation = %spec.conversation_id, turn = %spec.turn_id, "the turn was ended elsewhere; followers read the store");
+            journal.hand_to_store();
+            "lost"
         }
         Err(error) => {
-            tracing::error!(%error, turn = %spec.turn_id, "cannot store the turn's answer")
+            // Nothing of the end is committed: never tell the client it is.
+            // Its lease runs out and a replica ends it as stored so far.
+            tracing::error!(%error, turn = %spec.turn_id, "cannot store the turn's answer");
+            let failure = store_failure();
+            let failed = Ending::Failed(failure.clone());
+            journal.finish(vec![
+                Event::Error(failure.to_event()),
+                Event::Complete(outcome::complete(parts, &failed)),
+            ]);
+            "unstored"
         }
-    }
+    };
     tracing::info!(
         conversation = %spec.conversation_id,
         turn = %spec.turn_id,
-        state = ending.state().as_str(),
+        state,
         reason = ending.failure().map_or("", |failure| failure.reason.as_str()),
-        client_connected = sink.is_open(),
+        followed = journal.followed(),
         stop = ?slot.stop_cause(),
         "turn ended"
     );
-    if let Some(error) = error_event {
-        sink.send(Event::Error(error)).await;
-    }
-    sink.send(Event::Complete(complete)).await;
 }

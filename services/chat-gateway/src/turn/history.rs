@@ -251,6 +251,9 @@ mod tests {
             turn_index: index,
             state: TurnState::Completed,
             outcome: None,
+            replica: None,
+            retryable: false,
+            last_event_seq: 0,
         }
     }
 

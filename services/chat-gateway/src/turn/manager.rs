@@ -1,11 +1,12 @@
-//! The turns running on this gateway: at most one per conversation, at most
-//! `max_concurrent` in all, each cancellable.
+//! The turns running on this gateway replica: at most `max_concurrent`, each
+//! with its [`Journal`] and cancellable.
 //!
 //! A turn holds a [`TurnSlot`] for its whole life (it lives in the turn's
 //! task, not in the client's stream, so a client that goes away does not end
 //! the turn); dropping the slot frees the conversation and wakes whoever
-//! waits for the turn to be stored. Detection is per gateway process: with
-//! several replicas, route a conversation's calls to one replica.
+//! waits for the turn to be stored. This is a cache of what runs here: the
+//! store decides (one running turn per conversation across replicas, leases)
+//! and this map answers quickly for the turns of this process.
 
 use std::{
     collections::HashMap,
@@ -15,6 +16,8 @@ use std::{
 
 use tokio::sync::{OwnedSemaphorePermit, Semaphore, watch};
 use tokio_util::sync::CancellationToken;
+
+use super::journal::Journal;
 
 /// Why a turn was stopped before it finished.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -33,11 +36,14 @@ struct Running {
     cancel: CancellationToken,
     cause: Arc<Mutex<Option<StopCause>>>,
     done: watch::Receiver<bool>,
+    journal: Arc<Journal>,
 }
 
 #[derive(Debug, Default)]
 struct Inner {
     by_conversation: HashMap<String, Running>,
+    /// Turn id → conversation id.
+    by_turn: HashMap<String, String>,
 }
 
 /// The registry of running turns.
@@ -105,8 +111,13 @@ impl TurnManager {
         }
     }
 
-    /// Takes the conversation for a new turn.
-    pub fn reserve(&self, conversation_id: &str, turn_id: &str) -> Result<TurnSlot, ReserveError> {
+    /// Takes the conversation for a new turn whose events go to `journal`.
+    pub fn reserve(
+        &self,
+        conversation_id: &str,
+        journal: &Arc<Journal>,
+    ) -> Result<TurnSlot, ReserveError> {
+        let turn_id = journal.turn_id();
         let mut inner = lock(&self.inner);
         if let Some(running) = inner.by_conversation.get(conversation_id) {
             return Err(ReserveError::Busy {
@@ -128,8 +139,12 @@ impl TurnManager {
                 cancel: cancel.clone(),
                 cause: cause.clone(),
                 done: done_rx,
+                journal: journal.clone(),
             },
         );
+        inner
+            .by_turn
+            .insert(turn_id.to_owned(), conversation_id.to_owned());
         Ok(TurnSlot {
             inner: self.inner.clone(),
             conversation_id: conversation_id.to_owned(),
@@ -147,6 +162,27 @@ impl TurnManager {
             .by_conversation
             .get(conversation_id)
             .map(|running| running.turn_id.clone())
+    }
+
+    /// The journal of a turn running here, if it is.
+    pub fn journal(&self, turn_id: &str) -> Option<Arc<Journal>> {
+        let inner = lock(&self.inner);
+        let conversation = inner.by_turn.get(turn_id)?;
+        inner
+            .by_conversation
+            .get(conversation)
+            .map(|running| running.journal.clone())
+    }
+
+    /// Whether a turn runs here.
+    pub fn runs(&self, turn_id: &str) -> bool {
+        lock(&self.inner).by_turn.contains_key(turn_id)
+    }
+
+    /// Stops a turn running here, by its id.
+    pub fn stop_turn(&self, turn_id: &str, cause: StopCause) -> Option<Stopping> {
+        let conversation = lock(&self.inner).by_turn.get(turn_id).cloned()?;
+        self.stop(&conversation, Some(turn_id), cause)
     }
 
     /// Stops the turn running on a conversation (only `turn_id`, when
@@ -257,6 +293,7 @@ impl Drop for TurnSlot {
         {
             inner.by_conversation.remove(&self.conversation_id);
         }
+        inner.by_turn.remove(&self.turn_id);
         drop(inner);
         let _ = self.done.send(true);
     }
@@ -269,38 +306,56 @@ mod tests {
     #[tokio::test]
     async fn one_turn_per_conversation_and_the_slot_frees_it() {
         let manager = TurnManager::new(4);
-        let slot = manager.reserve("c1", "t1").expect("free");
+        let slot = manager
+            .reserve("c1", &Journal::new("t1", false))
+            .expect("free");
         assert_eq!(
-            manager.reserve("c1", "t2").expect_err("busy"),
+            manager
+                .reserve("c1", &Journal::new("t2", false))
+                .expect_err("busy"),
             ReserveError::Busy {
                 turn_id: "t1".into()
             }
         );
-        let other = manager.reserve("c2", "t3").expect("other conversation");
+        let other = manager
+            .reserve("c2", &Journal::new("t3", false))
+            .expect("other conversation");
         assert_eq!(manager.running("c1").as_deref(), Some("t1"));
         drop(slot);
         assert_eq!(manager.running("c1"), None);
-        manager.reserve("c1", "t4").expect("free again");
+        manager
+            .reserve("c1", &Journal::new("t4", false))
+            .expect("free again");
         drop(other);
     }
 
     #[tokio::test]
     async fn the_concurrency_limit_counts_live_slots() {
         let manager = TurnManager::new(2);
-        let a = manager.reserve("a", "1").expect("first");
-        let _b = manager.reserve("b", "2").expect("second");
+        let a = manager
+            .reserve("a", &Journal::new("1", false))
+            .expect("first");
+        let _b = manager
+            .reserve("b", &Journal::new("2", false))
+            .expect("second");
         assert_eq!(
-            manager.reserve("c", "3").expect_err("full"),
+            manager
+                .reserve("c", &Journal::new("3", false))
+                .expect_err("full"),
             ReserveError::Full
         );
         drop(a);
-        manager.reserve("c", "3").expect("a permit came back");
+        manager
+            .reserve("c", &Journal::new("3", false))
+            .expect("a permit came back");
     }
 
     #[tokio::test]
     async fn stop_cancels_records_the_cause_and_waits_for_the_store() {
         let manager = TurnManager::new(2);
-        let slot = manager.reserve("c", "t").expect("free");
+        let slot = manager
+            .reserve("c", &Journal::new("t", false))
+            .expect("free");
         assert!(
             manager
                 .stop("c", Some("other-turn"), StopCause::Cancelled)
@@ -329,7 +384,9 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn waiting_for_a_stuck_turn_is_bounded() {
         let manager = TurnManager::new(2);
-        let _slot = manager.reserve("c", "t").expect("free");
+        let _slot = manager
+            .reserve("c", &Journal::new("t", false))
+            .expect("free");
         let stopping = manager
             .stop("c", None, StopCause::Cancelled)
             .expect("running");
@@ -340,7 +397,9 @@ mod tests {
     async fn wait_idle_returns_when_turns_end_or_the_limit_passes() {
         let manager = TurnManager::new(4);
         assert!(manager.wait_idle(Duration::from_secs(1)).await);
-        let slot = manager.reserve("c", "t").expect("free");
+        let slot = manager
+            .reserve("c", &Journal::new("t", false))
+            .expect("free");
         assert!(!manager.wait_idle(Duration::from_millis(100)).await);
         let ender = tokio::spawn(async move {
             tokio::time::sleep(Duration::from_millis(10)).await;
@@ -353,7 +412,9 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn shutdown_stops_every_turn_as_shutdown() {
         let manager = TurnManager::new(4);
-        let slot = manager.reserve("c", "t").expect("free");
+        let slot = manager
+            .reserve("c", &Journal::new("t", false))
+            .expect("free");
         let token = slot.cancel_token().clone();
         let holder = tokio::spawn(async move {
             token.cancelled().await;

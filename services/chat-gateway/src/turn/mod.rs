@@ -1,51 +1,57 @@
 //! Turns: starting one (idempotency, one turn per conversation, the user
-//! message stored first), running it in its own task ([`flow`]), and
-//! stopping it ([`manager`]).
+//! message stored first), running it in its own task ([`flow`]), following
+//! it ([`follow`]), stopping it ([`manager`]) and, for every replica,
+//! keeping turns honest in the store ([`replica`]).
 //!
-//! A turn runs independently of the client's stream: the stream only
-//! receives its events. So a client that disconnects loses nothing (the turn
-//! completes and is stored), `CancelTurn` reaches the turn through its
-//! cancellation token, and the caller's deadline bounds it.
+//! A turn is a durable object in the store: the database allows one running
+//! turn per conversation, the turn's replica holds a lease on it, and its
+//! wire events are stored before clients receive them ([`journal`]). So any
+//! replica can refuse a second turn, stop the turn (`CancelTurn`), follow it
+//! (`ResumeTurn`), and end it when its replica died. A turn runs
+//! independently of the client's stream: a client that disconnects loses
+//! nothing (the turn completes and is stored, and the client can resume).
 
 pub mod cleaner;
 pub mod flow;
+pub mod follow;
 pub mod history;
+pub mod journal;
 pub mod manager;
 pub mod observe;
 pub mod outcome;
 pub mod parse;
+pub mod recover;
 pub mod relay;
-pub mod sink;
+pub mod replica;
 
-use std::sync::Arc;
+use std::{sync::Arc, time::Duration};
 
-use parley_proto::{
-    gateway::v1::{self as gw, ChatEvent, chat_event::Event},
-    runner::v1 as runner,
-};
+use parley_proto::runner::v1 as runner;
 use serde_json::Value;
-use tokio::{sync::mpsc, time::Instant};
-use tokio_stream::wrappers::ReceiverStream;
-use tonic::Status;
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
 use crate::{
     clients::Upstreams,
     config::TurnConfig,
-    convert,
     error::GatewayError,
     registry::Registry,
-    store::{BeginTurn, EventBody, NewTurn, Store, StoredPage, TurnRecord, TurnState, title_from},
+    store::{
+        BeginTurn, EventBody, NewTurn, Store, StoredPage, TurnRecord, TurnState, now_ms, title_from,
+    },
 };
-use manager::{ReserveError, StopCause, TurnManager};
-use relay::TurnIds;
-use sink::EventSink;
+pub use follow::EventStream;
+use follow::{StoreSource, Watchers};
+use journal::Journal;
+use manager::{ReserveError, StopCause, TurnManager, TurnSlot};
 
 /// Longest conversation title, in characters.
 const TITLE_CHARS: usize = 80;
 
-/// The stream a `Chat` or `ExecuteAction` call returns.
-pub type EventStream = ReceiverStream<Result<ChatEvent, Status>>;
+/// How long a follower of a turn running elsewhere waits for a notification
+/// before reading the store again (notifications can be lost).
+const FOLLOW_POLL: Duration = Duration::from_millis(250);
 
 /// What every turn shares.
 #[derive(Debug)]
@@ -56,10 +62,16 @@ pub struct Engine {
     pub registry: Arc<Registry>,
     /// The runner and the parser sidecar.
     pub upstreams: Upstreams,
-    /// The running turns.
+    /// The turns running on this replica.
     pub turns: TurnManager,
     /// Turn limits.
     pub config: TurnConfig,
+    /// This replica's id, recorded on the turns it runs.
+    pub replica: String,
+    /// Followers of turns that run elsewhere.
+    pub watchers: Arc<Watchers>,
+    /// Cancelled when the gateway stops: ends the background work.
+    pub closing: CancellationToken,
 }
 
 /// One turn to run, validated.
@@ -111,62 +123,80 @@ pub struct StartTurn {
     pub deadline: Instant,
 }
 
-/// The events of a finished turn, replayed for a retried request id.
-fn replay(turn: &TurnRecord) -> EventStream {
-    let ids = TurnIds {
-        conversation_id: turn.conversation_id.clone(),
-        turn_id: turn.id.clone(),
-    };
-    let complete = turn
-        .outcome
-        .as_deref()
-        .and_then(convert::decode_outcome)
-        .unwrap_or_else(|| gw::TurnComplete {
-            success: false,
-            message: "The answer to this request is not available.".into(),
-            conversation_id: turn.conversation_id.clone(),
-            turn_id: turn.id.clone(),
-            state: convert::state_to_wire(turn.state) as i32,
-            ..Default::default()
-        });
-    let events = [
-        ids.status(gw::TurnPhase::Started, "Replaying the stored answer"),
-        Event::Complete(complete),
-    ];
-    let (tx, rx) = mpsc::channel(events.len());
-    for (seq, event) in (1_u64..).zip(events) {
-        let _ = tx.try_send(Ok(ChatEvent {
-            seq,
-            event: Some(event),
-        }));
-    }
-    ReceiverStream::new(rx)
+/// Whether a retried request id starts a new turn: its turn failed with a
+/// retryable error (the client was told to retry).
+fn reruns(turn: &TurnRecord) -> bool {
+    turn.state == TurnState::Failed && turn.retryable
 }
 
-fn existing_turn(turn: TurnRecord) -> Result<EventStream, GatewayError> {
-    if turn.state == TurnState::Running {
-        return Err(GatewayError::TurnInProgress { turn_id: turn.id });
-    }
-    tracing::info!(turn = %turn.id, "replaying a retried request");
-    Ok(replay(&turn))
+/// A new id for this replica: the host name (the pod name on Kubernetes)
+/// and a random suffix, so a restarted process is a new replica.
+pub fn replica_id() -> String {
+    let host = std::env::var("HOSTNAME")
+        .ok()
+        .filter(|host| !host.trim().is_empty())
+        .unwrap_or_else(|| "gateway".to_owned());
+    let suffix = uuid::Uuid::new_v4().simple().to_string();
+    format!("{host}-{}", &suffix[..8])
 }
 
 impl Engine {
+    /// An engine for `replica`.
+    pub fn new(
+        store: Store,
+        registry: Arc<Registry>,
+        upstreams: Upstreams,
+        config: TurnConfig,
+        replica: String,
+    ) -> Self {
+        Self {
+            store,
+            registry,
+            upstreams,
+            turns: TurnManager::new(config.max_concurrent),
+            config,
+            replica,
+            watchers: Arc::default(),
+            closing: CancellationToken::new(),
+        }
+    }
+
+    fn source(&self, owner: &str, turn_id: &str) -> StoreSource {
+        StoreSource {
+            store: self.store.clone(),
+            watchers: self.watchers.clone(),
+            owner: owner.to_owned(),
+            turn_id: turn_id.to_owned(),
+            poll: FOLLOW_POLL,
+        }
+    }
+
+    /// Follows `turn` of `owner` from `after_seq`, wherever it runs.
+    fn follow(&self, owner: &str, turn: TurnRecord, after_seq: u64) -> EventStream {
+        match self.turns.journal(&turn.id) {
+            Some(journal) => follow::local(journal, self.source(owner, &turn.id), after_seq),
+            None => follow::stored(self.source(owner, &turn.id), after_seq),
+        }
+    }
+
     /// Starts a turn: checks the request id and the conversation, takes
-    /// the conversation's slot, stores the user message, then runs the turn
-    /// in its own task and returns the client's event stream.
+    /// the conversation (here, then in the store, which decides across
+    /// replicas), stores the user message, then runs the turn in its own
+    /// task and returns the client's stream of it.
     ///
-    /// A request id already used by this caller starts nothing: a finished
-    /// turn is replayed (status, then its stored `complete`); a running one
-    /// is refused with `TURN_IN_PROGRESS`.
+    /// A request id already used by this caller starts nothing, except when
+    /// its turn failed with a retryable error: a running turn is followed
+    /// from its first event, a finished one replayed.
     pub async fn start_turn(
         self: &Arc<Self>,
         start: StartTurn,
     ) -> Result<EventStream, GatewayError> {
         if let Some(request_id) = &start.request_id
             && let Some(turn) = self.store.turn_by_request(&start.owner, request_id).await?
+            && !reruns(&turn)
         {
-            return existing_turn(turn);
+            tracing::info!(turn = %turn.id, "a retried request follows its turn");
+            return Ok(self.follow(&start.owner, turn, 0));
         }
         let create = start.conversation_id.is_empty();
         let conversation_id = if create {
@@ -184,27 +214,10 @@ impl Engine {
             return Err(GatewayError::ConversationNotFound);
         }
         let turn_id = uuid::Uuid::now_v7().to_string();
-        let slot = match self.turns.reserve(&conversation_id, &turn_id) {
-            Ok(slot) => slot,
-            Err(ReserveError::Full) => return Err(GatewayError::TooManyTurns),
-            Err(ReserveError::Busy { turn_id: running }) if !start.cancel_running => {
-                return Err(GatewayError::TurnInProgress { turn_id: running });
-            }
-            Err(ReserveError::Busy { .. }) => {
-                if let Some(stopping) =
-                    self.turns
-                        .stop(&conversation_id, None, StopCause::Superseded)
-                {
-                    stopping.stored(self.config.cancel_wait()).await;
-                }
-                self.turns
-                    .reserve(&conversation_id, &turn_id)
-                    .map_err(|error| match error {
-                        ReserveError::Full => GatewayError::TooManyTurns,
-                        ReserveError::Busy { turn_id } => GatewayError::TurnInProgress { turn_id },
-                    })?
-            }
-        };
+        let journal = Journal::new(&turn_id, self.config.event_log);
+        let slot = self
+            .reserve(&conversation_id, &journal, start.cancel_running)
+            .await?;
         let user_message = EventBody::UserMessage {
             text: start.message.clone(),
             page: start.page.clone(),
@@ -213,25 +226,35 @@ impl Engine {
             action: start.action.clone(),
         };
         let title = title_from(&start.message, TITLE_CHARS);
-        let begun = self
-            .store
-            .begin_turn(&NewTurn {
-                owner: &start.owner,
-                conversation_id: &conversation_id,
-                create,
-                turn_id: &turn_id,
-                request_id: start.request_id.as_deref(),
-                user_message: &user_message,
-                title: &title,
-            })
-            .await?;
+        let new_turn = NewTurn {
+            owner: &start.owner,
+            conversation_id: &conversation_id,
+            create,
+            turn_id: &turn_id,
+            replica: &self.replica,
+            lease_until: now_ms() + millis(self.config.lease_ttl()),
+            request_id: start.request_id.as_deref(),
+            user_message: &user_message,
+            title: &title,
+        };
+        let mut begun = self.store.begin_turn(&new_turn).await?;
+        if let BeginTurn::Busy { turn_id: running } = &begun
+            && start.cancel_running
+        {
+            // The running turn is another replica's: stop it there.
+            self.stop_anywhere(&start.owner, running, StopCause::Superseded)
+                .await?;
+            begun = self.store.begin_turn(&new_turn).await?;
+        }
         match begun {
             BeginTurn::Started { .. } => {}
-            BeginTurn::DuplicateRequest(turn) => return existing_turn(turn),
+            BeginTurn::DuplicateRequest(turn) => {
+                drop(slot);
+                return Ok(self.follow(&start.owner, turn, 0));
+            }
             BeginTurn::NotFound => return Err(GatewayError::ConversationNotFound),
+            BeginTurn::Busy { turn_id } => return Err(GatewayError::TurnInProgress { turn_id }),
         }
-        let (tx, rx) = mpsc::channel(self.config.event_buffer.max(1));
-        let sink = EventSink::new(tx, slot.cancel_token().clone(), start.deadline);
         let spec = TurnSpec {
             owner: start.owner,
             conversation_id,
@@ -244,12 +267,100 @@ impl Engine {
             deadline: start.deadline,
         };
         tracing::info!(conversation = %spec.conversation_id, turn = %spec.turn_id, new = spec.new_conversation, "turn started");
+        let source = self.source(&spec.owner, &spec.turn_id);
+        let stream = follow::local(journal.clone(), source, 0);
         let span = observe::turn_span(&spec);
-        tokio::spawn(flow::run(self.clone(), spec, slot, sink).instrument(span));
-        Ok(ReceiverStream::new(rx))
+        tokio::spawn(flow::run(self.clone(), spec, slot, journal).instrument(span));
+        Ok(stream)
     }
 
-    /// Cancels the running turn of a conversation of `owner` and waits (a
+    /// Takes the conversation on this replica; with `cancel_running`, a
+    /// turn running on it here is stopped first.
+    async fn reserve(
+        &self,
+        conversation_id: &str,
+        journal: &Arc<Journal>,
+        cancel_running: bool,
+    ) -> Result<TurnSlot, GatewayError> {
+        let refused = |error| match error {
+            ReserveError::Full => GatewayError::TooManyTurns,
+            ReserveError::Busy { turn_id } => GatewayError::TurnInProgress { turn_id },
+        };
+        match self.turns.reserve(conversation_id, journal) {
+            Err(ReserveError::Busy { .. }) if cancel_running => {
+                if let Some(stopping) =
+                    self.turns
+                        .stop(conversation_id, None, StopCause::Superseded)
+                {
+                    stopping.stored(self.config.cancel_wait()).await;
+                }
+                self.turns
+                    .reserve(conversation_id, journal)
+                    .map_err(refused)
+            }
+            reserved => reserved.map_err(refused),
+        }
+    }
+
+    /// Stops a running turn of `owner` wherever it runs and waits (at most
+    /// `cancel_wait`) for it to end; false when it was not running.
+    async fn stop_anywhere(
+        &self,
+        owner: &str,
+        turn_id: &str,
+        cause: StopCause,
+    ) -> Result<bool, GatewayError> {
+        if let Some(stopping) = self.turns.stop_turn(turn_id, cause) {
+            if !stopping.stored(self.config.cancel_wait()).await {
+                tracing::warn!(turn = %turn_id, "stopped turn not stored within the wait");
+            }
+            return Ok(true);
+        }
+        let Some(replica) = self.store.request_cancel(owner, turn_id).await? else {
+            return Ok(false);
+        };
+        tracing::info!(turn = %turn_id, %replica, "asked the turn's replica to stop it");
+        if !self
+            .wait_ended(owner, turn_id, self.config.cancel_wait())
+            .await?
+        {
+            tracing::warn!(turn = %turn_id, %replica, "stopped turn not stored within the wait");
+        }
+        Ok(true)
+    }
+
+    /// Waits (at most `limit`) for a turn running elsewhere to end: woken
+    /// when its replica stores its end (NOTIFY), re-reading at intervals.
+    async fn wait_ended(
+        &self,
+        owner: &str,
+        turn_id: &str,
+        limit: Duration,
+    ) -> Result<bool, GatewayError> {
+        let until = Instant::now() + limit;
+        let watch = self.watchers.watch(turn_id);
+        loop {
+            let notified = watch.notified();
+            tokio::pin!(notified);
+            notified.as_mut().enable();
+            let running = self
+                .store
+                .turn(owner, turn_id)
+                .await?
+                .is_some_and(|turn| turn.state == TurnState::Running);
+            if !running {
+                return Ok(true);
+            }
+            let now = Instant::now();
+            if now >= until {
+                return Ok(false);
+            }
+            let _ = tokio::time::timeout(FOLLOW_POLL.min(until - now), notified).await;
+        }
+    }
+
+    /// Cancels the running turn of a conversation of `owner` (only
+    /// `turn_id`, when given), on whichever replica runs it, and waits (a
     /// bounded time) for its partial answer to be stored.
     pub async fn cancel_turn(
         &self,
@@ -265,16 +376,56 @@ impl Engine {
         {
             return Err(GatewayError::ConversationNotFound);
         }
-        let Some(stopping) = self
-            .turns
-            .stop(conversation_id, turn_id, StopCause::Cancelled)
-        else {
+        let running = match turn_id {
+            Some(turn_id) => self
+                .store
+                .turn(owner, turn_id)
+                .await?
+                .filter(|turn| turn.conversation_id == conversation_id),
+            None => self.store.running_turn(owner, conversation_id).await?,
+        };
+        let Some(turn) = running.filter(|turn| turn.state == TurnState::Running) else {
             return Ok(None);
         };
-        let turn_id = stopping.turn_id.clone();
-        if !stopping.stored(self.config.cancel_wait()).await {
-            tracing::warn!(turn = %turn_id, "cancelled turn not stored within the wait");
-        }
-        Ok(Some(turn_id))
+        let stopped = self
+            .stop_anywhere(owner, &turn.id, StopCause::Cancelled)
+            .await?;
+        Ok(stopped.then_some(turn.id))
     }
+
+    /// Follows a turn of `owner` (the conversation's latest when `turn_id`
+    /// is `None`) from `after_seq`, wherever it runs: its events exactly as
+    /// first sent, through its `complete`.
+    pub async fn resume_turn(
+        &self,
+        owner: &str,
+        conversation_id: &str,
+        turn_id: Option<&str>,
+        after_seq: u64,
+    ) -> Result<EventStream, GatewayError> {
+        if self
+            .store
+            .conversation(owner, conversation_id)
+            .await?
+            .is_none()
+        {
+            return Err(GatewayError::ConversationNotFound);
+        }
+        let turn = match turn_id {
+            Some(turn_id) => self
+                .store
+                .turn(owner, turn_id)
+                .await?
+                .filter(|turn| turn.conversation_id == conversation_id),
+            None => self.store.latest_turn(owner, conversation_id).await?,
+        };
+        let turn = turn.ok_or(GatewayError::TurnNotFound)?;
+        tracing::info!(turn = %turn.id, after_seq, "resuming a turn's stream");
+        Ok(self.follow(owner, turn, after_seq))
+    }
+}
+
+/// A duration in milliseconds, as an `i64` for the store.
+pub(crate) fn millis(duration: Duration) -> i64 {
+    i64::try_from(duration.as_millis()).unwrap_or(i64::MAX)
 }

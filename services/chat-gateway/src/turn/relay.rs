@@ -21,7 +21,7 @@ use parley_proto::{
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use super::{cleaner::TextCleaner, parse::short, sink::EventSink};
+use super::{cleaner::TextCleaner, journal::Journal, parse::short};
 
 /// How the runner's stream ended.
 #[derive(Debug)]
@@ -165,10 +165,10 @@ fn take_ready_text(
 /// Hands out the cleaned text of everything the runner wrote before an
 /// event, before that event: the client sees text and tool events in the
 /// order the model produced them.
-async fn text_first(cleaner: &mut TextCleaner, sink: &mut EventSink) {
+async fn text_first(cleaner: &mut TextCleaner, sink: &Journal) {
     cleaner.sync().await;
     if let Some(text) = cleaner.take_ready() {
-        sink.send(Event::TextDelta(text)).await;
+        sink.push(Event::TextDelta(text));
     }
 }
 
@@ -177,7 +177,7 @@ async fn text_first(cleaner: &mut TextCleaner, sink: &mut EventSink) {
 pub async fn relay(
     mut stream: tonic::Streaming<runner::RunEvent>,
     mut cleaner: TextCleaner,
-    sink: &mut EventSink,
+    sink: &Journal,
     ids: &TurnIds,
     stop: &CancellationToken,
     deadline: Instant,
@@ -198,7 +198,7 @@ pub async fn relay(
                 () = stop.cancelled() => break RunEnd::Stopped,
                 () = &mut expired => break RunEnd::DeadlineExceeded,
                 text = cleaner.next() => {
-                    sink.send(Event::TextDelta(text)).await;
+                    sink.push(Event::TextDelta(text));
                     continue;
                 }
                 message = stream.message() => message,
@@ -217,37 +217,35 @@ pub async fn relay(
             Some(run_event::Event::ReasoningDelta(text)) => {
                 text_first(&mut cleaner, sink).await;
                 reasoning.push_str(&text);
-                sink.send(Event::ReasoningDelta(text)).await;
+                sink.push(Event::ReasoningDelta(text));
             }
             Some(run_event::Event::StructuredDelta(text)) => {
                 text_first(&mut cleaner, sink).await;
                 structured.push_str(&text);
-                sink.send(Event::StructuredDelta(text)).await;
+                sink.push(Event::StructuredDelta(text));
             }
             Some(run_event::Event::ToolStart(start)) => {
                 text_first(&mut cleaner, sink).await;
                 tools.start(&start);
-                sink.send(Event::ToolStart(gw::ToolStart {
+                sink.push(Event::ToolStart(gw::ToolStart {
                     call_id: start.call_id,
                     name: start.name,
                     input: start.input,
-                }))
-                .await;
+                }));
             }
             Some(run_event::Event::ToolProgress(progress)) => {
                 text_first(&mut cleaner, sink).await;
-                sink.send(Event::ToolProgress(gw::ToolProgress {
+                sink.push(Event::ToolProgress(gw::ToolProgress {
                     call_id: progress.call_id,
                     stage: progress.stage,
                     message: progress.message,
                     fraction: progress.fraction,
-                }))
-                .await;
+                }));
             }
             Some(run_event::Event::ToolComplete(done)) => {
                 text_first(&mut cleaner, sink).await;
                 tools.complete(&done);
-                sink.send(Event::ToolComplete(gw::ToolComplete {
+                sink.push(Event::ToolComplete(gw::ToolComplete {
                     call_id: done.call_id,
                     name: done.name,
                     success: done.success,
@@ -255,13 +253,12 @@ pub async fn relay(
                     result_text: done.result_text,
                     payload: done.payload,
                     error: done.error,
-                }))
-                .await;
+                }));
             }
             Some(run_event::Event::Status(status)) => {
                 if let Some(phase) = phase(status.phase) {
                     text_first(&mut cleaner, sink).await;
-                    sink.send(ids.status(phase, status.message)).await;
+                    sink.push(ids.status(phase, status.message));
                 }
             }
             Some(run_event::Event::Usage(call)) => add_usage(&mut usage, &call),

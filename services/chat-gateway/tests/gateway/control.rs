@@ -14,7 +14,7 @@ use tokio::sync::Notify;
 use tonic::Code;
 
 use crate::harness::{
-    Harness, Options, chat, chat_request,
+    Harness, Options, chat, chat_request, collect,
     fake_runner::{Reply, Step, finished},
     reason,
 };
@@ -284,7 +284,7 @@ async fn a_second_message_while_a_turn_runs_is_refused_unless_it_cancels() {
 }
 
 #[tokio::test]
-async fn a_retried_request_id_replays_or_reports_the_running_turn() {
+async fn a_retried_request_id_follows_or_replays_its_turn() {
     let mut stack = Harness::start(Options::default()).await;
     let gate = Arc::new(Notify::new());
     stack.runner.push(gated("One ", "answer.", &gate));
@@ -298,31 +298,62 @@ async fn a_retried_request_id_replays_or_reports_the_running_turn() {
         .into_inner();
     until_text(&mut first).await;
 
-    let busy = stack
+    // While it runs, the retry attaches to it from its first event.
+    let attached = stack
         .client
         .chat(request.clone())
         .await
-        .expect_err("still running");
-    assert_eq!(
-        (busy.code(), reason(&busy).as_str()),
-        (Code::FailedPrecondition, "TURN_IN_PROGRESS")
-    );
-
+        .expect("a retry while the turn runs follows it")
+        .into_inner();
     gate.notify_one();
     let rest = collect_rest(&mut first).await;
     let Some(Event::Complete(original)) = rest.last().and_then(|e| e.event.clone()) else {
         panic!("{rest:?}")
     };
+    let attached = collect(attached).await;
+    assert_eq!(attached.complete, original);
+    assert_eq!(attached.text, "One answer.");
 
+    // Once it is over, the retry replays the stored stream exactly.
     let replayed = chat(&mut stack.client, request).await;
     assert_eq!(
-        replayed.complete, original,
-        "the stored outcome is replayed exactly"
+        replayed.events, attached.events,
+        "the same events, seq by seq"
     );
-    assert_eq!(replayed.events.len(), 2, "status + complete only");
     assert_eq!(stack.runner.seen().len(), 1, "no second model call");
     let stored = conversation(&mut stack, &original.conversation_id).await;
     assert_eq!(stored.messages.len(), 2, "no second turn");
+    stack.stop().await;
+}
+
+#[tokio::test]
+async fn a_retried_request_id_runs_again_after_a_retryable_failure() {
+    let mut stack = Harness::start(Options::default()).await;
+    stack
+        .runner
+        .push(Reply::Fail(tonic::Status::unavailable("runner restarting")));
+    let mut request = chat_request("", "Try me", "tables_list");
+    request.request_id = "req-retry".into();
+    let failed = chat(&mut stack.client, request.clone()).await;
+    let error = failed.error.clone().expect("an error event");
+    assert!(error.retryable, "{error:?}");
+    assert!(!failed.complete.success);
+
+    stack.runner.push(crate::harness::fake_runner::text_reply(&[
+        "Second ", "time.",
+    ]));
+    let retried = chat(&mut stack.client, request.clone()).await;
+    assert!(retried.complete.success, "{:?}", retried.complete);
+    assert_eq!(retried.text, "Second time.");
+    assert_ne!(
+        retried.complete.turn_id, failed.complete.turn_id,
+        "a new turn"
+    );
+    assert_eq!(stack.runner.seen().len(), 2);
+    // And now the id is the successful turn's: a third try replays it.
+    let replayed = chat(&mut stack.client, request).await;
+    assert_eq!(replayed.complete, retried.complete);
+    assert_eq!(stack.runner.seen().len(), 2);
     stack.stop().await;
 }
 

@@ -75,8 +75,19 @@ async fn another_users_conversation_answers_exactly_like_an_unknown_one() {
             ))
             .await
             .expect_err("action");
+        let resume = client
+            .resume_turn(with_token(
+                gw::ResumeTurnRequest {
+                    conversation_id: id.clone(),
+                    turn_id: turn.complete.turn_id.clone(),
+                    after_seq: 0,
+                },
+                &mallory,
+            ))
+            .await
+            .expect_err("resume");
         answers.push(
-            [get, chat, cancel, delete, action]
+            [get, chat, cancel, delete, action, resume]
                 .iter()
                 .map(|status| (status.code(), reason(status), status.message().to_owned()))
                 .collect::<Vec<_>>(),

@@ -4,6 +4,7 @@
 
 pub mod fake_runner;
 pub mod parser;
+pub mod process;
 
 use std::{net::SocketAddr, time::Duration};
 
@@ -91,15 +92,33 @@ async fn closed_addr() -> SocketAddr {
     addr
 }
 
-impl Harness {
-    /// Starts the stack.
-    pub async fn start(options: Options) -> Self {
-        let runner = FakeRunner::default();
-        let runner_addr = if options.runner_down {
-            closed_addr().await
-        } else {
+/// The fake runner and the parser sidecar of `options`, serving; returns
+/// the runner and both addresses.
+pub async fn start_upstreams(options: &Options) -> (FakeRunner, SocketAddr, SocketAddr) {
+    let runner = FakeRunner::default();
+    let runner_addr = if options.runner_down {
+        closed_addr().await
+    } else {
+        let (listener, addr) = listen().await;
+        let service = runner.server();
+        tokio::spawn(async move {
+            let _ = tonic::transport::Server::builder()
+                .add_service(service)
+                .serve_with_incoming(incoming(listener))
+                .await;
+        });
+        addr
+    };
+    let parser_addr = match options.parser {
+        ParserMode::Down => closed_addr().await,
+        ParserMode::Up => {
+            // The real payload-parser service.
+            let service = payload_parser::service::ParserService::new(
+                payload_parser::Profiles::empty(),
+                payload_parser::Limits::default(),
+            )
+            .into_server();
             let (listener, addr) = listen().await;
-            let service = runner.server();
             tokio::spawn(async move {
                 let _ = tonic::transport::Server::builder()
                     .add_service(service)
@@ -107,40 +126,29 @@ impl Harness {
                     .await;
             });
             addr
-        };
-        let parser_addr = match options.parser {
-            ParserMode::Down => closed_addr().await,
-            ParserMode::Up => {
-                // The real payload-parser service.
-                let service = payload_parser::service::ParserService::new(
-                    payload_parser::Profiles::empty(),
-                    payload_parser::Limits::default(),
-                )
-                .into_server();
-                let (listener, addr) = listen().await;
-                tokio::spawn(async move {
-                    let _ = tonic::transport::Server::builder()
-                        .add_service(service)
-                        .serve_with_incoming(incoming(listener))
-                        .await;
-                });
-                addr
+        }
+        ParserMode::BreaksAfter(n) => {
+            let (listener, addr) = listen().await;
+            let service = LibraryParser {
+                fail_after: Some(n),
             }
-            ParserMode::BreaksAfter(n) => {
-                let (listener, addr) = listen().await;
-                let service = LibraryParser {
-                    fail_after: Some(n),
-                }
-                .server();
-                tokio::spawn(async move {
-                    let _ = tonic::transport::Server::builder()
-                        .add_service(service)
-                        .serve_with_incoming(incoming(listener))
-                        .await;
-                });
-                addr
-            }
-        };
+            .server();
+            tokio::spawn(async move {
+                let _ = tonic::transport::Server::builder()
+                    .add_service(service)
+                    .serve_with_incoming(incoming(listener))
+                    .await;
+            });
+            addr
+        }
+    };
+    (runner, runner_addr, parser_addr)
+}
+
+impl Harness {
+    /// Starts the stack.
+    pub async fn start(options: Options) -> Self {
+        let (runner, runner_addr, parser_addr) = start_upstreams(&options).await;
         let dir = tempfile::tempdir().expect("temp dir");
         let mut config = GatewayConfig::default();
         config.store.database_url = format!(

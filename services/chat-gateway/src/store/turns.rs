@@ -1,0 +1,415 @@
+//! Turns as durable objects shared by every gateway replica: leases, the
+//! wire event log, cross-replica cancel and the sweep that ends turns whose
+//! replica died.
+//!
+//! A running turn's row names the replica that runs it and a lease
+//! (`lease_until`, Unix ms) that the replica renews for all its turns in one
+//! statement ([`Store::renew_leases`]). Any replica ends a turn whose lease
+//! expired ([`Store::reap`]): in one transaction it reads what the turn
+//! stored, lets the caller build the turn's ending from it (the store knows
+//! no wire types), and writes that ending only if the lease is still
+//! expired, so replicas sweeping at once end a turn once.
+//!
+//! The wire log (`turn_events`) keeps a turn's `ChatEvent`s in batches,
+//! opaque to the store. On PostgreSQL every write that adds to it, and every
+//! cancel request, NOTIFYs the other replicas (see [`super::listen`]); the
+//! notification is delivered when the transaction commits.
+
+use std::sync::Arc;
+
+use futures::future::BoxFuture;
+use sqlx::{AnyConnection, Row};
+
+use super::{
+    Backend, EventBody, Store, StoreError, TURN_CANCEL_CHANNEL, TURN_EVENTS_CHANNEL, TurnState,
+    WireBatch,
+    batch::Write,
+    now_ms,
+    writes::{EncodedEvent, FinishTurnWrite, insert_wire, notify, to_i64},
+};
+
+/// A running turn of this replica, as lease renewal found it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HeldTurn {
+    /// The turn.
+    pub id: String,
+    /// Whether a `CancelTurn` asked for it to stop.
+    pub cancel_requested: bool,
+}
+
+/// What the sweep knows of a turn it ends.
+#[derive(Debug, Clone)]
+pub struct ReapInput {
+    /// The turn's owner.
+    pub owner: String,
+    /// Its conversation.
+    pub conversation_id: String,
+    /// The turn.
+    pub turn_id: String,
+    /// The seq of its last stored wire event.
+    pub last_event_seq: u64,
+    /// Its stored wire batches, in order.
+    pub wire: Vec<WireBatch>,
+}
+
+/// How a swept turn ends: what [`Store::reap`] writes.
+#[derive(Debug, Clone)]
+pub struct Reaped {
+    /// The final state (failed, as a rule).
+    pub state: TurnState,
+    /// Whether a retry of its request id runs again.
+    pub retryable: bool,
+    /// The wire outcome (see [`super::FinishTurn::outcome`]).
+    pub outcome: Option<String>,
+    /// The conversation events (partial answer, tools) to append.
+    pub events: Vec<EventBody>,
+    /// The final wire events (`error`, `complete`).
+    pub wire: WireBatch,
+}
+
+/// Builds a swept turn's ending from what it stored.
+pub type Finalize = Arc<dyn Fn(&ReapInput) -> Reaped + Send + Sync>;
+
+/// Which running turns a reap may end.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ReapIf {
+    /// Only when its lease has expired (any replica's sweep).
+    LeaseExpired,
+    /// Only when this replica holds it (its own turn whose task ended
+    /// without storing the end, for example on a store failure).
+    HeldBy(String),
+    /// Whatever its lease, unless this replica holds it: at start-up on
+    /// SQLite, whose file belongs to one process, every other replica is
+    /// gone.
+    NotHeldBy(String),
+}
+
+struct AppendWire {
+    turn_id: String,
+    replica: String,
+    batch: WireBatch,
+    notify: bool,
+    now: i64,
+}
+
+impl Write for AppendWire {
+    /// False when the turn is no longer running on this replica.
+    type Output = bool;
+
+    fn run<'c>(&'c self, conn: &'c mut AnyConnection) -> BoxFuture<'c, Result<bool, StoreError>> {
+        Box::pin(async move {
+            let held = sqlx::query(
+                "UPDATE turns SET last_event_seq = $3 \
+                 WHERE id = $1 AND replica = $2 AND state = 'running'",
+            )
+            .bind(self.turn_id.as_str())
+            .bind(self.replica.as_str())
+            .bind(to_i64(self.batch.last_seq))
+            .execute(&mut *conn)
+            .await?
+            .rows_affected();
+            if held == 0 {
+                return Ok(false);
+            }
+            insert_wire(conn, &self.turn_id, &self.batch, self.now).await?;
+            if self.notify {
+                notify(conn, TURN_EVENTS_CHANNEL, &self.turn_id).await?;
+            }
+            Ok(true)
+        })
+    }
+}
+
+struct Renew {
+    replica: String,
+    until: i64,
+}
+
+impl Write for Renew {
+    type Output = Vec<HeldTurn>;
+
+    fn run<'c>(
+        &'c self,
+        conn: &'c mut AnyConnection,
+    ) -> BoxFuture<'c, Result<Vec<HeldTurn>, StoreError>> {
+        Box::pin(async move {
+            let rows = sqlx::query(
+                "UPDATE turns SET lease_until = $2 WHERE replica = $1 AND state = 'running' \
+                 RETURNING id, cancel_requested",
+            )
+            .bind(self.replica.as_str())
+            .bind(self.until)
+            .fetch_all(&mut *conn)
+            .await?;
+            rows.iter()
+                .map(|row| {
+                    Ok(HeldTurn {
+                        id: row.try_get("id")?,
+                        cancel_requested: row.try_get::<i64, _>("cancel_requested")? != 0,
+                    })
+                })
+                .collect()
+        })
+    }
+}
+
+struct RequestCancel {
+    owner: String,
+    turn_id: String,
+    notify: bool,
+}
+
+impl Write for RequestCancel {
+    /// The replica running the turn; `None` when it is not running.
+    type Output = Option<String>;
+
+    fn run<'c>(
+        &'c self,
+        conn: &'c mut AnyConnection,
+    ) -> BoxFuture<'c, Result<Option<String>, StoreError>> {
+        Box::pin(async move {
+            let row = sqlx::query(
+                "UPDATE turns SET cancel_requested = 1 \
+                 WHERE id = $1 AND owner = $2 AND state = 'running' RETURNING replica",
+            )
+            .bind(self.turn_id.as_str())
+            .bind(self.owner.as_str())
+            .fetch_optional(&mut *conn)
+            .await?;
+            let Some(row) = row else { return Ok(None) };
+            if self.notify {
+                notify(conn, TURN_CANCEL_CHANNEL, &self.turn_id).await?;
+            }
+            Ok(Some(
+                row.try_get::<Option<String>, _>("replica")?
+                    .unwrap_or_default(),
+            ))
+        })
+    }
+}
+
+struct Prune {
+    before: i64,
+}
+
+impl Write for Prune {
+    /// How many batches were deleted.
+    type Output = u64;
+
+    fn run<'c>(&'c self, conn: &'c mut AnyConnection) -> BoxFuture<'c, Result<u64, StoreError>> {
+        Box::pin(async move {
+            Ok(sqlx::query("DELETE FROM turn_events WHERE created_at < $1")
+                .bind(self.before)
+                .execute(&mut *conn)
+                .await?
+                .rows_affected())
+        })
+    }
+}
+
+struct Reap {
+    turn_id: String,
+    condition: ReapIf,
+    finalize: Finalize,
+    notify: bool,
+    now: i64,
+}
+
+async fn wire_batches(
+    conn: &mut AnyConnection,
+    turn_id: &str,
+    after_seq: u64,
+) -> Result<Vec<WireBatch>, StoreError> {
+    let rows = sqlx::query(
+        "SELECT first_seq, last_seq, events FROM turn_events \
+         WHERE turn_id = $1 AND last_seq > $2 ORDER BY first_seq",
+    )
+    .bind(turn_id)
+    .bind(to_i64(after_seq))
+    .fetch_all(&mut *conn)
+    .await?;
+    rows.iter().map(batch_from_row).collect()
+}
+
+fn batch_from_row(row: &sqlx::any::AnyRow) -> Result<WireBatch, StoreError> {
+    Ok(WireBatch {
+        first_seq: to_u64(row.try_get("first_seq")?),
+        last_seq: to_u64(row.try_get("last_seq")?),
+        events: row.try_get("events")?,
+    })
+}
+
+fn to_u64(value: i64) -> u64 {
+    u64::try_from(value).unwrap_or(0)
+}
+
+impl Write for Reap {
+    /// Whether this reap ended the turn.
+    type Output = bool;
+
+    fn run<'c>(&'c self, conn: &'c mut AnyConnection) -> BoxFuture<'c, Result<bool, StoreError>> {
+        Box::pin(async move {
+            let row = sqlx::query(
+                "SELECT owner, conversation_id, replica, lease_until, last_event_seq FROM turns \
+                 WHERE id = $1 AND state = 'running'",
+            )
+            .bind(self.turn_id.as_str())
+            .fetch_optional(&mut *conn)
+            .await?;
+            let Some(row) = row else { return Ok(false) };
+            let replica: Option<String> = row.try_get("replica")?;
+            let lease_until: Option<i64> = row.try_get("lease_until")?;
+            let reapable = match &self.condition {
+                ReapIf::LeaseExpired => lease_until.is_none_or(|until| until < self.now),
+                ReapIf::HeldBy(me) => replica.as_deref() == Some(me.as_str()),
+                ReapIf::NotHeldBy(me) => replica.as_deref() != Some(me.as_str()),
+            };
+            if !reapable {
+                return Ok(false);
+            }
+            let input = ReapInput {
+                owner: row.try_get("owner")?,
+                conversation_id: row.try_get("conversation_id")?,
+                turn_id: self.turn_id.clone(),
+                last_event_seq: to_u64(row.try_get("last_event_seq")?),
+                wire: wire_batches(conn, &self.turn_id, 0).await?,
+            };
+            let reaped = (self.finalize)(&input);
+            let finish = FinishTurnWrite {
+                owner: input.owner,
+                conversation_id: input.conversation_id,
+                turn_id: input.turn_id,
+                // The condition again, in the update: a replica that renews
+                // its lease meanwhile keeps its turn.
+                replica: match &self.condition {
+                    ReapIf::LeaseExpired => None,
+                    ReapIf::HeldBy(me) => Some(me.clone()),
+                    ReapIf::NotHeldBy(_) => replica,
+                },
+                state: reaped.state,
+                retryable: reaped.retryable,
+                outcome: reaped.outcome,
+                events: reaped
+                    .events
+                    .iter()
+                    .map(EncodedEvent::new)
+                    .collect::<Result<_, _>>()?,
+                wire: Some(reaped.wire),
+                notify: self.notify,
+                now: self.now,
+            };
+            finish.run(conn).await
+        })
+    }
+}
+
+impl Store {
+    fn notifies(&self) -> bool {
+        self.backend == Backend::Postgres
+    }
+
+    /// Appends a batch of a running turn's wire events. False when the
+    /// turn is no longer this replica's (another replica ended it after its
+    /// lease expired, or the conversation was deleted).
+    pub async fn append_wire(
+        &self,
+        turn_id: &str,
+        replica: &str,
+        batch: WireBatch,
+    ) -> Result<bool, StoreError> {
+        self.write(AppendWire {
+            turn_id: turn_id.to_owned(),
+            replica: replica.to_owned(),
+            batch,
+            notify: self.notifies(),
+            now: now_ms(),
+        })
+        .await
+    }
+
+    /// Renews the lease of every running turn of `replica` until `until`
+    /// (Unix ms) and returns them.
+    pub async fn renew_leases(
+        &self,
+        replica: &str,
+        until: i64,
+    ) -> Result<Vec<HeldTurn>, StoreError> {
+        self.write(Renew {
+            replica: replica.to_owned(),
+            until,
+        })
+        .await
+    }
+
+    /// Asks the replica running a turn of `owner` to stop it. Returns that
+    /// replica, or `None` when the turn is not running.
+    pub async fn request_cancel(
+        &self,
+        owner: &str,
+        turn_id: &str,
+    ) -> Result<Option<String>, StoreError> {
+        self.write(RequestCancel {
+            owner: owner.to_owned(),
+            turn_id: turn_id.to_owned(),
+            notify: self.notifies(),
+        })
+        .await
+    }
+
+    /// Running turns whose lease expired before `now` (Unix ms). Maintenance
+    /// only: not filtered by owner, never reachable from a request.
+    pub async fn expired_turns(&self, now: i64) -> Result<Vec<String>, StoreError> {
+        let rows = sqlx::query(
+            "SELECT id FROM turns WHERE state = 'running' AND (lease_until IS NULL OR lease_until < $1)",
+        )
+        .bind(now)
+        .fetch_all(&self.pool)
+        .await?;
+        rows.iter().map(|row| Ok(row.try_get("id")?)).collect()
+    }
+
+    /// Ends a running turn that `condition` allows with what `finalize`
+    /// builds from its stored wire events; true when this call ended it.
+    pub async fn reap(
+        &self,
+        turn_id: &str,
+        condition: ReapIf,
+        finalize: Finalize,
+    ) -> Result<bool, StoreError> {
+        self.write(Reap {
+            turn_id: turn_id.to_owned(),
+            condition,
+            finalize,
+            notify: self.notifies(),
+            now: now_ms(),
+        })
+        .await
+    }
+
+    /// The stored wire batches of a turn of `owner` that hold events after
+    /// `after_seq`, in order (empty when the turn is not this owner's).
+    pub async fn wire_events(
+        &self,
+        owner: &str,
+        turn_id: &str,
+        after_seq: u64,
+    ) -> Result<Vec<WireBatch>, StoreError> {
+        let rows = sqlx::query(
+            "SELECT e.first_seq, e.last_seq, e.events FROM turn_events e \
+             JOIN turns t ON t.id = e.turn_id \
+             WHERE e.turn_id = $1 AND t.owner = $2 AND e.last_seq > $3 ORDER BY e.first_seq",
+        )
+        .bind(turn_id)
+        .bind(owner)
+        .bind(to_i64(after_seq))
+        .fetch_all(&self.pool)
+        .await?;
+        rows.iter().map(batch_from_row).collect()
+    }
+
+    /// Deletes the wire events stored before `before` (Unix ms): the
+    /// resume window has passed. Conversation history is not touched.
+    pub async fn prune_wire(&self, before: i64) -> Result<u64, StoreError> {
+        self.write(Prune { before }).await
+    }
+}

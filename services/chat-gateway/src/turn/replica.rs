@@ -1,0 +1,153 @@
+//! What this replica does for the turns of every replica, in the
+//! background: renew the leases of its own turns, end the turns whose
+//! lease expired (their replica died), prune old wire logs, and act on what
+//! the other replicas say (PostgreSQL NOTIFY: stop a turn, a followed turn
+//! stored more).
+//!
+//! Every `lease_renew` the replica renews all its running turns in one
+//! statement. A renewed turn with `cancel_requested` set is stopped here
+//! (the NOTIFY may have been lost); one this process no longer runs is an
+//! orphan whose task could not store its end (the store failed), and is
+//! ended now as `STORE_UNAVAILABLE`. Then it sweeps: each running turn
+//! whose lease has expired is ended as `REPLICA_LOST` with the partial
+//! answer its clients saw ([`super::recover`]). The sweep runs at start-up
+//! too; on SQLite, whose file belongs to one process, turns of any other
+//! replica id are ended at start-up without waiting for their lease.
+
+use std::{sync::Arc, time::Duration};
+
+use tokio::sync::mpsc;
+
+use super::{Engine, manager::StopCause, millis, recover};
+use crate::store::{ReapIf, StoreError, listen::Notice, now_ms};
+
+/// How often old wire logs are pruned.
+const PRUNE_EVERY: Duration = Duration::from_secs(60);
+
+impl Engine {
+    /// Renews this replica's leases and handles what the renewal found.
+    pub async fn renew_leases(&self) -> Result<(), StoreError> {
+        let until = now_ms() + millis(self.config.lease_ttl());
+        let held = self.store.renew_leases(&self.replica, until).await?;
+        for turn in held {
+            if self.turns.runs(&turn.id) {
+                if turn.cancel_requested {
+                    self.turns.stop_turn(&turn.id, StopCause::Cancelled);
+                }
+                continue;
+            }
+            // Checked again: the turn may have ended since the renewal.
+            let ended = self
+                .store
+                .reap(
+                    &turn.id,
+                    ReapIf::HeldBy(self.replica.clone()),
+                    recover::finalize(recover::store_unavailable()),
+                )
+                .await?;
+            if ended {
+                tracing::warn!(turn = %turn.id, "ended a turn of this replica whose end could not be stored");
+                self.watchers.wake(&turn.id);
+            }
+        }
+        Ok(())
+    }
+
+    /// Ends the turns whose lease expired; returns how many this call ended.
+    pub async fn sweep(&self) -> Result<usize, StoreError> {
+        let expired = self.store.expired_turns(now_ms()).await?;
+        let mut ended = 0;
+        for turn_id in expired {
+            if self
+                .store
+                .reap(
+                    &turn_id,
+                    ReapIf::LeaseExpired,
+                    recover::finalize(recover::replica_lost()),
+                )
+                .await?
+            {
+                tracing::warn!(turn = %turn_id, "ended a turn whose replica stopped renewing its lease");
+                self.watchers.wake(&turn_id);
+                ended += 1;
+            }
+        }
+        Ok(ended)
+    }
+
+    /// At start-up on SQLite: ends every turn another process left running.
+    pub async fn recover_sqlite(&self) -> Result<usize, StoreError> {
+        let mut ended = 0;
+        for turn_id in self.store.expired_turns(i64::MAX).await? {
+            if self
+                .store
+                .reap(
+                    &turn_id,
+                    ReapIf::NotHeldBy(self.replica.clone()),
+                    recover::finalize(recover::replica_lost()),
+                )
+                .await?
+            {
+                ended += 1;
+            }
+        }
+        if ended > 0 {
+            tracing::warn!(
+                turns = ended,
+                "ended turns left running by a gateway that stopped without draining"
+            );
+        }
+        Ok(ended)
+    }
+
+    fn on_notice(&self, notice: Notice) {
+        match notice {
+            Notice::TurnEvents(turn_id) => self.watchers.wake(&turn_id),
+            Notice::Cancel(turn_id) => {
+                if self
+                    .turns
+                    .stop_turn(&turn_id, StopCause::Cancelled)
+                    .is_some()
+                {
+                    tracing::info!(turn = %turn_id, "turn cancelled from another replica");
+                }
+            }
+            Notice::Lost => self.watchers.wake_all(),
+        }
+    }
+
+    /// Runs the background work until [`Engine::close`].
+    pub async fn run_replica(self: Arc<Self>, mut notices: Option<mpsc::Receiver<Notice>>) {
+        let mut renew = tokio::time::interval(self.config.lease_renew());
+        renew.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let mut prune = tokio::time::interval(PRUNE_EVERY);
+        prune.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            tokio::select! {
+                () = self.closing.cancelled() => return,
+                Some(notice) = async {
+                    match notices.as_mut() {
+                        Some(rx) => rx.recv().await,
+                        None => std::future::pending().await,
+                    }
+                } => self.on_notice(notice),
+                _ = renew.tick() => {
+                    if let Err(error) = self.renew_leases().await {
+                        tracing::warn!(%error, "cannot renew this replica's turn leases");
+                    }
+                    if let Err(error) = self.sweep().await {
+                        tracing::warn!(%error, "cannot end turns whose lease expired");
+                    }
+                }
+                _ = prune.tick() => {
+                    let before = now_ms() - millis(self.config.resume_retention());
+                    match self.store.prune_wire(before).await {
+                        Ok(0) => {}
+                        Ok(pruned) => tracing::info!(batches = pruned, "pruned wire events past the resume window"),
+                        Err(error) => tracing::warn!(%error, "cannot prune old wire events"),
+                    }
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,130 @@
+//! The gateway as a real process (the `chat-gateway` binary this package
+//! builds), for what only a process can show: a SIGKILL mid-turn, and
+//! several replicas on one database.
+
+use std::{
+    net::SocketAddr,
+    path::{Path, PathBuf},
+    process::Stdio,
+    time::Duration,
+};
+
+use parley_proto::gateway::v1::chat_gateway_client::ChatGatewayClient;
+use tokio::process::{Child, Command};
+use tonic::transport::Channel;
+
+/// What a gateway process is configured with.
+#[derive(Debug, Clone)]
+pub struct ProcessConfig {
+    /// The store.
+    pub database_url: String,
+    /// The runner.
+    pub runner: SocketAddr,
+    /// The parser sidecar.
+    pub parser: SocketAddr,
+    /// `turns.lease_renew_ms`.
+    pub lease_renew_ms: u64,
+    /// `turns.lease_ttl_ms`.
+    pub lease_ttl_ms: u64,
+}
+
+/// A running `chat-gateway` process in dev auth.
+#[derive(Debug)]
+pub struct GatewayProcess {
+    child: Child,
+    /// Its address.
+    pub addr: SocketAddr,
+    /// A client of it.
+    pub client: ChatGatewayClient<Channel>,
+    /// Its log (stderr and stdout).
+    pub log: PathBuf,
+}
+
+/// A port that was free a moment ago.
+fn free_port() -> u16 {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind port 0");
+    listener.local_addr().expect("addr").port()
+}
+
+impl GatewayProcess {
+    /// Starts `chat-gateway` with `config`, its files under `dir` named
+    /// after `name`, and waits until it answers.
+    pub async fn start(config: &ProcessConfig, dir: &Path, name: &str) -> Self {
+        let addr: SocketAddr = format!("127.0.0.1:{}", free_port())
+            .parse()
+            .expect("address");
+        let file = dir.join(format!("{name}.toml"));
+        let toml = format!(
+            "[server]\nlisten = \"{addr}\"\ndrain_timeout_secs = 2\n\n\
+             [store]\ndatabase_url = \"{}\"\n\n\
+             [upstream]\nrunner_url = \"http://{}\"\nparser_url = \"http://{}\"\n\n\
+             [turns]\nlease_renew_ms = {}\nlease_ttl_ms = {}\n\n\
+             [auth]\ndev = true\n",
+            config.database_url,
+            config.runner,
+            config.parser,
+            config.lease_renew_ms,
+            config.lease_ttl_ms
+        );
+        std::fs::write(&file, toml).expect("write the gateway config");
+        let log = dir.join(format!("{name}.log"));
+        let out = std::fs::File::create(&log).expect("log file");
+        let err = out.try_clone().expect("log file");
+        let child = Command::new(env!("CARGO_BIN_EXE_chat-gateway"))
+            .arg("--config")
+            .arg(&file)
+            .arg("--metrics-listen")
+            .arg("127.0.0.1:0")
+            .arg("--log-format")
+            .arg("text")
+            .env_remove("PARLEY_DATABASE_URL")
+            .env_remove("PARLEY_LISTEN")
+            .stdout(Stdio::from(out))
+            .stderr(Stdio::from(err))
+            .kill_on_drop(true)
+            .spawn()
+            .expect("start chat-gateway");
+        let mut process = Self {
+            child,
+            addr,
+            client: ChatGatewayClient::new(
+                Channel::from_static("http://127.0.0.1:1").connect_lazy(),
+            ),
+            log,
+        };
+        process.client = process.connect().await;
+        process
+    }
+
+    async fn connect(&mut self) -> ChatGatewayClient<Channel> {
+        let url = format!("http://{}", self.addr);
+        for _ in 0..300 {
+            if let Ok(Some(status)) = self.child.try_wait() {
+                panic!("chat-gateway exited ({status}):\n{}", self.log_text());
+            }
+            if let Ok(channel) = Channel::from_shared(url.clone())
+                .expect("url")
+                .connect()
+                .await
+            {
+                return ChatGatewayClient::new(channel);
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        panic!(
+            "chat-gateway did not answer within 30 s:\n{}",
+            self.log_text()
+        );
+    }
+
+    /// Kills it with SIGKILL (no drain, no clean-up) and waits for it.
+    pub async fn kill(&mut self) {
+        self.child.start_kill().expect("SIGKILL");
+        let _ = self.child.wait().await;
+    }
+
+    /// Its log so far.
+    pub fn log_text(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+}
