@@ -123,13 +123,29 @@ impl Writes {
 }
 
 /// Runs `jobs` in one transaction, committed only if every one succeeded.
+///
+/// A failed transaction is rolled back before the connection goes back to
+/// the pool: left to the pool, a transaction whose COMMIT failed (a full
+/// disk) kept SQLite's write lock on an idle connection and every later
+/// write waited out the busy timeout. A connection that cannot roll back is
+/// closed instead.
 async fn commit(pool: &AnyPool, jobs: &mut [Box<dyn Job>]) -> Result<(), StoreError> {
-    let mut tx = pool.begin().await?;
-    for job in jobs.iter_mut() {
-        job.run(&mut tx).await?;
+    let mut conn = pool.acquire().await?;
+    let ran = async {
+        sqlx::raw_sql("BEGIN").execute(&mut *conn).await?;
+        for job in jobs.iter_mut() {
+            job.run(&mut conn).await?;
+        }
+        sqlx::raw_sql("COMMIT").execute(&mut *conn).await?;
+        Ok(())
     }
-    tx.commit().await?;
-    Ok(())
+    .await;
+    if ran.is_err() && sqlx::raw_sql("ROLLBACK").execute(&mut *conn).await.is_err() {
+        // Nothing to roll back (BEGIN failed), or the connection is broken:
+        // either way it must not hold a transaction in the pool.
+        conn.close_on_drop();
+    }
+    ran
 }
 
 async fn run_writer(pool: AnyPool, mut queue: mpsc::Receiver<Box<dyn Job>>, max_batch: usize) {

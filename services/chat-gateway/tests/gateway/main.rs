@@ -6,6 +6,7 @@
 mod auth;
 mod control;
 mod conversations;
+mod durable;
 mod flow;
 // Shared with benches/turn_latency.rs; each uses a part.
 #[allow(dead_code)]

@@ -67,6 +67,8 @@ pub struct Harness {
     pub runner: FakeRunner,
     /// The gateway's database.
     pub database_url: String,
+    /// Makes the gateway's store writes fail (fault injection).
+    pub faults: chat_gateway::store::Faults,
     shutdown: Option<oneshot::Sender<()>>,
     served: Option<JoinHandle<()>>,
     dir: tempfile::TempDir,
@@ -164,6 +166,7 @@ impl Harness {
         let gateway = Gateway::build(&config, Registry::example(), options.auth)
             .await
             .expect("gateway builds");
+        let faults = gateway.engine().store.faults().clone();
         let drain = config.drain_timeout();
         let (listener, addr) = listen().await;
         let (shutdown_tx, shutdown_rx) = oneshot::channel::<()>();
@@ -186,6 +189,7 @@ impl Harness {
             addr,
             runner,
             database_url: config.store.database_url.clone(),
+            faults,
             shutdown: Some(shutdown_tx),
             served: Some(served),
             dir,

@@ -1,0 +1,607 @@
+//! Durable turns: resuming a broken stream, a gateway killed mid-turn
+//! (SIGKILL of a real process), replicas sharing one PostgreSQL, and a
+//! store that fails (injected faults and a full disk).
+
+use std::{
+    sync::Arc,
+    time::{Duration, Instant},
+};
+
+use parley_proto::{
+    gateway::v1::{
+        self as gw, ChatEvent, chat_event::Event, chat_gateway_client::ChatGatewayClient,
+    },
+    runner::v1::run_event,
+};
+use tokio::sync::Notify;
+use tonic::{Code, Streaming, transport::Channel};
+
+use crate::{
+    harness::{
+        Harness, Options, chat, chat_request,
+        fake_runner::{Reply, Step, finished, text_reply},
+        process::{GatewayProcess, ProcessConfig},
+        reason, start_upstreams,
+    },
+    skip,
+};
+
+fn text(delta: &str) -> Step {
+    Step::Send(run_event::Event::TextDelta(delta.into()))
+}
+
+/// Reads events until `texts` text deltas arrived; returns them all.
+async fn read_texts(stream: &mut Streaming<ChatEvent>, texts: usize) -> Vec<ChatEvent> {
+    let mut events = Vec::new();
+    let mut seen = 0;
+    while seen < texts {
+        let event = tokio::time::timeout(Duration::from_secs(10), stream.message())
+            .await
+            .expect("an event within 10 s")
+            .expect("stream ok")
+            .expect("not ended");
+        if matches!(event.event, Some(Event::TextDelta(_))) {
+            seen += 1;
+        }
+        events.push(event);
+    }
+    events
+}
+
+/// Reads a stream to its end (10 s at most).
+async fn drain(mut stream: Streaming<ChatEvent>) -> Vec<ChatEvent> {
+    let mut events = Vec::new();
+    let read = async {
+        while let Some(event) = stream.message().await.expect("stream ok") {
+            events.push(event);
+        }
+    };
+    tokio::time::timeout(Duration::from_secs(10), read)
+        .await
+        .expect("the stream ended within 10 s");
+    events
+}
+
+fn ids(events: &[ChatEvent]) -> (String, String) {
+    events
+        .iter()
+        .find_map(|event| match &event.event {
+            Some(Event::Status(status)) => {
+                Some((status.conversation_id.clone(), status.turn_id.clone()))
+            }
+            _ => None,
+        })
+        .expect("a status with the ids")
+}
+
+async fn resume(
+    client: &mut ChatGatewayClient<Channel>,
+    conversation_id: &str,
+    turn_id: &str,
+    after_seq: u64,
+) -> Streaming<ChatEvent> {
+    client
+        .resume_turn(gw::ResumeTurnRequest {
+            conversation_id: conversation_id.into(),
+            turn_id: turn_id.into(),
+            after_seq,
+        })
+        .await
+        .expect("resume accepted")
+        .into_inner()
+}
+
+fn ending(events: &[ChatEvent]) -> (Option<gw::TurnError>, gw::TurnComplete) {
+    let error = events.iter().find_map(|event| match &event.event {
+        Some(Event::Error(error)) => Some(error.clone()),
+        _ => None,
+    });
+    let Some(Event::Complete(complete)) = events.last().and_then(|event| event.event.clone())
+    else {
+        panic!("the last event is complete: {events:?}")
+    };
+    (error, complete)
+}
+
+async fn last_answer(
+    client: &mut ChatGatewayClient<Channel>,
+    conversation_id: &str,
+) -> gw::ConversationMessage {
+    let stored = client
+        .get_conversation(gw::GetConversationRequest {
+            conversation_id: conversation_id.into(),
+        })
+        .await
+        .expect("get")
+        .into_inner();
+    stored
+        .messages
+        .last()
+        .filter(|message| message.role == gw::MessageRole::Assistant as i32)
+        .cloned()
+        .unwrap_or_else(|| panic!("an answer last: {:?}", stored.messages))
+}
+
+#[tokio::test]
+async fn a_client_resumes_a_broken_stream_exactly() {
+    let mut stack = Harness::start(Options::default()).await;
+    let gate = Arc::new(Notify::new());
+    stack.runner.push(Reply::Steps(vec![
+        text("Alpha "),
+        text("beta "),
+        Step::Gate(gate.clone()),
+        text("gamma."),
+        Step::Send(finished("Alpha beta gamma.")),
+    ]));
+    let mut broken = stack
+        .client
+        .chat(chat_request("", "Three words", "tables_list"))
+        .await
+        .expect("chat")
+        .into_inner();
+    let seen = read_texts(&mut broken, 1).await;
+    let (conversation, turn) = ids(&seen);
+    // An undisturbed client of the same turn, from its first event.
+    let undisturbed = resume(&mut stack.client, &conversation, &turn, 0).await;
+    drop(broken);
+    gate.notify_one();
+    let last_seq = seen.last().expect("events").seq;
+    // Empty turn id: the conversation's latest turn.
+    let rest = drain(resume(&mut stack.client, &conversation, "", last_seq).await).await;
+    let undisturbed = drain(undisturbed).await;
+    let mut joined = seen.clone();
+    joined.extend(rest);
+    assert_eq!(joined, undisturbed, "seen + resumed = the whole stream");
+    let (error, complete) = ending(&undisturbed);
+    assert!(error.is_none() && complete.success, "{complete:?}");
+    assert_eq!(complete.message, "Alpha beta gamma.");
+
+    // A finished turn is replayed exactly, from anywhere in it.
+    let replayed = drain(resume(&mut stack.client, &conversation, &turn, 0).await).await;
+    assert_eq!(replayed, undisturbed);
+    let tail = drain(resume(&mut stack.client, &conversation, &turn, last_seq).await).await;
+    assert_eq!(tail, undisturbed[seen.len()..]);
+
+    // Unknown turns and conversations are NOT_FOUND.
+    let unknown = uuid::Uuid::now_v7().to_string();
+    for (conversation_id, turn_id, expected) in [
+        (conversation.as_str(), unknown.as_str(), "TURN_NOT_FOUND"),
+        (unknown.as_str(), "", "CONVERSATION_NOT_FOUND"),
+    ] {
+        let refused = stack
+            .client
+            .resume_turn(gw::ResumeTurnRequest {
+                conversation_id: conversation_id.into(),
+                turn_id: turn_id.into(),
+                after_seq: 0,
+            })
+            .await
+            .expect_err("not found");
+        assert_eq!(
+            (refused.code(), reason(&refused).as_str()),
+            (Code::NotFound, expected)
+        );
+    }
+    stack.stop().await;
+}
+
+#[tokio::test]
+async fn a_gateway_killed_mid_turn_is_ended_at_restart_with_what_its_client_saw() {
+    let options = Options::default();
+    let (runner, runner_addr, parser_addr) = start_upstreams(&options).await;
+    runner.push(Reply::Steps(vec![
+        text("The first half of the answer"),
+        Step::Hang,
+    ]));
+    let dir = tempfile::tempdir().expect("temp dir");
+    let config = ProcessConfig {
+        database_url: format!("sqlite://{}?mode=rwc", dir.path().join("g.db").display()),
+        runner: runner_addr,
+        parser: parser_addr,
+        lease_renew_ms: 2_000,
+        lease_ttl_ms: 10_000,
+    };
+    let mut first = GatewayProcess::start(&config, dir.path(), "first").await;
+    let mut request = chat_request("", "Tell me everything", "tables_list");
+    request.request_id = "req-killed".into();
+    let mut stream = first
+        .client
+        .chat(request.clone())
+        .await
+        .expect("chat")
+        .into_inner();
+    let seen = read_texts(&mut stream, 1).await;
+    let (conversation, turn) = ids(&seen);
+    first.kill().await;
+
+    let mut second = GatewayProcess::start(&config, dir.path(), "second").await;
+    let client = &mut second.client;
+    let answer = last_answer(client, &conversation).await;
+    assert_eq!(answer.state, gw::TurnState::Failed as i32, "{answer:?}");
+    assert_eq!(answer.text, "The first half of the answer");
+    let error = answer.error.expect("the stored error");
+    assert_eq!(error.reason, "REPLICA_LOST");
+    assert!(error.retryable);
+
+    let last_seq = seen.last().expect("events").seq;
+    let rest = drain(resume(client, &conversation, &turn, last_seq).await).await;
+    assert_eq!(
+        rest.iter().map(|event| event.seq).collect::<Vec<_>>(),
+        [last_seq + 1, last_seq + 2],
+        "{rest:?}"
+    );
+    let (error, complete) = ending(&rest);
+    assert_eq!(
+        error.map(|error| error.reason).as_deref(),
+        Some("REPLICA_LOST")
+    );
+    assert!(!complete.success);
+
+    // The conversation is free, and the retried request runs again.
+    let next = chat(
+        client,
+        chat_request(&conversation, "Still there?", "tables_list"),
+    )
+    .await;
+    assert!(next.complete.success, "{:?}", next.complete);
+    let retried = chat(client, request).await;
+    assert!(retried.complete.success, "{:?}", retried.complete);
+    assert_ne!(retried.complete.turn_id, turn, "a new turn");
+    assert_eq!(runner.seen().len(), 3);
+}
+
+/// A fresh schema on the test PostgreSQL, as a URL, or `None` (loudly).
+async fn postgres_schema(test: &str) -> Option<String> {
+    let Ok(base) = std::env::var("PARLEY_TEST_POSTGRES_URL") else {
+        skip::skip(
+            test,
+            "PARLEY_TEST_POSTGRES_URL is not set: export PARLEY_TEST_POSTGRES_URL=\"$(scripts/postgres.sh)\"",
+        );
+        return None;
+    };
+    sqlx::any::install_default_drivers();
+    let schema = format!("t_{}", uuid::Uuid::new_v4().simple());
+    let admin = sqlx::AnyPool::connect(&base)
+        .await
+        .expect("connect to PARLEY_TEST_POSTGRES_URL");
+    sqlx::raw_sql(sqlx::AssertSqlSafe(format!("CREATE SCHEMA {schema}")))
+        .execute(&admin)
+        .await
+        .expect("create test schema");
+    admin.close().await;
+    let separator = if base.contains('?') { '&' } else { '?' };
+    Some(format!(
+        "{base}{separator}options=-c%20search_path%3D{schema}"
+    ))
+}
+
+#[tokio::test]
+async fn two_replicas_on_one_postgres_share_their_turns() {
+    let Some(database_url) =
+        postgres_schema("durable::two_replicas_on_one_postgres_share_their_turns").await
+    else {
+        return;
+    };
+    let options = Options::default();
+    let (runner, runner_addr, parser_addr) = start_upstreams(&options).await;
+    let dir = tempfile::tempdir().expect("temp dir");
+    let config = ProcessConfig {
+        database_url,
+        runner: runner_addr,
+        parser: parser_addr,
+        lease_renew_ms: 200,
+        lease_ttl_ms: 1_000,
+    };
+    let mut a = GatewayProcess::start(&config, dir.path(), "a").await;
+    let mut b = GatewayProcess::start(&config, dir.path(), "b").await;
+
+    // A slow turn on A.
+    let gate = Arc::new(Notify::new());
+    runner.push(Reply::Steps(vec![
+        text("Working on it"),
+        Step::Gate(gate.clone()),
+        text(" and done."),
+        Step::Send(finished("Working on it and done.")),
+    ]));
+    let mut on_a = a
+        .client
+        .chat(chat_request("", "A long job", "tables_list"))
+        .await
+        .expect("chat on A")
+        .into_inner();
+    let seen = read_texts(&mut on_a, 1).await;
+    let (conversation, turn) = ids(&seen);
+
+    // B refuses a second turn on the conversation.
+    let busy = b
+        .client
+        .chat(chat_request(&conversation, "Me too", "tables_list"))
+        .await
+        .expect_err("busy");
+    assert_eq!(
+        (busy.code(), reason(&busy).as_str()),
+        (Code::FailedPrecondition, "TURN_IN_PROGRESS")
+    );
+
+    // B follows A's turn from where A's client is.
+    let last_seq = seen.last().expect("events").seq;
+    let followed_on_b = resume(&mut b.client, &conversation, &turn, last_seq).await;
+
+    // CancelTurn on B stops it on A.
+    let asked = Instant::now();
+    let cancelled = b
+        .client
+        .cancel_turn(gw::CancelTurnRequest {
+            conversation_id: conversation.clone(),
+            turn_id: String::new(),
+        })
+        .await
+        .expect("cancel on B")
+        .into_inner();
+    assert!(cancelled.cancelled);
+    assert_eq!(cancelled.turn_id, turn);
+    let rest_on_a = drain(on_a).await;
+    eprintln!(
+        "durable: CancelTurn on B to A's complete: {} ms",
+        asked.elapsed().as_millis()
+    );
+    let (_, complete) = ending(&rest_on_a);
+    assert_eq!(complete.state, gw::TurnState::Cancelled as i32);
+    assert_eq!(
+        drain(followed_on_b).await,
+        rest_on_a,
+        "B delivers A's events exactly"
+    );
+    let answer = last_answer(&mut b.client, &conversation).await;
+    assert_eq!(answer.state, gw::TurnState::Cancelled as i32);
+    assert_eq!(answer.text, "Working on it");
+    gate.notify_one();
+
+    // A dies mid-turn: B ends the turn once A's lease expires.
+    runner.push(Reply::Steps(vec![text("Half an answer"), Step::Hang]));
+    let mut request = chat_request(&conversation, "Again", "tables_list");
+    request.request_id = "req-pg-killed".into();
+    let mut on_a = a
+        .client
+        .chat(request.clone())
+        .await
+        .expect("chat")
+        .into_inner();
+    let seen = read_texts(&mut on_a, 1).await;
+    let (_, killed_turn) = ids(&seen);
+    a.kill().await;
+    let killed = Instant::now();
+    let rest = drain(
+        resume(
+            &mut b.client,
+            &conversation,
+            "",
+            seen.last().expect("events").seq,
+        )
+        .await,
+    )
+    .await;
+    eprintln!(
+        "durable: SIGKILL of A to REPLICA_LOST on B: {} ms (lease {} ms)",
+        killed.elapsed().as_millis(),
+        config.lease_ttl_ms
+    );
+    let (error, complete) = ending(&rest);
+    assert_eq!(
+        error.map(|error| error.reason).as_deref(),
+        Some("REPLICA_LOST")
+    );
+    assert!(!complete.success);
+    let answer = last_answer(&mut b.client, &conversation).await;
+    assert_eq!(answer.state, gw::TurnState::Failed as i32);
+    assert_eq!(answer.text, "Half an answer");
+
+    runner.push(text_reply(&["Back."]));
+    let next = chat(
+        &mut b.client,
+        chat_request(&conversation, "Hello?", "tables_list"),
+    )
+    .await;
+    assert!(next.complete.success, "{:?}", next.complete);
+    let retried = chat(&mut b.client, request).await;
+    assert!(retried.complete.success, "{:?}", retried.complete);
+    assert_ne!(retried.complete.turn_id, killed_turn);
+    drop(b);
+}
+
+#[tokio::test]
+async fn a_failing_store_never_acknowledges_an_unstored_turn() {
+    let mut stack = Harness::start(Options::default()).await;
+    let gate = Arc::new(Notify::new());
+    stack.runner.push(Reply::Steps(vec![
+        text("Stored part. "),
+        Step::Gate(gate.clone()),
+        text("Unstored part."),
+        Step::Send(finished("Stored part. Unstored part.")),
+    ]));
+    let mut stream = stack
+        .client
+        .chat(chat_request("", "Remember this", "tables_list"))
+        .await
+        .expect("chat")
+        .into_inner();
+    let seen = read_texts(&mut stream, 1).await;
+    let (conversation, _) = ids(&seen);
+    // The disk fills up (injected): every write fails from now on.
+    stack.faults.fail_writes(true);
+    gate.notify_one();
+    let rest = drain(stream).await;
+    let (error, complete) = ending(&rest);
+    let error = error.expect("an error event");
+    assert_eq!(error.reason, "STORE_UNAVAILABLE");
+    assert!(error.retryable);
+    assert!(!complete.success, "never success for an unstored turn");
+
+    // Space again: the store shows exactly what was committed, and the
+    // turn is ended (its replica's renewal finds it orphaned).
+    stack.faults.fail_writes(false);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let answer = loop {
+        let answer = stack
+            .client
+            .get_conversation(gw::GetConversationRequest {
+                conversation_id: conversation.clone(),
+            })
+            .await
+            .expect("get")
+            .into_inner()
+            .messages
+            .last()
+            .cloned()
+            .expect("messages");
+        let ended = answer.role == gw::MessageRole::Assistant as i32
+            && answer.state != gw::TurnState::Running as i32;
+        if ended || Instant::now() > deadline {
+            break answer;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    assert_eq!(answer.state, gw::TurnState::Failed as i32, "{answer:?}");
+    let shown: String = seen
+        .iter()
+        .filter_map(|event| match &event.event {
+            Some(Event::TextDelta(text)) => Some(text.as_str()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(answer.text, shown, "what the client saw before the fault");
+    assert_eq!(
+        answer.error.map(|error| error.reason).as_deref(),
+        Some("STORE_UNAVAILABLE")
+    );
+    // And the conversation goes on.
+    let next = chat(
+        &mut stack.client,
+        chat_request(&conversation, "Again", "tables_list"),
+    )
+    .await;
+    assert!(next.complete.success);
+    stack.stop().await;
+}
+
+/// A tmpfs of `size` mounted on a temp dir, unmounted on drop.
+struct Tmpfs {
+    dir: tempfile::TempDir,
+}
+
+impl Tmpfs {
+    /// Mounts one, or says why it cannot.
+    fn mount(size: &str) -> Result<Self, String> {
+        let dir = tempfile::tempdir().map_err(|error| error.to_string())?;
+        let output = std::process::Command::new("mount")
+            .args(["-t", "tmpfs", "-o", &format!("size={size}"), "tmpfs"])
+            .arg(dir.path())
+            .output()
+            .map_err(|error| format!("cannot run mount: {error}"))?;
+        if !output.status.success() {
+            return Err(format!(
+                "mount -t tmpfs failed (root needed): {}",
+                String::from_utf8_lossy(&output.stderr).trim()
+            ));
+        }
+        Ok(Self { dir })
+    }
+
+    fn resize(&self, size: &str) {
+        let status = std::process::Command::new("mount")
+            .args(["-o", &format!("remount,size={size}")])
+            .arg(self.dir.path())
+            .status()
+            .expect("run mount");
+        assert!(status.success(), "remount the tmpfs");
+    }
+}
+
+impl Drop for Tmpfs {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("umount")
+            .arg(self.dir.path())
+            .status();
+    }
+}
+
+#[tokio::test]
+async fn a_full_disk_loses_nothing_that_was_acknowledged() {
+    const TEST: &str = "durable::a_full_disk_loses_nothing_that_was_acknowledged";
+    let disk = match Tmpfs::mount("400k") {
+        Ok(disk) => disk,
+        Err(why) => return skip::skip(TEST, &why),
+    };
+    let options = Options::default();
+    let (runner, runner_addr, parser_addr) = start_upstreams(&options).await;
+    let logs = tempfile::tempdir().expect("temp dir");
+    let config = ProcessConfig {
+        database_url: format!(
+            "sqlite://{}?mode=rwc",
+            disk.dir.path().join("g.db").display()
+        ),
+        runner: runner_addr,
+        parser: parser_addr,
+        lease_renew_ms: 2_000,
+        lease_ttl_ms: 10_000,
+    };
+    let mut gateway = GatewayProcess::start(&config, logs.path(), "full").await;
+    let message = "x".repeat(30_000);
+    let (mut acknowledged, mut refused, mut failed) = (Vec::new(), 0, 0);
+    for _ in 0..12 {
+        runner.push(text_reply(&["Stored ", "answer."]));
+        match gateway
+            .client
+            .chat(chat_request("", &message, "tables_list"))
+            .await
+        {
+            Err(status) => {
+                assert_eq!(reason(&status), "STORE_UNAVAILABLE", "{status:?}");
+                refused += 1;
+            }
+            Ok(stream) => {
+                let events = drain(stream.into_inner()).await;
+                let (error, complete) = ending(&events);
+                if complete.success {
+                    acknowledged.push(complete.conversation_id.clone());
+                } else {
+                    let error = error.expect("an error event");
+                    assert_eq!(error.reason, "STORE_UNAVAILABLE", "{error:?}");
+                    assert!(error.retryable);
+                    failed += 1;
+                }
+            }
+        }
+    }
+    eprintln!(
+        "durable: full disk: {} acknowledged, {refused} refused, {failed} failed",
+        acknowledged.len()
+    );
+    assert!(refused + failed > 0, "the disk never filled up");
+    assert!(!acknowledged.is_empty(), "nothing fit at all");
+    // Every acknowledged turn is stored: now, and after freeing space and a
+    // restart.
+    for round in ["full", "freed"] {
+        for conversation in &acknowledged {
+            let answer = last_answer(&mut gateway.client, conversation).await;
+            assert_eq!(
+                (answer.state, answer.text.as_str()),
+                (gw::TurnState::Completed as i32, "Stored answer."),
+                "{round}: {conversation}"
+            );
+        }
+        if round == "full" {
+            gateway.kill().await;
+            disk.resize("16m");
+            gateway = GatewayProcess::start(&config, logs.path(), "freed").await;
+        }
+    }
+    runner.push(text_reply(&["Room again."]));
+    let next = chat(
+        &mut gateway.client,
+        chat_request("", "Hello", "tables_list"),
+    )
+    .await;
+    assert!(next.complete.success, "{:?}", next.complete);
+    gateway.kill().await;
+}
