@@ -5,17 +5,88 @@
 //! chat UI would: text as it arrives, reasoning dimmed, tool progress on its
 //! own lines, and the final suggestions, actions and proposal as cards. The
 //! demo (`scripts/demo.sh`) uses it; so can anyone probing a gateway.
+//!
+//! When the stream breaks mid-turn (network, a gateway replica drained or
+//! killed), it reconnects with backoff and calls `ResumeTurn` from the last
+//! event it printed, on whichever replica answers: the rest of the answer
+//! follows without a gap or a repeat. Each message carries a `request_id`,
+//! so a `Chat` call retried after a failed connection never runs twice.
 
-use std::io::{BufRead, IsTerminal, Write};
+use std::{
+    io::{BufRead, IsTerminal, Write},
+    time::Duration,
+};
 
 use anyhow::{Context, Result};
 use clap::Parser;
 use parley_proto::gateway::v1::{
-    ChatRequest, PageContext, TurnComplete, chat_event::Event,
+    ChatEvent, ChatRequest, PageContext, ResumeTurnRequest, TurnComplete, chat_event::Event,
     chat_gateway_client::ChatGatewayClient,
 };
 use parley_proto::parser::v1::{Payload, data_operation, payload::Typed, schema_operation};
-use tonic::{Request, metadata::MetadataValue};
+use tonic::{Code, Request, Status, Streaming, metadata::MetadataValue, transport::Channel};
+
+/// The first wait before reconnecting; it doubles up to [`MAX_BACKOFF`].
+const FIRST_BACKOFF: Duration = Duration::from_millis(200);
+/// The longest wait between reconnections.
+const MAX_BACKOFF: Duration = Duration::from_secs(5);
+/// How many times a broken turn is resumed before giving up.
+const MAX_RECONNECTS: u32 = 10;
+
+/// Whether a failed call or stream is worth retrying: the connection or
+/// the replica went away, not the request.
+fn transient(status: &Status) -> bool {
+    matches!(
+        status.code(),
+        Code::Unavailable | Code::Unknown | Code::Internal | Code::Cancelled
+    )
+}
+
+/// Adds the bearer token, when there is one.
+fn authorized<T>(message: T, token: Option<&str>) -> Result<Request<T>> {
+    let mut request = Request::new(message);
+    if let Some(token) = token {
+        let value = MetadataValue::try_from(format!("Bearer {token}"))
+            .context("token is not valid metadata")?;
+        request.metadata_mut().insert("authorization", value);
+    }
+    Ok(request)
+}
+
+/// Where a turn's stream is, for resuming it.
+#[derive(Debug, Default)]
+struct Position {
+    conversation_id: String,
+    turn_id: String,
+    last_seq: u64,
+}
+
+/// Opens a turn's stream: the `Chat` call, retried with the same request
+/// id while the gateway is unreachable, or `ResumeTurn` from `position`.
+async fn open(
+    client: &mut ChatGatewayClient<Channel>,
+    chat: &ChatRequest,
+    position: &Position,
+    token: Option<&str>,
+) -> Result<Streaming<ChatEvent>, Status> {
+    let opened = if position.turn_id.is_empty() {
+        let request =
+            authorized(chat.clone(), token).map_err(|e| Status::internal(e.to_string()))?;
+        client.chat(request).await
+    } else {
+        let request = authorized(
+            ResumeTurnRequest {
+                conversation_id: position.conversation_id.clone(),
+                turn_id: position.turn_id.clone(),
+                after_seq: position.last_seq,
+            },
+            token,
+        )
+        .map_err(|e| Status::internal(e.to_string()))?;
+        client.resume_turn(request).await
+    };
+    opened.map(tonic::Response::into_inner)
+}
 
 /// Talk to a Parley chat-gateway from the terminal.
 #[derive(Debug, Parser)]
@@ -106,30 +177,62 @@ async fn main() -> Result<()> {
             }),
             ..Default::default()
         };
-        let mut request = Request::new(request);
-        if let Some(token) = &args.token {
-            let value = MetadataValue::try_from(format!("Bearer {token}"))
-                .context("token is not valid metadata")?;
-            request.metadata_mut().insert("authorization", value);
-        }
-        let mut stream = client
-            .chat(request)
-            .await
-            .map_err(describe_status)?
-            .into_inner();
+        let request = ChatRequest {
+            request_id: uuid::Uuid::new_v4().to_string(),
+            ..request
+        };
+        let token = args.token.as_deref();
         let mut out = Renderer::new(&style);
-        while let Some(event) = stream.message().await.map_err(describe_status)? {
-            if let Some(Event::Status(status)) = &event.event
-                && !status.conversation_id.is_empty()
-            {
-                conversation_id.clone_from(&status.conversation_id);
+        let mut position = Position::default();
+        let mut reconnects = 0;
+        let mut backoff = FIRST_BACKOFF;
+        loop {
+            let broken = match open(&mut client, &request, &position, token).await {
+                Err(status) => status,
+                Ok(mut stream) => loop {
+                    match stream.message().await {
+                        Ok(Some(event)) => {
+                            if let Some(Event::Status(status)) = &event.event
+                                && !status.turn_id.is_empty()
+                            {
+                                conversation_id.clone_from(&status.conversation_id);
+                                position.conversation_id.clone_from(&status.conversation_id);
+                                position.turn_id.clone_from(&status.turn_id);
+                            }
+                            position.last_seq = event.seq;
+                            let done = matches!(event.event, Some(Event::Complete(_)));
+                            out.event(event.event);
+                            std::io::stdout().flush().ok();
+                            if done {
+                                out.line_break();
+                                println!();
+                                return Ok(());
+                            }
+                        }
+                        Ok(None) => {
+                            break Status::unavailable("the stream ended before the turn did");
+                        }
+                        Err(status) => break status,
+                    }
+                },
+            };
+            if !transient(&broken) || reconnects == MAX_RECONNECTS {
+                return Err(describe_status(broken));
             }
-            out.event(event.event);
-            std::io::stdout().flush().ok();
+            reconnects += 1;
+            out.line_break();
+            println!(
+                "{}",
+                style.dim(&format!(
+                    "(connection lost: {}; resuming after event {} in {} ms)",
+                    broken.message(),
+                    position.last_seq,
+                    backoff.as_millis()
+                ))
+            );
+            tokio::time::sleep(backoff).await;
+            backoff = (backoff * 2).min(MAX_BACKOFF);
         }
-        out.line_break();
-        println!();
-        Ok(())
     };
 
     if args.messages.is_empty() {

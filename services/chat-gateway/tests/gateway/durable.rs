@@ -605,3 +605,86 @@ async fn a_full_disk_loses_nothing_that_was_acknowledged() {
     assert!(next.complete.success, "{:?}", next.complete);
     gateway.kill().await;
 }
+
+/// A TCP proxy to `target`; sending on the returned channel cuts every
+/// connection open at that moment (new ones are accepted as before).
+async fn cutting_proxy(
+    target: std::net::SocketAddr,
+) -> (std::net::SocketAddr, tokio::sync::watch::Sender<u32>) {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let addr = listener.local_addr().expect("addr");
+    let (cut, cuts) = tokio::sync::watch::channel(0_u32);
+    tokio::spawn(async move {
+        while let Ok((mut inbound, _)) = listener.accept().await {
+            let mut cuts = cuts.clone();
+            cuts.mark_unchanged();
+            tokio::spawn(async move {
+                let Ok(mut outbound) = tokio::net::TcpStream::connect(target).await else {
+                    return;
+                };
+                tokio::select! {
+                    _ = tokio::io::copy_bidirectional(&mut inbound, &mut outbound) => {}
+                    _ = cuts.changed() => {}
+                }
+            });
+        }
+    });
+    (addr, cut)
+}
+
+#[tokio::test]
+async fn parley_chat_resumes_by_itself_when_its_stream_breaks() {
+    use tokio::io::AsyncReadExt;
+    let stack = Harness::start(Options::default()).await;
+    let gate = Arc::new(Notify::new());
+    stack.runner.push(Reply::Steps(vec![
+        text("Before the break. "),
+        Step::Gate(gate.clone()),
+        text("After the break."),
+        Step::Send(finished("Before the break. After the break.")),
+    ]));
+    let (proxy, cut) = cutting_proxy(stack.addr).await;
+    let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_parley-chat"))
+        .args([
+            "--gateway",
+            &format!("http://{proxy}"),
+            "--plain",
+            "Tell me",
+        ])
+        .stdout(std::process::Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("start parley-chat");
+    let mut stdout = child.stdout.take().expect("stdout");
+    let mut printed = Vec::new();
+    let mut chunk = [0_u8; 4096];
+    while !String::from_utf8_lossy(&printed).contains("Before the break.") {
+        let read = tokio::time::timeout(Duration::from_secs(10), stdout.read(&mut chunk))
+            .await
+            .expect("output within 10 s")
+            .expect("read");
+        assert!(
+            read > 0,
+            "parley-chat ended early: {}",
+            String::from_utf8_lossy(&printed)
+        );
+        printed.extend_from_slice(&chunk[..read]);
+    }
+    // The network breaks mid-turn; the answer goes on meanwhile.
+    cut.send_modify(|n| *n += 1);
+    gate.notify_one();
+    tokio::time::timeout(Duration::from_secs(20), stdout.read_to_end(&mut printed))
+        .await
+        .expect("parley-chat finished within 20 s")
+        .expect("read");
+    let status = child.wait().await.expect("exit");
+    let printed = String::from_utf8_lossy(&printed);
+    assert!(status.success(), "{printed}");
+    assert!(printed.contains("connection lost"), "{printed}");
+    assert_eq!(printed.matches("Before the break.").count(), 1, "{printed}");
+    assert_eq!(printed.matches("After the break.").count(), 1, "{printed}");
+    assert_eq!(stack.runner.seen().len(), 1, "one model call");
+    stack.stop().await;
+}
