@@ -30,6 +30,13 @@
 //! `PARLEY_BENCH_DELTAS` and `PARLEY_BENCH_GAP_MS` change the model's
 //! answer (50 deltas 20 ms apart by default).
 //!
+//! With `PARLEY_BENCH_EVENT_LOG=compare` each level runs twice in the same
+//! process, on a gateway with `turns.event_log = false` (events reach the
+//! client as produced; only the answer is stored) and then on one with it
+//! on (the default: each event is committed to the turn's wire log before
+//! the client gets it), and prints both and their ratio: what resumable,
+//! crash-safe streams cost.
+//!
 //! With `PARLEY_BENCH_TRACING=on` each level runs twice in the same
 //! process, with the gateway's span export paused and then on (OTLP to an
 //! in-process collector), and prints both and their ratio: what tracing
@@ -455,11 +462,37 @@ async fn start_tracing() -> (parley_grpc::telemetry::Telemetry, trace_collector:
     (telemetry, spans)
 }
 
+/// The gateway stack of the benchmark, with the turn event log on or off.
+async fn bench_stack(parser: ParserMode, event_log: bool) -> Harness {
+    fn common(config: &mut chat_gateway::config::GatewayConfig) {
+        config.turns.max_concurrent = 4096;
+        config.store.acquire_timeout_ms = 60_000;
+    }
+    Harness::start(Options {
+        parser,
+        tweak: if event_log {
+            common
+        } else {
+            |config| {
+                common(config);
+                config.turns.event_log = false;
+            }
+        },
+        ..Options::default()
+    })
+    .await
+}
+
+/// Microseconds of process CPU per event received over a level.
+fn cpu_per_event(measured: &Level) -> f64 {
+    measured
+        .cpu
+        .map_or(f64::NAN, |cpu| us(cpu) / measured.events.max(1) as f64)
+}
+
 fn report(streams: usize, label: &str, measured: &mut Level) {
     let seconds = measured.elapsed.as_secs_f64();
-    let cpu_per_event = measured
-        .cpu
-        .map_or(f64::NAN, |cpu| us(cpu) / measured.events.max(1) as f64);
+    let cpu_per_event = cpu_per_event(measured);
     println!(
         "{streams:>5} streams{label}: relay {} | setup {} | first text added {} | {:>6} turns, {:>8.0} events/s, {:>6.0} turns/s, {:>6.1} us CPU/event",
         p50_p99(&mut measured.relay),
@@ -499,17 +532,13 @@ fn main() {
             Ok("down") => ParserMode::Down,
             _ => ParserMode::Up,
         };
-        let stack = Arc::new(
-            Harness::start(Options {
-                parser,
-                tweak: |config| {
-                    config.turns.max_concurrent = 4096;
-                    config.store.acquire_timeout_ms = 60_000;
-                },
-                ..Options::default()
-            })
-            .await,
-        );
+        let stack = Arc::new(bench_stack(parser, true).await);
+        let compare_log = std::env::var("PARLEY_BENCH_EVENT_LOG").is_ok_and(|v| v == "compare");
+        let unlogged = if compare_log {
+            Some(Arc::new(bench_stack(parser, false).await))
+        } else {
+            None
+        };
         let model = if full {
             // `PARLEY_BENCH_DELTAS` / `PARLEY_BENCH_GAP_MS` change the answer's
             // shape (e.g. fewer, larger chunks 200 ms apart, as providers that
@@ -550,6 +579,20 @@ fn main() {
             .into_iter()
             .filter(|(streams, _)| only.is_none_or(|only| only == *streams))
         {
+            if let Some(unlogged) = &unlogged {
+                let mut off = level(unlogged, model, streams, length).await;
+                let mut on = level(&stack, model, streams, length).await;
+                report(streams, " (event log off)", &mut off);
+                report(streams, " (event log on) ", &mut on);
+                println!(
+                    "        event log on/off: relay p50 {:.2}x p99 {:.2}x; first text added p99 {:.2}x; CPU/event {:.2}x",
+                    ratio(&on.relay, &off.relay, 0.50),
+                    ratio(&on.relay, &off.relay, 0.99),
+                    ratio(&on.added, &off.added, 0.99),
+                    cpu_per_event(&on) / cpu_per_event(&off),
+                );
+                continue;
+            }
             let Some((telemetry, _)) = &tracing else {
                 report(streams, "", &mut level(&stack, model, streams, length).await);
                 continue;
@@ -572,8 +615,10 @@ fn main() {
             telemetry.shutdown().await;
             println!("spans received by the collector: {}", spans.spans());
         }
-        if let Ok(stack) = Arc::try_unwrap(stack) {
-            stack.stop().await;
+        for stack in [Some(stack), unlogged].into_iter().flatten() {
+            if let Ok(stack) = Arc::try_unwrap(stack) {
+                stack.stop().await;
+            }
         }
     });
 }

@@ -116,17 +116,7 @@ impl ChatGateway for GatewayService {
     ) -> Result<Response<gw::CancelTurnResponse>, Status> {
         let owner = caller(&request)?;
         let request = request.into_inner();
-        if request.conversation_id.is_empty() {
-            return Err(GatewayError::invalid(
-                "MISSING_CONVERSATION_ID",
-                "conversation_id",
-                "is required",
-            )
-            .into());
-        }
-        validate::id(&request.conversation_id, "conversation_id")?;
-        validate::id(&request.turn_id, "turn_id")?;
-        let turn = Some(request.turn_id.as_str()).filter(|id| !id.is_empty());
+        let turn = validate::turn_ref(&request.conversation_id, &request.turn_id)?;
         let cancelled = self
             .engine
             .cancel_turn(&owner, &request.conversation_id, turn)
@@ -143,17 +133,7 @@ impl ChatGateway for GatewayService {
     ) -> Result<Response<Self::ResumeTurnStream>, Status> {
         let owner = caller(&request)?;
         let request = request.into_inner();
-        if request.conversation_id.is_empty() {
-            return Err(GatewayError::invalid(
-                "MISSING_CONVERSATION_ID",
-                "conversation_id",
-                "is required",
-            )
-            .into());
-        }
-        validate::id(&request.conversation_id, "conversation_id")?;
-        validate::id(&request.turn_id, "turn_id")?;
-        let turn = Some(request.turn_id.as_str()).filter(|id| !id.is_empty());
+        let turn = validate::turn_ref(&request.conversation_id, &request.turn_id)?;
         let stream = self
             .engine
             .resume_turn(&owner, &request.conversation_id, turn, request.after_seq)

@@ -57,6 +57,24 @@ pub fn id(value: &str, field: &str) -> Result<(), GatewayError> {
     Ok(())
 }
 
+/// A required conversation id and an optional turn id (empty: none), as
+/// `CancelTurn` and `ResumeTurn` take them.
+pub fn turn_ref<'a>(
+    conversation_id: &str,
+    turn_id: &'a str,
+) -> Result<Option<&'a str>, GatewayError> {
+    if conversation_id.is_empty() {
+        return Err(GatewayError::invalid(
+            "MISSING_CONVERSATION_ID",
+            "conversation_id",
+            "is required",
+        ));
+    }
+    id(conversation_id, "conversation_id")?;
+    id(turn_id, "turn_id")?;
+    Ok(Some(turn_id).filter(|id| !id.is_empty()))
+}
+
 /// The page context, as stored with the message.
 pub fn page(
     page: Option<&gw::PageContext>,

@@ -136,21 +136,35 @@ impl Store {
         self.write(write).await
     }
 
+    /// The turn of `owner` (`$1`) that `condition` on `value` (`$2`) picks.
+    async fn one_turn(
+        &self,
+        condition: &'static str,
+        owner: &str,
+        value: &str,
+    ) -> Result<Option<TurnRecord>, StoreError> {
+        let row = sqlx::query(sqlx::AssertSqlSafe(format!(
+            "SELECT {TURN_COLUMNS} FROM turns WHERE owner = $1 AND {condition}"
+        )))
+        .bind(owner)
+        .bind(value)
+        .fetch_optional(&self.pool)
+        .await?;
+        row.as_ref().map(turn_from_row).transpose()
+    }
+
     /// The turn running on a conversation of this owner, if any.
     pub async fn running_turn(
         &self,
         owner: &str,
         conversation_id: &str,
     ) -> Result<Option<TurnRecord>, StoreError> {
-        let row = sqlx::query(sqlx::AssertSqlSafe(format!(
-            "SELECT {TURN_COLUMNS} FROM turns \
-             WHERE owner = $1 AND conversation_id = $2 AND state = 'running'"
-        )))
-        .bind(owner)
-        .bind(conversation_id)
-        .fetch_optional(&self.pool)
-        .await?;
-        row.as_ref().map(turn_from_row).transpose()
+        self.one_turn(
+            "conversation_id = $2 AND state = 'running'",
+            owner,
+            conversation_id,
+        )
+        .await
     }
 
     /// The latest turn of a conversation of this owner, if any.
@@ -159,15 +173,12 @@ impl Store {
         owner: &str,
         conversation_id: &str,
     ) -> Result<Option<TurnRecord>, StoreError> {
-        let row = sqlx::query(sqlx::AssertSqlSafe(format!(
-            "SELECT {TURN_COLUMNS} FROM turns \
-             WHERE owner = $1 AND conversation_id = $2 ORDER BY turn_index DESC LIMIT 1"
-        )))
-        .bind(owner)
-        .bind(conversation_id)
-        .fetch_optional(&self.pool)
-        .await?;
-        row.as_ref().map(turn_from_row).transpose()
+        self.one_turn(
+            "conversation_id = $2 ORDER BY turn_index DESC LIMIT 1",
+            owner,
+            conversation_id,
+        )
+        .await
     }
 
     /// The turn this owner started with `request_id`, if any.
@@ -176,26 +187,12 @@ impl Store {
         owner: &str,
         request_id: &str,
     ) -> Result<Option<TurnRecord>, StoreError> {
-        let row = sqlx::query(sqlx::AssertSqlSafe(format!(
-            "SELECT {TURN_COLUMNS} FROM turns WHERE owner = $1 AND request_id = $2",
-        )))
-        .bind(owner)
-        .bind(request_id)
-        .fetch_optional(&self.pool)
-        .await?;
-        row.as_ref().map(turn_from_row).transpose()
+        self.one_turn("request_id = $2", owner, request_id).await
     }
 
     /// One turn of this owner.
     pub async fn turn(&self, owner: &str, turn_id: &str) -> Result<Option<TurnRecord>, StoreError> {
-        let row = sqlx::query(sqlx::AssertSqlSafe(format!(
-            "SELECT {TURN_COLUMNS} FROM turns WHERE owner = $1 AND id = $2",
-        )))
-        .bind(owner)
-        .bind(turn_id)
-        .fetch_optional(&self.pool)
-        .await?;
-        row.as_ref().map(turn_from_row).transpose()
+        self.one_turn("id = $2", owner, turn_id).await
     }
 
     /// The turns of a conversation of this owner, oldest first.

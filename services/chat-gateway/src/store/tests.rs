@@ -5,6 +5,8 @@
 //! variable the PostgreSQL half fails under `CI=true` and otherwise prints a
 //! loud SKIPPED line ([`skip`]).
 
+#[path = "../../tests/gateway/postgres.rs"]
+mod test_postgres;
 #[path = "../../tests/gateway/skip.rs"]
 mod skip;
 
@@ -31,25 +33,7 @@ pub(crate) async fn sqlite_store() -> (Store, tempfile::TempDir) {
 /// A store in a fresh schema of the test PostgreSQL (and the schema's
 /// name), or `None` (with a loud line) when none is configured outside CI.
 pub(crate) async fn postgres_store(test: &str) -> Option<(Store, String)> {
-    let Ok(base) = std::env::var("PARLEY_TEST_POSTGRES_URL") else {
-        skip::skip(
-            test,
-            "PARLEY_TEST_POSTGRES_URL is not set: export PARLEY_TEST_POSTGRES_URL=\"$(scripts/postgres.sh)\"",
-        );
-        return None;
-    };
-    sqlx::any::install_default_drivers();
-    let schema = format!("t_{}", uuid::Uuid::new_v4().simple());
-    let admin = sqlx::AnyPool::connect(&base)
-        .await
-        .expect("connect to PARLEY_TEST_POSTGRES_URL");
-    sqlx::raw_sql(sqlx::AssertSqlSafe(format!("CREATE SCHEMA {schema}")))
-        .execute(&admin)
-        .await
-        .expect("create test schema");
-    admin.close().await;
-    let separator = if base.contains('?') { '&' } else { '?' };
-    let url = format!("{base}{separator}options=-c%20search_path%3D{schema}");
+    let (url, schema) = test_postgres::fresh_schema(test).await?;
     let store = Store::open(&url, &StoreOptions::default())
         .await
         .expect("open postgres store");
@@ -59,17 +43,7 @@ pub(crate) async fn postgres_store(test: &str) -> Option<(Store, String)> {
 /// Drops a test schema made by [`postgres_store`].
 pub(crate) async fn drop_schema(store: Store, schema: &str) {
     store.close().await;
-    let Ok(base) = std::env::var("PARLEY_TEST_POSTGRES_URL") else {
-        return;
-    };
-    let admin = sqlx::AnyPool::connect(&base)
-        .await
-        .expect("connect to PARLEY_TEST_POSTGRES_URL");
-    sqlx::raw_sql(sqlx::AssertSqlSafe(format!("DROP SCHEMA {schema} CASCADE")))
-        .execute(&admin)
-        .await
-        .expect("drop test schema");
-    admin.close().await;
+    test_postgres::drop_schema(schema).await;
 }
 
 fn user_message(text: &str) -> EventBody {

@@ -368,6 +368,31 @@ impl Engine {
         conversation_id: &str,
         turn_id: Option<&str>,
     ) -> Result<Option<String>, GatewayError> {
+        let running = self
+            .conversation_turn(owner, conversation_id, turn_id, Store::running_turn)
+            .await?;
+        let Some(turn) = running.filter(|turn| turn.state == TurnState::Running) else {
+            return Ok(None);
+        };
+        let stopped = self
+            .stop_anywhere(owner, &turn.id, StopCause::Cancelled)
+            .await?;
+        Ok(stopped.then_some(turn.id))
+    }
+
+    /// A turn of a conversation of `owner`: `turn_id`, or the one `pick`
+    /// chooses when it is `None`. Another owner's conversation, or a turn
+    /// of another conversation, is missing.
+    async fn conversation_turn<'a, F>(
+        &'a self,
+        owner: &'a str,
+        conversation_id: &'a str,
+        turn_id: Option<&str>,
+        pick: impl FnOnce(&'a Store, &'a str, &'a str) -> F,
+    ) -> Result<Option<TurnRecord>, GatewayError>
+    where
+        F: Future<Output = Result<Option<TurnRecord>, crate::store::StoreError>>,
+    {
         if self
             .store
             .conversation(owner, conversation_id)
@@ -376,21 +401,14 @@ impl Engine {
         {
             return Err(GatewayError::ConversationNotFound);
         }
-        let running = match turn_id {
+        Ok(match turn_id {
             Some(turn_id) => self
                 .store
                 .turn(owner, turn_id)
                 .await?
                 .filter(|turn| turn.conversation_id == conversation_id),
-            None => self.store.running_turn(owner, conversation_id).await?,
-        };
-        let Some(turn) = running.filter(|turn| turn.state == TurnState::Running) else {
-            return Ok(None);
-        };
-        let stopped = self
-            .stop_anywhere(owner, &turn.id, StopCause::Cancelled)
-            .await?;
-        Ok(stopped.then_some(turn.id))
+            None => pick(&self.store, owner, conversation_id).await?,
+        })
     }
 
     /// Follows a turn of `owner` (the conversation's latest when `turn_id`
@@ -403,23 +421,10 @@ impl Engine {
         turn_id: Option<&str>,
         after_seq: u64,
     ) -> Result<EventStream, GatewayError> {
-        if self
-            .store
-            .conversation(owner, conversation_id)
+        let turn = self
+            .conversation_turn(owner, conversation_id, turn_id, Store::latest_turn)
             .await?
-            .is_none()
-        {
-            return Err(GatewayError::ConversationNotFound);
-        }
-        let turn = match turn_id {
-            Some(turn_id) => self
-                .store
-                .turn(owner, turn_id)
-                .await?
-                .filter(|turn| turn.conversation_id == conversation_id),
-            None => self.store.latest_turn(owner, conversation_id).await?,
-        };
-        let turn = turn.ok_or(GatewayError::TurnNotFound)?;
+            .ok_or(GatewayError::TurnNotFound)?;
         tracing::info!(turn = %turn.id, after_seq, "resuming a turn's stream");
         Ok(self.follow(owner, turn, after_seq))
     }

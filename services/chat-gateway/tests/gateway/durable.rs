@@ -18,12 +18,12 @@ use tonic::{Code, Streaming, transport::Channel};
 
 use crate::{
     harness::{
-        Harness, Options, chat, chat_request,
+        Harness, Options, chat, chat_request, drain,
         fake_runner::{Reply, Step, finished, text_reply},
         process::{GatewayProcess, ProcessConfig},
         reason, start_upstreams,
     },
-    skip,
+    postgres, skip,
 };
 
 fn text(delta: &str) -> Step {
@@ -45,20 +45,6 @@ async fn read_texts(stream: &mut Streaming<ChatEvent>, texts: usize) -> Vec<Chat
         }
         events.push(event);
     }
-    events
-}
-
-/// Reads a stream to its end (10 s at most).
-async fn drain(mut stream: Streaming<ChatEvent>) -> Vec<ChatEvent> {
-    let mut events = Vec::new();
-    let read = async {
-        while let Some(event) = stream.message().await.expect("stream ok") {
-            events.push(event);
-        }
-    };
-    tokio::time::timeout(Duration::from_secs(10), read)
-        .await
-        .expect("the stream ended within 10 s");
     events
 }
 
@@ -250,35 +236,10 @@ async fn a_gateway_killed_mid_turn_is_ended_at_restart_with_what_its_client_saw(
     assert_eq!(runner.seen().len(), 3);
 }
 
-/// A fresh schema on the test PostgreSQL, as a URL, or `None` (loudly).
-async fn postgres_schema(test: &str) -> Option<String> {
-    let Ok(base) = std::env::var("PARLEY_TEST_POSTGRES_URL") else {
-        skip::skip(
-            test,
-            "PARLEY_TEST_POSTGRES_URL is not set: export PARLEY_TEST_POSTGRES_URL=\"$(scripts/postgres.sh)\"",
-        );
-        return None;
-    };
-    sqlx::any::install_default_drivers();
-    let schema = format!("t_{}", uuid::Uuid::new_v4().simple());
-    let admin = sqlx::AnyPool::connect(&base)
-        .await
-        .expect("connect to PARLEY_TEST_POSTGRES_URL");
-    sqlx::raw_sql(sqlx::AssertSqlSafe(format!("CREATE SCHEMA {schema}")))
-        .execute(&admin)
-        .await
-        .expect("create test schema");
-    admin.close().await;
-    let separator = if base.contains('?') { '&' } else { '?' };
-    Some(format!(
-        "{base}{separator}options=-c%20search_path%3D{schema}"
-    ))
-}
-
 #[tokio::test]
 async fn two_replicas_on_one_postgres_share_their_turns() {
-    let Some(database_url) =
-        postgres_schema("durable::two_replicas_on_one_postgres_share_their_turns").await
+    let Some((database_url, schema)) =
+        postgres::fresh_schema("durable::two_replicas_on_one_postgres_share_their_turns").await
     else {
         return;
     };
@@ -406,7 +367,8 @@ async fn two_replicas_on_one_postgres_share_their_turns() {
     let retried = chat(&mut b.client, request).await;
     assert!(retried.complete.success, "{:?}", retried.complete);
     assert_ne!(retried.complete.turn_id, killed_turn);
-    drop(b);
+    b.kill().await;
+    postgres::drop_schema(&schema).await;
 }
 
 #[tokio::test]

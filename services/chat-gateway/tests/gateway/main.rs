@@ -11,6 +11,7 @@ mod flow;
 // Shared with benches/turn_latency.rs; each uses a part.
 #[allow(dead_code)]
 mod harness;
+mod postgres;
 mod python_client;
 mod real_stack;
 mod skip;

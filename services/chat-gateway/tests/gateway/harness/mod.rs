@@ -258,16 +258,8 @@ impl Turn {
 /// Reads a stream to its end (10 s at most) and checks the framing every
 /// turn must have: seq 1.. without gaps, a first status with the ids, and
 /// `complete` last.
-pub async fn collect(mut stream: Streaming<ChatEvent>) -> Turn {
-    let mut events = Vec::new();
-    let read = async {
-        while let Some(event) = stream.message().await.expect("stream ok") {
-            events.push(event);
-        }
-    };
-    tokio::time::timeout(Duration::from_secs(10), read)
-        .await
-        .expect("the turn ended within 10 s");
+pub async fn collect(stream: Streaming<ChatEvent>) -> Turn {
+    let events = drain(stream).await;
     let seqs: Vec<u64> = events.iter().map(|event| event.seq).collect();
     assert_eq!(
         seqs,
@@ -306,6 +298,20 @@ pub async fn collect(mut stream: Streaming<ChatEvent>) -> Turn {
         complete,
         error,
     }
+}
+
+/// Reads a stream to its end (10 s at most).
+pub async fn drain(mut stream: Streaming<ChatEvent>) -> Vec<ChatEvent> {
+    let mut events = Vec::new();
+    let read = async {
+        while let Some(event) = stream.message().await.expect("stream ok") {
+            events.push(event);
+        }
+    };
+    tokio::time::timeout(Duration::from_secs(10), read)
+        .await
+        .expect("the stream ended within 10 s");
+    events
 }
 
 /// Sends a chat and collects the turn.
