@@ -5,10 +5,10 @@
 //! variable the PostgreSQL half fails under `CI=true` and otherwise prints a
 //! loud SKIPPED line ([`skip`]).
 
-#[path = "../../tests/gateway/postgres.rs"]
-mod test_postgres;
 #[path = "../../tests/gateway/skip.rs"]
 mod skip;
+#[path = "../../tests/gateway/postgres.rs"]
+mod test_postgres;
 
 use serde_json::json;
 
@@ -888,4 +888,21 @@ fn titles_are_the_first_line_shortened() {
     assert_eq!(title_from("\n  Hello world \nmore", 80), "Hello world");
     assert_eq!(title_from("abcdef", 4), "abc…");
     assert_eq!(title_from("ééééé", 5), "ééééé");
+}
+
+#[tokio::test]
+async fn a_database_that_cannot_be_opened_says_why() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let url = format!(
+        "sqlite://{}?mode=rwc",
+        dir.path().join("no-such-dir").join("parley.db").display()
+    );
+    let error = Store::open(&url, &StoreOptions::default())
+        .await
+        .expect_err("no directory to create the file in");
+    let message = error.to_string();
+    assert!(
+        message.contains("unable to open database file"),
+        "the real cause, not a pool time-out: {message}"
+    );
 }
