@@ -13,5 +13,6 @@ mod gateway_sigterm;
 mod grpcurl;
 mod parser_outage;
 mod python_client;
+mod replicas;
 mod runner_crash;
 mod support;

@@ -1,13 +1,14 @@
 //! Talking to the gateway as an application backend does: a client on the
 //! published port, one `Chat` stream per message, read event by event so a
 //! test can act in the middle of a turn (stop a container after the first
-//! text), and health polling on `grpc.health.v1`.
+//! text), `ResumeTurn` and `CancelTurn`, and health polling on
+//! `grpc.health.v1`.
 
 use std::time::{Duration, Instant};
 
 use parley_proto::gateway::v1::{
-    ChatEvent, ChatRequest, PageContext, TurnComplete, TurnError, chat_event::Event,
-    chat_gateway_client::ChatGatewayClient,
+    CancelTurnRequest, CancelTurnResponse, ChatEvent, ChatRequest, PageContext, ResumeTurnRequest,
+    TurnComplete, TurnError, chat_event::Event, chat_gateway_client::ChatGatewayClient,
 };
 use tonic::{Request, Status, Streaming, metadata::MetadataValue, transport::Channel};
 use tonic_health::pb::{
@@ -99,10 +100,7 @@ impl Client {
             .chat(self.authorized(request))
             .await?
             .into_inner();
-        Ok(TurnReader {
-            stream,
-            turn: Turn::default(),
-        })
+        Ok(TurnReader::new(stream))
     }
 
     /// Opens a `Chat` stream.
@@ -121,6 +119,44 @@ impl Client {
     /// Sends one message and reads the whole turn.
     pub async fn chat(&mut self, request: ChatRequest) -> Turn {
         self.open(request).await.finish().await
+    }
+
+    /// Opens a `ResumeTurn` stream: the turn's events after `after_seq`.
+    pub async fn resume(
+        &mut self,
+        conversation_id: &str,
+        turn_id: &str,
+        after_seq: u64,
+    ) -> TurnReader {
+        let request = ResumeTurnRequest {
+            conversation_id: conversation_id.to_owned(),
+            turn_id: turn_id.to_owned(),
+            after_seq,
+        };
+        let stream = self
+            .inner
+            .resume_turn(self.authorized(request))
+            .await
+            .unwrap_or_else(|status| panic!("ResumeTurn was refused: {status:?}"))
+            .into_inner();
+        TurnReader::new(stream)
+    }
+
+    /// Cancels a conversation's running turn (`turn_id`, when not empty).
+    pub async fn cancel_turn(
+        &mut self,
+        conversation_id: &str,
+        turn_id: &str,
+    ) -> CancelTurnResponse {
+        let request = CancelTurnRequest {
+            conversation_id: conversation_id.to_owned(),
+            turn_id: turn_id.to_owned(),
+        };
+        self.inner
+            .cancel_turn(self.authorized(request))
+            .await
+            .unwrap_or_else(|status| panic!("CancelTurn failed: {status:?}"))
+            .into_inner()
     }
 
     /// Reads a conversation back.
@@ -166,6 +202,8 @@ pub struct Turn {
     pub status: Option<Status>,
     /// The conversation (from the first status event).
     pub conversation_id: String,
+    /// The turn (from the first status event).
+    pub turn_id: String,
 }
 
 impl Turn {
@@ -191,6 +229,11 @@ impl Turn {
             .count()
     }
 
+    /// The `seq` of the last event received (0 before any).
+    pub fn last_seq(&self) -> u64 {
+        self.events.last().map_or(0, |event| event.seq)
+    }
+
     /// A short description for assertion messages.
     pub fn summary(&self) -> String {
         format!(
@@ -208,6 +251,7 @@ impl Turn {
         match &event.event {
             Some(Event::Status(status)) if self.conversation_id.is_empty() => {
                 self.conversation_id = status.conversation_id.clone();
+                self.turn_id = status.turn_id.clone();
             }
             Some(Event::TextDelta(text)) => self.text.push_str(text),
             Some(Event::Error(error)) => self.error = Some(error.clone()),
@@ -225,6 +269,13 @@ pub struct TurnReader {
 }
 
 impl TurnReader {
+    fn new(stream: Streaming<ChatEvent>) -> Self {
+        Self {
+            stream,
+            turn: Turn::default(),
+        }
+    }
+
     /// Reads until an event satisfies `wanted` (returning true), or the
     /// stream ends (false).
     pub async fn until(&mut self, wanted: fn(&Event) -> bool) -> bool {
@@ -287,5 +338,9 @@ pub mod kind {
     /// A tool completion.
     pub fn tool_complete(event: &Event) -> bool {
         matches!(event, Event::ToolComplete(_))
+    }
+    /// The end of a turn.
+    pub fn complete(event: &Event) -> bool {
+        matches!(event, Event::Complete(_))
     }
 }

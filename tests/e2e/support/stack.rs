@@ -1,8 +1,9 @@
 //! One Parley stack on its own Docker network: the payload-parser, the
 //! agent-runner (scripted provider) and the chat-gateway (PostgreSQL, a
-//! fresh schema), each from its image, run as the Kubernetes manifests run
-//! them: non-root, read-only root filesystem, every capability dropped, no
-//! privilege escalation, configuration files mounted read-only.
+//! fresh schema; optionally a second replica on the same schema), each from
+//! its image, run as the Kubernetes manifests run them: non-root, read-only
+//! root filesystem, every capability dropped, no privilege escalation,
+//! configuration files mounted read-only.
 //!
 //! Readiness is the `listening` log line, then `grpc.health.v1` SERVING on
 //! the published port. Containers and the network are removed when the
@@ -15,7 +16,7 @@ use std::{
     time::{Duration, Instant},
 };
 
-use futures::FutureExt;
+use futures::{FutureExt, future::OptionFuture};
 use testcontainers::{
     ContainerAsync, GenericImage, ImageExt,
     bollard::query_parameters::KillContainerOptionsBuilder,
@@ -41,6 +42,9 @@ pub enum Service {
     Runner,
     /// chat-gateway.
     Gateway,
+    /// A second chat-gateway replica on the same schema, runner and parser
+    /// ([`StackOptions::second_gateway`]).
+    GatewayB,
 }
 
 impl Service {
@@ -49,7 +53,7 @@ impl Service {
         match self {
             Self::Parser => "parley/payload-parser",
             Self::Runner => "parley/agent-runner",
-            Self::Gateway => "parley/chat-gateway",
+            Self::Gateway | Self::GatewayB => "parley/chat-gateway",
         }
     }
 
@@ -58,7 +62,7 @@ impl Service {
         match self {
             Self::Parser => 50053,
             Self::Runner => 50052,
-            Self::Gateway => 50051,
+            Self::Gateway | Self::GatewayB => 50051,
         }
     }
 
@@ -67,7 +71,7 @@ impl Service {
         match self {
             Self::Parser => "parley.parser.v1.PayloadParser",
             Self::Runner => "parley.runner.v1.AgentRunner",
-            Self::Gateway => "parley.gateway.v1.ChatGateway",
+            Self::Gateway | Self::GatewayB => "parley.gateway.v1.ChatGateway",
         }
     }
 
@@ -76,6 +80,7 @@ impl Service {
             Self::Parser => "parser",
             Self::Runner => "runner",
             Self::Gateway => "gateway",
+            Self::GatewayB => "gateway-b",
         }
     }
 }
@@ -91,6 +96,12 @@ pub struct StackOptions {
     /// Run the services with `deploy/config` exactly as the Kubernetes
     /// ConfigMaps provide it (the gateway then requires a JWT).
     pub deployed_config: bool,
+    /// A file of `tests/e2e/fixtures/` as the gateway's `--config` (not
+    /// with `deployed_config`).
+    pub gateway_config: Option<&'static str>,
+    /// Start a second gateway replica ([`Service::GatewayB`]) configured
+    /// like the first.
+    pub second_gateway: bool,
 }
 
 impl Default for StackOptions {
@@ -99,6 +110,8 @@ impl Default for StackOptions {
             runner_script: None,
             gateway_drain_secs: 20,
             deployed_config: false,
+            gateway_config: None,
+            second_gateway: false,
         }
     }
 }
@@ -110,6 +123,7 @@ pub struct Stack {
     parser: ContainerAsync<GenericImage>,
     runner: ContainerAsync<GenericImage>,
     gateway: ContainerAsync<GenericImage>,
+    gateway_b: Option<ContainerAsync<GenericImage>>,
     schema: Schema,
     /// The bearer token clients send, when the gateway requires one.
     pub token: Option<String>,
@@ -206,50 +220,75 @@ impl Stack {
         }
         let runner = runner.with_cmd(runner_args);
 
+        assert!(
+            !(options.deployed_config && options.gateway_config.is_some()),
+            "gateway_config replaces the deployed configuration's gateway.toml"
+        );
         let mut gateway_args = vec![
             format!("--runner=http://{name}-runner:50052"),
             format!("--parser=http://{name}-parser:50053"),
             format!("--drain-timeout={}", options.gateway_drain_secs),
         ];
-        let mut gateway = container(&name, Service::Gateway)
-            .with_host(HOST_ALIAS, Host::HostGateway)
-            .with_env_var("PARLEY_DATABASE_URL", schema.container_url());
+        let mut mounts = Vec::new();
+        let mut env = vec![("PARLEY_DATABASE_URL", schema.container_url())];
         let mut token_for = None;
         if options.deployed_config {
-            gateway = gateway
-                .with_mount(mount(
-                    "deploy/config/gateway.kubernetes.toml",
-                    "/etc/parley/gateway.toml",
-                ))
-                .with_mount(mount(
-                    "deploy/config/registry.yaml",
-                    "/etc/parley/registry.yaml",
-                ))
-                .with_env_var("PARLEY_JWT_SECRET", JWT_SECRET);
+            mounts.push((
+                "deploy/config/gateway.kubernetes.toml".to_owned(),
+                "/etc/parley/gateway.toml",
+            ));
+            mounts.push((
+                "deploy/config/registry.yaml".to_owned(),
+                "/etc/parley/registry.yaml",
+            ));
+            env.push(("PARLEY_JWT_SECRET", JWT_SECRET.to_owned()));
             gateway_args.push("--config=/etc/parley/gateway.toml".into());
             gateway_args.push("--registry=/etc/parley/registry.yaml".into());
             token_for = Some(token("e2e-user"));
         } else {
             gateway_args.push("--dev-auth".into());
         }
-        let gateway = gateway.with_cmd(gateway_args);
+        if let Some(config) = options.gateway_config {
+            mounts.push((
+                format!("tests/e2e/fixtures/{config}"),
+                "/etc/parley/gateway.toml",
+            ));
+            gateway_args.push("--config=/etc/parley/gateway.toml".into());
+        }
+        let gateway = |service| {
+            let mut request = container(&name, service).with_host(HOST_ALIAS, Host::HostGateway);
+            for (source, target) in &mounts {
+                request = request.with_mount(mount(source, target));
+            }
+            for (key, value) in &env {
+                request = request.with_env_var(*key, value);
+            }
+            request.with_cmd(gateway_args.clone())
+        };
 
         let (parser, runner) = tokio::join!(parser.start(), runner.start());
         let parser = parser.expect("the payload-parser container starts");
         let runner = runner.expect("the agent-runner container starts");
-        let gateway = gateway
-            .start()
-            .await
-            .expect("the chat-gateway container starts");
+        let gateway_b = options
+            .second_gateway
+            .then(|| gateway(Service::GatewayB).start());
+        let (gateway, gateway_b) = tokio::join!(
+            gateway(Service::Gateway).start(),
+            OptionFuture::from(gateway_b)
+        );
+        let gateway = gateway.expect("the chat-gateway container starts");
+        let gateway_b =
+            gateway_b.map(|started| started.expect("the second chat-gateway container starts"));
         let stack = Self {
             name,
             parser,
             runner,
             gateway,
+            gateway_b,
             schema,
             token: token_for,
         };
-        for service in [Service::Parser, Service::Runner, Service::Gateway] {
+        for service in stack.services() {
             stack.wait_serving(service).await;
         }
         stack
@@ -260,7 +299,18 @@ impl Stack {
             Service::Parser => &self.parser,
             Service::Runner => &self.runner,
             Service::Gateway => &self.gateway,
+            Service::GatewayB => self
+                .gateway_b
+                .as_ref()
+                .expect("no second gateway: set StackOptions::second_gateway"),
         }
+    }
+
+    /// The services this stack runs.
+    fn services(&self) -> Vec<Service> {
+        let mut services = vec![Service::Parser, Service::Runner, Service::Gateway];
+        services.extend(self.gateway_b.is_some().then_some(Service::GatewayB));
+        services
     }
 
     /// `127.0.0.1:PORT` of a service's published port (it changes when a
@@ -282,7 +332,12 @@ impl Stack {
 
     /// A client of the gateway (with the stack's token, if any).
     pub async fn client(&self) -> Client {
-        Client::connect(&self.addr(Service::Gateway).await, self.token.clone()).await
+        self.client_of(Service::Gateway).await
+    }
+
+    /// A client of one gateway replica (with the stack's token, if any).
+    pub async fn client_of(&self, gateway: Service) -> Client {
+        Client::connect(&self.addr(gateway).await, self.token.clone()).await
     }
 
     /// Sends a signal to a service's process (`SIGKILL`, `SIGTERM`).
@@ -336,7 +391,7 @@ impl Stack {
     /// Every container's log (stderr: the services log JSON lines there).
     pub async fn logs(&self) -> String {
         let mut all = String::new();
-        for service in [Service::Parser, Service::Runner, Service::Gateway] {
+        for service in self.services() {
             let log = self
                 .container(service)
                 .stderr_to_vec()
