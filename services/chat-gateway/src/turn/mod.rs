@@ -189,14 +189,18 @@ impl Engine {
     /// from its first event, a finished one replayed.
     pub async fn start_turn(
         self: &Arc<Self>,
-        start: StartTurn,
+        mut start: StartTurn,
     ) -> Result<EventStream, GatewayError> {
         if let Some(request_id) = &start.request_id
             && let Some(turn) = self.store.turn_by_request(&start.owner, request_id).await?
-            && !reruns(&turn)
         {
-            tracing::info!(turn = %turn.id, "a retried request follows its turn");
-            return Ok(self.follow(&start.owner, turn, 0));
+            if !reruns(&turn) {
+                tracing::info!(turn = %turn.id, "a retried request follows its turn");
+                return Ok(self.follow(&start.owner, turn, 0));
+            }
+            // It runs again where it failed, also when it had created the
+            // conversation.
+            start.conversation_id = turn.conversation_id;
         }
         let create = start.conversation_id.is_empty();
         let conversation_id = if create {

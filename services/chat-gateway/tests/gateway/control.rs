@@ -349,6 +349,12 @@ async fn a_retried_request_id_runs_again_after_a_retryable_failure() {
         retried.complete.turn_id, failed.complete.turn_id,
         "a new turn"
     );
+    assert_eq!(
+        retried.complete.conversation_id, failed.complete.conversation_id,
+        "in the conversation the failed turn had created"
+    );
+    let stored = conversation(&mut stack, &failed.complete.conversation_id).await;
+    assert_eq!(stored.messages.len(), 4, "both attempts, one conversation");
     assert_eq!(stack.runner.seen().len(), 2);
     // And now the id is the successful turn's: a third try replays it.
     let replayed = chat(&mut stack.client, request).await;
