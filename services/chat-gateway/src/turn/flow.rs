@@ -119,12 +119,11 @@ pub async fn run(engine: Arc<Engine>, spec: TurnSpec, slot: TurnSlot, journal: A
     journal.push(ids.status(gw::TurnPhase::Started, "Turn started"));
     let produced = produce(&engine, &spec, &slot, &journal, &ids).await;
     let ended = Ended {
-        slot: &slot,
+        slot,
         journal: &journal,
         flusher,
     };
     finish(&engine, &spec, ended, produced).await;
-    drop(slot);
 }
 
 /// Everything up to the parsed answer.
@@ -301,7 +300,10 @@ async fn load_history(engine: &Engine, spec: &TurnSpec) -> Result<History, Failu
 
 /// What `finish` needs of the running turn.
 struct Ended<'a> {
-    slot: &'a TurnSlot,
+    /// Released once the turn is stored, before its last events are: a
+    /// client that sends its next message as soon as it reads `complete`
+    /// finds the conversation free.
+    slot: TurnSlot,
     journal: &'a Journal,
     flusher: Option<tokio::task::JoinHandle<()>>,
 }
@@ -377,6 +379,8 @@ async fn finish(engine: &Engine, spec: &TurnSpec, ended: Ended<'_>, produced: Pr
         })
         .instrument(tracing::info_span!("store.finish_turn"))
         .await;
+    let stop = slot.stop_cause();
+    drop(slot);
     let state = match stored {
         Ok(true) => {
             journal.finish(last);
@@ -408,7 +412,7 @@ async fn finish(engine: &Engine, spec: &TurnSpec, ended: Ended<'_>, produced: Pr
         state,
         reason = ending.failure().map_or("", |failure| failure.reason.as_str()),
         followed = journal.followed(),
-        stop = ?slot.stop_cause(),
+        stop = ?stop,
         "turn ended"
     );
 }

@@ -443,3 +443,34 @@ async fn shutdown_stores_a_turn_that_outlives_the_drain_as_failed() {
     assert_eq!(answer.text, "Halfway");
     assert_eq!(answer.error.map(|e| e.reason), Some("SHUTDOWN".to_owned()));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn the_next_message_sent_as_soon_as_complete_arrives_is_accepted() {
+    // Clients that send their next message the moment they read `complete`
+    // (the benchmark's do) must find the conversation free, whichever
+    // thread runs what.
+    let stack = Harness::start(Options::default()).await;
+    let clients = (0..8).map(|_| {
+        let mut client = stack.client.clone();
+        tokio::spawn(async move {
+            let first = chat(&mut client, chat_request("", "One", "tables_list")).await;
+            let conversation_id = first.conversation_id();
+            for n in 0..25 {
+                let next = client
+                    .chat(chat_request(
+                        &conversation_id,
+                        &format!("Next {n}"),
+                        "tables_list",
+                    ))
+                    .await
+                    .unwrap_or_else(|status| panic!("turn {n} refused: {status:?}"));
+                let next = collect(next.into_inner()).await;
+                assert!(next.complete.success, "{:?}", next.complete);
+            }
+        })
+    });
+    for client in futures::future::join_all(clients).await {
+        client.expect("client");
+    }
+    stack.stop().await;
+}
