@@ -13,7 +13,7 @@ use std::time::Duration;
 use sqlx::postgres::PgListener;
 use tokio::sync::mpsc;
 
-use super::{Backend, Store, TURN_CANCEL_CHANNEL, TURN_EVENTS_CHANNEL};
+use super::{Store, TURN_CANCEL_CHANNEL, TURN_EVENTS_CHANNEL};
 
 /// What another replica said.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -34,7 +34,7 @@ impl Store {
     /// Starts listening to the other replicas; `None` on SQLite. The task
     /// ends when the receiver is dropped.
     pub fn listen(&self) -> Option<mpsc::Receiver<Notice>> {
-        if self.backend != Backend::Postgres {
+        if !self.notifies() {
             return None;
         }
         let (tx, rx) = mpsc::channel(1024);

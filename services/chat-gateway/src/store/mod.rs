@@ -374,6 +374,12 @@ impl Store {
         &self.faults
     }
 
+    /// Whether writes NOTIFY the other replicas (PostgreSQL; an SQLite file
+    /// has one process).
+    pub(crate) fn notifies(&self) -> bool {
+        self.backend == Backend::Postgres
+    }
+
     /// Which database this is.
     pub fn backend(&self) -> Backend {
         self.backend

@@ -130,7 +130,7 @@ impl Store {
                 .map(EncodedEvent::new)
                 .collect::<Result<_, _>>()?,
             wire: finish.wire,
-            notify: self.backend == super::Backend::Postgres,
+            notify: self.notifies(),
             now: now_ms(),
         };
         self.write(write).await

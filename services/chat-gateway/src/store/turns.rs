@@ -21,8 +21,7 @@ use futures::future::BoxFuture;
 use sqlx::{AnyConnection, Row};
 
 use super::{
-    Backend, EventBody, Store, StoreError, TURN_CANCEL_CHANNEL, TURN_EVENTS_CHANNEL, TurnState,
-    WireBatch,
+    EventBody, Store, StoreError, TURN_CANCEL_CHANNEL, TURN_EVENTS_CHANNEL, TurnState, WireBatch,
     batch::Write,
     now_ms,
     writes::{EncodedEvent, FinishTurnWrite, insert_wire, notify, to_i64},
@@ -304,10 +303,6 @@ impl Write for Reap {
 }
 
 impl Store {
-    fn notifies(&self) -> bool {
-        self.backend == Backend::Postgres
-    }
-
     /// Appends a batch of a running turn's wire events. False when the
     /// turn is no longer this replica's (another replica ended it after its
     /// lease expired, or the conversation was deleted).

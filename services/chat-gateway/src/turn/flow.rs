@@ -29,7 +29,7 @@ use super::{
     manager::{StopCause, TurnSlot},
     observe,
     outcome::{self, CompleteParts, Ending, Failure},
-    parse,
+    parse, recover,
     relay::{self, RunEnd, TurnIds},
 };
 use crate::{
@@ -65,26 +65,12 @@ impl Produced {
     }
 }
 
-fn store_failure() -> Failure {
-    Failure::new(
-        "STORE_UNAVAILABLE",
-        "the conversation store failed; the answer is stored only as far as shown by GetConversation",
-        true,
-    )
-}
-
 /// Why a stopped turn stopped: its events could not be stored, or it was
 /// asked to.
 fn stopped(slot: &TurnSlot, journal: &Journal) -> Ending {
     match journal.fault() {
-        Some(Fault::Store) => return Ending::Failed(store_failure()),
-        Some(Fault::Lost) => {
-            return Ending::Failed(Failure::new(
-                "REPLICA_LOST",
-                "this gateway lost the turn (its lease expired) and another replica ended it",
-                true,
-            ));
-        }
+        Some(Fault::Store) => return Ending::Failed(recover::store_unavailable()),
+        Some(Fault::Lost) => return Ending::Failed(recover::replica_lost()),
         None => {}
     }
     match slot.stop_cause() {
@@ -397,7 +383,7 @@ async fn finish(engine: &Engine, spec: &TurnSpec, ended: Ended<'_>, produced: Pr
             // Nothing of the end is committed: never tell the client it is.
             // Its lease runs out and a replica ends it as stored so far.
             tracing::error!(%error, turn = %spec.turn_id, "cannot store the turn's answer");
-            let failure = store_failure();
+            let failure = recover::store_unavailable();
             let failed = Ending::Failed(failure.clone());
             journal.finish(vec![
                 Event::Error(failure.to_event()),

@@ -146,7 +146,7 @@ pub fn replica_lost() -> Failure {
 pub fn store_unavailable() -> Failure {
     Failure::new(
         "STORE_UNAVAILABLE",
-        "the conversation store could not save the answer",
+        "the conversation store failed; GetConversation shows what was saved",
         true,
     )
 }
