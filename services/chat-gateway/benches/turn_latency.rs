@@ -362,6 +362,7 @@ async fn store_writes(times: u32, concurrent: usize) {
                 turn_id: &turn,
                 replica: "bench",
                 lease_until: i64::MAX,
+                stream_ahead: 0,
                 request_id: None,
                 user_message: &message,
                 title: "hello",

@@ -164,7 +164,9 @@ impl Gateway {
 mod tests {
     use super::*;
     use crate::{
-        store::{BeginTurn, EventBody, NewTurn, StoredPage, TurnState, WireBatch, now_ms},
+        store::{
+            BeginTurn, EventBody, NewTurn, StoredPage, TurnBatch, TurnState, WireBatch, now_ms,
+        },
         turn::journal,
     };
     use parley_proto::gateway::v1::{ChatEvent, chat_event::Event};
@@ -194,6 +196,7 @@ mod tests {
                 replica: "crashed",
                 // A live lease: SQLite recovery does not wait for it.
                 lease_until: now_ms() + 60_000,
+                stream_ahead: 8,
                 request_id: None,
                 user_message: &message,
                 title: "hello",
@@ -210,12 +213,17 @@ mod tests {
             })
             .collect();
         let batch: WireBatch = journal::encode(&seen).expect("events");
-        assert!(
-            store
-                .append_wire("t1", "crashed", batch)
-                .await
-                .expect("append")
-        );
+        let held = store
+            .append_wire(
+                "crashed",
+                vec![TurnBatch {
+                    turn_id: "t1".into(),
+                    batch,
+                }],
+            )
+            .await
+            .expect("append");
+        assert_eq!(held, [true]);
         store.close().await;
 
         let gateway = Gateway::build(&config, Registry::example(), Authenticator::dev())
@@ -240,14 +248,15 @@ mod tests {
             Some("REPLICA_LOST")
         );
         // The wire log ends with the error and a failed complete, numbered
-        // after what the client saw.
+        // after what the client may have seen: the 2 stored events and the
+        // 8 the crashed replica could stream ahead of them.
         let wire = store.wire_events("alice", "t1", 2).await.expect("wire");
         let tail: Vec<ChatEvent> = wire
             .iter()
             .flat_map(|b| journal::decode(b).expect("decodes"))
             .filter(|e| e.seq > 2)
             .collect();
-        assert_eq!(tail.iter().map(|e| e.seq).collect::<Vec<_>>(), [3, 4]);
+        assert_eq!(tail.iter().map(|e| e.seq).collect::<Vec<_>>(), [11, 12]);
         assert!(matches!(&tail[1].event, Some(Event::Complete(c)) if !c.success));
         assert!(
             store

@@ -163,15 +163,27 @@ pub struct TurnConfig {
     /// How long the wire events of a finished turn are kept for
     /// `ResumeTurn`; conversation history is kept regardless.
     pub resume_retention_secs: u64,
-    /// Whether a turn's wire events are stored (in batches) before clients
+    /// Whether a turn's wire events are stored (in batches) as clients
     /// receive them, which makes `ResumeTurn` exact on any replica and keeps
-    /// the partial answer of a gateway that dies. Off, clients receive
-    /// events at once and a resume replays only what the turn stored at
-    /// its end.
+    /// the partial answer of a gateway that dies. Off, only the answer is
+    /// stored and a resume replays only what the turn stored at its end.
     pub event_log: bool,
+    /// How many events a turn's stream may run ahead of its stored log.
+    /// A gateway that dies loses at most these from the stored partial
+    /// answer (its clients saw them); 0 delivers only committed events, at
+    /// the price of a commit's latency on every event.
+    pub stream_ahead: u64,
+    /// Least time between two writes of the event log: a busy replica
+    /// stores all its turns' new events in one transaction per interval.
+    pub log_interval_ms: u64,
     /// Whether tool calls the model writes into its text (seed 004) are run.
     pub text_tool_calls: bool,
 }
+
+/// Largest `turns.stream_ahead`: far more than a turn streams within a
+/// log interval, and small enough that the seq gap before the `error` of a
+/// turn whose replica died stays readable.
+pub const MAX_STREAM_AHEAD: u64 = 4096;
 
 impl Default for TurnConfig {
     fn default() -> Self {
@@ -187,6 +199,8 @@ impl Default for TurnConfig {
             lease_ttl_ms: 10_000,
             resume_retention_secs: 24 * 60 * 60,
             event_log: true,
+            stream_ahead: 32,
+            log_interval_ms: 5,
             text_tool_calls: false,
         }
     }
@@ -211,6 +225,11 @@ impl TurnConfig {
     /// `lease_ttl_ms` as a duration.
     pub fn lease_ttl(&self) -> Duration {
         Duration::from_millis(self.lease_ttl_ms)
+    }
+
+    /// `log_interval_ms` as a duration.
+    pub fn log_interval(&self) -> Duration {
+        Duration::from_millis(self.log_interval_ms)
     }
 
     /// `resume_retention_secs` as a duration.
@@ -331,6 +350,12 @@ impl GatewayConfig {
             self.turns.max_message_bytes as u64,
         )?;
         positive("turns.lease_renew_ms", self.turns.lease_renew_ms)?;
+        if self.turns.stream_ahead > MAX_STREAM_AHEAD {
+            return Err(invalid(
+                "turns.stream_ahead",
+                format!("must be at most {MAX_STREAM_AHEAD}"),
+            ));
+        }
         positive(
             "turns.resume_retention_secs",
             self.turns.resume_retention_secs,

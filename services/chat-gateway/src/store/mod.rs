@@ -32,7 +32,7 @@ pub use model::{
     AssistantMessage, ConversationSummary, EventBody, StoredEvent, StoredPage, StoredPayload,
     TurnRecord, TurnState,
 };
-pub use turns::{Finalize, HeldTurn, ReapIf, ReapInput, Reaped};
+pub use turns::{Finalize, HeldTurn, ReapIf, ReapInput, Reaped, TurnBatch};
 
 /// The PostgreSQL channel that tells replicas a turn stored wire events or
 /// ended (payload: the turn id).
@@ -157,6 +157,9 @@ pub struct NewTurn<'a> {
     pub replica: &'a str,
     /// Its first lease, until this Unix ms.
     pub lease_until: i64,
+    /// How many events its replica may stream ahead of the stored ones
+    /// (see [`ReapInput::stream_ahead`]).
+    pub stream_ahead: u64,
     /// The idempotency key, when sent.
     pub request_id: Option<&'a str>,
     /// The user message event.
@@ -254,6 +257,11 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
         2,
         "durable turns",
         include_str!("migrations/0002_durable_turns.sql"),
+    ),
+    (
+        3,
+        "stream ahead",
+        include_str!("migrations/0003_stream_ahead.sql"),
     ),
 ];
 

@@ -69,6 +69,7 @@ impl Store {
             title: new.title.to_owned(),
             replica: new.replica.to_owned(),
             lease_until: new.lease_until,
+            stream_ahead: new.stream_ahead,
             now: now_ms(),
         };
         let error = match self.write(write).await {

@@ -104,6 +104,7 @@ async fn start(
             turn_id: &turn,
             replica: REPLICA,
             lease_until: lease(),
+            stream_ahead: 0,
             request_id: request,
             user_message: &message,
             title: "hello there",
@@ -241,6 +242,7 @@ async fn other_owner_sees_nothing(store: Store) {
             turn_id: &id(),
             replica: REPLICA,
             lease_until: lease(),
+            stream_ahead: 0,
             request_id: None,
             user_message: &message,
             title: "",
@@ -283,6 +285,7 @@ async fn request_ids_are_idempotent(store: Store) {
                 turn_id: &id(),
                 replica: REPLICA,
                 lease_until: lease(),
+                stream_ahead: 0,
                 request_id: Some("req-7"),
                 user_message: &message,
                 title: "hello again",
@@ -328,6 +331,7 @@ async fn racing_request_ids_start_one_turn(store: Store) {
                     turn_id: &id(),
                     replica: REPLICA,
                     lease_until: lease(),
+                    stream_ahead: 0,
                     request_id: Some("req-race"),
                     user_message: &message,
                     title: "race",
@@ -430,6 +434,7 @@ async fn begin_on(
             turn_id: &turn,
             replica,
             lease_until,
+            stream_ahead: 3,
             request_id: request,
             user_message: &message,
             title: "hello there",
@@ -460,6 +465,25 @@ async fn end(
         })
         .await
         .expect("finish turn")
+}
+
+/// Appends one turn's batch as `replica`: whether the turn was held.
+async fn append(
+    store: &Store,
+    turn: &str,
+    replica: &str,
+    batch: WireBatch,
+) -> Result<bool, StoreError> {
+    let held = store
+        .append_wire(
+            replica,
+            vec![TurnBatch {
+                turn_id: turn.to_owned(),
+                batch,
+            }],
+        )
+        .await?;
+    Ok(held == [true])
 }
 
 fn batch(first: u64, last: u64) -> WireBatch {
@@ -573,26 +597,62 @@ async fn retryable_failures_free_their_request_id(store: Store) {
     assert!(!existing.retryable);
 }
 
+/// One append stores the batches of many turns, skipping (and telling)
+/// those this replica no longer runs.
+async fn one_append_for_many_turns(store: Store) {
+    let mut turns = Vec::new();
+    for replica in [REPLICA, REPLICA, "replica-b"] {
+        let (turn, _) = begin_on(&store, &id(), true, replica, lease(), None).await;
+        turns.push(turn);
+    }
+    let batches: Vec<TurnBatch> = turns
+        .iter()
+        .zip([batch(1, 2), batch(1, 4), batch(1, 1)])
+        .map(|(turn, batch)| TurnBatch {
+            turn_id: turn.clone(),
+            batch,
+        })
+        .collect();
+    let held = store.append_wire(REPLICA, batches).await.expect("append");
+    assert_eq!(held, [true, true, false]);
+    for (turn, expected) in turns
+        .iter()
+        .zip([vec![batch(1, 2)], vec![batch(1, 4)], vec![]])
+    {
+        assert_eq!(
+            store.wire_events("alice", turn, 0).await.expect("wire"),
+            expected
+        );
+    }
+    let record = store
+        .turn("alice", &turns[1])
+        .await
+        .expect("read")
+        .expect("exists");
+    assert_eq!(record.last_event_seq, 4);
+    assert_eq!(
+        store.append_wire(REPLICA, Vec::new()).await.expect("empty"),
+        Vec::<bool>::new()
+    );
+}
+
 async fn wire_log_leases_and_reaping(store: Store) {
     let conversation = id();
     // A lease already expired: its replica is gone.
     let (turn, _) = begin_on(&store, &conversation, true, REPLICA, now_ms() - 1, None).await;
     assert!(
-        store
-            .append_wire(&turn, REPLICA, batch(1, 3))
+        append(&store, &turn, REPLICA, batch(1, 3))
             .await
             .expect("append")
     );
     assert!(
-        store
-            .append_wire(&turn, REPLICA, batch(4, 5))
+        append(&store, &turn, REPLICA, batch(4, 5))
             .await
             .expect("append")
     );
     // Only the turn's replica writes its log.
     assert!(
-        !store
-            .append_wire(&turn, "replica-b", batch(6, 6))
+        !append(&store, &turn, "replica-b", batch(6, 6))
             .await
             .expect("append")
     );
@@ -694,6 +754,7 @@ async fn wire_log_leases_and_reaping(store: Store) {
     );
     let input = seen.lock().expect("lock").take().expect("finalize ran");
     assert_eq!(input.last_event_seq, 5);
+    assert_eq!(input.stream_ahead, 3);
     assert_eq!(input.wire.len(), 2);
     assert_eq!(input.owner, "alice");
     let record = store
@@ -715,8 +776,7 @@ async fn wire_log_leases_and_reaping(store: Store) {
     );
     // The replica that lost it can neither log nor end it any more.
     assert!(
-        !store
-            .append_wire(&turn, REPLICA, batch(8, 8))
+        !append(&store, &turn, REPLICA, batch(8, 8))
             .await
             .expect("append")
     );
@@ -770,7 +830,7 @@ async fn injected_write_faults_store_nothing(store: Store) {
         .await;
     assert!(matches!(failed, Err(StoreError::Injected(_))), "{failed:?}");
     assert!(matches!(
-        store.append_wire(&turn, REPLICA, batch(1, 1)).await,
+        append(&store, &turn, REPLICA, batch(1, 1)).await,
         Err(StoreError::Injected(_))
     ));
     store.faults().fail_writes(false);
@@ -834,6 +894,7 @@ on_both_backends!(
     one_running_turn_per_conversation,
     retryable_failures_free_their_request_id,
     wire_log_leases_and_reaping,
+    one_append_for_many_turns,
     injected_write_faults_store_nothing,
 );
 

@@ -18,13 +18,13 @@
 use std::sync::Arc;
 
 use futures::future::BoxFuture;
-use sqlx::{AnyConnection, Row};
+use sqlx::{AnyConnection, AssertSqlSafe, Row};
 
 use super::{
     EventBody, Store, StoreError, TURN_CANCEL_CHANNEL, TURN_EVENTS_CHANNEL, TurnState, WireBatch,
     batch::Write,
     now_ms,
-    writes::{EncodedEvent, FinishTurnWrite, insert_wire, notify, to_i64},
+    writes::{EncodedEvent, FinishTurnWrite, notify, to_i64},
 };
 
 /// A running turn of this replica, as lease renewal found it.
@@ -47,6 +47,9 @@ pub struct ReapInput {
     pub turn_id: String,
     /// The seq of its last stored wire event.
     pub last_event_seq: u64,
+    /// How many events its replica could stream ahead of the stored ones:
+    /// clients may have seen seqs up to `last_event_seq + stream_ahead`.
+    pub stream_ahead: u64,
     /// Its stored wire batches, in order.
     pub wire: Vec<WireBatch>,
 }
@@ -83,40 +86,150 @@ pub enum ReapIf {
     NotHeldBy(String),
 }
 
+/// One turn's next wire batch, for [`Store::append_wire`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TurnBatch {
+    /// The turn.
+    pub turn_id: String,
+    /// Its events after the last stored one.
+    pub batch: WireBatch,
+}
+
+/// Turns per statement: five binds a row keeps a statement far below
+/// SQLite's limit of 32 766 binds.
+const APPEND_CHUNK: usize = 256;
+
 struct AppendWire {
-    turn_id: String,
     replica: String,
-    batch: WireBatch,
+    batches: Vec<TurnBatch>,
     notify: bool,
     now: i64,
 }
 
 impl Write for AppendWire {
-    /// False when the turn is no longer running on this replica.
-    type Output = bool;
+    /// Per batch, in order: whether its turn is still running on this
+    /// replica (and the batch stored).
+    type Output = Vec<bool>;
 
-    fn run<'c>(&'c self, conn: &'c mut AnyConnection) -> BoxFuture<'c, Result<bool, StoreError>> {
+    fn run<'c>(
+        &'c self,
+        conn: &'c mut AnyConnection,
+    ) -> BoxFuture<'c, Result<Vec<bool>, StoreError>> {
         Box::pin(async move {
-            let held = sqlx::query(
-                "UPDATE turns SET last_event_seq = $3 \
-                 WHERE id = $1 AND replica = $2 AND state = 'running'",
-            )
-            .bind(self.turn_id.as_str())
-            .bind(self.replica.as_str())
-            .bind(to_i64(self.batch.last_seq))
-            .execute(&mut *conn)
-            .await?
-            .rows_affected();
-            if held == 0 {
-                return Ok(false);
+            let mut stored = Vec::with_capacity(self.batches.len());
+            for chunk in self.batches.chunks(APPEND_CHUNK) {
+                let held = advance_held(conn, &self.replica, chunk).await?;
+                let kept: Vec<&TurnBatch> = chunk
+                    .iter()
+                    .filter(|turn| held.contains(turn.turn_id.as_str()))
+                    .collect();
+                insert_wires(conn, &kept, self.now).await?;
+                if self.notify {
+                    notify_many(conn, TURN_EVENTS_CHANNEL, &kept).await?;
+                }
+                stored.extend(
+                    chunk
+                        .iter()
+                        .map(|turn| held.contains(turn.turn_id.as_str())),
+                );
             }
-            insert_wire(conn, &self.turn_id, &self.batch, self.now).await?;
-            if self.notify {
-                notify(conn, TURN_EVENTS_CHANNEL, &self.turn_id).await?;
-            }
-            Ok(true)
+            Ok(stored)
         })
     }
+}
+
+/// `($first, $second), ($third, $fourth)...`: `rows` rows of `width`
+/// placeholders numbered from `first`. The statements built with it are
+/// fixed text and numbered placeholders (hence `AssertSqlSafe`): every
+/// value is bound.
+fn placeholders(rows: usize, width: usize, first: usize) -> String {
+    let mut sql = String::with_capacity(rows * width * 5);
+    for row in 0..rows {
+        if row > 0 {
+            sql.push_str(", ");
+        }
+        sql.push('(');
+        for column in 0..width {
+            if column > 0 {
+                sql.push_str(", ");
+            }
+            sql.push('$');
+            sql.push_str(&(first + row * width + column).to_string());
+        }
+        sql.push(')');
+    }
+    sql
+}
+
+/// Moves `last_event_seq` of the batches' turns that `replica` still runs;
+/// returns those turns. One statement for the whole chunk.
+async fn advance_held(
+    conn: &mut AnyConnection,
+    replica: &str,
+    chunk: &[TurnBatch],
+) -> Result<std::collections::HashSet<String>, StoreError> {
+    let sql = format!(
+        "WITH batch (turn, seq) AS (VALUES {}) \
+         UPDATE turns SET last_event_seq = batch.seq FROM batch \
+         WHERE turns.id = batch.turn AND turns.replica = $1 AND turns.state = 'running' \
+         RETURNING id",
+        placeholders(chunk.len(), 2, 2)
+    );
+    let mut query = sqlx::query(AssertSqlSafe(sql)).bind(replica);
+    for turn in chunk {
+        query = query
+            .bind(turn.turn_id.as_str())
+            .bind(to_i64(turn.batch.last_seq));
+    }
+    let rows = query.fetch_all(&mut *conn).await?;
+    rows.iter().map(|row| Ok(row.try_get("id")?)).collect()
+}
+
+/// Inserts the batches, one statement for them all.
+async fn insert_wires(
+    conn: &mut AnyConnection,
+    batches: &[&TurnBatch],
+    now: i64,
+) -> Result<(), StoreError> {
+    if batches.is_empty() {
+        return Ok(());
+    }
+    let sql = format!(
+        "INSERT INTO turn_events (turn_id, first_seq, last_seq, events, created_at) VALUES {}",
+        placeholders(batches.len(), 5, 1)
+    );
+    let mut query = sqlx::query(AssertSqlSafe(sql));
+    for turn in batches {
+        query = query
+            .bind(turn.turn_id.as_str())
+            .bind(to_i64(turn.batch.first_seq))
+            .bind(to_i64(turn.batch.last_seq))
+            .bind(turn.batch.events.as_str())
+            .bind(now);
+    }
+    query.execute(&mut *conn).await?;
+    Ok(())
+}
+
+/// NOTIFYs `channel` once per batch's turn, in one statement.
+async fn notify_many(
+    conn: &mut AnyConnection,
+    channel: &str,
+    batches: &[&TurnBatch],
+) -> Result<(), StoreError> {
+    if batches.is_empty() {
+        return Ok(());
+    }
+    let sql = format!(
+        "SELECT pg_notify($1, batch.turn) FROM (VALUES {}) AS batch (turn)",
+        placeholders(batches.len(), 1, 2)
+    );
+    let mut query = sqlx::query(AssertSqlSafe(sql)).bind(channel);
+    for turn in batches {
+        query = query.bind(turn.turn_id.as_str());
+    }
+    query.execute(&mut *conn).await?;
+    Ok(())
 }
 
 struct Renew {
@@ -249,7 +362,7 @@ impl Write for Reap {
     fn run<'c>(&'c self, conn: &'c mut AnyConnection) -> BoxFuture<'c, Result<bool, StoreError>> {
         Box::pin(async move {
             let row = sqlx::query(
-                "SELECT owner, conversation_id, replica, lease_until, last_event_seq FROM turns \
+                "SELECT owner, conversation_id, replica, lease_until, last_event_seq, stream_ahead FROM turns \
                  WHERE id = $1 AND state = 'running'",
             )
             .bind(self.turn_id.as_str())
@@ -271,6 +384,7 @@ impl Write for Reap {
                 conversation_id: row.try_get("conversation_id")?,
                 turn_id: self.turn_id.clone(),
                 last_event_seq: to_u64(row.try_get("last_event_seq")?),
+                stream_ahead: to_u64(row.try_get("stream_ahead")?),
                 wire: wire_batches(conn, &self.turn_id, 0).await?,
             };
             let reaped = (self.finalize)(&input);
@@ -303,19 +417,21 @@ impl Write for Reap {
 }
 
 impl Store {
-    /// Appends a batch of a running turn's wire events. False when the
-    /// turn is no longer this replica's (another replica ended it after its
-    /// lease expired, or the conversation was deleted).
+    /// Appends the next wire batch of each of `replica`'s running turns in
+    /// one transaction. Per batch, in order: false when its turn is no
+    /// longer this replica's (another replica ended it after its lease
+    /// expired, or the conversation was deleted); nothing is stored for it.
     pub async fn append_wire(
         &self,
-        turn_id: &str,
         replica: &str,
-        batch: WireBatch,
-    ) -> Result<bool, StoreError> {
+        batches: Vec<TurnBatch>,
+    ) -> Result<Vec<bool>, StoreError> {
+        if batches.is_empty() {
+            return Ok(Vec::new());
+        }
         self.write(AppendWire {
-            turn_id: turn_id.to_owned(),
             replica: replica.to_owned(),
-            batch,
+            batches,
             notify: self.notifies(),
             now: now_ms(),
         })

@@ -66,6 +66,7 @@ pub(crate) struct BeginTurnWrite {
     pub(crate) title: String,
     pub(crate) replica: String,
     pub(crate) lease_until: i64,
+    pub(crate) stream_ahead: u64,
     pub(crate) now: i64,
 }
 
@@ -183,8 +184,8 @@ impl Write for BeginTurnWrite {
             }
             sqlx::query(
                 "INSERT INTO turns (id, conversation_id, owner, request_id, turn_index, state, outcome, \
-                 created_at, finished_at, replica, lease_until) \
-                 VALUES ($1, $2, $3, $4, $5, $6, NULL, $7, NULL, $8, $9)",
+                 created_at, finished_at, replica, lease_until, stream_ahead) \
+                 VALUES ($1, $2, $3, $4, $5, $6, NULL, $7, NULL, $8, $9, $10)",
             )
             .bind(self.turn_id.as_str())
             .bind(self.conversation_id.as_str())
@@ -195,6 +196,7 @@ impl Write for BeginTurnWrite {
             .bind(self.now)
             .bind(self.replica.as_str())
             .bind(self.lease_until)
+            .bind(to_i64(self.stream_ahead))
             .execute(&mut *conn)
             .await?;
             insert_events(

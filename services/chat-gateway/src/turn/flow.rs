@@ -5,7 +5,7 @@
 //! The user message was stored before this task started. Whatever happens
 //! here (success, runner error, cancel, deadline, shutdown) the turn ends
 //! with a stored assistant message and a `complete` event; it never just
-//! stops. Its events go to its [`Journal`], which stores them before its
+//! stops. Its events go to its [`Journal`], which stores them as its
 //! followers deliver them; the last ones (`error`, `complete`) are stored
 //! with the answer in one transaction, so `complete` with `success = true`
 //! reaches a client only once the turn is committed. When the store fails,
@@ -97,17 +97,12 @@ pub async fn run(engine: Arc<Engine>, spec: TurnSpec, slot: TurnSlot, journal: A
         conversation_id: spec.conversation_id.clone(),
         turn_id: spec.turn_id.clone(),
     };
-    let flusher = journal.start_flusher(
-        engine.store.clone(),
-        engine.replica.clone(),
-        slot.cancel_token().clone(),
-    );
+    journal.stop_on_fault(slot.cancel_token().clone());
     journal.push(ids.status(gw::TurnPhase::Started, "Turn started"));
     let produced = produce(&engine, &spec, &slot, &journal, &ids).await;
     let ended = Ended {
         slot,
         journal: &journal,
-        flusher,
     };
     finish(&engine, &spec, ended, produced).await;
 }
@@ -291,17 +286,12 @@ struct Ended<'a> {
     /// finds the conversation free.
     slot: TurnSlot,
     journal: &'a Journal,
-    flusher: Option<tokio::task::JoinHandle<()>>,
 }
 
 /// Stores the answer with the turn's last wire events (`error` if any,
 /// `complete`) in one transaction, then releases them to the followers.
 async fn finish(engine: &Engine, spec: &TurnSpec, ended: Ended<'_>, produced: Produced) {
-    let Ended {
-        slot,
-        journal,
-        flusher,
-    } = ended;
+    let Ended { slot, journal } = ended;
     let Produced {
         ending,
         parsed,
@@ -346,7 +336,7 @@ async fn finish(engine: &Engine, spec: &TurnSpec, ended: Ended<'_>, produced: Pr
         ending.state(),
         error_event.as_ref(),
     )));
-    let tail = journal.close(flusher).await;
+    let tail = journal.close().await;
     let outcome = convert::encode_outcome(&complete);
     let mut last: Vec<Event> = error_event.map(Event::Error).into_iter().collect();
     last.push(Event::Complete(complete));

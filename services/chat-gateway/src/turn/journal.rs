@@ -1,28 +1,33 @@
-//! A running turn's events: numbered, stored, then released to whoever
-//! follows the turn.
+//! A running turn's events: numbered, stored, released to whoever follows
+//! the turn.
 //!
-//! The turn pushes its `ChatEvent`s here and never waits for a client. A
-//! flusher task stores them in the turn's wire log (`turn_events`) in
-//! batches: whatever queued while the previous batch was being committed
-//! goes in the next one, so an idle turn commits each event at once and a
-//! busy gateway commits many events per transaction (on SQLite the store's
-//! group commit also shares one transaction among turns). Followers — the
-//! client's own stream, and `ResumeTurn` calls on this replica — deliver an
-//! event only once it is committed ([`Release`]): whatever a client has
-//! seen is in the store, so a client can resume from its last seq on any
-//! replica, and a gateway that dies mid-turn leaves exactly what its clients
-//! saw as the partial answer.
+//! The turn pushes its `ChatEvent`s here and never waits for a client or
+//! the store. The replica's [`EventLog`] stores them in the turn's wire log
+//! (`turn_events`): one writer for all the replica's turns, one transaction
+//! for whatever every turn pushed since its last write, at most every
+//! `turns.log_interval_ms`. Followers — the client's own stream, and
+//! `ResumeTurn` calls on this replica — deliver an event once it is
+//! *released*: at once while the turn's stream is at most
+//! `turns.stream_ahead` events ahead of what is stored, otherwise when the
+//! log catches up ([`Release`]). So a client on any replica can resume from
+//! its last seq, and a gateway that dies mid-turn leaves its partial answer
+//! stored but for at most its last `stream_ahead` events (in practice the
+//! last few milliseconds): the turn's row records `stream_ahead`, and the
+//! replica that ends the lost turn numbers its `error` after them, so a
+//! resuming client never gets a seq it already has. With `stream_ahead = 0`
+//! an event reaches clients only once it is committed.
 //!
 //! The turn's last events (`error`, `complete`) are stored with its answer
-//! in one transaction ([`super::flow`]); only then are they released. When
-//! the store fails, the turn ends with `STORE_UNAVAILABLE` and its events
-//! are released uncommitted, so the client learns what happened; what the
-//! store shows is then exactly what was committed.
+//! in one transaction ([`super::flow`]); only then are they released, so a
+//! `complete` always follows a stored answer. When the store fails, the turn
+//! ends with `STORE_UNAVAILABLE` and its events are released uncommitted, so
+//! the client learns what happened; what the store shows is then exactly
+//! what was committed.
 //!
 //! With the event log off (`turns.event_log = false`) events are released
 //! as they are pushed and only the answer is stored.
 
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock, PoisonError, Weak};
 
 use base64::{Engine, engine::general_purpose::STANDARD};
 use parley_proto::gateway::v1::{ChatEvent, chat_event::Event};
@@ -30,7 +35,8 @@ use prost::Message;
 use tokio::sync::{Notify, watch};
 use tokio_util::sync::CancellationToken;
 
-use crate::store::{Store, WireBatch};
+use super::eventlog::EventLog;
+use crate::store::WireBatch;
 
 /// How far followers may deliver, and what comes after.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -69,7 +75,11 @@ struct Inner {
     events: Vec<ChatEvent>,
     /// The seq of the last committed event.
     stored: u64,
-    /// Set when the flusher must stop after its current batch.
+    /// Listed in the event log's queue of journals to write.
+    queued: bool,
+    /// Part of the batch the event log is writing now.
+    writing: bool,
+    /// Set by [`Journal::close`]: the turn's end stores the rest.
     closing: bool,
     /// Why storing stopped, when it did.
     fault: Option<Fault>,
@@ -81,10 +91,16 @@ pub struct Journal {
     turn_id: String,
     inner: Mutex<Inner>,
     release: watch::Sender<Release>,
-    /// Wakes the flusher.
-    flush: Notify,
-    /// Whether events are stored before they are released.
-    logged: bool,
+    /// The replica's event log; `None` when events are not stored.
+    log: Option<Arc<EventLog>>,
+    /// How many events may be released ahead of the stored ones.
+    ahead: u64,
+    /// This journal, for queueing itself on the event log.
+    me: Weak<Journal>,
+    /// Woken when a write of this journal's events settles.
+    settled: Notify,
+    /// Cancelled when the turn's events cannot be stored: stops the turn.
+    stop: OnceLock<CancellationToken>,
 }
 
 /// What a closed journal has not stored yet.
@@ -129,17 +145,30 @@ pub fn decode(batch: &WireBatch) -> Option<Vec<ChatEvent>> {
 }
 
 impl Journal {
-    /// A journal for a turn; `logged` stores events before releasing them.
-    pub fn new(turn_id: &str, logged: bool) -> Arc<Self> {
-        Arc::new(Self {
+    /// A journal whose events `log` stores, released at most `ahead` events
+    /// before they are stored.
+    pub fn logged(turn_id: &str, log: Arc<EventLog>, ahead: u64) -> Arc<Self> {
+        Self::new(turn_id, Some(log), ahead)
+    }
+
+    /// A journal whose events are released as pushed and not stored.
+    pub fn unlogged(turn_id: &str) -> Arc<Self> {
+        Self::new(turn_id, None, 0)
+    }
+
+    fn new(turn_id: &str, log: Option<Arc<EventLog>>, ahead: u64) -> Arc<Self> {
+        Arc::new_cyclic(|me| Self {
             turn_id: turn_id.to_owned(),
             inner: Mutex::default(),
             release: watch::Sender::new(Release {
                 upto: 0,
                 end: End::Open,
             }),
-            flush: Notify::new(),
-            logged,
+            log,
+            ahead,
+            me: me.clone(),
+            settled: Notify::new(),
+            stop: OnceLock::new(),
         })
     }
 
@@ -148,23 +177,95 @@ impl Journal {
         &self.turn_id
     }
 
+    /// Cancels `stop` when the turn's events cannot be stored (the store
+    /// failed, or another replica ended the turn).
+    pub fn stop_on_fault(&self, stop: CancellationToken) {
+        let _ = self.stop.set(stop);
+    }
+
+    /// How far followers may deliver now.
+    fn releasable(&self, inner: &Inner) -> u64 {
+        let pushed = inner.events.len() as u64;
+        if self.log.is_none() {
+            return pushed;
+        }
+        pushed.min(inner.stored.saturating_add(self.ahead))
+    }
+
+    /// Moves the release position forward to `upto`.
+    fn release_upto(&self, upto: u64) {
+        self.release.send_if_modified(|release| {
+            let moved = upto > release.upto && release.end == End::Open;
+            if moved {
+                release.upto = upto;
+            }
+            moved
+        });
+    }
+
     /// Adds the next event; returns its seq.
     pub fn push(&self, event: Event) -> u64 {
-        let seq = {
+        let (seq, queue, blocked, upto) = {
             let mut inner = lock(&self.inner);
             let seq = inner.events.len() as u64 + 1;
             inner.events.push(ChatEvent {
                 seq,
                 event: Some(event),
             });
-            seq
+            let queue =
+                self.log.is_some() && !inner.queued && !inner.closing && inner.fault.is_none();
+            inner.queued |= queue;
+            let upto = self.releasable(&inner);
+            (seq, queue, upto < seq, upto)
         };
-        if self.logged {
-            self.flush.notify_one();
-        } else {
-            self.release.send_modify(|release| release.upto = seq);
+        if let Some(log) = &self.log {
+            if queue && let Some(me) = self.me.upgrade() {
+                log.enqueue(me);
+            }
+            if blocked {
+                // A follower waits for the log: write it now.
+                log.hurry();
+            }
         }
+        self.release_upto(upto);
         seq
+    }
+
+    /// The events to write next, for the event log: those after the stored
+    /// ones, unless the turn is closing or storing failed.
+    pub(super) fn take_batch(&self) -> Option<WireBatch> {
+        let mut inner = lock(&self.inner);
+        inner.queued = false;
+        if inner.closing || inner.fault.is_some() {
+            return None;
+        }
+        let from = usize::try_from(inner.stored).unwrap_or(usize::MAX);
+        let batch = inner.events.get(from..).and_then(encode)?;
+        inner.writing = true;
+        Some(batch)
+    }
+
+    /// The event log's write of [`Journal::take_batch`] ended: stored
+    /// through `Ok(last)`, or not at all.
+    pub(super) fn settle(&self, written: Result<u64, Fault>) {
+        let upto = {
+            let mut inner = lock(&self.inner);
+            inner.writing = false;
+            match written {
+                Ok(last) => inner.stored = inner.stored.max(last),
+                Err(fault) => inner.fault = Some(fault),
+            }
+            self.releasable(&inner)
+        };
+        self.settled.notify_waiters();
+        match written {
+            Ok(_) => self.release_upto(upto),
+            Err(_) => {
+                if let Some(stop) = self.stop.get() {
+                    stop.cancel();
+                }
+            }
+        }
     }
 
     /// A receiver of the release position.
@@ -196,77 +297,29 @@ impl Journal {
         lock(&self.inner).fault
     }
 
-    /// Starts the flusher: it stores pushed events in batches as `replica`
-    /// until [`Journal::close`]; on a store failure or a lost turn it
-    /// records the fault and cancels `stop`.
-    pub fn start_flusher(
-        self: &Arc<Self>,
-        store: Store,
-        replica: String,
-        stop: CancellationToken,
-    ) -> Option<tokio::task::JoinHandle<()>> {
-        if !self.logged {
-            return None;
-        }
-        let journal = self.clone();
-        Some(tokio::spawn(async move {
-            journal.flush_loop(&store, &replica, &stop).await;
-        }))
-    }
-
-    async fn flush_loop(&self, store: &Store, replica: &str, stop: &CancellationToken) {
+    /// Stops storing the turn's events here (after a write in progress,
+    /// which it waits for) and tells what is not stored yet: the turn's
+    /// end stores it.
+    pub async fn close(&self) -> Tail {
         loop {
-            // Armed before looking: a push after the look wakes us.
-            let notified = self.flush.notified();
-            tokio::pin!(notified);
-            notified.as_mut().enable();
-            let (batch, closing) = {
-                let inner = lock(&self.inner);
-                let from = usize::try_from(inner.stored).unwrap_or(usize::MAX);
-                (inner.events.get(from..).and_then(encode), inner.closing)
-            };
-            let Some(batch) = batch else {
-                if closing {
-                    return;
+            let settled = self.settled.notified();
+            tokio::pin!(settled);
+            settled.as_mut().enable();
+            {
+                let mut inner = lock(&self.inner);
+                inner.closing = true;
+                if !inner.writing {
+                    return Tail {
+                        stored: if self.log.is_some() {
+                            inner.stored
+                        } else {
+                            inner.events.len() as u64
+                        },
+                        next_seq: inner.events.len() as u64 + 1,
+                    };
                 }
-                notified.await;
-                continue;
-            };
-            let last = batch.last_seq;
-            let fault = match store.append_wire(&self.turn_id, replica, batch).await {
-                Ok(true) => {
-                    lock(&self.inner).stored = last;
-                    self.release.send_modify(|release| release.upto = last);
-                    continue;
-                }
-                Ok(false) => Fault::Lost,
-                Err(error) => {
-                    tracing::error!(%error, turn = %self.turn_id, "cannot store the turn's events");
-                    Fault::Store
-                }
-            };
-            lock(&self.inner).fault = Some(fault);
-            stop.cancel();
-            return;
-        }
-    }
-
-    /// Stops the flusher (after its batch in flight, which `flusher` is
-    /// awaited for) and tells what is not stored yet.
-    pub async fn close(&self, flusher: Option<tokio::task::JoinHandle<()>>) -> Tail {
-        lock(&self.inner).closing = true;
-        self.flush.notify_one();
-        if let Some(flusher) = flusher {
-            let _ = flusher.await;
-        }
-        let inner = lock(&self.inner);
-        Tail {
-            stored: if self.logged {
-                inner.stored
-            } else {
-                inner.events.len() as u64
-            },
-            next_seq: inner.events.len() as u64 + 1,
+            }
+            settled.await;
         }
     }
 
@@ -348,12 +401,12 @@ mod tests {
 
     #[tokio::test]
     async fn without_the_log_events_are_released_as_pushed() {
-        let journal = Journal::new("t", false);
+        let journal = Journal::unlogged("t");
         let mut release = journal.subscribe();
         assert_eq!(journal.push(text("a")), 1);
         assert_eq!(journal.push(text("b")), 2);
         assert_eq!(release.borrow_and_update().upto, 2);
-        let tail = journal.close(None).await;
+        let tail = journal.close().await;
         assert_eq!((tail.stored, tail.next_seq), (2, 3));
         journal.finish(vec![text("end")]);
         let last = *release.borrow_and_update();
@@ -369,7 +422,7 @@ mod tests {
 
     #[tokio::test]
     async fn the_final_batch_numbers_the_last_events_after_the_rest() {
-        let journal = Journal::new("t", true);
+        let journal = Journal::unlogged("t");
         journal.push(text("a"));
         journal.push(text("b"));
         let batch = journal
@@ -378,7 +431,5 @@ mod tests {
         let events = decode(&batch).expect("decodes");
         let seqs: Vec<u64> = events.iter().map(|e| e.seq).collect();
         assert_eq!(seqs, [2, 3]);
-        // Nothing was released: nothing was stored.
-        assert_eq!(journal.subscribe().borrow().upto, 0);
     }
 }

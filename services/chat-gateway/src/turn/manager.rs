@@ -307,24 +307,24 @@ mod tests {
     async fn one_turn_per_conversation_and_the_slot_frees_it() {
         let manager = TurnManager::new(4);
         let slot = manager
-            .reserve("c1", &Journal::new("t1", false))
+            .reserve("c1", &Journal::unlogged("t1"))
             .expect("free");
         assert_eq!(
             manager
-                .reserve("c1", &Journal::new("t2", false))
+                .reserve("c1", &Journal::unlogged("t2"))
                 .expect_err("busy"),
             ReserveError::Busy {
                 turn_id: "t1".into()
             }
         );
         let other = manager
-            .reserve("c2", &Journal::new("t3", false))
+            .reserve("c2", &Journal::unlogged("t3"))
             .expect("other conversation");
         assert_eq!(manager.running("c1").as_deref(), Some("t1"));
         drop(slot);
         assert_eq!(manager.running("c1"), None);
         manager
-            .reserve("c1", &Journal::new("t4", false))
+            .reserve("c1", &Journal::unlogged("t4"))
             .expect("free again");
         drop(other);
     }
@@ -333,29 +333,27 @@ mod tests {
     async fn the_concurrency_limit_counts_live_slots() {
         let manager = TurnManager::new(2);
         let a = manager
-            .reserve("a", &Journal::new("1", false))
+            .reserve("a", &Journal::unlogged("1"))
             .expect("first");
         let _b = manager
-            .reserve("b", &Journal::new("2", false))
+            .reserve("b", &Journal::unlogged("2"))
             .expect("second");
         assert_eq!(
             manager
-                .reserve("c", &Journal::new("3", false))
+                .reserve("c", &Journal::unlogged("3"))
                 .expect_err("full"),
             ReserveError::Full
         );
         drop(a);
         manager
-            .reserve("c", &Journal::new("3", false))
+            .reserve("c", &Journal::unlogged("3"))
             .expect("a permit came back");
     }
 
     #[tokio::test]
     async fn stop_cancels_records_the_cause_and_waits_for_the_store() {
         let manager = TurnManager::new(2);
-        let slot = manager
-            .reserve("c", &Journal::new("t", false))
-            .expect("free");
+        let slot = manager.reserve("c", &Journal::unlogged("t")).expect("free");
         assert!(
             manager
                 .stop("c", Some("other-turn"), StopCause::Cancelled)
@@ -384,9 +382,7 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn waiting_for_a_stuck_turn_is_bounded() {
         let manager = TurnManager::new(2);
-        let _slot = manager
-            .reserve("c", &Journal::new("t", false))
-            .expect("free");
+        let _slot = manager.reserve("c", &Journal::unlogged("t")).expect("free");
         let stopping = manager
             .stop("c", None, StopCause::Cancelled)
             .expect("running");
@@ -397,9 +393,7 @@ mod tests {
     async fn wait_idle_returns_when_turns_end_or_the_limit_passes() {
         let manager = TurnManager::new(4);
         assert!(manager.wait_idle(Duration::from_secs(1)).await);
-        let slot = manager
-            .reserve("c", &Journal::new("t", false))
-            .expect("free");
+        let slot = manager.reserve("c", &Journal::unlogged("t")).expect("free");
         assert!(!manager.wait_idle(Duration::from_millis(100)).await);
         let ender = tokio::spawn(async move {
             tokio::time::sleep(Duration::from_millis(10)).await;
@@ -412,9 +406,7 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn shutdown_stops_every_turn_as_shutdown() {
         let manager = TurnManager::new(4);
-        let slot = manager
-            .reserve("c", &Journal::new("t", false))
-            .expect("free");
+        let slot = manager.reserve("c", &Journal::unlogged("t")).expect("free");
         let token = slot.cancel_token().clone();
         let holder = tokio::spawn(async move {
             token.cancelled().await;

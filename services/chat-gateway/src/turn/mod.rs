@@ -5,13 +5,14 @@
 //!
 //! A turn is a durable object in the store: the database allows one running
 //! turn per conversation, the turn's replica holds a lease on it, and its
-//! wire events are stored before clients receive them ([`journal`]). So any
+//! wire events are stored as clients receive them ([`journal`]). So any
 //! replica can refuse a second turn, stop the turn (`CancelTurn`), follow it
 //! (`ResumeTurn`), and end it when its replica died. A turn runs
 //! independently of the client's stream: a client that disconnects loses
 //! nothing (the turn completes and is stored, and the client can resume).
 
 pub mod cleaner;
+pub mod eventlog;
 pub mod flow;
 pub mod follow;
 pub mod history;
@@ -41,6 +42,7 @@ use crate::{
         BeginTurn, EventBody, NewTurn, Store, StoredPage, TurnRecord, TurnState, now_ms, title_from,
     },
 };
+use eventlog::EventLog;
 pub use follow::EventStream;
 use follow::{StoreSource, Watchers};
 use journal::Journal;
@@ -48,6 +50,11 @@ use manager::{ReserveError, StopCause, TurnManager, TurnSlot};
 
 /// Longest conversation title, in characters.
 const TITLE_CHARS: usize = 80;
+
+/// The `stream_ahead` recorded for a turn whose events are not stored
+/// (`turns.event_log = false`): its clients may have seen any seq, so a
+/// replica that ends it after its own died numbers the end past them all.
+const UNLOGGED_AHEAD: u64 = 1 << 20;
 
 /// How long a follower of a turn running elsewhere waits for a notification
 /// before reading the store again (notifications can be lost).
@@ -70,6 +77,9 @@ pub struct Engine {
     pub replica: String,
     /// Followers of turns that run elsewhere.
     pub watchers: Arc<Watchers>,
+    /// Stores the wire events of the turns running here; `None` when the
+    /// event log is off.
+    pub log: Option<Arc<EventLog>>,
     /// Cancelled when the gateway stops: ends the background work.
     pub closing: CancellationToken,
 }
@@ -149,6 +159,15 @@ impl Engine {
         config: TurnConfig,
         replica: String,
     ) -> Self {
+        let closing = CancellationToken::new();
+        let log = config.event_log.then(|| {
+            EventLog::start(
+                store.clone(),
+                replica.clone(),
+                config.log_interval(),
+                closing.clone(),
+            )
+        });
         Self {
             store,
             registry,
@@ -157,7 +176,8 @@ impl Engine {
             config,
             replica,
             watchers: Arc::default(),
-            closing: CancellationToken::new(),
+            log,
+            closing,
         }
     }
 
@@ -218,7 +238,13 @@ impl Engine {
             return Err(GatewayError::ConversationNotFound);
         }
         let turn_id = uuid::Uuid::now_v7().to_string();
-        let journal = Journal::new(&turn_id, self.config.event_log);
+        let (journal, stream_ahead) = match &self.log {
+            Some(log) => (
+                Journal::logged(&turn_id, log.clone(), self.config.stream_ahead),
+                self.config.stream_ahead,
+            ),
+            None => (Journal::unlogged(&turn_id), UNLOGGED_AHEAD),
+        };
         let slot = self
             .reserve(&conversation_id, &journal, start.cancel_running)
             .await?;
@@ -237,6 +263,7 @@ impl Engine {
             turn_id: &turn_id,
             replica: &self.replica,
             lease_until: now_ms() + millis(self.config.lease_ttl()),
+            stream_ahead,
             request_id: start.request_id.as_deref(),
             user_message: &user_message,
             title: &title,

@@ -2,11 +2,13 @@
 //! lease expired; reason `REPLICA_LOST`) or its store writes failed (reason
 //! `STORE_UNAVAILABLE`, once the store is back).
 //!
-//! The turn's stored wire events are what its clients saw, so they are also
-//! its partial answer: the text deltas make the assistant message, the
-//! reasoning and the tool events are kept, and the wire log is closed with
-//! an `error` and a `complete` (`success = false`) numbered after the last
-//! stored event, which is what `ResumeTurn` then delivers.
+//! The turn's stored wire events are what its clients saw (but for at most
+//! the `stream_ahead` events its replica could stream before storing them),
+//! so they are also its partial answer: the text deltas make the assistant
+//! message, the reasoning and the tool events are kept, and the wire log is
+//! closed with an `error` and a `complete` (`success = false`) numbered
+//! after every seq a client may have seen, which is what `ResumeTurn` then
+//! delivers.
 
 use std::{collections::HashMap, sync::Arc};
 
@@ -113,7 +115,13 @@ pub fn reaped(input: &ReapInput, failure: &Failure) -> Reaped {
     )));
     let outcome = convert::encode_outcome(&complete);
     let last = [Event::Error(error), Event::Complete(complete)];
-    let wire: Vec<gw::ChatEvent> = (input.last_event_seq + 1..)
+    // After every seq a client may have seen: the stored events and those
+    // the lost replica could stream ahead of them.
+    let first_seq = input
+        .last_event_seq
+        .saturating_add(input.stream_ahead)
+        .saturating_add(1);
+    let wire: Vec<gw::ChatEvent> = (first_seq..)
         .zip(last)
         .map(|(seq, event)| gw::ChatEvent {
             seq,
@@ -126,8 +134,8 @@ pub fn reaped(input: &ReapInput, failure: &Failure) -> Reaped {
         outcome: Some(outcome),
         events,
         wire: journal::encode(&wire).unwrap_or_else(|| crate::store::WireBatch {
-            first_seq: input.last_event_seq + 1,
-            last_seq: input.last_event_seq,
+            first_seq,
+            last_seq: first_seq - 1,
             events: String::new(),
         }),
     }
@@ -181,6 +189,7 @@ mod tests {
             conversation_id: "c".into(),
             turn_id: "t".into(),
             last_event_seq: 4,
+            stream_ahead: 3,
             wire: vec![batch(vec![
                 Event::TextDelta("Half ".into()),
                 Event::ToolStart(gw::ToolStart {
@@ -205,7 +214,9 @@ mod tests {
         );
         assert!(matches!(reaped.events[0], EventBody::Reasoning { .. }));
         let wire = journal::decode(&reaped.wire).expect("decodes");
-        assert_eq!(wire.iter().map(|e| e.seq).collect::<Vec<_>>(), [5, 6]);
+        // Numbered after the 4 stored events and the 3 the lost replica
+        // could have streamed ahead of them.
+        assert_eq!(wire.iter().map(|e| e.seq).collect::<Vec<_>>(), [8, 9]);
         let Some(Event::Complete(complete)) = &wire[1].event else {
             panic!("{wire:?}")
         };

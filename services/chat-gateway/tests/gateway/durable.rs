@@ -186,6 +186,8 @@ async fn a_gateway_killed_mid_turn_is_ended_at_restart_with_what_its_client_saw(
         parser: parser_addr,
         lease_renew_ms: 2_000,
         lease_ttl_ms: 10_000,
+        // Only stored events reach the client: what it saw is stored.
+        stream_ahead: 0,
     };
     let mut first = GatewayProcess::start(&config, dir.path(), "first").await;
     let mut request = chat_request("", "Tell me everything", "tables_list");
@@ -236,6 +238,9 @@ async fn a_gateway_killed_mid_turn_is_ended_at_restart_with_what_its_client_saw(
     assert_eq!(runner.seen().len(), 3);
 }
 
+/// `turns.stream_ahead` of the replicas that share one PostgreSQL.
+const STREAM_AHEAD: u64 = 32;
+
 #[tokio::test]
 async fn two_replicas_on_one_postgres_share_their_turns() {
     let Some((database_url, schema)) =
@@ -252,6 +257,7 @@ async fn two_replicas_on_one_postgres_share_their_turns() {
         parser: parser_addr,
         lease_renew_ms: 200,
         lease_ttl_ms: 1_000,
+        stream_ahead: STREAM_AHEAD,
     };
     let mut a = GatewayProcess::start(&config, dir.path(), "a").await;
     let mut b = GatewayProcess::start(&config, dir.path(), "b").await;
@@ -332,16 +338,8 @@ async fn two_replicas_on_one_postgres_share_their_turns() {
     let (_, killed_turn) = ids(&seen);
     a.kill().await;
     let killed = Instant::now();
-    let rest = drain(
-        resume(
-            &mut b.client,
-            &conversation,
-            "",
-            seen.last().expect("events").seq,
-        )
-        .await,
-    )
-    .await;
+    let last_seq = seen.last().expect("events").seq;
+    let rest = drain(resume(&mut b.client, &conversation, "", last_seq).await).await;
     eprintln!(
         "durable: SIGKILL of A to REPLICA_LOST on B: {} ms (lease {} ms)",
         killed.elapsed().as_millis(),
@@ -353,9 +351,22 @@ async fn two_replicas_on_one_postgres_share_their_turns() {
         Some("REPLICA_LOST")
     );
     assert!(!complete.success);
+    // A streamed up to STREAM_AHEAD events ahead of its log, so its client
+    // may have seen events that were never stored: the stored partial
+    // answer is a prefix of what the client saw, and the ending is numbered
+    // after anything A could have sent (never a seq the client has).
     let answer = last_answer(&mut b.client, &conversation).await;
     assert_eq!(answer.state, gw::TurnState::Failed as i32);
-    assert_eq!(answer.text, "Half an answer");
+    assert!(
+        "Half an answer".starts_with(&answer.text),
+        "stored {:?}",
+        answer.text
+    );
+    let seqs: Vec<u64> = rest.iter().map(|event| event.seq).collect();
+    assert_eq!(seqs.len(), 2, "{rest:?}");
+    assert!(seqs[0] > last_seq, "{seqs:?} after {last_seq}");
+    assert!(seqs[0] <= last_seq + STREAM_AHEAD + 1, "{seqs:?}");
+    assert_eq!(seqs[1], seqs[0] + 1);
 
     runner.push(text_reply(&["Back."]));
     let next = chat(
@@ -373,7 +384,13 @@ async fn two_replicas_on_one_postgres_share_their_turns() {
 
 #[tokio::test]
 async fn a_failing_store_never_acknowledges_an_unstored_turn() {
-    let mut stack = Harness::start(Options::default()).await;
+    // Only stored events reach the client, so what it saw before the fault
+    // is exactly what the store keeps.
+    let mut stack = Harness::start(Options {
+        tweak: |config| config.turns.stream_ahead = 0,
+        ..Options::default()
+    })
+    .await;
     let gate = Arc::new(Notify::new());
     stack.runner.push(Reply::Steps(vec![
         text("Stored part. "),
@@ -506,6 +523,7 @@ async fn a_full_disk_loses_nothing_that_was_acknowledged() {
         parser: parser_addr,
         lease_renew_ms: 2_000,
         lease_ttl_ms: 10_000,
+        stream_ahead: 32,
     };
     let mut gateway = GatewayProcess::start(&config, logs.path(), "full").await;
     let message = "x".repeat(30_000);

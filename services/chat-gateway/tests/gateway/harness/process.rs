@@ -26,6 +26,9 @@ pub struct ProcessConfig {
     pub lease_renew_ms: u64,
     /// `turns.lease_ttl_ms`.
     pub lease_ttl_ms: u64,
+    /// `turns.stream_ahead`: 0 releases only stored events (a killed
+    /// gateway's stored partial answer is exactly what its client saw).
+    pub stream_ahead: u64,
 }
 
 /// A running `chat-gateway` process in dev auth.
@@ -58,13 +61,14 @@ impl GatewayProcess {
             "[server]\nlisten = \"{addr}\"\ndrain_timeout_secs = 2\n\n\
              [store]\ndatabase_url = \"{}\"\n\n\
              [upstream]\nrunner_url = \"http://{}\"\nparser_url = \"http://{}\"\n\n\
-             [turns]\nlease_renew_ms = {}\nlease_ttl_ms = {}\n\n\
+             [turns]\nlease_renew_ms = {}\nlease_ttl_ms = {}\nstream_ahead = {}\n\n\
              [auth]\ndev = true\n",
             config.database_url,
             config.runner,
             config.parser,
             config.lease_renew_ms,
-            config.lease_ttl_ms
+            config.lease_ttl_ms,
+            config.stream_ahead
         );
         std::fs::write(&file, toml).expect("write the gateway config");
         let log = dir.join(format!("{name}.log"));
