@@ -66,6 +66,16 @@ fn assert_seqs_follow(turn: &Turn, after: u64) {
     assert_eq!(seqs, expected, "{}", turn.summary());
 }
 
+/// Asserts that `turn` is the ending of a turn whose replica died, as
+/// resumed after `after`: an error and a complete, numbered after every seq
+/// the dead replica could have sent (so possibly skipping some).
+fn assert_ending_after(turn: &Turn, after: u64) {
+    let seqs: Vec<u64> = turn.events.iter().map(|event| event.seq).collect();
+    assert_eq!(seqs.len(), 2, "{}", turn.summary());
+    assert!(seqs[0] > after, "{seqs:?} after {after}");
+    assert_eq!(seqs[1], seqs[0] + 1, "{}", turn.summary());
+}
+
 #[tokio::test]
 async fn a_second_turn_on_another_replica_is_refused_while_one_runs() {
     let test = "a_second_turn_on_another_replica_is_refused_while_one_runs";
@@ -231,6 +241,15 @@ async fn a_killed_replicas_turn_ends_as_replica_lost_on_the_other() {
             let reader = open_until(&mut a, slow.clone(), SLOW_FIRST).await;
             let turn_id = reader.so_far().turn_id.clone();
             let last = reader.so_far().last_seq();
+            // B follows the turn from the store: once it has the text, A's
+            // log holds everything A's client saw (A may stream up to
+            // `turns.stream_ahead` events before storing them).
+            let mut watching = b.resume(&conversation, &turn_id, 0).await;
+            assert!(
+                watching.until_text(SLOW_FIRST).await,
+                "{}",
+                watching.so_far().summary()
+            );
 
             let killed = Instant::now();
             stack.kill(Service::Gateway).await;
@@ -245,7 +264,13 @@ async fn a_killed_replicas_turn_ends_as_replica_lost_on_the_other() {
             );
 
             assert!(resumed.status.is_none(), "{}", resumed.summary());
-            assert_seqs_follow(&resumed, last);
+            assert_ending_after(&resumed, last);
+            let watched = watching.finish().await;
+            assert_eq!(
+                watched.events.last(),
+                resumed.events.last(),
+                "B's follower and B's resume end alike"
+            );
             let error = resumed
                 .error
                 .as_ref()

@@ -33,9 +33,11 @@
 //! With `PARLEY_BENCH_EVENT_LOG=compare` each level runs twice in the same
 //! process, on a gateway with `turns.event_log = false` (events reach the
 //! client as produced; only the answer is stored) and then on one with it
-//! on (the default: each event is committed to the turn's wire log before
-//! the client gets it), and prints both and their ratio: what resumable,
-//! crash-safe streams cost.
+//! on (the default: each event is committed to the turn's wire log, the
+//! stream running at most `turns.stream_ahead` events ahead of it), and
+//! prints both and their ratio: what resumable, crash-safe streams cost.
+//! `PARLEY_BENCH_STREAM_AHEAD` and `PARLEY_BENCH_LOG_INTERVAL_MS` set
+//! `turns.stream_ahead` and `turns.log_interval_ms`.
 //!
 //! With `PARLEY_BENCH_TRACING=on` each level runs twice in the same
 //! process, with the gateway's span export paused and then on (OTLP to an
@@ -468,6 +470,13 @@ async fn bench_stack(parser: ParserMode, event_log: bool) -> Harness {
     fn common(config: &mut chat_gateway::config::GatewayConfig) {
         config.turns.max_concurrent = 4096;
         config.store.acquire_timeout_ms = 60_000;
+        let number = |name: &str| std::env::var(name).ok().and_then(|v| v.parse::<u64>().ok());
+        if let Some(ahead) = number("PARLEY_BENCH_STREAM_AHEAD") {
+            config.turns.stream_ahead = ahead;
+        }
+        if let Some(interval) = number("PARLEY_BENCH_LOG_INTERVAL_MS") {
+            config.turns.log_interval_ms = interval;
+        }
     }
     Harness::start(Options {
         parser,

@@ -200,7 +200,7 @@ impl Default for TurnConfig {
             resume_retention_secs: 24 * 60 * 60,
             event_log: true,
             stream_ahead: 32,
-            log_interval_ms: 5,
+            log_interval_ms: 50,
             text_tool_calls: false,
         }
     }

@@ -12,7 +12,7 @@
 //! log catches up ([`Release`]). So a client on any replica can resume from
 //! its last seq, and a gateway that dies mid-turn leaves its partial answer
 //! stored but for at most its last `stream_ahead` events (in practice the
-//! last few milliseconds): the turn's row records `stream_ahead`, and the
+//! last `log_interval_ms`): the turn's row records `stream_ahead`, and the
 //! replica that ends the lost turn numbers its `error` after them, so a
 //! resuming client never gets a seq it already has. With `stream_ahead = 0`
 //! an event reaches clients only once it is committed.
