@@ -2,9 +2,12 @@
 //!
 //! One module per versioned package. Services use these types only at their
 //! edges and convert to domain types inside (see each service's `convert`
-//! module).
+//! module); [`json`] is the one conversion between `serde_json` and
+//! `google.protobuf.Struct` / `Value`.
 
 #![allow(clippy::all, missing_docs)]
+
+pub mod json;
 
 /// `parley.parser.v1`: the payload parser and the typed elements it produces.
 pub mod parser {

@@ -6,5 +6,4 @@
 //! generated request and event types.
 
 pub mod event;
-pub mod json;
 pub mod request;

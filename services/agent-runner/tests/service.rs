@@ -197,7 +197,7 @@ async fn invalid_requests_are_refused_with_details() {
         model: "plain".into(),
         ..Default::default()
     });
-    structured.output_schema = Some(agent_runner::convert::json::to_struct(
+    structured.output_schema = Some(parley_proto::json::to_struct_wrapped(
         &json!({"type": "object"}),
     ));
     let status = svc

@@ -5,90 +5,17 @@
 use base64::{Engine, engine::general_purpose::STANDARD};
 use parley_proto::{
     gateway::v1 as gw,
+    json,
     parser::v1::{self as parser, ActionHandler},
 };
 use prost::Message;
-use prost_types::{Struct, Timestamp, Value as PbValue, value::Kind};
-use serde_json::{Map, Number, Value};
+use prost_types::Timestamp;
+use serde_json::{Map, Value};
 
 use crate::store::model::{
     AssistantMessage, EventBody, StoredPage, StoredPayload, StoredStructured,
     StoredSuggestedAction, StoredSuggestedValue, StoredUsage, TurnState,
 };
-
-/// A protobuf `Value` as JSON (non-finite numbers become `null`).
-pub fn value_to_json(value: &PbValue) -> Value {
-    match &value.kind {
-        None | Some(Kind::NullValue(_)) => Value::Null,
-        Some(Kind::BoolValue(b)) => Value::Bool(*b),
-        Some(Kind::NumberValue(n)) => number_to_json(*n),
-        Some(Kind::StringValue(s)) => Value::String(s.clone()),
-        Some(Kind::ListValue(list)) => {
-            Value::Array(list.values.iter().map(value_to_json).collect())
-        }
-        Some(Kind::StructValue(s)) => Value::Object(struct_to_map(s)),
-    }
-}
-
-fn number_to_json(n: f64) -> Value {
-    // Integral values within the exact range of f64 read back as integers.
-    if n.fract() == 0.0 && n.abs() < 9_007_199_254_740_992.0 {
-        #[allow(clippy::cast_possible_truncation)]
-        return Value::Number(Number::from(n as i64));
-    }
-    Number::from_f64(n).map_or(Value::Null, Value::Number)
-}
-
-/// A protobuf `Struct` as a JSON object map.
-pub fn struct_to_map(value: &Struct) -> Map<String, Value> {
-    value
-        .fields
-        .iter()
-        .map(|(key, value)| (key.clone(), value_to_json(value)))
-        .collect()
-}
-
-/// A protobuf `Struct` as a JSON object.
-pub fn struct_to_json(value: &Struct) -> Value {
-    Value::Object(struct_to_map(value))
-}
-
-/// JSON as a protobuf `Value`.
-pub fn json_to_value(value: &Value) -> PbValue {
-    let kind = match value {
-        Value::Null => Kind::NullValue(0),
-        Value::Bool(b) => Kind::BoolValue(*b),
-        Value::Number(n) => Kind::NumberValue(n.as_f64().unwrap_or(0.0)),
-        Value::String(s) => Kind::StringValue(s.clone()),
-        Value::Array(items) => Kind::ListValue(prost_types::ListValue {
-            values: items.iter().map(json_to_value).collect(),
-        }),
-        Value::Object(map) => Kind::StructValue(map_to_struct(map)),
-    };
-    PbValue { kind: Some(kind) }
-}
-
-/// A JSON object map as a protobuf `Struct`.
-pub fn map_to_struct(map: &Map<String, Value>) -> Struct {
-    Struct {
-        fields: map
-            .iter()
-            .map(|(key, value)| (key.clone(), json_to_value(value)))
-            .collect(),
-    }
-}
-
-/// JSON as a protobuf `Struct`; non-objects are wrapped as `{"value": ...}`.
-pub fn json_to_struct(value: &Value) -> Struct {
-    match value {
-        Value::Object(map) => map_to_struct(map),
-        other => {
-            let mut map = Map::new();
-            map.insert("value".into(), other.clone());
-            map_to_struct(&map)
-        }
-    }
-}
 
 /// Unix milliseconds as a protobuf `Timestamp`.
 pub fn timestamp(ms: i64) -> Timestamp {
@@ -127,7 +54,7 @@ pub fn page_to_stored(page: Option<&gw::PageContext>) -> StoredPage {
         tab: page.tab.clone(),
         subtab: page.subtab.clone(),
         stream_id: page.stream_id.clone(),
-        state: page.state.as_ref().map(struct_to_json),
+        state: page.state.as_ref().map(json::from_struct_value),
     }
 }
 
@@ -137,7 +64,7 @@ pub fn page_to_wire(page: &StoredPage) -> gw::PageContext {
         page: page.page.clone(),
         tab: page.tab.clone(),
         subtab: page.subtab.clone(),
-        state: page.state.as_ref().map(json_to_struct),
+        state: page.state.as_ref().map(json::to_struct_wrapped),
         stream_id: page.stream_id.clone(),
     }
 }
@@ -149,7 +76,7 @@ pub fn payload_to_stored(payload: &parser::Payload) -> StoredPayload {
         data: payload
             .data
             .as_ref()
-            .map_or_else(|| Value::Object(Map::new()), struct_to_json),
+            .map_or_else(|| Value::Object(Map::new()), json::from_struct_value),
         wire: Some(STANDARD.encode(payload.encode_to_vec())),
     }
 }
@@ -166,7 +93,7 @@ pub fn payload_to_wire(payload: &StoredPayload) -> parser::Payload {
     }
     parser::Payload {
         r#type: payload.payload_type.clone(),
-        data: Some(json_to_struct(&payload.data)),
+        data: Some(json::to_struct_wrapped(&payload.data)),
         typed: None,
     }
 }
@@ -188,7 +115,7 @@ fn handler_from_name(name: &str) -> i32 {
 /// A wire structured result as stored.
 pub fn structured_to_stored(structured: &parser::StructuredResult) -> StoredStructured {
     StoredStructured {
-        value: structured.value.as_ref().map(value_to_json),
+        value: structured.value.as_ref().map(json::from_value),
         raw: structured.raw.clone(),
         valid: structured.valid,
         error: structured.error.clone(),
@@ -198,7 +125,7 @@ pub fn structured_to_stored(structured: &parser::StructuredResult) -> StoredStru
 /// A stored structured result on the wire.
 pub fn structured_to_wire(structured: &StoredStructured) -> parser::StructuredResult {
     parser::StructuredResult {
-        value: structured.value.as_ref().map(json_to_value),
+        value: structured.value.as_ref().map(json::to_value),
         raw: structured.raw.clone(),
         valid: structured.valid,
         error: structured.error.clone(),
@@ -241,7 +168,7 @@ pub fn complete_to_stored(
                 label: a.label.clone(),
                 action: a.action.clone(),
                 handler: handler_name(a.handler).to_owned(),
-                params: a.params.as_ref().map(struct_to_json),
+                params: a.params.as_ref().map(json::from_struct_value),
             })
             .collect(),
         structured: complete.structured.as_ref().map(structured_to_stored),
@@ -290,7 +217,7 @@ pub fn assistant_to_wire(
                 label: a.label.clone(),
                 action: a.action.clone(),
                 handler: handler_from_name(&a.handler),
-                params: a.params.as_ref().map(json_to_struct),
+                params: a.params.as_ref().map(json::to_struct_wrapped),
             })
             .collect(),
         tool_history: Vec::new(),
@@ -314,7 +241,10 @@ pub fn tool_events(tools: &[gw::ToolRecord]) -> Vec<EventBody> {
         events.push(EventBody::ToolCall {
             call_id: record.call_id.clone(),
             name: record.name.clone(),
-            input: record.input.as_ref().map_or(Value::Null, struct_to_json),
+            input: record
+                .input
+                .as_ref()
+                .map_or(Value::Null, json::from_struct_value),
         });
         events.push(EventBody::ToolResult {
             call_id: record.call_id.clone(),
@@ -347,20 +277,10 @@ mod tests {
     use super::*;
 
     #[test]
-    fn json_survives_the_round_trip_through_struct() {
-        let value = json!({"a": 1, "b": [true, null, "x", 2.5], "c": {"d": -3}});
-        assert_eq!(struct_to_json(&json_to_struct(&value)), value);
-        assert_eq!(
-            struct_to_json(&json_to_struct(&json!(7))),
-            json!({"value": 7})
-        );
-    }
-
-    #[test]
     fn payloads_keep_their_typed_view_when_stored() {
         let wire = parser::Payload {
             r#type: "schema_proposal".into(),
-            data: Some(json_to_struct(&json!({"reasoning": "r"}))),
+            data: Some(json::to_struct_wrapped(&json!({"reasoning": "r"}))),
             typed: Some(parser::payload::Typed::SchemaProposal(
                 parser::SchemaProposal {
                     reasoning: "r".into(),

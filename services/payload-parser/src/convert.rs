@@ -1,12 +1,11 @@
 //! Domain types to `parley.parser.v1` messages: the one place the wire
 //! format is produced.
 
-use parley_proto::parser::v1 as pb;
+use parley_proto::{json::to_struct, parser::v1 as pb};
 use pb::parse_stream_response::Output;
 use serde_json::Value;
 
 use crate::{
-    json::to_struct,
     model::{
         ActionHandler, Diagnostic, DiagnosticKind, Parsed, Payload, SuggestedAction,
         SuggestedValue, TextToolCall,

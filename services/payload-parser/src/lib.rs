@@ -21,7 +21,6 @@ mod engine_state;
 mod error;
 mod extract;
 mod fence;
-pub mod json;
 mod limits;
 mod marker;
 mod message;

@@ -9,12 +9,12 @@
 
 use std::collections::HashSet;
 
+use parley_proto::json;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::{
     error::ProfileError,
-    json,
     marker::{MAX_NAME_LEN, MarkerSet, is_name_byte},
 };
 

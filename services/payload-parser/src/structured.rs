@@ -9,7 +9,9 @@
 use parley_proto::parser::v1 as pb;
 use serde_json::Value;
 
-use crate::{extract::exceeds_depth, json::to_value, limits::Limits};
+use parley_proto::json::to_value;
+
+use crate::{extract::exceeds_depth, limits::Limits};
 
 /// Collects structured-output chunks.
 #[derive(Debug)]

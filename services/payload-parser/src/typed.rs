@@ -8,7 +8,7 @@
 use parley_proto::parser::v1 as pb;
 use serde_json::{Map, Value};
 
-use crate::json::to_struct;
+use parley_proto::json::to_struct;
 
 /// The typed view of `data` for payload type `payload_type`, if it has one.
 pub fn typed_view(payload_type: &str, data: &Map<String, Value>) -> Option<pb::payload::Typed> {

@@ -58,7 +58,7 @@ fn schema_proposal_create_is_typed_and_removed() {
     assert_eq!(adds[1].options, ["Active", "Inactive"]);
     assert_eq!(view.sample_rows.len(), 2);
     assert_eq!(
-        payload_parser::json::from_struct(&view.sample_rows[1]),
+        parley_proto::json::from_struct(&view.sample_rows[1]),
         json!({"Name": "Globex", "Status": "Inactive"})
             .as_object()
             .cloned()
@@ -144,13 +144,13 @@ fn data_proposal_is_typed_on_table_view_only() {
     else {
         panic!("add, update, delete: {ops:?}")
     };
-    let added = payload_parser::json::from_struct(add.data.as_ref().expect("data"));
+    let added = parley_proto::json::from_struct(add.data.as_ref().expect("data"));
     assert_eq!(
         Value::Object(added),
         json!({"Company": "Acme Corp", "Position": "Engineer", "Status": "Applied"})
     );
     assert_eq!(update.row_id, 5);
-    let changes = payload_parser::json::from_struct(update.changes.as_ref().expect("changes"));
+    let changes = parley_proto::json::from_struct(update.changes.as_ref().expect("changes"));
     assert_eq!(Value::Object(changes), json!({"Status": "Interview"}));
     assert_eq!(delete.row_id, 12);
 

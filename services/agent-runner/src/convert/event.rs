@@ -23,7 +23,7 @@ pub fn to_proto(event: Event) -> pb::RunEvent {
         EventKind::ToolStart(start) => PbEvent::ToolStart(pb::ToolStart {
             call_id: start.call_id,
             name: start.name,
-            input: Some(super::json::to_struct(&start.input)),
+            input: Some(parley_proto::json::to_struct_wrapped(&start.input)),
             source: match start.source {
                 CallSource::Native => pb::ToolCallSource::Native,
                 CallSource::Text => pb::ToolCallSource::Text,

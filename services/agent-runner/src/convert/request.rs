@@ -11,11 +11,11 @@ use std::time::Duration;
 use parley_proto::runner::v1::{self as pb, Role, tool_endpoint::Kind};
 use serde_json::Value;
 
-use super::json::from_struct;
 use crate::{
     provider::{Message, SamplingParams, ToolCall, ToolResult},
     turn::{Limits, ModelChoice, ToolDef, ToolEndpoint, Turn, Violation},
 };
+use parley_proto::json::from_struct_value;
 
 /// The most the turn ends before the caller's deadline (5 % of it, at most this).
 pub const DEADLINE_MARGIN: Duration = Duration::from_millis(250);
@@ -42,7 +42,7 @@ pub fn turn_from_request(
         .enumerate()
         .map(|(i, reference)| model_choice(&format!("fallbacks[{i}]"), reference, &mut violations))
         .collect();
-    let output_schema = request.output_schema.as_ref().map(from_struct);
+    let output_schema = request.output_schema.as_ref().map(from_struct_value);
     if let Some(schema) = &output_schema
         && let Err(error) = jsonschema::validator_for(schema)
     {
@@ -78,7 +78,7 @@ pub fn turn_from_request(
         turn_id: request.turn_id,
         user_id: request.user_id,
         text_tool_calls: request.text_tool_calls,
-        context: request.context.as_ref().map(from_struct),
+        context: request.context.as_ref().map(from_struct_value),
     })
 }
 
@@ -117,7 +117,7 @@ fn messages(input: Vec<pb::Message>, violations: &mut Vec<Violation>) -> Vec<Mes
                         input: call
                             .input
                             .as_ref()
-                            .map_or_else(|| Value::Object(Default::default()), from_struct),
+                            .map_or_else(|| Value::Object(Default::default()), from_struct_value),
                         provider_data: None,
                     });
                 }
@@ -203,7 +203,10 @@ fn tool_def(
     Some(ToolDef {
         name: tool.name,
         description: tool.description,
-        input_schema: tool.input_schema.as_ref().map_or(Value::Null, from_struct),
+        input_schema: tool
+            .input_schema
+            .as_ref()
+            .map_or(Value::Null, from_struct_value),
         endpoint,
         timeout,
     })

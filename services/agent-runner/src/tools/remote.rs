@@ -23,7 +23,7 @@ use tonic::{
 use parley_grpc::telemetry::rpc::client::RpcClient;
 
 use super::{CallContext, FailureReason, ProgressSender, ToolFailure, ToolOutput};
-use crate::convert::json::to_struct;
+use parley_proto::json::to_struct_wrapped;
 
 /// How many distinct endpoints keep a cached channel.
 pub const MAX_CACHED_CHANNELS: usize = 256;
@@ -90,11 +90,11 @@ pub async fn execute(
     let call = PbToolCall {
         call_id: ctx.call_id.clone(),
         name: name.to_owned(),
-        input: Some(to_struct(input)),
+        input: Some(to_struct_wrapped(input)),
         conversation_id: ctx.conversation_id.clone(),
         user_id: ctx.user_id.clone(),
         timeout: prost_types::Duration::try_from(ctx.timeout).ok(),
-        context: ctx.context.as_ref().map(to_struct),
+        context: ctx.context.as_ref().map(to_struct_wrapped),
     };
     let mut request = tonic::Request::new(call);
     request.set_timeout(ctx.timeout);

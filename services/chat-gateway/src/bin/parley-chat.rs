@@ -493,7 +493,7 @@ fn state_struct(json: &str) -> Result<prost_types::Struct> {
     let serde_json::Value::Object(map) = value else {
         anyhow::bail!("--state must be a JSON object");
     };
-    Ok(chat_gateway::convert::map_to_struct(&map))
+    Ok(parley_proto::json::to_struct(&map))
 }
 
 fn describe_status(status: tonic::Status) -> anyhow::Error {

@@ -1,12 +1,12 @@
 //! Conversions from the registry's JSON values (schemas) to the protobuf
 //! well-known types used on the wire (`google.protobuf.Struct` / `Value`).
 //! Numbers become doubles, as the `Struct` encoding defines. The conversion
-//! itself is the gateway's one in [`crate::convert`]; this adds only the
-//! registry's rule that a schema must be an object.
+//! itself is [`parley_proto::json`]; this adds only the registry's rule that
+//! a schema must be an object.
 
 /// A JSON object as a protobuf `Struct`; `None` for any other JSON value.
 pub fn json_to_struct(value: &serde_json::Value) -> Option<prost_types::Struct> {
-    value.as_object().map(crate::convert::map_to_struct)
+    value.as_object().map(parley_proto::json::to_struct)
 }
 
 #[cfg(test)]

@@ -4,7 +4,7 @@
 use std::collections::HashMap;
 
 use base64::{Engine, engine::general_purpose::URL_SAFE_NO_PAD};
-use parley_proto::gateway::v1 as gw;
+use parley_proto::{gateway::v1 as gw, json};
 
 use crate::{
     convert,
@@ -107,7 +107,7 @@ pub fn messages(events: &[StoredEvent], turns: &[TurnRecord]) -> Vec<gw::Convers
             } => tools.push(gw::ToolRecord {
                 call_id: call_id.clone(),
                 name: name.clone(),
-                input: (!input.is_null()).then(|| convert::json_to_struct(input)),
+                input: (!input.is_null()).then(|| json::to_struct_wrapped(input)),
                 ..Default::default()
             }),
             EventBody::ToolResult {

@@ -11,14 +11,16 @@ pub mod validate;
 
 use std::sync::Arc;
 
-use parley_proto::gateway::v1::{
-    self as gw, chat_gateway_server::ChatGateway, chat_gateway_server::ChatGatewayServer,
+use parley_proto::{
+    gateway::v1::{
+        self as gw, chat_gateway_server::ChatGateway, chat_gateway_server::ChatGatewayServer,
+    },
+    json,
 };
 use tonic::{Request, Response, Status, service::interceptor::InterceptedService};
 
 use crate::{
     auth::{AuthInterceptor, Authenticator, User},
-    convert,
     error::GatewayError,
     prompt::{PromptInput, build_system_prompt},
     registry::{ActionError, Handler, PageRef},
@@ -177,7 +179,7 @@ impl ChatGateway for GatewayService {
         let params = request
             .params
             .as_ref()
-            .map_or_else(|| serde_json::json!({}), convert::struct_to_json);
+            .map_or_else(|| serde_json::json!({}), json::from_struct_value);
         let message = registry
             .render_action_message(&request.action, &params)
             .map_err(|error| match error {

@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use parley_proto::{gateway::v1 as gw, runner::v1 as runner};
+use parley_proto::{gateway::v1 as gw, json, runner::v1 as runner};
 use serde_json::Value;
 use tokio::time::Instant;
 
@@ -114,7 +114,7 @@ pub fn response_schema(
     let Some(schema) = schema else {
         return Ok(None);
     };
-    let schema = convert::struct_to_json(schema);
+    let schema = json::from_struct_value(schema);
     let size = serde_json::to_vec(&schema).map_or(usize::MAX, |bytes| bytes.len());
     if size > config.max_schema_bytes {
         return Err(GatewayError::invalid(
@@ -208,14 +208,14 @@ mod tests {
     #[test]
     fn schemas_must_compile() {
         let config = TurnConfig::default();
-        let bad = convert::json_to_struct(&serde_json::json!({"type": "no-such-type"}));
+        let bad = json::to_struct_wrapped(&serde_json::json!({"type": "no-such-type"}));
         assert_eq!(
             response_schema(Some(&bad), &config)
                 .expect_err("bad")
                 .reason(),
             "INVALID_RESPONSE_SCHEMA"
         );
-        let good = convert::json_to_struct(&serde_json::json!({"type": "object"}));
+        let good = json::to_struct_wrapped(&serde_json::json!({"type": "object"}));
         assert!(response_schema(Some(&good), &config).expect("ok").is_some());
     }
 

@@ -15,6 +15,7 @@ use std::sync::Arc;
 
 use parley_proto::{
     gateway::v1::{self as gw, chat_event::Event},
+    json,
     parser::v1::StructuredResult,
     runner::v1 as runner,
 };
@@ -146,14 +147,14 @@ async fn produce(
         tools: page.runner_tools(),
         model: spec.model.clone(),
         fallbacks: Vec::new(),
-        output_schema: spec.response_schema.as_ref().map(convert::json_to_struct),
+        output_schema: spec.response_schema.as_ref().map(json::to_struct_wrapped),
         output_schema_name: String::new(),
         limits: None,
         conversation_id: spec.conversation_id.clone(),
         turn_id: spec.turn_id.clone(),
         user_id: spec.owner.clone(),
         text_tool_calls: engine.config.text_tool_calls,
-        context: spec.page.state.as_ref().map(convert::json_to_struct),
+        context: spec.page.state.as_ref().map(json::to_struct_wrapped),
     };
 
     // Open the parser stream and the runner call together.

@@ -232,7 +232,7 @@ async fn requests_are_checked_field_by_field() {
     bad_model.model = "openai/".into();
     cases.push((bad_model, "INVALID_MODEL"));
     let mut bad_schema = chat_request("", "hi", "tables_list");
-    bad_schema.response_schema = Some(chat_gateway::convert::json_to_struct(
+    bad_schema.response_schema = Some(parley_proto::json::to_struct_wrapped(
         &serde_json::json!({"type": 12}),
     ));
     cases.push((bad_schema, "INVALID_RESPONSE_SCHEMA"));
@@ -298,7 +298,7 @@ async fn server_actions_run_a_turn_and_others_are_refused() {
         page: "table_view".into(),
         ..Default::default()
     });
-    let params = chat_gateway::convert::json_to_struct(&serde_json::json!({"focus": "Status"}));
+    let params = parley_proto::json::to_struct_wrapped(&serde_json::json!({"focus": "Status"}));
     let stream = stack
         .client
         .execute_action(gw::ExecuteActionRequest {
@@ -359,7 +359,7 @@ async fn server_actions_run_a_turn_and_others_are_refused() {
         .client
         .execute_action(gw::ExecuteActionRequest {
             action: "run_analysis".into(),
-            params: Some(chat_gateway::convert::json_to_struct(
+            params: Some(parley_proto::json::to_struct_wrapped(
                 &serde_json::json!({"focus": 7}),
             )),
             page,

@@ -215,7 +215,7 @@ async fn text_written_before_a_tool_call_reaches_the_client_before_it() {
 #[tokio::test]
 async fn tool_events_pass_through_and_are_kept() {
     let mut stack = Harness::start(Options::default()).await;
-    let input = chat_gateway::convert::json_to_struct(&serde_json::json!({"query": "Acme"}));
+    let input = parley_proto::json::to_struct_wrapped(&serde_json::json!({"query": "Acme"}));
     stack.runner.push(Reply::Steps(vec![
         Step::Send(run_event::Event::Status(runner::Status {
             phase: runner::Phase::Tools as i32,
@@ -362,7 +362,7 @@ async fn structured_answers_stream_and_come_back_as_assistant_text() {
         Step::Send(run_event::Event::Finished(runner::Finished {
             stop_reason: runner::StopReason::EndTurn as i32,
             structured: Some(parley_proto::parser::v1::StructuredResult {
-                value: Some(chat_gateway::convert::json_to_value(&value)),
+                value: Some(parley_proto::json::to_value(&value)),
                 raw: "{\"name\": \"Ada\"}".into(),
                 valid: true,
                 error: String::new(),
@@ -371,7 +371,7 @@ async fn structured_answers_stream_and_come_back_as_assistant_text() {
         })),
     ]));
     let mut request = chat_request("", "Extract the contact", "tables_list");
-    request.response_schema = Some(chat_gateway::convert::json_to_struct(&schema));
+    request.response_schema = Some(parley_proto::json::to_struct_wrapped(&schema));
     let turn = chat(&mut stack.client, request).await;
     let structured_deltas: String = turn
         .events
@@ -388,7 +388,7 @@ async fn structured_answers_stream_and_come_back_as_assistant_text() {
         structured
             .value
             .as_ref()
-            .map(chat_gateway::convert::value_to_json),
+            .map(parley_proto::json::from_value),
         Some(value)
     );
     let seen = stack.runner.seen();
@@ -397,7 +397,7 @@ async fn structured_answers_stream_and_come_back_as_assistant_text() {
             .request
             .output_schema
             .as_ref()
-            .map(chat_gateway::convert::struct_to_json),
+            .map(parley_proto::json::from_struct_value),
         Some(schema)
     );
 

@@ -77,7 +77,7 @@ fn reports_every_problem_with_its_field() {
 
 #[test]
 fn a_bad_output_schema_is_refused() {
-    let schema = super::super::json::to_struct(&serde_json::json!({"type": 12}));
+    let schema = parley_proto::json::to_struct_wrapped(&serde_json::json!({"type": 12}));
     let request = pb::RunRequest {
         messages: vec![user("x")],
         output_schema: Some(schema),
