@@ -1,10 +1,12 @@
 //! The runner's use of the payload-parser library.
 //!
 //! Two things of the model's text are the parser's business, not the
-//! runner's: tool calls written into the text (seed 004), recognised only
+//! runner's: tool calls written into the text
+//! (docs/output-format.md#tool-calls-in-the-text), recognised only
 //! when they name one of the turn's tools and removed from what the user
 //! sees, and structured output, accumulated and parsed once at the end with
-//! the raw text kept when it does not parse or fails the schema (seed 002).
+//! the raw text kept when it does not parse or fails the schema
+//! (docs/output-format.md#structured-output).
 
 use std::sync::Arc;
 

@@ -33,7 +33,8 @@ pub struct Turn {
     pub turn_id: String,
     /// The authenticated user, passed to tools.
     pub user_id: String,
-    /// Whether tool calls written into the text (seed 004) are recognised.
+    /// Whether tool calls written into the text are recognised
+    /// (docs/output-format.md#tool-calls-in-the-text).
     pub text_tool_calls: bool,
     /// The page's UI state, passed to tools.
     pub context: Option<Value>,

@@ -176,7 +176,8 @@ pub struct TurnConfig {
     /// Least time between two writes of the event log: a busy replica
     /// stores all its turns' new events in one transaction per interval.
     pub log_interval_ms: u64,
-    /// Whether tool calls the model writes into its text (seed 004) are run.
+    /// Whether tool calls the model writes into its text are run
+    /// (docs/output-format.md#tool-calls-in-the-text).
     pub text_tool_calls: bool,
 }
 

@@ -12,7 +12,7 @@ use std::{hint::black_box, path::PathBuf, sync::Arc};
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use payload_parser::{Limits, Parsed, Profile, ProfileSpec, StreamParser, parse};
 
-/// Seed 000's `table_view` profile from the example file, plus tools.
+/// The example `table_view` profile (deploy/config/parser-profiles.json), plus tools.
 fn profile() -> Arc<Profile> {
     let path =
         PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../deploy/config/parser-profiles.json");

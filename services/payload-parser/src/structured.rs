@@ -1,4 +1,4 @@
-//! Structured output accumulation (seed 002).
+//! Structured output accumulation (docs/output-format.md#structured-output).
 //!
 //! A provider's native structured-output mode streams JSON in chunks. The
 //! [`Accumulator`] collects them; on flush it parses the text once. When it
@@ -123,7 +123,8 @@ impl Accumulator {
 }
 
 impl Outcome {
-    /// The value, or (seed 002's fallback) the raw text as a JSON string.
+    /// The value, or (the fallback when it does not parse) the raw text as a
+    /// JSON string.
     pub fn into_value(self) -> Value {
         self.value.unwrap_or(Value::String(self.raw))
     }

@@ -1,5 +1,6 @@
-//! Tool calls written into the text (seed 004): a bare JSON object, or one
-//! in a ```` ```json ```` fence, whose first member names a registered tool.
+//! Tool calls written into the text (docs/output-format.md#tool-calls-in-the-text):
+//! a bare JSON object, or one in a ```` ```json ```` fence, whose first
+//! member names a registered tool.
 //!
 //! Accepted shapes: `{"tool": NAME, "input" | "arguments" | "args" |
 //! "parameters": {...}}`, the same with `"name"` or `"type"` as the naming

@@ -1,5 +1,6 @@
-//! Typed views of the built-in payload types of seed 000: `SchemaProposal`
-//! and `DataProposal`, read from the JSON object the model wrote.
+//! Typed views of the built-in payload types `SchemaProposal` and
+//! `DataProposal` (docs/output-format.md#payload-markers), read from the JSON
+//! object the model wrote.
 //!
 //! A view is produced only when the whole object has the expected shape;
 //! otherwise the payload is carried in `data` alone. Unknown column types and

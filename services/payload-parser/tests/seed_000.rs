@@ -1,4 +1,5 @@
-//! Seed 000's examples parse to exactly the typed results the seed shows,
+//! The example responses in `tests/fixtures/` (one per element of
+//! docs/output-format.md) parse to exactly the typed results they stand for,
 //! under the example profiles of `deploy/config/parser-profiles.json`.
 
 mod common;

@@ -1,5 +1,5 @@
-//! The system prompt, assembled in the 8 sections of seed 000 from the
-//! registry, the resolved page and the request:
+//! The system prompt, assembled in 8 sections from the registry, the
+//! resolved page and the request (docs/output-format.md#the-system-prompt):
 //!
 //! 1. global preamble (registry `preamble`)
 //! 2. page instructions (page, tab, subtab)
@@ -9,7 +9,7 @@
 //! 5. payload manifest (earlier payloads, summarised)
 //! 6. capabilities (tools, STRUCTURED RESPONSES, CLIENT ACTIONS, and the
 //!    structured-answer note when a response schema is set)
-//! 7. help (the app's topics, and how to fail helpfully — seed 003)
+//! 7. help (the app's topics, and how to fail helpfully)
 //! 8. format rules (SUGGESTED_VALUES / SUGGESTED_ACTIONS)
 //!
 //! Sections with nothing to say are left out, sections are separated by one

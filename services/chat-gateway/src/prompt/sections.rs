@@ -137,8 +137,8 @@ fn structured_answer(input: &PromptInput) -> Option<String> {
     ))
 }
 
-/// What the model does when it cannot help (seed 003: a helpful message and
-/// suggestions instead of a dead end).
+/// What the model does when it cannot help: a helpful message and
+/// suggestions instead of a dead end.
 const FAILING_HELPFULLY: &str = "When you cannot do what the user asks (it is outside this app, a tool failed, or \
 information is missing), do not stop at a dead end: say in one sentence what is not possible and why, say what \
 the user can do instead, and offer 2-4 SUGGESTED_VALUES with concrete next steps.";

@@ -1,12 +1,13 @@
 //! The page registry: the declarative file that says which payload types,
 //! tools and actions exist (definitions that know nothing of pages) and which
-//! pages, tabs and subtabs use them (seed 001). It is read and validated once
+//! pages, tabs and subtabs use them (docs/architecture.md#registry-and-pages).
+//! It is read and validated once
 //! at start-up — every problem named by file, entry and cause — and then
 //! shared read-only (`Arc<Registry>`) by every turn, which resolves the
 //! user's page through it and builds the system prompt from the result.
 //!
 //! The file format is described in `file`; the shipped example
-//! (`deploy/config/registry.yaml`, the seed 000 tables app) is
+//! (`deploy/config/registry.yaml`, the "Tables" example app) is
 //! [`Registry::example`].
 
 mod error;
@@ -35,7 +36,7 @@ use crate::prompt::json::compact;
 use model::PageDef;
 use templates::TemplateSet;
 
-/// The shipped example registry (the seed 000 tables app).
+/// The shipped example registry (the "Tables" example app).
 const EXAMPLE: &str = include_str!("../../../../deploy/config/registry.yaml");
 /// The example's origin in error messages.
 const EXAMPLE_ORIGIN: &str = "deploy/config/registry.yaml";

@@ -6,7 +6,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-/// A custom payload type (seed 001 `PayloadType`).
+/// A custom payload type (docs/output-format.md#custom-payload-types).
 #[derive(Debug, Clone, PartialEq)]
 pub struct PayloadTypeDef {
     /// The type name, for example `schema_proposal`.
@@ -44,7 +44,7 @@ pub enum ToolEndpointDef {
     Grpc(String),
 }
 
-/// A tool the model may call (seed 001 `ToolConfig`).
+/// A tool the model may call.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ToolDef {
     /// The name the model calls it by.

@@ -1,4 +1,5 @@
-//! Resolution (seed 001): what a page, tab and subtab may use is the globals,
+//! Resolution (docs/architecture.md#registry-and-pages): what a page, tab
+//! and subtab may use is the globals,
 //! then the page's own, then the tab's, then the subtab's — in that priority
 //! order, without duplicates. An unknown page gets the globals only; an
 //! unknown tab or subtab adds nothing. The result converts to the three wire

@@ -1,6 +1,7 @@
 //! Tests of loading and resolving registries: the shipped example,
-//! resolution order and deduplication, unknown pages and tabs, the seed 000
-//! availability matrix, the wire conversions, and the lookups. Validation
+//! resolution order and deduplication, unknown pages and tabs, the example
+//! app's availability matrix (which page allows which proposal), the wire
+//! conversions, and the lookups. Validation
 //! errors are tested in `validate::tests`.
 
 use std::path::PathBuf;
@@ -346,7 +347,7 @@ fn a_minimal_registry_is_valid() {
     assert!(p.parse_profile().payloads.is_empty());
 }
 
-// ---- the example's payload schemas against seed 000 -------------------------
+// ---- the example's payload schemas against the documented examples (testdata/)
 
 fn seed_example(name: &str) -> serde_json::Value {
     let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))

@@ -2,10 +2,10 @@
 //!
 //! Each earlier turn becomes a user message and an assistant message:
 //! - the assistant text is the cleaned answer; the payloads it carried go
-//!   to the prompt's payload manifest instead (seed 000 section 5);
+//!   to the prompt's payload manifest instead (prompt section 5);
 //! - an earlier structured answer becomes assistant text holding its JSON
-//!   (seed 002: only the current request's schema applies, so no earlier
-//!   schema is sent);
+//!   (only the current request's schema applies, so no earlier schema is
+//!   sent; docs/output-format.md#structured-output);
 //! - tool calls of earlier turns are summarised as assistant text, not
 //!   replayed as tool messages, because the page (and so the tool list) may
 //!   have changed since and providers refuse calls to undeclared tools;

@@ -1,5 +1,6 @@
-//! How a turn ends, as the client sees it: the `complete` envelope (seed
-//! 003) and, for a failure, the `error` event before it.
+//! How a turn ends, as the client sees it: the `complete` envelope
+//! (docs/output-format.md#what-the-client-receives) and, for a failure, the
+//! `error` event before it.
 //!
 //! A failure still gives the user something to do: `message` carries the
 //! partial answer followed by a plain-language explanation, and a retryable

@@ -35,7 +35,7 @@ pub fn fixture(name: &str) -> String {
         .unwrap_or_else(|error| panic!("fixture {}: {error}", path.display()))
 }
 
-/// Seed 000's table_view payloads plus two tools and a server action.
+/// The example table_view payloads plus a tool and a server action.
 pub fn rich_profile() -> Arc<Profile> {
     let spec = ProfileSpec {
         payloads: vec![
