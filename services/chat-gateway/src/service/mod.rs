@@ -94,6 +94,7 @@ impl ChatGateway for GatewayService {
         let page = validate::page(request.page.as_ref(), "page", config)?;
         let response_schema = validate::response_schema(request.response_schema.as_ref(), config)?;
         let model = validate::model(&request.model)?;
+        let resolved = Arc::new(self.engine.registry.resolve(&page_ref(&page)));
         let stream = self
             .engine
             .start_turn(StartTurn {
@@ -101,6 +102,7 @@ impl ChatGateway for GatewayService {
                 conversation_id: request.conversation_id,
                 message: request.message,
                 page,
+                resolved,
                 response_schema,
                 model,
                 request_id: Some(request.request_id).filter(|id| !id.is_empty()),
@@ -164,7 +166,7 @@ impl ChatGateway for GatewayService {
         if action.handler != Handler::Server {
             return Err(GatewayError::ClientAction(request.action.clone()).into());
         }
-        let resolved = registry.resolve(&page_ref(&page));
+        let resolved = Arc::new(registry.resolve(&page_ref(&page)));
         if !resolved
             .actions
             .iter()
@@ -204,6 +206,7 @@ impl ChatGateway for GatewayService {
                 conversation_id: request.conversation_id,
                 message,
                 page,
+                resolved,
                 response_schema: None,
                 model: None,
                 request_id: Some(request.request_id).filter(|id| !id.is_empty()),

@@ -1,6 +1,7 @@
-//! One turn, end to end, in its own task: resolve the page, rebuild the
-//! history, build the prompt, run the model through the runner while
-//! relaying its events, parse the answer, store it, send `complete`.
+//! One turn, end to end, in its own task: rebuild the history, build the
+//! prompt for the page the request resolved to, run the model through the
+//! runner while relaying its events, parse the answer, store it, send
+//! `complete`.
 //!
 //! The user message was stored before this task started. Whatever happens
 //! here (success, runner error, cancel, deadline, shutdown) the turn ends
@@ -36,7 +37,6 @@ use super::{
 use crate::{
     convert,
     prompt::{PromptInput, build_system_prompt},
-    registry::PageRef,
     store::{EventBody, FinishTurn},
 };
 
@@ -95,7 +95,7 @@ fn deadline_failure() -> Failure {
 /// Runs the turn and always ends it with a stored answer and `complete`.
 pub async fn run(engine: Arc<Engine>, spec: TurnSpec, slot: TurnSlot, journal: Arc<Journal>) {
     let ids = TurnIds {
-        conversation_id: spec.conversation_id.clone(),
+        conversation_id: spec.start.conversation_id.clone(),
         turn_id: spec.turn_id.clone(),
     };
     journal.stop_on_fault(slot.cancel_token().clone());
@@ -117,11 +117,7 @@ async fn produce(
     ids: &TurnIds,
 ) -> Produced {
     let stop = slot.cancel_token().clone();
-    let page = engine.registry.resolve(&PageRef {
-        page: spec.page.page.clone(),
-        tab: spec.page.tab.clone(),
-        subtab: spec.page.subtab.clone(),
-    });
+    let page = &spec.start.resolved;
     let history = match load_history(engine, spec)
         .instrument(tracing::info_span!("store.load_history"))
         .await
@@ -129,15 +125,15 @@ async fn produce(
         Ok(history) => history,
         Err(failure) => return Produced::empty(Ending::Failed(failure)),
     };
-    let stream_id = Some(spec.page.stream_id.as_str()).filter(|id| !id.is_empty());
+    let stream_id = Some(spec.start.page.stream_id.as_str()).filter(|id| !id.is_empty());
     let system_prompt = tracing::info_span!("prompt.build").in_scope(|| {
         build_system_prompt(&PromptInput {
             registry: &engine.registry,
-            page: &page,
+            page,
             stream_id,
-            state: spec.page.state.as_ref(),
+            state: spec.start.page.state.as_ref(),
             history_payloads: &history.payloads,
-            response_schema: spec.response_schema.as_ref(),
+            response_schema: spec.start.response_schema.as_ref(),
         })
     });
     let profile = page.parse_profile();
@@ -145,26 +141,34 @@ async fn produce(
         system_prompt,
         messages: history.messages,
         tools: page.runner_tools(),
-        model: spec.model.clone(),
+        model: spec.start.model.clone(),
         fallbacks: Vec::new(),
-        output_schema: spec.response_schema.as_ref().map(json::to_struct_wrapped),
+        output_schema: spec
+            .start
+            .response_schema
+            .as_ref()
+            .map(json::to_struct_wrapped),
         output_schema_name: String::new(),
         limits: None,
-        conversation_id: spec.conversation_id.clone(),
+        conversation_id: spec.start.conversation_id.clone(),
         turn_id: spec.turn_id.clone(),
-        user_id: spec.owner.clone(),
+        user_id: spec.start.owner.clone(),
         text_tool_calls: engine.config.text_tool_calls,
-        context: spec.page.state.as_ref().map(json::to_struct_wrapped),
+        context: spec.start.page.state.as_ref().map(json::to_struct_wrapped),
     };
 
     // Open the parser stream and the runner call together.
     let mut call = tonic::Request::new(request);
-    call.set_timeout(spec.deadline.saturating_duration_since(Instant::now()));
+    call.set_timeout(
+        spec.start
+            .deadline
+            .saturating_duration_since(Instant::now()),
+    );
     let mut runner_client = engine.upstreams.runner.clone();
     let opened = tokio::select! {
         biased;
         () = stop.cancelled() => None,
-        () = tokio::time::sleep_until(spec.deadline) => Some(Err(deadline_failure())),
+        () = tokio::time::sleep_until(spec.start.deadline) => Some(Err(deadline_failure())),
         (cleaner, response) = async {
             tokio::join!(TextCleaner::open(&engine.upstreams, profile.clone()), runner_client.run(call))
         } => Some(match response {
@@ -181,7 +185,7 @@ async fn produce(
         Some(Ok(opened)) => opened,
     };
 
-    let relayed = relay::relay(stream, cleaner, sink, ids, &stop, spec.deadline).await;
+    let relayed = relay::relay(stream, cleaner, sink, ids, &stop, spec.start.deadline).await;
     let cleaned = relayed.cleaner.finish().await;
     if !cleaned.tail.is_empty() {
         sink.push(Event::TextDelta(cleaned.tail.clone()));
@@ -253,7 +257,7 @@ async fn produce(
 
 async fn load_history(engine: &Engine, spec: &TurnSpec) -> Result<History, Failure> {
     if spec.new_conversation {
-        return Ok(History::first_message(&spec.message));
+        return Ok(History::first_message(&spec.start.message));
     }
     let store_failure = |error: crate::store::StoreError| {
         tracing::error!(%error, "cannot read the conversation history");
@@ -266,15 +270,15 @@ async fn load_history(engine: &Engine, spec: &TurnSpec) -> Result<History, Failu
     let events = engine
         .store
         .recent_events(
-            &spec.owner,
-            &spec.conversation_id,
+            &spec.start.owner,
+            &spec.start.conversation_id,
             engine.config.history_max_turns,
         )
         .await
         .map_err(store_failure)?;
     let turns = engine
         .store
-        .turns(&spec.owner, &spec.conversation_id)
+        .turns(&spec.start.owner, &spec.start.conversation_id)
         .await
         .map_err(store_failure)?;
     Ok(history::rebuild(&events, &turns))
@@ -314,9 +318,9 @@ async fn finish(engine: &Engine, spec: &TurnSpec, ended: Ended<'_>, produced: Pr
     );
     let stored_text = parsed.message.clone();
     let parts = CompleteParts {
-        conversation_id: spec.conversation_id.clone(),
+        conversation_id: spec.start.conversation_id.clone(),
         turn_id: spec.turn_id.clone(),
-        user_message: spec.message.clone(),
+        user_message: spec.start.message.clone(),
         parsed,
         tools,
         structured,
@@ -344,8 +348,8 @@ async fn finish(engine: &Engine, spec: &TurnSpec, ended: Ended<'_>, produced: Pr
     let stored = engine
         .store
         .finish_turn(FinishTurn {
-            owner: &spec.owner,
-            conversation_id: &spec.conversation_id,
+            owner: &spec.start.owner,
+            conversation_id: &spec.start.conversation_id,
             turn_id: &spec.turn_id,
             replica: &engine.replica,
             state: ending.state(),
@@ -366,7 +370,7 @@ async fn finish(engine: &Engine, spec: &TurnSpec, ended: Ended<'_>, produced: Pr
         Ok(false) => {
             // The conversation was deleted, or another replica ended the
             // turn after its lease expired: the store has its end.
-            tracing::info!(conversation = %spec.conversation_id, turn = %spec.turn_id, "the turn was ended elsewhere; followers read the store");
+            tracing::info!(conversation = %spec.start.conversation_id, turn = %spec.turn_id, "the turn was ended elsewhere; followers read the store");
             journal.hand_to_store();
             "lost"
         }
@@ -384,7 +388,7 @@ async fn finish(engine: &Engine, spec: &TurnSpec, ended: Ended<'_>, produced: Pr
         }
     };
     tracing::info!(
-        conversation = %spec.conversation_id,
+        conversation = %spec.start.conversation_id,
         turn = %spec.turn_id,
         state,
         reason = ending.failure().map_or("", |failure| failure.reason.as_str()),

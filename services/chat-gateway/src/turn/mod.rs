@@ -37,7 +37,7 @@ use crate::{
     clients::Upstreams,
     config::TurnConfig,
     error::GatewayError,
-    registry::Registry,
+    registry::{Registry, ResolvedPage},
     store::{
         BeginTurn, EventBody, NewTurn, Store, StoredPage, TurnRecord, TurnState, now_ms, title_from,
     },
@@ -84,41 +84,20 @@ pub struct Engine {
     pub closing: CancellationToken,
 }
 
-/// One turn to run, validated.
-#[derive(Debug, Clone)]
-pub struct TurnSpec {
-    /// The authenticated user.
-    pub owner: String,
-    /// The conversation.
-    pub conversation_id: String,
-    /// Whether this turn created the conversation (so its history is the
-    /// user message alone, with nothing to read back).
-    pub new_conversation: bool,
-    /// The turn.
-    pub turn_id: String,
-    /// The user message.
-    pub message: String,
-    /// Where the user is.
-    pub page: StoredPage,
-    /// The output schema of this request, when any.
-    pub response_schema: Option<Value>,
-    /// A model override.
-    pub model: Option<runner::ModelRef>,
-    /// When the turn must end.
-    pub deadline: Instant,
-}
-
-/// A request to start a turn, before it has ids.
+/// A request to start a turn, validated, with the page it resolved to.
 #[derive(Debug, Clone)]
 pub struct StartTurn {
     /// The authenticated user.
     pub owner: String,
-    /// The conversation; empty starts a new one.
+    /// The conversation; empty starts a new one (then [`Engine::start_turn`]
+    /// fills in the new id).
     pub conversation_id: String,
     /// The user message.
     pub message: String,
-    /// Where the user is.
+    /// Where the user is, as stored with the message.
     pub page: StoredPage,
+    /// What that page allows, resolved once for the whole turn.
+    pub resolved: Arc<ResolvedPage>,
     /// The output schema, when any.
     pub response_schema: Option<Value>,
     /// A model override.
@@ -131,6 +110,18 @@ pub struct StartTurn {
     pub action: Option<String>,
     /// When the turn must end.
     pub deadline: Instant,
+}
+
+/// One turn to run: the request, with the conversation and turn it got.
+#[derive(Debug, Clone)]
+pub struct TurnSpec {
+    /// The request; its `conversation_id` is set.
+    pub start: StartTurn,
+    /// The turn.
+    pub turn_id: String,
+    /// Whether this turn created the conversation (so its history is the
+    /// user message alone, with nothing to read back).
+    pub new_conversation: bool,
 }
 
 /// Whether a retried request id starts a new turn: its turn failed with a
@@ -286,19 +277,14 @@ impl Engine {
             BeginTurn::NotFound => return Err(GatewayError::ConversationNotFound),
             BeginTurn::Busy { turn_id } => return Err(GatewayError::TurnInProgress { turn_id }),
         }
+        start.conversation_id = conversation_id;
         let spec = TurnSpec {
-            owner: start.owner,
-            conversation_id,
-            new_conversation: create,
+            start,
             turn_id,
-            message: start.message,
-            page: start.page,
-            response_schema: start.response_schema,
-            model: start.model,
-            deadline: start.deadline,
+            new_conversation: create,
         };
-        tracing::info!(conversation = %spec.conversation_id, turn = %spec.turn_id, new = spec.new_conversation, "turn started");
-        let source = self.source(&spec.owner, &spec.turn_id);
+        tracing::info!(conversation = %spec.start.conversation_id, turn = %spec.turn_id, new = spec.new_conversation, "turn started");
+        let source = self.source(&spec.start.owner, &spec.turn_id);
         let stream = follow::local(journal.clone(), source, 0);
         let span = observe::turn_span(&spec);
         tokio::spawn(flow::run(self.clone(), spec, slot, journal).instrument(span));

@@ -19,9 +19,9 @@ pub fn turn_span(spec: &TurnSpec) -> Span {
     tracing::info_span!(
         "turn",
         otel.name = "turn",
-        { sc::GEN_AI_CONVERSATION_ID } = spec.conversation_id.as_str(),
+        { sc::GEN_AI_CONVERSATION_ID } = spec.start.conversation_id.as_str(),
         { sc::PARLEY_TURN_ID } = spec.turn_id.as_str(),
-        { sc::PARLEY_PAGE } = spec.page.page.as_str(),
+        { sc::PARLEY_PAGE } = spec.start.page.page.as_str(),
         { sc::PARLEY_TURN_OUTCOME } = Empty,
         { sc::ERROR_TYPE } = Empty,
     )
