@@ -18,6 +18,9 @@ pub struct PayloadTypeDef {
     pub description: String,
     /// The JSON schema (an object) the payload must satisfy.
     pub schema: serde_json::Value,
+    /// `schema` as a protobuf `Struct`, converted once at load for the wire
+    /// (the parser's profile, `DescribePage`).
+    pub schema_wire: Option<prost_types::Struct>,
     /// How the model is taught to write it.
     pub llm_instructions: String,
     /// Summarises an earlier payload in the manifest; rendered with the
@@ -53,6 +56,9 @@ pub struct ToolDef {
     pub description: String,
     /// The JSON schema (an object) of its input.
     pub input_schema: serde_json::Value,
+    /// `input_schema` as a protobuf `Struct`, converted once at load for
+    /// the wire (the runner's tool definitions, `DescribePage`).
+    pub input_schema_wire: Option<prost_types::Struct>,
     /// Available on every page without being listed.
     pub global: bool,
     /// Where it runs.

@@ -15,7 +15,6 @@ use parley_proto::runner::v1 as runner;
 use super::model::{
     ActionDef, Handler, PageRef, PayloadTypeDef, Scope, TemplateRef, ToolDef, ToolEndpointDef,
 };
-use super::wire::json_to_struct;
 
 /// What a page, tab and subtab resolve to.
 #[derive(Debug, Clone)]
@@ -112,7 +111,7 @@ impl ResolvedPage {
                 .map(|p| parser::PayloadSpec {
                     name: p.name.clone(),
                     marker: p.marker.clone(),
-                    schema: json_to_struct(&p.schema),
+                    schema: p.schema_wire.clone(),
                 })
                 .collect(),
             client_actions: self.actions.iter().map(|a| a.action.clone()).collect(),
@@ -133,7 +132,7 @@ impl ResolvedPage {
             .map(|t| runner::ToolDefinition {
                 name: t.name.clone(),
                 description: t.description.clone(),
-                input_schema: json_to_struct(&t.input_schema),
+                input_schema: t.input_schema_wire.clone(),
                 endpoint: Some(runner::ToolEndpoint {
                     kind: Some(match &t.endpoint {
                         ToolEndpointDef::Builtin(name) => {
@@ -162,7 +161,7 @@ impl ResolvedPage {
                     name: p.name.clone(),
                     marker: p.marker.clone(),
                     description: p.description.clone(),
-                    schema: json_to_struct(&p.schema),
+                    schema: p.schema_wire.clone(),
                     global: p.global,
                 })
                 .collect(),
@@ -172,7 +171,7 @@ impl ResolvedPage {
                 .map(|t| gw::ToolInfo {
                     name: t.name.clone(),
                     description: t.description.clone(),
-                    input_schema: json_to_struct(&t.input_schema),
+                    input_schema: t.input_schema_wire.clone(),
                     global: t.global,
                 })
                 .collect(),

@@ -16,6 +16,7 @@ use crate::registry::model::{
     ActionDef, Handler, PayloadTypeDef, ServerActionDef, ToolDef, ToolEndpointDef,
 };
 use crate::registry::templates::TemplateSet;
+use crate::registry::wire::json_to_struct;
 
 /// Markers the format rules reserve for suggestions.
 const RESERVED_MARKERS: [&str; 2] = ["SUGGESTED_VALUES", "SUGGESTED_ACTIONS"];
@@ -61,6 +62,7 @@ impl Validator {
                 marker: marker.unwrap_or_default(),
                 description: p.description.trim().to_owned(),
                 schema: p.schema.clone(),
+                schema_wire: json_to_struct(&p.schema),
                 llm_instructions: p.llm_instructions.trim().to_owned(),
                 summary_template: p.summary_template.clone(),
                 global: p.global,
@@ -130,6 +132,7 @@ impl Validator {
                 name: name.clone(),
                 description: t.description.trim().to_owned(),
                 input_schema: t.input_schema.clone(),
+                input_schema_wire: json_to_struct(&t.input_schema),
                 global: t.global,
                 endpoint,
                 timeout: t.timeout_ms.filter(|ms| *ms > 0).map(Duration::from_millis),
