@@ -19,4 +19,5 @@ pub mod prompt;
 pub mod registry;
 pub mod service;
 pub mod store;
+pub(crate) mod text;
 pub mod turn;

@@ -81,10 +81,7 @@ fn stream_in(profile: &Arc<Profile>, text: &str, delta: usize) -> Parsed {
     let mut items = Vec::new();
     let mut rest = text;
     while !rest.is_empty() {
-        let mut cut = delta.min(rest.len());
-        while !rest.is_char_boundary(cut) {
-            cut += 1;
-        }
+        let cut = rest.ceil_char_boundary(delta.min(rest.len()));
         parser
             .push_into(&rest[..cut], &mut items)
             .expect("within limits");

@@ -410,12 +410,5 @@ fn after_marker(t: &[u8], end: usize, at_end: bool) -> Tri<(usize, bool)> {
 
 /// At most `max` bytes of `s`, cut at a character boundary.
 fn truncate(s: &str, max: usize) -> &str {
-    if s.len() <= max {
-        return s;
-    }
-    let mut cut = max;
-    while !s.is_char_boundary(cut) {
-        cut -= 1;
-    }
-    &s[..cut]
+    &s[..s.floor_char_boundary(max)]
 }

@@ -141,10 +141,7 @@ mod tests {
         let mut rest = text;
         let mut items = Vec::new();
         while !rest.is_empty() {
-            let mut cut = split.min(rest.len());
-            while !rest.is_char_boundary(cut) {
-                cut += 1;
-            }
+            let cut = rest.ceil_char_boundary(split.min(rest.len()));
             items.extend(parser.push(&rest[..cut]).expect("within limits"));
             rest = &rest[cut..];
         }

@@ -220,10 +220,7 @@ async fn parse_stream_streams_text_elements_and_final() {
     let mut messages = vec![Input::ProfileName("table_view".into())];
     let mut rest = text.as_str();
     while !rest.is_empty() {
-        let mut cut = 7.min(rest.len());
-        while !rest.is_char_boundary(cut) {
-            cut += 1;
-        }
+        let cut = rest.ceil_char_boundary(7.min(rest.len()));
         messages.push(Input::Text(rest[..cut].to_owned()));
         rest = &rest[cut..];
     }

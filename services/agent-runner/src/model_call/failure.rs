@@ -193,11 +193,7 @@ fn provider_failure(error: ProviderError) -> Mapped {
 
 fn truncate(mut text: String, max: usize) -> String {
     if text.len() > max {
-        let mut end = max;
-        while !text.is_char_boundary(end) {
-            end -= 1;
-        }
-        text.truncate(end);
+        text.truncate(text.floor_char_boundary(max));
         text.push('…');
     }
     text

@@ -270,10 +270,7 @@ pub fn truncate_raw(text: &str) -> String {
     if text.len() <= MAX_RAW_BYTES {
         return text.to_owned();
     }
-    let mut end = MAX_RAW_BYTES;
-    while !text.is_char_boundary(end) {
-        end -= 1;
-    }
+    let end = text.floor_char_boundary(MAX_RAW_BYTES);
     format!("{}…[{} bytes cut]", &text[..end], text.len() - end)
 }
 

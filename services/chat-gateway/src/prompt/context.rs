@@ -5,7 +5,7 @@
 //! is bounded by `limits.max_context_chars`.
 
 use super::PromptInput;
-use super::json::{pretty, truncate};
+use crate::text::{pretty, truncate};
 
 /// The section, or `None` when there is neither a page nor a state.
 pub(super) fn current_context(input: &PromptInput) -> Option<String> {

@@ -4,8 +4,8 @@
 //! types without one (or no longer registered) fall back to compact JSON.
 //! Only the most recent `limits.max_manifest_entries` are listed.
 
-use super::json::{compact, truncate};
 use super::{HistoryPayload, PromptInput};
+use crate::text::{compact, truncate};
 
 /// The section, or `None` when the conversation has no earlier payloads.
 pub(super) fn payload_manifest(input: &PromptInput) -> Option<String> {

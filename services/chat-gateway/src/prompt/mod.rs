@@ -17,7 +17,6 @@
 //! so the same request always yields the same prompt.
 
 mod context;
-pub(crate) mod json;
 mod manifest;
 mod sections;
 

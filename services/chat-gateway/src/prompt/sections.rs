@@ -5,7 +5,7 @@
 use crate::registry::{ActionDef, Handler};
 
 use super::PromptInput;
-use super::json::compact;
+use crate::text::compact;
 
 /// Section 1: the registry's preamble.
 pub(super) fn preamble(input: &PromptInput) -> Option<String> {

@@ -32,7 +32,7 @@ pub use model::{
 pub use resolve::ResolvedPage;
 pub use templates::TemplateError;
 
-use crate::prompt::json::compact;
+use crate::text::compact;
 use model::PageDef;
 use templates::TemplateSet;
 

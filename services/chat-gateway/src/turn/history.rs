@@ -57,13 +57,9 @@ struct TurnParts {
     answer: Option<crate::store::AssistantMessage>,
 }
 
+/// `text` cut to `max` characters and an ellipsis.
 fn clip(text: &str, max: usize) -> String {
-    if text.chars().count() <= max {
-        return text.to_owned();
-    }
-    let mut clipped: String = text.chars().take(max).collect();
-    clipped.push('…');
-    clipped
+    crate::text::truncate(text, max + 1)
 }
 
 fn message(role: runner::Role, text: String) -> runner::Message {

@@ -116,14 +116,13 @@ pub fn cut<'a>(text: &'a str, sizes: &[usize]) -> Vec<&'a str> {
     let mut rest = text;
     let mut i = 0;
     while !rest.is_empty() {
-        let mut at = sizes
-            .get(i % sizes.len().max(1))
-            .copied()
-            .unwrap_or(1)
-            .clamp(1, rest.len());
-        while !rest.is_char_boundary(at) {
-            at += 1;
-        }
+        let at = rest.ceil_char_boundary(
+            sizes
+                .get(i % sizes.len().max(1))
+                .copied()
+                .unwrap_or(1)
+                .clamp(1, rest.len()),
+        );
         out.push(&rest[..at]);
         rest = &rest[at..];
         i += 1;

@@ -1,6 +1,8 @@
-//! Deterministic JSON for the prompt: object keys sorted at every level, so
-//! the prompt is byte-identical whatever map order serde_json was built with
-//! (its `preserve_order` feature may be switched on by another crate).
+//! Text the gateway renders for the model: deterministic JSON (object keys
+//! sorted at every level, so the prompt is byte-identical whatever map order
+//! serde_json was built with; its `preserve_order` feature may be switched
+//! on by another crate), used by the prompt and the registry, and the one
+//! rule for cutting text to a length.
 
 use serde_json::{Map, Value};
 
