@@ -17,23 +17,20 @@ use std::{
 };
 
 use agent_runner::{
-    agent_loop::Runner,
+    app::RunnerApp,
+    config::RunnerConfig,
     events::{EventKind, EventSink},
     provider::{
         ChatRequest, EventStream, Finish, FinishReason, Message, Provider, ProviderError,
         StreamEvent, Usage,
     },
     providers::Providers,
-    retry::RetryPolicy,
-    service::RunnerService,
-    tools::ToolRuntime,
     turn::{Limits, ModelChoice, Turn},
 };
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use futures::StreamExt;
 use parley_proto::runner::v1::{
-    self as pb, RunRequest, agent_runner_client::AgentRunnerClient,
-    agent_runner_server::AgentRunnerServer, run_event::Event as Ev,
+    self as pb, RunRequest, agent_runner_client::AgentRunnerClient, run_event::Event as Ev,
 };
 use tokio::{
     runtime::Runtime,
@@ -105,12 +102,12 @@ impl Provider for Instant1000 {
     }
 }
 
-fn runner(provider: Arc<Instant1000>) -> Arc<Runner> {
-    Arc::new(Runner {
-        providers: Arc::new(Providers::single("fake", provider, "fake")),
-        tools: ToolRuntime::with_builtins(),
-        retry: RetryPolicy::default(),
-    })
+/// The runner as the binary builds it (default limits and retry policy,
+/// 1 024 turns at once), with the instant provider.
+fn app(provider: Arc<Instant1000>) -> RunnerApp {
+    let mut config = RunnerConfig::scripted_only(None);
+    config.max_concurrent_runs = 1024;
+    RunnerApp::with_providers(&config, Providers::single("fake", provider, "fake"))
 }
 
 fn request() -> RunRequest {
@@ -147,13 +144,12 @@ fn turn() -> Turn {
 }
 
 /// Serves the runner on loopback and returns a connected client.
-fn serve(rt: &Runtime, runner: Arc<Runner>) -> AgentRunnerClient<tonic::transport::Channel> {
+fn serve(rt: &Runtime, app: &RunnerApp) -> AgentRunnerClient<tonic::transport::Channel> {
     rt.block_on(async {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
             .await
             .expect("bind");
         let addr = listener.local_addr().expect("addr");
-        let svc = RunnerService::new(runner, Limits::default(), 1024, 64);
         // The accepted sockets get TCP_NODELAY here: `Server::tcp_nodelay`
         // applies only to listeners tonic binds itself.
         let incoming = tokio_stream::wrappers::TcpListenerStream::new(listener).map(|socket| {
@@ -163,7 +159,7 @@ fn serve(rt: &Runtime, runner: Arc<Runner>) -> AgentRunnerClient<tonic::transpor
         });
         tokio::spawn(
             tonic::transport::Server::builder()
-                .add_service(AgentRunnerServer::new(svc))
+                .add_routes(app.routes())
                 .serve_with_incoming(incoming),
         );
         AgentRunnerClient::connect(format!("http://{addr}"))
@@ -205,15 +201,14 @@ fn benches(c: &mut Criterion) {
         .build()
         .expect("runtime");
     let provider = Arc::new(Instant1000::default());
-    let runner = runner(provider.clone());
-    let client = serve(&rt, runner.clone());
+    let client = serve(&rt, &app(provider.clone()));
     let gate = Arc::new(Notify::new());
     let gated = Arc::new(Instant1000 {
         first_yield: Arc::default(),
         gate: Some(gate.clone()),
     });
-    let gated_runner = self::runner(gated.clone());
-    let gated_client = serve(&rt, gated_runner.clone());
+    let gated_app = app(gated.clone());
+    let gated_client = serve(&rt, &gated_app);
 
     let mut group = c.benchmark_group("runner");
     group.measurement_time(Duration::from_secs(8));
@@ -235,7 +230,7 @@ fn benches(c: &mut Criterion) {
     });
 
     let first = gated.first_yield.clone();
-    let loop_runner = gated_runner.clone();
+    let loop_runner = gated_app.runner().clone();
     let loop_gate = gate.clone();
     group.bench_function("first_token_loop", |b| {
         b.iter_custom(|iters| {

@@ -21,6 +21,7 @@ use tracing::Instrument;
 
 use self::output::{TextMode, TurnOutput};
 use crate::{
+    error::RunError,
     events::{
         CallSource, EventKind, EventSink, Finished, Phase, Status, StopReason, TurnError,
         UsageReport,
@@ -35,7 +36,7 @@ use crate::{
         execute::{PendingCall, Round},
         prepare::TurnTools,
     },
-    turn::{ModelChoice, Turn, Violation},
+    turn::{ModelChoice, Turn},
 };
 
 /// Everything the loop shares across turns.
@@ -47,27 +48,6 @@ pub struct Runner {
     pub tools: ToolRuntime,
     /// The retry policy of every model call.
     pub retry: RetryPolicy,
-}
-
-/// Why a request is refused before it starts.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Rejection {
-    /// Fields are invalid.
-    Invalid(Vec<Violation>),
-    /// A model reference names a provider the runner does not have.
-    UnknownProvider {
-        /// The field, for example `fallbacks[1].provider`.
-        field: String,
-        /// The unknown name.
-        provider: String,
-    },
-    /// A schema was given for a model without native structured output.
-    StructuredOutputUnsupported {
-        /// The provider.
-        provider: String,
-        /// The model.
-        model: String,
-    },
 }
 
 /// A checked turn, ready to run.
@@ -110,7 +90,7 @@ impl From<crate::model_call::Interrupt> for End {
 
 impl Runner {
     /// Resolves the models, binds the tools and checks structured output.
-    pub fn prepare(&self, mut turn: Turn) -> Result<PreparedTurn, Rejection> {
+    pub fn prepare(&self, mut turn: Turn) -> Result<PreparedTurn, RunError> {
         let mut candidates = Vec::with_capacity(1 + turn.fallbacks.len());
         let references = std::iter::once(("model".to_owned(), turn.model.clone())).chain(
             turn.fallbacks
@@ -119,16 +99,18 @@ impl Runner {
                 .map(|(i, f)| (format!("fallbacks[{i}]"), f.clone())),
         );
         for (field, reference) in references {
-            let resolved = self.providers.resolve(reference).map_err(|unknown| {
-                Rejection::UnknownProvider {
-                    field: format!("{field}.provider"),
-                    provider: unknown.0,
-                }
-            })?;
+            let resolved =
+                self.providers
+                    .resolve(reference)
+                    .map_err(|unknown| RunError::UnknownProvider {
+                        field: format!("{field}.provider"),
+                        provider: unknown.0,
+                        configured: self.providers.names().map(str::to_owned).collect(),
+                    })?;
             candidates.push(resolved);
         }
         let tools = TurnTools::prepare(std::mem::take(&mut turn.tools), &self.tools)
-            .map_err(Rejection::Invalid)?;
+            .map_err(RunError::Invalid)?;
         if turn.output_schema.is_some() {
             for candidate in &candidates {
                 let supported = self
@@ -136,7 +118,7 @@ impl Runner {
                     .get(&candidate.provider)
                     .is_some_and(|provider| provider.supports_structured_output(&candidate.model));
                 if !supported {
-                    return Err(Rejection::StructuredOutputUnsupported {
+                    return Err(RunError::StructuredOutputUnsupported {
                         provider: candidate.provider.clone(),
                         model: candidate.model.clone(),
                     });

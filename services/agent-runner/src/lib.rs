@@ -6,11 +6,15 @@
 //! retries, fallback and timeouts ([`model_call`], [`retry`]), tools run in
 //! parallel with validation and progress ([`tools`]), and every step is a
 //! numbered event ([`events`]) streamed back to the caller. [`observe`]
-//! holds the GenAI spans and metrics of the loop.
+//! holds the GenAI spans and metrics of the loop. [`app`] builds and serves
+//! the whole runner from its [`config`]; [`error`] is where refusals become
+//! `tonic::Status`.
 
 pub mod agent_loop;
+pub mod app;
 pub mod config;
 pub mod convert;
+pub mod error;
 pub mod events;
 pub mod model_call;
 pub mod observe;

@@ -2,18 +2,12 @@
 //! ports (gRPC, metrics), then serve until SIGTERM, drain within a bound and
 //! flush the spans.
 
-use std::{net::SocketAddr, path::PathBuf, sync::Arc, time::Duration};
+use std::{net::SocketAddr, path::PathBuf, time::Duration};
 
-use agent_runner::{
-    agent_loop::Runner, config::RunnerConfig, service::RunnerService, tools::ToolRuntime,
-};
+use agent_runner::{app::RunnerApp, config::RunnerConfig};
 use anyhow::Context;
 use clap::Parser;
-use parley_grpc::{
-    ServeOptions,
-    telemetry::{self, LogFormat, MetricsListen, TelemetryOptions},
-};
-use parley_proto::runner::v1::agent_runner_server::AgentRunnerServer;
+use parley_grpc::telemetry::{self, LogFormat, MetricsListen, TelemetryOptions};
 
 /// Runs the LLM tool loop as a gRPC service (`parley.runner.v1.AgentRunner`).
 #[derive(Debug, Parser)]
@@ -53,25 +47,7 @@ async fn run(args: Args) -> anyhow::Result<()> {
         None => RunnerConfig::scripted_only(args.script.clone()),
     };
     config.apply_env(|name| std::env::var(name).ok())?;
-    config.validate()?;
-    let providers = config.build_providers(|name| std::env::var(name).ok())?;
-    tracing::info!(
-        default_provider = %config.default_provider,
-        providers = ?providers.names().collect::<Vec<_>>(),
-        "configuration loaded"
-    );
-
-    let runner = Arc::new(Runner {
-        providers: Arc::new(providers),
-        tools: ToolRuntime::with_builtins(),
-        retry: config.retry_policy(),
-    });
-    let service = RunnerService::new(
-        runner,
-        config.limits(),
-        config.max_concurrent_runs,
-        config.event_buffer,
-    );
+    let app = RunnerApp::build(&config, |name| std::env::var(name).ok())?;
 
     let listener = tokio::net::TcpListener::bind(args.listen)
         .await
@@ -80,9 +56,11 @@ async fn run(args: Args) -> anyhow::Result<()> {
         .serve()
         .await
         .context("cannot open the metrics port (--metrics-listen)")?;
-    let mut options = ServeOptions::new("agent-runner", vec!["parley.runner.v1.AgentRunner"]);
-    options.drain_timeout = Duration::from_secs(args.drain_timeout);
-    let routes = tonic::service::Routes::new(AgentRunnerServer::new(service));
-    parley_grpc::serve(listener, routes, options, parley_grpc::shutdown_signal()).await?;
+    app.serve(
+        listener,
+        Duration::from_secs(args.drain_timeout),
+        parley_grpc::shutdown_signal(),
+    )
+    .await?;
     Ok(())
 }

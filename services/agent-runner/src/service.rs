@@ -1,7 +1,7 @@
 //! The `parley.runner.v1.AgentRunner` gRPC service.
 //!
-//! `Run` converts and checks the request (every problem is
-//! `INVALID_ARGUMENT` with field violations before anything streams), takes
+//! `Run` converts and checks the request (every problem is a
+//! [`RunError`], refused before anything streams), takes
 //! a concurrency permit, and runs the turn in its own task, which sends
 //! numbered events through a bounded channel. The response stream holds a
 //! cancellation guard: when the client goes away tonic drops the stream, the
@@ -12,20 +12,19 @@ use std::{
     pin::Pin,
     sync::Arc,
     task::{Context, Poll},
-    time::Duration,
 };
 
 use futures::Stream;
-use parley_grpc::status;
 use parley_proto::runner::v1::{RunEvent, RunRequest, agent_runner_server::AgentRunner};
 use tokio::sync::{Semaphore, mpsc};
 use tokio_util::sync::{CancellationToken, DropGuard};
-use tonic::{Code, Request, Response, Status};
+use tonic::{Request, Response, Status};
 use tracing::Instrument;
 
 use crate::{
-    agent_loop::{Rejection, Runner},
+    agent_loop::Runner,
     convert,
+    error::RunError,
     events::{Event, EventSink},
     turn::Limits,
 };
@@ -82,22 +81,14 @@ impl AgentRunner for RunnerService {
         let deadline = parley_grpc::deadline::grpc_timeout(request.metadata());
         let turn =
             convert::request::turn_from_request(request.into_inner(), &self.defaults, deadline)
-                .map_err(|violations| {
-                    status::invalid_argument("INVALID_REQUEST", pairs(violations))
-                })?;
+                .map_err(RunError::Invalid)?;
         let turn_id = turn.turn_id.clone();
-        let prepared = self
-            .runner
-            .prepare(turn)
-            .map_err(|rejection| rejection_status(rejection, &self.runner))?;
-        let permit = self.permits.clone().try_acquire_owned().map_err(|_| {
-            status::retryable(
-                Code::ResourceExhausted,
-                "RUNNER_BUSY",
-                "the runner is at its concurrent turn limit",
-                Some(Duration::from_secs(1)),
-            )
-        })?;
+        let prepared = self.runner.prepare(turn)?;
+        let permit = self
+            .permits
+            .clone()
+            .try_acquire_owned()
+            .map_err(|_| RunError::Busy)?;
         let (tx, rx) = mpsc::channel(self.event_buffer);
         let cancel = CancellationToken::new();
         let runner = self.runner.clone();
@@ -115,47 +106,5 @@ impl AgentRunner for RunnerService {
             rx,
             _cancel_on_drop: cancel.drop_guard(),
         }))
-    }
-}
-
-fn pairs(violations: Vec<crate::turn::Violation>) -> Vec<(String, String)> {
-    violations
-        .into_iter()
-        .map(|v| (v.field, v.description))
-        .collect()
-}
-
-/// The status of a refused request.
-fn rejection_status(rejection: Rejection, runner: &Runner) -> Status {
-    match rejection {
-        Rejection::Invalid(violations) => {
-            status::invalid_argument("INVALID_REQUEST", pairs(violations))
-        }
-        Rejection::UnknownProvider { field, provider } => {
-            let known: Vec<&str> = runner.providers.names().collect();
-            status::invalid_argument(
-                "UNKNOWN_PROVIDER",
-                vec![(
-                    field,
-                    format!(
-                        "unknown provider `{provider}` (configured: {})",
-                        known.join(", ")
-                    ),
-                )],
-            )
-        }
-        Rejection::StructuredOutputUnsupported { provider, model } => status::error_with_metadata(
-            Code::FailedPrecondition,
-            "STRUCTURED_OUTPUT_UNSUPPORTED",
-            format!(
-                "model `{model}` of provider `{provider}` does not support native structured output"
-            ),
-            [
-                ("provider".to_owned(), provider),
-                ("model".to_owned(), model),
-            ]
-            .into_iter()
-            .collect(),
-        ),
     }
 }

@@ -1,42 +1,24 @@
 //! The three services together in-process: the gateway, the parser and the
 //! real agent-runner playing its demo script with the scripted provider.
 
-use std::sync::Arc;
-
-use agent_runner::{
-    agent_loop::Runner, config::RunnerConfig, service::RunnerService, tools::ToolRuntime,
-};
+use agent_runner::{app::RunnerApp, config::RunnerConfig};
 use parley_proto::{
     gateway::v1::{self as gw, chat_event::Event},
     parser::v1::payload::Typed,
-    runner::v1::agent_runner_server::AgentRunnerServer,
 };
 
 use crate::harness::{Harness, Options, chat, chat_request, incoming};
 
 /// Starts the real runner (no configuration: the scripted demo) on port 0.
 pub(crate) async fn real_runner() -> String {
-    let config = RunnerConfig::scripted_only(None);
-    config.validate().expect("valid runner config");
-    let providers = config.build_providers(|_| None).expect("providers");
-    let runner = Arc::new(Runner {
-        providers: Arc::new(providers),
-        tools: ToolRuntime::with_builtins(),
-        retry: config.retry_policy(),
-    });
-    let service = RunnerService::new(
-        runner,
-        config.limits(),
-        config.max_concurrent_runs,
-        config.event_buffer,
-    );
+    let app = RunnerApp::build(&RunnerConfig::scripted_only(None), |_| None).expect("runner");
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
         .await
         .expect("bind");
     let addr = listener.local_addr().expect("addr");
     tokio::spawn(async move {
         let _ = tonic::transport::Server::builder()
-            .add_service(AgentRunnerServer::new(service))
+            .add_routes(app.routes())
             .serve_with_incoming(incoming(listener))
             .await;
     });

@@ -1,0 +1,118 @@
+//! Assembling and serving the runner: the configuration validated, the
+//! providers built, the loop and the `AgentRunner` service made, served
+//! with health and reflection by `parley_grpc::serve`.
+//!
+//! The binary, the gateway's whole-stack test and the runner bench all
+//! start the runner here, so they run the same thing.
+
+use std::{future::Future, sync::Arc, time::Duration};
+
+use parley_proto::runner::v1::agent_runner_server::AgentRunnerServer;
+use tokio::net::TcpListener;
+
+use crate::{
+    agent_loop::Runner,
+    config::{ConfigError, RunnerConfig},
+    providers::Providers,
+    service::RunnerService,
+    tools::ToolRuntime,
+};
+
+/// The fully qualified name of the service, for health checks.
+pub const SERVICE_NAME: &str = "parley.runner.v1.AgentRunner";
+
+/// Why the runner could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    /// The configuration is invalid, or a provider cannot be built from it.
+    #[error(transparent)]
+    Config(#[from] ConfigError),
+}
+
+/// A runner ready to serve.
+#[derive(Debug, Clone)]
+pub struct RunnerApp {
+    runner: Arc<Runner>,
+    service: RunnerService,
+}
+
+impl RunnerApp {
+    /// Validates `config` and builds its providers; `lookup` reads the
+    /// environment variables holding API keys.
+    pub fn build(
+        config: &RunnerConfig,
+        lookup: impl Fn(&str) -> Option<String>,
+    ) -> Result<Self, StartError> {
+        config.validate()?;
+        let providers = config.build_providers(lookup)?;
+        tracing::info!(
+            default_provider = %config.default_provider,
+            providers = ?providers.names().collect::<Vec<_>>(),
+            "configuration loaded"
+        );
+        Ok(Self::with_providers(config, providers))
+    }
+
+    /// The runner of `config` (limits, retry policy, admission) with
+    /// `providers` instead of the configured ones, for benches and tests
+    /// that bring their own provider. `config` is not validated.
+    pub fn with_providers(config: &RunnerConfig, providers: Providers) -> Self {
+        let runner = Arc::new(Runner {
+            providers: Arc::new(providers),
+            tools: ToolRuntime::with_builtins(),
+            retry: config.retry_policy(),
+        });
+        let service = RunnerService::new(
+            runner.clone(),
+            config.limits(),
+            config.max_concurrent_runs,
+            config.event_buffer,
+        );
+        Self { runner, service }
+    }
+
+    /// The tool loop, shared by every turn.
+    pub fn runner(&self) -> &Arc<Runner> {
+        &self.runner
+    }
+
+    /// The AgentRunner service as routes.
+    pub fn routes(&self) -> tonic::service::Routes {
+        tonic::service::Routes::new(AgentRunnerServer::new(self.service.clone()))
+    }
+
+    /// Serves until `shutdown` resolves, then lets running turns finish for
+    /// at most `drain_timeout`.
+    pub async fn serve(
+        self,
+        listener: TcpListener,
+        drain_timeout: Duration,
+        shutdown: impl Future<Output = ()> + Send + 'static,
+    ) -> Result<(), parley_grpc::serve::ServeError> {
+        let mut options = parley_grpc::ServeOptions::new("agent-runner", vec![SERVICE_NAME]);
+        options.drain_timeout = drain_timeout;
+        parley_grpc::serve(listener, self.routes(), options, shutdown).await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_invalid_configuration_stops_the_start() {
+        let mut config = RunnerConfig::scripted_only(None);
+        config.default_provider = "missing".into();
+        let error = RunnerApp::build(&config, |_| None).expect_err("invalid");
+        assert!(
+            error.to_string().contains("default_provider `missing`"),
+            "{error}"
+        );
+    }
+
+    #[test]
+    fn the_scripted_configuration_builds() {
+        let app = RunnerApp::build(&RunnerConfig::scripted_only(None), |_| None).expect("build");
+        assert_eq!(app.runner().providers.default_name(), "scripted");
+    }
+}

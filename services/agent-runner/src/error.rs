@@ -1,0 +1,168 @@
+//! Why the runner refuses a `Run` call, and the one place those refusals
+//! become `tonic::Status`.
+//!
+//! A refusal happens before anything streams; once a turn runs, failures
+//! are `Error` events in the stream instead ([`crate::events::TurnError`]).
+//! Every status carries a `google.rpc.ErrorInfo` with a stable reason
+//! (built by `parley_grpc::status`): `INVALID_REQUEST` and
+//! `UNKNOWN_PROVIDER` with `BadRequest` field violations,
+//! `STRUCTURED_OUTPUT_UNSUPPORTED` with the provider and model as metadata,
+//! `RUNNER_BUSY` with a `RetryInfo`.
+
+use std::time::Duration;
+
+use parley_grpc::status;
+use tonic::{Code, Status};
+
+use crate::turn::Violation;
+
+/// How long a caller refused with `RUNNER_BUSY` is told to wait.
+const BUSY_RETRY_AFTER: Duration = Duration::from_secs(1);
+
+/// Why a `Run` call is refused before its turn starts.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum RunError {
+    /// Fields of the request are invalid.
+    #[error("invalid request: {}", describe(.0))]
+    Invalid(Vec<Violation>),
+    /// A model reference names a provider the runner does not have.
+    #[error("unknown provider `{provider}` (configured: {})", .configured.join(", "))]
+    UnknownProvider {
+        /// The field, for example `fallbacks[1].provider`.
+        field: String,
+        /// The unknown name.
+        provider: String,
+        /// The providers the runner has, for the message.
+        configured: Vec<String>,
+    },
+    /// A schema was given for a model without native structured output.
+    #[error("model `{model}` of provider `{provider}` does not support native structured output")]
+    StructuredOutputUnsupported {
+        /// The provider.
+        provider: String,
+        /// The model.
+        model: String,
+    },
+    /// The runner is at its concurrent turn limit.
+    #[error("the runner is at its concurrent turn limit")]
+    Busy,
+}
+
+fn describe(violations: &[Violation]) -> String {
+    violations
+        .iter()
+        .map(|v| format!("{}: {}", v.field, v.description))
+        .collect::<Vec<_>>()
+        .join("; ")
+}
+
+impl From<RunError> for Status {
+    fn from(error: RunError) -> Self {
+        let message = error.to_string();
+        match error {
+            RunError::Invalid(violations) => status::invalid_argument(
+                "INVALID_REQUEST",
+                violations
+                    .into_iter()
+                    .map(|v| (v.field, v.description))
+                    .collect(),
+            ),
+            RunError::UnknownProvider {
+                field,
+                provider,
+                configured,
+            } => status::invalid_argument(
+                "UNKNOWN_PROVIDER",
+                vec![(
+                    field,
+                    format!(
+                        "unknown provider `{provider}` (configured: {})",
+                        configured.join(", ")
+                    ),
+                )],
+            ),
+            RunError::StructuredOutputUnsupported { provider, model } => {
+                status::error_with_metadata(
+                    Code::FailedPrecondition,
+                    "STRUCTURED_OUTPUT_UNSUPPORTED",
+                    message,
+                    [
+                        ("provider".to_owned(), provider),
+                        ("model".to_owned(), model),
+                    ]
+                    .into_iter()
+                    .collect(),
+                )
+            }
+            RunError::Busy => status::retryable(
+                Code::ResourceExhausted,
+                "RUNNER_BUSY",
+                message,
+                Some(BUSY_RETRY_AFTER),
+            ),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use tonic_types::StatusExt;
+
+    use super::*;
+
+    #[test]
+    fn every_refusal_keeps_its_code_reason_and_details() {
+        let invalid = Status::from(RunError::Invalid(vec![Violation {
+            field: "messages".into(),
+            description: "at least one message is required".into(),
+        }]));
+        assert_eq!(invalid.code(), Code::InvalidArgument);
+        assert_eq!(
+            invalid.message(),
+            "messages: at least one message is required"
+        );
+        assert_eq!(status::reason(&invalid).as_deref(), Some("INVALID_REQUEST"));
+        let violations = invalid.get_details_bad_request().expect("bad request");
+        assert_eq!(violations.field_violations[0].field, "messages");
+
+        let unknown = Status::from(RunError::UnknownProvider {
+            field: "model.provider".into(),
+            provider: "nope".into(),
+            configured: vec!["a".into(), "b".into()],
+        });
+        assert_eq!(unknown.code(), Code::InvalidArgument);
+        assert_eq!(
+            unknown.message(),
+            "model.provider: unknown provider `nope` (configured: a, b)"
+        );
+        assert_eq!(
+            status::reason(&unknown).as_deref(),
+            Some("UNKNOWN_PROVIDER")
+        );
+
+        let unsupported = Status::from(RunError::StructuredOutputUnsupported {
+            provider: "p".into(),
+            model: "plain".into(),
+        });
+        assert_eq!(unsupported.code(), Code::FailedPrecondition);
+        assert_eq!(
+            unsupported.message(),
+            "model `plain` of provider `p` does not support native structured output"
+        );
+        let info = unsupported.get_details_error_info().expect("error info");
+        assert_eq!(info.reason, "STRUCTURED_OUTPUT_UNSUPPORTED");
+        assert_eq!(
+            info.metadata.get("model").map(String::as_str),
+            Some("plain")
+        );
+
+        let busy = Status::from(RunError::Busy);
+        assert_eq!(busy.code(), Code::ResourceExhausted);
+        assert_eq!(busy.message(), "the runner is at its concurrent turn limit");
+        assert_eq!(status::reason(&busy).as_deref(), Some("RUNNER_BUSY"));
+        assert_eq!(
+            busy.get_details_retry_info().and_then(|r| r.retry_delay),
+            Some(BUSY_RETRY_AFTER)
+        );
+    }
+}
