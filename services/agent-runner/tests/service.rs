@@ -27,7 +27,7 @@ use agent_runner::{
     turn::Limits,
 };
 use common::{Recording, retry, scripted};
-use futures::{StreamExt, future::BoxFuture};
+use futures::StreamExt;
 use parley_proto::runner::v1::{
     self as pb, RunEvent, RunRequest, agent_runner_client::AgentRunnerClient,
     agent_runner_server::AgentRunner, run_event::Event as Ev,
@@ -52,6 +52,7 @@ impl Drop for Flag {
     }
 }
 
+#[async_trait::async_trait]
 impl LocalTool for Hang {
     fn name(&self) -> &str {
         "hang"
@@ -62,20 +63,17 @@ impl LocalTool for Hang {
     fn input_schema(&self) -> Value {
         json!({"type": "object"})
     }
-    fn run(
+    async fn run(
         &self,
         _input: Value,
         _ctx: CallContext,
         progress: ProgressSender,
-    ) -> BoxFuture<'static, Result<ToolOutput, ToolFailure>> {
-        let flag = Flag(self.dropped.clone(), self.notify.clone());
-        Box::pin(async move {
-            let _flag = flag;
-            progress
-                .report("waiting", "waiting forever", Some(0.0))
-                .await;
-            std::future::pending().await
-        })
+    ) -> Result<ToolOutput, ToolFailure> {
+        let _flag = Flag(self.dropped.clone(), self.notify.clone());
+        progress
+            .report("waiting", "waiting forever", Some(0.0))
+            .await;
+        std::future::pending().await
     }
 }
 

@@ -13,7 +13,7 @@ use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
 use super::{
     ChatRequest, EventStream, Provider, ProviderError,
     http::{self, HttpProviderConfig},
-    sse,
+    sse::{self, SseRequest},
 };
 
 pub use request::DEFAULT_MAX_TOKENS;
@@ -95,17 +95,16 @@ impl Provider for AnthropicProvider {
     }
 
     async fn stream(&self, request: ChatRequest) -> Result<EventStream, ProviderError> {
-        if request.output_schema.is_some() && !self.supports_structured_output(&request.model) {
-            return Err(ProviderError::Unsupported(format!(
-                "model {} of provider {} does not support native structured output",
-                request.model, self.cfg.name
-            )));
-        }
-        let body = self.request_body(&request);
-        tracing::debug!(provider = %self.cfg.name, model = %request.model, "starting messages stream");
-        let response = http::post_json(&self.client, &self.url(), self.headers()?, &body).await?;
-        let events = sse::sse_events(response.bytes_stream());
-        Ok(sse::decode(events, stream::AnthropicDecoder::default()))
+        super::refuse_unsupported_schema(self, &request)?;
+        let request = SseRequest {
+            client: &self.client,
+            provider: &self.cfg.name,
+            model: &request.model,
+            url: self.url(),
+            headers: self.headers()?,
+            body: self.request_body(&request),
+        };
+        sse::stream_sse(request, stream::AnthropicDecoder::default()).await
     }
 }
 

@@ -14,7 +14,7 @@ use reqwest::header::{HeaderMap, HeaderName};
 use super::{
     ChatRequest, EventStream, Provider, ProviderError,
     http::{self, HttpProviderConfig},
-    sse,
+    sse::{self, SseRequest},
 };
 
 pub use schema::{NormalizedSchema, dropped_schema_keywords, normalize_schema};
@@ -84,12 +84,7 @@ impl Provider for GeminiProvider {
     }
 
     async fn stream(&self, request: ChatRequest) -> Result<EventStream, ProviderError> {
-        if request.output_schema.is_some() && !self.supports_structured_output(&request.model) {
-            return Err(ProviderError::Unsupported(format!(
-                "model {} of provider {} does not support native structured output",
-                request.model, self.cfg.name
-            )));
-        }
+        super::refuse_unsupported_schema(self, &request)?;
         let (body, dropped) = self.request_body(&request);
         if !dropped.is_empty() {
             tracing::warn!(
@@ -99,16 +94,15 @@ impl Provider for GeminiProvider {
                 "schema keywords gemini does not accept were dropped"
             );
         }
-        tracing::debug!(provider = %self.cfg.name, model = %request.model, "starting gemini stream");
-        let response = http::post_json(
-            &self.client,
-            &self.url(&request.model),
-            self.headers()?,
-            &body,
-        )
-        .await?;
-        let events = sse::sse_events(response.bytes_stream());
-        Ok(sse::decode(events, stream::GeminiDecoder::default()))
+        let request = SseRequest {
+            client: &self.client,
+            provider: &self.cfg.name,
+            model: &request.model,
+            url: self.url(&request.model),
+            headers: self.headers()?,
+            body,
+        };
+        sse::stream_sse(request, stream::GeminiDecoder::default()).await
     }
 }
 

@@ -230,3 +230,19 @@ pub trait Provider: Send + Sync + std::fmt::Debug {
     /// during the stream are items of the stream.
     async fn stream(&self, request: ChatRequest) -> Result<EventStream, ProviderError>;
 }
+
+/// Refuses a request with a schema when `provider` has no native structured
+/// output for its model, before anything is sent.
+pub(crate) fn refuse_unsupported_schema(
+    provider: &dyn Provider,
+    request: &ChatRequest,
+) -> Result<(), ProviderError> {
+    if request.output_schema.is_some() && !provider.supports_structured_output(&request.model) {
+        return Err(ProviderError::Unsupported(format!(
+            "model {} of provider {} does not support native structured output",
+            request.model,
+            provider.name()
+        )));
+    }
+    Ok(())
+}

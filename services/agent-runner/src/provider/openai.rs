@@ -18,7 +18,7 @@ use reqwest::header::{AUTHORIZATION, HeaderMap, HeaderName};
 use super::{
     ChatRequest, EventStream, Provider, ProviderError,
     http::{self, HttpProviderConfig},
-    sse,
+    sse::{self, SseRequest},
 };
 
 /// Models that cannot do `response_format: json_schema`, always refused
@@ -136,18 +136,16 @@ impl Provider for OpenAiProvider {
     }
 
     async fn stream(&self, request: ChatRequest) -> Result<EventStream, ProviderError> {
-        if request.output_schema.is_some() && !self.supports_structured_output(&request.model) {
-            return Err(ProviderError::Unsupported(format!(
-                "model {} of provider {} does not support native structured output",
-                request.model, self.cfg.name
-            )));
-        }
-        let body = self.request_body(&request);
-        let url = self.cfg.endpoint("chat/completions");
-        tracing::debug!(provider = %self.cfg.name, model = %request.model, "starting chat completions stream");
-        let response = http::post_json(&self.client, &url, self.headers()?, &body).await?;
-        let events = sse::sse_events(response.bytes_stream());
-        Ok(sse::decode(events, stream::OpenAiDecoder::default()))
+        super::refuse_unsupported_schema(self, &request)?;
+        let request = SseRequest {
+            client: &self.client,
+            provider: &self.cfg.name,
+            model: &request.model,
+            url: self.cfg.endpoint("chat/completions"),
+            headers: self.headers()?,
+            body: self.request_body(&request),
+        };
+        sse::stream_sse(request, stream::OpenAiDecoder::default()).await
     }
 }
 

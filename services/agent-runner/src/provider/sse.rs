@@ -10,14 +10,21 @@
 //! testable without HTTP. The driver stops reading as soon as the decoder
 //! reports the provider's finish signal, and asks the decoder what a clean
 //! end of the body means (a finish, or [`ProviderError::Truncated`]).
+//! [`stream_sse`] puts the three together for an HTTP adapter: POST, frame,
+//! decode.
 
 use std::{collections::VecDeque, fmt::Display, pin::Pin};
 
 use eventsource_stream::{EventStreamError, Eventsource};
 use futures::{Stream, StreamExt};
 use rand::{Rng, distr::Alphanumeric};
+use reqwest::header::HeaderMap;
+use serde_json::Value;
 
-use super::{EventStream, ProviderError, StreamEvent, http::truncate_raw};
+use super::{
+    EventStream, ProviderError, StreamEvent,
+    http::{self, truncate_raw},
+};
 
 /// The largest slice of a network read handed to the SSE parser at once.
 const MAX_SLICE: usize = 4096;
@@ -141,6 +148,36 @@ where
             }
         }
     }))
+}
+
+/// One streaming call of an HTTP adapter: the JSON body POSTed to `url`.
+#[derive(Debug)]
+pub struct SseRequest<'a> {
+    /// The adapter's HTTP client.
+    pub client: &'a reqwest::Client,
+    /// The configured provider name, for logs.
+    pub provider: &'a str,
+    /// The model called, for logs.
+    pub model: &'a str,
+    /// The endpoint.
+    pub url: String,
+    /// The adapter's headers (key, version); `post_json` adds the rest.
+    pub headers: HeaderMap,
+    /// The request body.
+    pub body: Value,
+}
+
+/// Sends `request` and decodes the answer's events with `decoder`: the
+/// `stream` of every SSE adapter. Errors before the stream starts (HTTP
+/// status, connection, a JSON answer) are returned; later ones are items.
+pub async fn stream_sse(
+    request: SseRequest<'_>,
+    decoder: impl Decoder,
+) -> Result<EventStream, ProviderError> {
+    tracing::debug!(provider = %request.provider, model = %request.model, "starting provider stream");
+    let response =
+        http::post_json(request.client, &request.url, request.headers, &request.body).await?;
+    Ok(decode(sse_events(response.bytes_stream()), decoder))
 }
 
 /// A tool call id for a provider that gave none: `call_` and 24 random

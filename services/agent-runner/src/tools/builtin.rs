@@ -6,7 +6,6 @@
 
 use std::sync::Arc;
 
-use futures::future::BoxFuture;
 use serde_json::{Value, json};
 
 use super::{
@@ -23,6 +22,7 @@ pub fn all() -> Vec<Arc<dyn LocalTool>> {
 #[derive(Debug, Clone, Copy)]
 pub struct CurrentTime;
 
+#[async_trait::async_trait]
 impl LocalTool for CurrentTime {
     fn name(&self) -> &str {
         "current_time"
@@ -46,32 +46,29 @@ impl LocalTool for CurrentTime {
         })
     }
 
-    fn run(
+    async fn run(
         &self,
         input: Value,
         _ctx: CallContext,
         progress: ProgressSender,
-    ) -> BoxFuture<'static, Result<ToolOutput, ToolFailure>> {
-        Box::pin(async move {
-            let offset_text = input
-                .get("utc_offset")
-                .and_then(Value::as_str)
-                .unwrap_or("Z")
-                .to_owned();
-            progress
-                .report(
-                    "reading_clock",
-                    format!("Reading the clock at UTC offset {offset_text}"),
-                    Some(0.5),
-                )
-                .await;
-            let offset = clock::parse_offset(&offset_text).map_err(|error| {
-                ToolFailure::new(FailureReason::InvalidInput, error.to_string())
-            })?;
-            Ok(ToolOutput {
-                text: clock::now(offset),
-                payload: None,
-            })
+    ) -> Result<ToolOutput, ToolFailure> {
+        let offset_text = input
+            .get("utc_offset")
+            .and_then(Value::as_str)
+            .unwrap_or("Z")
+            .to_owned();
+        progress
+            .report(
+                "reading_clock",
+                format!("Reading the clock at UTC offset {offset_text}"),
+                Some(0.5),
+            )
+            .await;
+        let offset = clock::parse_offset(&offset_text)
+            .map_err(|error| ToolFailure::new(FailureReason::InvalidInput, error.to_string()))?;
+        Ok(ToolOutput {
+            text: clock::now(offset),
+            payload: None,
         })
     }
 }
@@ -80,6 +77,7 @@ impl LocalTool for CurrentTime {
 #[derive(Debug, Clone, Copy)]
 pub struct Calculator;
 
+#[async_trait::async_trait]
 impl LocalTool for Calculator {
     fn name(&self) -> &str {
         "calculator"
@@ -105,31 +103,29 @@ impl LocalTool for Calculator {
         })
     }
 
-    fn run(
+    async fn run(
         &self,
         input: Value,
         _ctx: CallContext,
         progress: ProgressSender,
-    ) -> BoxFuture<'static, Result<ToolOutput, ToolFailure>> {
-        Box::pin(async move {
-            let expression = input
-                .get("expression")
-                .and_then(Value::as_str)
-                .unwrap_or_default()
-                .to_owned();
-            progress
-                .report("evaluating", format!("Evaluating {expression}"), Some(0.5))
-                .await;
-            let value = calculator::evaluate(&expression).map_err(|error| {
-                ToolFailure::new(
-                    FailureReason::ToolError,
-                    format!("cannot evaluate `{expression}`: {error}"),
-                )
-            })?;
-            Ok(ToolOutput {
-                text: format!("{expression} = {}", calculator::format_number(value)),
-                payload: None,
-            })
+    ) -> Result<ToolOutput, ToolFailure> {
+        let expression = input
+            .get("expression")
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_owned();
+        progress
+            .report("evaluating", format!("Evaluating {expression}"), Some(0.5))
+            .await;
+        let value = calculator::evaluate(&expression).map_err(|error| {
+            ToolFailure::new(
+                FailureReason::ToolError,
+                format!("cannot evaluate `{expression}`: {error}"),
+            )
+        })?;
+        Ok(ToolOutput {
+            text: format!("{expression} = {}", calculator::format_number(value)),
+            payload: None,
         })
     }
 }

@@ -19,7 +19,6 @@ pub mod remote;
 
 use std::{collections::BTreeMap, fmt, sync::Arc, time::Duration};
 
-use futures::future::BoxFuture;
 use parley_proto::parser::v1::Payload;
 use serde_json::Value;
 use tokio::sync::mpsc;
@@ -141,6 +140,7 @@ pub struct CallContext {
 }
 
 /// A tool that runs inside the runner.
+#[async_trait::async_trait]
 pub trait LocalTool: Send + Sync + fmt::Debug {
     /// The name under which requests refer to it (`ToolEndpoint.builtin`).
     fn name(&self) -> &str;
@@ -150,12 +150,12 @@ pub trait LocalTool: Send + Sync + fmt::Debug {
     fn input_schema(&self) -> Value;
     /// Runs one call. The future is dropped when the turn is cancelled or
     /// the call times out.
-    fn run(
+    async fn run(
         &self,
         input: Value,
         ctx: CallContext,
         progress: ProgressSender,
-    ) -> BoxFuture<'static, Result<ToolOutput, ToolFailure>>;
+    ) -> Result<ToolOutput, ToolFailure>;
 }
 
 /// Everything that runs tools, shared by all turns.
