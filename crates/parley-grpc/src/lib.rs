@@ -5,11 +5,13 @@
 //! message-size limit and drains in-flight calls on SIGTERM within a bound.
 //! [`status`] is the one place where error reasons become `tonic::Status`
 //! with `google.rpc` details; [`deadline`] reads the caller's `grpc-timeout`;
-//! [`telemetry`] is logging, OpenTelemetry tracing and Prometheus metrics.
+//! [`telemetry`] is logging, OpenTelemetry tracing and Prometheus metrics;
+//! [`testing`] is the workspace's rule for tests that cannot run here.
 
 pub mod deadline;
 pub mod serve;
 pub mod status;
 pub mod telemetry;
+pub mod testing;
 
 pub use serve::{ServeOptions, serve, shutdown_signal};

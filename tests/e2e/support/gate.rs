@@ -6,7 +6,7 @@
 //! `NOT RUN: <test>: <why>` line and returns, except under `CI=true`, where
 //! it fails: CI must never pass without having run the suite.
 
-use std::{io::Write, time::Duration};
+use std::time::Duration;
 
 use testcontainers::bollard::Docker;
 
@@ -28,19 +28,9 @@ pub struct Prerequisites {
     pub postgres_url: String,
 }
 
-fn ci() -> bool {
-    std::env::var("CI").as_deref() == Ok("true")
-}
-
 /// Prints `NOT RUN` and returns `None`, or panics under `CI=true`.
 fn not_run(test: &str, why: &str) -> Option<Prerequisites> {
-    if ci() {
-        panic!("{test}: the end-to-end suite must run under CI=true, but {why}");
-    }
-    // Straight to the process's stderr: the test harness captures
-    // `eprintln!`, and a NOT RUN line must be seen even when the test
-    // "passes".
-    let _ = writeln!(std::io::stderr(), "NOT RUN: {test}: {why}");
+    parley_grpc::testing::not_run(test, why);
     None
 }
 

@@ -3,10 +3,8 @@
 //! PostgreSQL comes from `PARLEY_TEST_POSTGRES_URL` (`scripts/postgres.sh`
 //! starts one and prints it); each test gets its own schema. Without the
 //! variable the PostgreSQL half fails under `CI=true` and otherwise prints a
-//! loud SKIPPED line ([`skip`]).
+//! loud NOT RUN line ([`parley_grpc::testing::not_run`]).
 
-#[path = "../../tests/gateway/skip.rs"]
-mod skip;
 #[path = "../../tests/gateway/postgres.rs"]
 mod test_postgres;
 

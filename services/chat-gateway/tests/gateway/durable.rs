@@ -23,7 +23,7 @@ use crate::{
         process::{GatewayProcess, ProcessConfig},
         reason, start_upstreams,
     },
-    postgres, skip,
+    postgres,
 };
 
 fn text(delta: &str) -> Step {
@@ -509,7 +509,7 @@ async fn a_full_disk_loses_nothing_that_was_acknowledged() {
     const TEST: &str = "durable::a_full_disk_loses_nothing_that_was_acknowledged";
     let disk = match Tmpfs::mount("400k") {
         Ok(disk) => disk,
-        Err(why) => return skip::skip(TEST, &why),
+        Err(why) => return parley_grpc::testing::not_run(TEST, &why),
     };
     let options = Options::default();
     let (runner, runner_addr, parser_addr) = start_upstreams(&options).await;

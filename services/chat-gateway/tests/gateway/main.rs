@@ -14,4 +14,3 @@ mod harness;
 mod postgres;
 mod python_client;
 mod real_stack;
-mod skip;

@@ -4,13 +4,14 @@
 //!
 //! One implementation for the package: this suite declares it as a module
 //! and the library's unit tests include the file by path
-//! (`src/store/tests.rs`); both have the `skip` module beside it.
+//! (`src/store/tests.rs`).
 
 /// The URL of a new schema and its name, or `None` (with the loud line of
-/// [`super::skip`]) when no PostgreSQL is configured outside CI.
+/// [`parley_grpc::testing::not_run`]) when no PostgreSQL is configured
+/// outside CI.
 pub async fn fresh_schema(test: &str) -> Option<(String, String)> {
     let Ok(base) = std::env::var("PARLEY_TEST_POSTGRES_URL") else {
-        super::skip::skip(
+        parley_grpc::testing::not_run(
             test,
             "PARLEY_TEST_POSTGRES_URL is not set: export PARLEY_TEST_POSTGRES_URL=\"$(scripts/postgres.sh)\"",
         );

@@ -4,13 +4,13 @@
 //! (gateway, real parser, real runner on the scripted demo).
 //!
 //! Needs `python3` with `grpcio-tools` (scripts/setup.sh installs it). Without
-//! it the test fails under `CI=true` and prints a loud SKIPPED line elsewhere.
+//! it the test fails under `CI=true` and prints a loud NOT RUN line elsewhere.
 
 use std::{path::PathBuf, process::Command};
 
 use crate::harness::{Harness, Options};
 use crate::real_stack::real_runner;
-use crate::skip::skip;
+use parley_grpc::testing::not_run;
 
 fn python_with_grpc() -> bool {
     Command::new("python3")
@@ -23,7 +23,7 @@ fn python_with_grpc() -> bool {
 #[tokio::test]
 async fn a_generated_python_client_holds_a_two_turn_conversation() {
     if !python_with_grpc() {
-        skip(
+        not_run(
             "python_client::a_generated_python_client_holds_a_two_turn_conversation",
             "python3 with grpcio-tools is missing: run scripts/setup.sh",
         );
