@@ -1,23 +1,13 @@
-//! The admin port: `GET /metrics` in the Prometheus text format.
-//!
-//! A deliberately tiny HTTP/1.1 responder on tokio (no web framework for
-//! one read-only page): it reads one request head (at most 8 KiB, within
-//! 5 s), answers and closes the connection. `--metrics-listen off` (or
+//! The admin port: `GET /metrics` in the Prometheus text format, served
+//! by axum (already in the tree through tonic). `--metrics-listen off` (or
 //! `PARLEY_METRICS_LISTEN=off`) leaves the port closed.
 
-use std::{net::SocketAddr, time::Duration};
+use std::net::SocketAddr;
 
-use tokio::{
-    io::{AsyncReadExt, AsyncWriteExt},
-    net::{TcpListener, TcpStream},
-};
+use axum::{Router, http::header::CONTENT_TYPE, routing::get};
+use tokio::net::TcpListener;
 
 use super::metrics::metrics;
-
-/// Largest request head read.
-const MAX_HEAD: usize = 8 * 1024;
-/// How long a client may take to send its request head.
-const READ_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// The value of `--metrics-listen`: `HOST:PORT`, or `off`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -52,88 +42,33 @@ pub async fn serve_metrics(addr: SocketAddr) -> std::io::Result<SocketAddr> {
     let listener = TcpListener::bind(addr).await?;
     let bound = listener.local_addr()?;
     tracing::info!(addr = %bound, "metrics at http://{bound}/metrics");
+    let app = Router::new()
+        .route(
+            "/metrics",
+            get(|| async {
+                (
+                    [(CONTENT_TYPE, "text/plain; version=0.0.4; charset=utf-8")],
+                    metrics().render(),
+                )
+            }),
+        )
+        .route("/", get(|| async { "Parley admin port: GET /metrics\n" }));
     tokio::spawn(async move {
-        loop {
-            match listener.accept().await {
-                Ok((stream, _)) => {
-                    tokio::spawn(answer(stream));
-                }
-                Err(error) => {
-                    tracing::warn!(%error, "metrics listener accept failed");
-                    tokio::time::sleep(Duration::from_millis(100)).await;
-                }
-            }
+        if let Err(error) = axum::serve(listener, app).await {
+            tracing::warn!(%error, "the metrics port stopped");
         }
     });
     Ok(bound)
 }
 
-async fn read_head(stream: &mut TcpStream) -> Option<String> {
-    let mut head = Vec::with_capacity(512);
-    let mut chunk = [0_u8; 1024];
-    let read = async {
-        loop {
-            let n = stream.read(&mut chunk).await.ok()?;
-            if n == 0 {
-                return None;
-            }
-            head.extend_from_slice(&chunk[..n]);
-            if head.windows(4).any(|w| w == b"\r\n\r\n") || head.len() >= MAX_HEAD {
-                return Some(());
-            }
-        }
-    };
-    tokio::time::timeout(READ_TIMEOUT, read).await.ok()??;
-    Some(String::from_utf8_lossy(&head).into_owned())
-}
-
-async fn answer(mut stream: TcpStream) {
-    let Some(head) = read_head(&mut stream).await else {
-        return;
-    };
-    let mut words = head.lines().next().unwrap_or_default().split_whitespace();
-    let (method, path) = (
-        words.next().unwrap_or_default(),
-        words.next().unwrap_or_default(),
-    );
-    let path = path.split('?').next().unwrap_or_default();
-    let (status, content_type, body) = match (method, path) {
-        ("GET" | "HEAD", "/metrics") => (
-            "200 OK",
-            "text/plain; version=0.0.4; charset=utf-8",
-            metrics().render(),
-        ),
-        ("GET" | "HEAD", "/") => (
-            "200 OK",
-            "text/plain; charset=utf-8",
-            "Parley admin port: GET /metrics\n".to_owned(),
-        ),
-        ("GET" | "HEAD", _) => (
-            "404 Not Found",
-            "text/plain; charset=utf-8",
-            "not found\n".to_owned(),
-        ),
-        _ => (
-            "405 Method Not Allowed",
-            "text/plain; charset=utf-8",
-            "only GET\n".to_owned(),
-        ),
-    };
-    let mut response = format!(
-        "HTTP/1.1 {status}\r\ncontent-type: {content_type}\r\ncontent-length: {}\r\nconnection: close\r\n\r\n",
-        body.len()
-    )
-    .into_bytes();
-    if method != "HEAD" {
-        response.extend_from_slice(body.as_bytes());
-    }
-    let _ = stream.write_all(&response).await;
-    let _ = stream.shutdown().await;
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    use tokio::{
+        io::{AsyncReadExt, AsyncWriteExt},
+        net::TcpStream,
+    };
 
     async fn get(addr: SocketAddr, request: &str) -> String {
         let mut stream = TcpStream::connect(addr).await.expect("connect");
@@ -152,7 +87,11 @@ mod tests {
         let addr = serve_metrics("127.0.0.1:0".parse().expect("addr"))
             .await
             .expect("bind");
-        let ok = get(addr, "GET /metrics HTTP/1.1\r\nhost: x\r\n\r\n").await;
+        let ok = get(
+            addr,
+            "GET /metrics HTTP/1.1\r\nhost: x\r\nconnection: close\r\n\r\n",
+        )
+        .await;
         assert!(ok.starts_with("HTTP/1.1 200 OK"), "{ok}");
         assert!(
             ok.contains(
@@ -160,9 +99,17 @@ mod tests {
             ),
             "{ok}"
         );
-        let missing = get(addr, "GET /nope HTTP/1.1\r\n\r\n").await;
+        let missing = get(
+            addr,
+            "GET /nope HTTP/1.1\r\nhost: x\r\nconnection: close\r\n\r\n",
+        )
+        .await;
         assert!(missing.starts_with("HTTP/1.1 404"), "{missing}");
-        let post = get(addr, "POST /metrics HTTP/1.1\r\n\r\n").await;
+        let post = get(
+            addr,
+            "POST /metrics HTTP/1.1\r\nhost: x\r\ncontent-length: 0\r\nconnection: close\r\n\r\n",
+        )
+        .await;
         assert!(post.starts_with("HTTP/1.1 405"), "{post}");
     }
 
