@@ -15,6 +15,7 @@ pub mod output;
 use std::sync::Arc;
 
 use parley_grpc::telemetry::semconv;
+use parley_proto::parser::v1::StructuredResult;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
@@ -28,7 +29,10 @@ use crate::{
     },
     model_call::{CallError, ModelCaller},
     observe, parsing,
-    provider::{ChatRequest, FinishReason, Message, OutputSchema, ToolCall, Usage},
+    provider::{
+        ChatRequest, Finish, FinishReason, Message, OutputSchema, ToolCall, ToolResult, ToolSpec,
+        Usage,
+    },
     providers::Providers,
     retry::RetryPolicy,
     tools::{
@@ -214,6 +218,9 @@ impl Runner {
         tracing::debug!(turn_id = %prepared.turn.turn_id, elapsed_ms = started.elapsed().as_millis() as u64, "turn over");
     }
 
+    /// The loop itself: a model call per iteration, then the tools it
+    /// asked for, until the model is done or the iteration limit is
+    /// reached.
     async fn drive(
         &self,
         prepared: &PreparedTurn,
@@ -223,32 +230,9 @@ impl Runner {
     ) -> Result<Finished, End> {
         let turn = &prepared.turn;
         let candidates = &prepared.candidates;
-        let caller = ModelCaller {
-            providers: &self.providers,
-            policy: self.retry,
-            limits: turn.limits,
-            deadline,
-            cancel,
-            conversation_id: &turn.conversation_id,
-        };
-        let round = Round {
-            tools: &prepared.tools,
-            runtime: &self.tools,
-            limits: turn.limits,
-            conversation_id: &turn.conversation_id,
-            user_id: &turn.user_id,
-            context: turn.context.as_ref(),
-            cancel,
-            deadline,
-        };
-        let output_schema = turn.output_schema.as_ref().map(|schema| OutputSchema {
-            name: if turn.output_schema_name.is_empty() {
-                "response".to_owned()
-            } else {
-                turn.output_schema_name.clone()
-            },
-            schema: schema.clone(),
-        });
+        let caller = self.caller(turn, cancel, deadline);
+        let round = self.round(prepared, cancel, deadline);
+        let output_schema = output_schema(turn);
         let specs = prepared.tools.specs();
         let mut messages = turn.messages.clone();
         let mut total = Usage::default();
@@ -272,15 +256,7 @@ impl Runner {
                 &candidates[current],
             )
             .await?;
-            let request = ChatRequest {
-                model: String::new(),
-                system: turn.system.clone(),
-                messages: messages.clone(),
-                tools: specs.clone(),
-                output_schema: output_schema.clone(),
-                max_output_tokens: turn.limits.max_output_tokens,
-                params: Default::default(),
-            };
+            let request = chat_request(turn, &messages, &specs, output_schema.as_ref());
             let outcome = caller
                 .call(candidates, current, &request, iteration, out)
                 .await?;
@@ -288,75 +264,38 @@ impl Runner {
             let model = &candidates[current];
             if let Some(usage) = outcome.usage {
                 add_usage(&mut total, usage);
-                let report = UsageReport {
-                    usage,
-                    model: Some(model.clone()),
-                };
-                out.emit(EventKind::Usage(report))
-                    .await
-                    .map_err(|_| End::Cancelled)?;
+                report_usage(out, usage, model).await?;
             }
             let call_text = out.call_text().to_owned();
-            let mut pending: Vec<PendingCall> = outcome
-                .tool_calls
-                .iter()
-                .map(|call| PendingCall {
-                    call: call.clone(),
-                    source: CallSource::Native,
-                })
-                .collect();
-            let text_calls = out.end_call_text().await.map_err(|_| End::Cancelled)?;
-            pending.extend(
-                text_calls
-                    .into_iter()
-                    .enumerate()
-                    .map(|(n, call)| PendingCall {
-                        call: ToolCall {
-                            id: format!("text_call_{iteration}_{}", n + 1),
-                            name: call.name,
-                            input: call.arguments,
-                            provider_data: None,
-                        },
-                        source: CallSource::Text,
-                    }),
-            );
-            let finish = &outcome.finish;
-            let wants_more = !pending.is_empty() || finish.reason == FinishReason::Pause;
+            let pending = requested_calls(&outcome.tool_calls, out, iteration).await?;
+            let wants_more = !pending.is_empty() || outcome.finish.reason == FinishReason::Pause;
             if !wants_more || iteration == max_iterations {
                 let stop_reason = if wants_more {
                     StopReason::MaxIterations
                 } else {
-                    stop_reason(finish.reason)
+                    stop_reason(outcome.finish.reason)
                 };
                 let structured = output_schema
                     .as_ref()
                     .map(|schema| parsing::structured(&call_text, &schema.schema));
-                return Ok(Finished {
+                return Ok(finished(
+                    out,
+                    outcome.finish,
                     stop_reason,
-                    raw_stop_reason: finish.raw_reason.clone(),
-                    text: out.text().to_owned(),
                     structured,
-                    usage: total,
-                    iterations: iteration,
-                    response_model: finish.response_model.clone().unwrap_or_default(),
-                    response_id: finish.response_id.clone().unwrap_or_default(),
-                });
+                    total,
+                    iteration,
+                ));
             }
-            let assistant_calls: Vec<ToolCall> = pending.iter().map(|p| p.call.clone()).collect();
             messages.push(Message::Assistant {
                 reasoning: outcome.reasoning,
                 text: call_text,
-                tool_calls: assistant_calls,
+                tool_calls: pending.iter().map(|p| p.call.clone()).collect(),
             });
             if pending.is_empty() {
                 continue; // `pause_turn`: the model continues in another call.
             }
-            let message = match pending.len() {
-                1 => format!("Running {}", pending[0].call.name),
-                n => format!("Running {n} tools"),
-            };
-            status(out, Phase::Tools, message, iteration, model).await?;
-            let results = round.run(&pending, out).await?;
+            let results = run_tools(&round, &pending, out, iteration, model).await?;
             messages.push(Message::ToolResults(results));
         }
         Err(End::Failed(TurnError {
@@ -369,6 +308,157 @@ impl Runner {
             retry_after: None,
         }))
     }
+
+    /// The model calls of `turn`: retries, fallback and timeouts within
+    /// the turn's `deadline`.
+    fn caller<'a>(
+        &'a self,
+        turn: &'a Turn,
+        cancel: &'a CancellationToken,
+        deadline: Instant,
+    ) -> ModelCaller<'a> {
+        ModelCaller {
+            providers: &self.providers,
+            policy: self.retry,
+            limits: turn.limits,
+            deadline,
+            cancel,
+            conversation_id: &turn.conversation_id,
+        }
+    }
+
+    /// The tool rounds of `prepared`: its bound tools, run within the
+    /// turn's `deadline`.
+    fn round<'a>(
+        &'a self,
+        prepared: &'a PreparedTurn,
+        cancel: &'a CancellationToken,
+        deadline: Instant,
+    ) -> Round<'a> {
+        let turn = &prepared.turn;
+        Round {
+            tools: &prepared.tools,
+            runtime: &self.tools,
+            limits: turn.limits,
+            conversation_id: &turn.conversation_id,
+            user_id: &turn.user_id,
+            context: turn.context.as_ref(),
+            cancel,
+            deadline,
+        }
+    }
+}
+
+/// The schema sent to the provider, named `response` when the request
+/// gave no name.
+fn output_schema(turn: &Turn) -> Option<OutputSchema> {
+    turn.output_schema.as_ref().map(|schema| OutputSchema {
+        name: if turn.output_schema_name.is_empty() {
+            "response".to_owned()
+        } else {
+            turn.output_schema_name.clone()
+        },
+        schema: schema.clone(),
+    })
+}
+
+/// The request of one model call; the model is set per candidate.
+fn chat_request(
+    turn: &Turn,
+    messages: &[Message],
+    tools: &[ToolSpec],
+    output_schema: Option<&OutputSchema>,
+) -> ChatRequest {
+    ChatRequest {
+        model: String::new(),
+        system: turn.system.clone(),
+        messages: messages.to_vec(),
+        tools: tools.to_vec(),
+        output_schema: output_schema.cloned(),
+        max_output_tokens: turn.limits.max_output_tokens,
+        params: Default::default(),
+    }
+}
+
+/// The turn's normal end after its last model call (`finish`).
+fn finished(
+    out: &TurnOutput,
+    finish: Finish,
+    stop_reason: StopReason,
+    structured: Option<StructuredResult>,
+    usage: Usage,
+    iterations: u32,
+) -> Finished {
+    Finished {
+        stop_reason,
+        raw_stop_reason: finish.raw_reason,
+        text: out.text().to_owned(),
+        structured,
+        usage,
+        iterations,
+        response_model: finish.response_model.unwrap_or_default(),
+        response_id: finish.response_id.unwrap_or_default(),
+    }
+}
+
+/// Reports the usage of one model call.
+async fn report_usage(out: &mut TurnOutput, usage: Usage, model: &ModelChoice) -> Result<(), End> {
+    let report = UsageReport {
+        usage,
+        model: Some(model.clone()),
+    };
+    out.emit(EventKind::Usage(report))
+        .await
+        .map_err(|_| End::Cancelled)
+}
+
+/// The tool calls of one model answer: the native ones, then those written
+/// into its text (ids `text_call_{iteration}_{n}`), which ends the call's
+/// text.
+async fn requested_calls(
+    native: &[ToolCall],
+    out: &mut TurnOutput,
+    iteration: u32,
+) -> Result<Vec<PendingCall>, End> {
+    let mut pending: Vec<PendingCall> = native
+        .iter()
+        .map(|call| PendingCall {
+            call: call.clone(),
+            source: CallSource::Native,
+        })
+        .collect();
+    let text_calls = out.end_call_text().await.map_err(|_| End::Cancelled)?;
+    pending.extend(
+        text_calls
+            .into_iter()
+            .enumerate()
+            .map(|(n, call)| PendingCall {
+                call: ToolCall {
+                    id: format!("text_call_{iteration}_{}", n + 1),
+                    name: call.name,
+                    input: call.arguments,
+                    provider_data: None,
+                },
+                source: CallSource::Text,
+            }),
+    );
+    Ok(pending)
+}
+
+/// Runs one round of `pending` calls, announced by a `Tools` status.
+async fn run_tools(
+    round: &Round<'_>,
+    pending: &[PendingCall],
+    out: &mut TurnOutput,
+    iteration: u32,
+    model: &ModelChoice,
+) -> Result<Vec<ToolResult>, End> {
+    let message = match pending {
+        [one] => format!("Running {}", one.call.name),
+        calls => format!("Running {} tools", calls.len()),
+    };
+    status(out, Phase::Tools, message, iteration, model).await?;
+    Ok(round.run(pending, out).await?)
 }
 
 async fn status(
