@@ -252,16 +252,16 @@ pub struct Store {
 }
 
 const MIGRATIONS: &[(i64, &str, &str)] = &[
-    (1, "init", include_str!("migrations/0001_init.sql")),
+    (1, "init", include_str!("store/migrations/0001_init.sql")),
     (
         2,
         "durable turns",
-        include_str!("migrations/0002_durable_turns.sql"),
+        include_str!("store/migrations/0002_durable_turns.sql"),
     ),
     (
         3,
         "stream ahead",
-        include_str!("migrations/0003_stream_ahead.sql"),
+        include_str!("store/migrations/0003_stream_ahead.sql"),
     ),
 ];
 

@@ -37,7 +37,7 @@ use model::PageDef;
 use templates::TemplateSet;
 
 /// The shipped example registry (the "Tables" example app).
-const EXAMPLE: &str = include_str!("../../../../deploy/config/registry.yaml");
+const EXAMPLE: &str = include_str!("../../../deploy/config/registry.yaml");
 /// The example's origin in error messages.
 const EXAMPLE_ORIGIN: &str = "deploy/config/registry.yaml";
 
