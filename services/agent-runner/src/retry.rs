@@ -6,8 +6,9 @@
 //! 404, OpenRouter's 402 and OpenAI's `insufficient_quota` never are. The
 //! provider's `x-should-retry` overrides the status. The delay is the
 //! provider's own `retry-after` when it gave a sane one, else 0.5 s × 2ⁿ
-//! capped at 8 s with full jitter. The caller (`model_call`) retries only
-//! while nothing of the answer has been emitted.
+//! capped at 8 s with equal jitter (see [`RetryPolicy::backoff`]). The
+//! caller (`model_call`) retries only while nothing of the answer has been
+//! emitted.
 
 use std::time::Duration;
 
@@ -77,8 +78,14 @@ impl RetryPolicy {
         self.backoff(attempt, &mut rand::rng())
     }
 
-    /// Exponential backoff with full jitter: uniform in
+    /// Exponential backoff with equal jitter: uniform in
     /// `[step / 2, step]` where `step = base × 2^(attempt-1)`, capped.
+    ///
+    /// Equal rather than full jitter (uniform in `[0, step]`): a turn has
+    /// only a few attempts, and the usual cause is a provider's rate limit
+    /// or overload without a `retry-after`; a retry drawn near zero would
+    /// likely spend an attempt on the same refusal. Half the step is the
+    /// floor; the other half still spreads the runner's concurrent turns.
     pub fn backoff(&self, attempt: u32, rng: &mut impl Rng) -> Duration {
         let exponent = attempt.saturating_sub(1).min(16);
         let step = self
@@ -197,16 +204,28 @@ mod tests {
     }
 
     #[test]
-    fn backoff_doubles_with_jitter_and_caps() {
+    fn backoff_doubles_with_equal_jitter_and_caps() {
         let policy = RetryPolicy::default();
         let mut rng = StdRng::seed_from_u64(7);
         for attempt in 1..=10u32 {
             let step =
                 (Duration::from_millis(500) * 2u32.pow(attempt - 1)).min(Duration::from_secs(8));
-            let delay = policy.backoff(attempt, &mut rng);
+            let delays: Vec<Duration> = (0..200)
+                .map(|_| policy.backoff(attempt, &mut rng))
+                .collect();
+            // Equal jitter: never below half the step, never above it...
+            for delay in &delays {
+                assert!(
+                    *delay >= step / 2 && *delay <= step,
+                    "attempt {attempt}: {delay:?} vs {step:?}"
+                );
+            }
+            // ...and spread over that whole range, not stuck at one end.
+            let (low, high) = (step * 5 / 8, step * 7 / 8);
             assert!(
-                delay >= step / 2 && delay <= step,
-                "attempt {attempt}: {delay:?} vs {step:?}"
+                delays.iter().any(|d| *d < low) && delays.iter().any(|d| *d > high),
+                "attempt {attempt}: {delays:?} do not span [{:?}, {step:?}]",
+                step / 2
             );
         }
     }
