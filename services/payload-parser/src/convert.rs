@@ -7,10 +7,9 @@ use serde_json::Value;
 
 use crate::{
     model::{
-        ActionHandler, Diagnostic, DiagnosticKind, Parsed, Payload, SuggestedAction,
+        ActionHandler, Diagnostic, DiagnosticKind, Parsed, Payload, StreamItem, SuggestedAction,
         SuggestedValue, TextToolCall,
     },
-    stream::StreamItem,
     typed::typed_view,
 };
 

@@ -18,9 +18,8 @@ use crate::{
     limits::Limits,
     marker::Tri,
     message::MessageBuilder,
-    model::{Diagnostic, DiagnosticKind, Parsed},
+    model::{Diagnostic, DiagnosticKind, Parsed, StreamItem},
     profile::Profile,
-    stream::StreamItem,
     tool_calls,
 };
 

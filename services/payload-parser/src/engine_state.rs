@@ -13,10 +13,10 @@ use crate::{
     elements,
     extract::Lexer,
     model::{
-        Diagnostic, DiagnosticKind, Parsed, Payload, SuggestedAction, SuggestedValue, TextToolCall,
+        Diagnostic, DiagnosticKind, Parsed, Payload, StreamItem, SuggestedAction, SuggestedValue,
+        TextToolCall,
     },
     profile::{Element, Profile},
-    stream::StreamItem,
 };
 
 /// An element whose closing bracket is being looked for.

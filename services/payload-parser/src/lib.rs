@@ -37,15 +37,15 @@ pub mod typed;
 pub use error::{ParseError, ProfileError};
 pub use limits::{DEFAULT_MAX_BYTES, DEFAULT_MAX_DEPTH, HARD_MAX_BYTES, HARD_MAX_DEPTH, Limits};
 pub use model::{
-    ActionHandler, Diagnostic, DiagnosticKind, Parsed, Payload, SuggestedAction, SuggestedValue,
-    TextToolCall,
+    ActionHandler, Diagnostic, DiagnosticKind, Parsed, Payload, StreamItem, SuggestedAction,
+    SuggestedValue, TextToolCall,
 };
 pub use profile::{
     PayloadSpec, Profile, ProfileSpec, SUGGESTED_ACTIONS_MARKER, SUGGESTED_VALUES_MARKER,
 };
 pub use profile_cache::ProfileCache;
 pub use profiles::Profiles;
-pub use stream::{StreamItem, StreamParser};
+pub use stream::StreamParser;
 
 /// Parses a complete response.
 ///

@@ -113,3 +113,24 @@ pub struct Parsed {
     /// What was skipped or repaired, in the order found.
     pub diagnostics: Vec<Diagnostic>,
 }
+
+/// One piece of streamed output, in the order it becomes known.
+#[derive(Debug, Clone, PartialEq)]
+pub enum StreamItem {
+    /// The next delta of the cleaned message.
+    Text(String),
+    /// The suggested values, as soon as their array closed.
+    SuggestedValues(Vec<SuggestedValue>),
+    /// The suggested actions (unknown ones dropped), as soon as their array closed.
+    SuggestedActions(Vec<SuggestedAction>),
+    /// A custom payload that is, for now, the best candidate; a later item
+    /// of a higher-priority type supersedes it. The final result decides.
+    CustomPayload(Payload),
+    /// A text tool call, as soon as it closed.
+    ToolCall(TextToolCall),
+    /// A diagnostic, as soon as it is known.
+    Diagnostic(Diagnostic),
+    /// The complete result, last (produced by [`crate::StreamParser::finish_with_items`]
+    /// callers such as the service, never by `push`).
+    Final(Box<Parsed>),
+}

@@ -14,30 +14,9 @@ use crate::{
     engine::Engine,
     error::ParseError,
     limits::Limits,
-    model::{Diagnostic, Parsed, Payload, SuggestedAction, SuggestedValue, TextToolCall},
+    model::{Parsed, StreamItem},
     profile::Profile,
 };
-
-/// One piece of streamed output, in the order it becomes known.
-#[derive(Debug, Clone, PartialEq)]
-pub enum StreamItem {
-    /// The next delta of the cleaned message.
-    Text(String),
-    /// The suggested values, as soon as their array closed.
-    SuggestedValues(Vec<SuggestedValue>),
-    /// The suggested actions (unknown ones dropped), as soon as their array closed.
-    SuggestedActions(Vec<SuggestedAction>),
-    /// A custom payload that is, for now, the best candidate; a later item
-    /// of a higher-priority type supersedes it. The final result decides.
-    CustomPayload(Payload),
-    /// A text tool call, as soon as it closed.
-    ToolCall(TextToolCall),
-    /// A diagnostic, as soon as it is known.
-    Diagnostic(Diagnostic),
-    /// The complete result, last (produced by [`StreamParser::finish_with_items`]
-    /// callers such as the service, never by `push`).
-    Final(Box<Parsed>),
-}
 
 /// Bytes reserved for the text of a stream when it starts.
 const TYPICAL_RESPONSE: usize = 4096;
