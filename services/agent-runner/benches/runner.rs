@@ -20,11 +20,11 @@ use agent_runner::{
     app::RunnerApp,
     config::RunnerConfig,
     events::{EventKind, EventSink},
+    provider::Providers,
     provider::{
         ChatRequest, EventStream, Finish, FinishReason, Message, Provider, ProviderError,
         StreamEvent, Usage,
     },
-    providers::Providers,
     turn::{Limits, ModelChoice, Turn},
 };
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};

@@ -29,11 +29,11 @@ use crate::{
     },
     model_call::{CallError, ModelCaller},
     observe, parsing,
+    provider::Providers,
     provider::{
         ChatRequest, Finish, FinishReason, Message, OutputSchema, ToolCall, ToolResult, ToolSpec,
         Usage,
     },
-    providers::Providers,
     retry::RetryPolicy,
     tools::{
         ToolRuntime,

@@ -13,7 +13,7 @@ use tokio::net::TcpListener;
 use crate::{
     agent_loop::Runner,
     config::{ConfigError, RunnerConfig},
-    providers::Providers,
+    provider::Providers,
     service::RunnerService,
     tools::ToolRuntime,
 };

@@ -50,7 +50,7 @@ use crate::{
         openai::OpenAiProvider,
         scripted::{EMBEDDED_DEMO_SCRIPT, Script, ScriptedProvider},
     },
-    providers::{ProviderEntry, Providers},
+    provider::{ProviderEntry, Providers},
     retry::RetryPolicy,
     turn::Limits,
 };

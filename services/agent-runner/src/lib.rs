@@ -20,7 +20,6 @@ pub mod model_call;
 pub mod observe;
 pub mod parsing;
 pub mod provider;
-pub mod providers;
 pub mod retry;
 pub mod service;
 pub mod tools;

@@ -24,8 +24,8 @@ use crate::{
     agent_loop::output::TurnOutput,
     events::{EventKind, Phase, Status, TurnError},
     observe::{self, ChatCall},
+    provider::Providers,
     provider::{ChatRequest, Finish, ReasoningBlock, StreamEvent, ToolCall, Usage},
-    providers::Providers,
     retry::RetryPolicy,
     turn::{Limits, ModelChoice},
 };

@@ -9,7 +9,7 @@ use agent_runner::{
     agent_loop::Runner,
     events::{EventKind, Phase},
     provider::scripted::{Script, ScriptedProvider},
-    providers::{ProviderEntry, Providers},
+    provider::{ProviderEntry, Providers},
     tools::ToolRuntime,
     turn::ModelChoice,
 };

@@ -16,12 +16,12 @@ use std::{
 
 use agent_runner::{
     agent_loop::Runner,
+    provider::Providers,
     provider::{
         http::HttpProviderConfig,
         openai::OpenAiProvider,
         scripted::{EMBEDDED_DEMO_SCRIPT, Script, ScriptedProvider},
     },
-    providers::Providers,
     service::RunnerService,
     tools::{CallContext, LocalTool, ProgressSender, ToolFailure, ToolOutput, ToolRuntime},
     turn::Limits,

@@ -19,11 +19,11 @@ use std::{
 use agent_runner::{
     agent_loop::Runner,
     events::{Event, EventKind, EventSink, Finished, TurnError},
+    provider::Providers,
     provider::{
         ChatRequest, EventStream, Message, Provider, ProviderError,
         scripted::{Script, ScriptedProvider},
     },
-    providers::Providers,
     retry::RetryPolicy,
     tools::ToolRuntime,
     turn::{Limits, ModelChoice, ToolDef, ToolEndpoint, Turn},

@@ -4,7 +4,8 @@
 
 use std::{collections::BTreeMap, sync::Arc};
 
-use crate::{provider::Provider, turn::ModelChoice};
+use super::Provider;
+use crate::turn::ModelChoice;
 
 /// One configured provider.
 #[derive(Debug, Clone)]

@@ -1,4 +1,5 @@
-//! The provider abstraction: one trait, one adapter per wire protocol.
+//! The provider abstraction: one trait, one adapter per wire protocol, and
+//! the providers a runner is configured with ([`Providers`]).
 //!
 //! The agent loop speaks only these domain types. Each adapter turns a
 //! [`ChatRequest`] into its provider's HTTP request and the provider's stream
@@ -7,11 +8,14 @@
 //! the provider.
 
 pub mod anthropic;
+mod configured;
 pub mod gemini;
 pub mod http;
 pub mod openai;
 pub mod scripted;
 pub mod sse;
+
+pub use configured::{ProviderEntry, Providers, UnknownProvider};
 
 use std::{pin::Pin, time::Duration};
 
