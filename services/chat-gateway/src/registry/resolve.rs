@@ -102,8 +102,11 @@ impl ResolvedPage {
     }
 
     /// The parser profile: payloads (name, marker, schema) in priority order,
-    /// every allowed action (`client_actions`), those the server handles
-    /// (`server_actions`), and the tool names.
+    /// every allowed action (`client_actions`) and those the server handles
+    /// (`server_actions`). No tool names: tool calls written into the text
+    /// are the runner's (with `turns.text_tool_calls` on it removes and runs
+    /// them before the text reaches the gateway); off, such text stays what
+    /// the user reads rather than vanishing as a call nothing runs.
     pub fn parse_profile(&self) -> parser::ParseProfile {
         parser::ParseProfile {
             payloads: self
@@ -115,7 +118,7 @@ impl ResolvedPage {
                 })
                 .collect(),
             client_actions: self.actions.iter().map(|a| a.action.clone()).collect(),
-            tools: self.tools.iter().map(|t| t.name.clone()).collect(),
+            tools: Vec::new(),
             server_actions: self
                 .actions
                 .iter()

@@ -149,6 +149,29 @@ async fn markers_never_reach_the_client_and_complete_is_typed() {
     }
 }
 
+/// A tool call the model wrote into its text reaches the gateway only when
+/// the runner did not run it (`turns.text_tool_calls` off, the default):
+/// then it is the model's text, and the user reads it rather than losing it.
+#[tokio::test]
+async fn a_tool_call_written_in_the_text_is_never_silently_removed() {
+    let mut stack = Harness::start(Options::default()).await;
+    let call = r#"{"tool": "current_time", "input": {}}"#;
+    let text = format!("Let me check the time. {call}");
+    stack.runner.push(text_reply(&[text.as_str()]));
+    let turn = chat(
+        &mut stack.client,
+        chat_request("", "What time is it?", "tables_list"),
+    )
+    .await;
+    assert!(turn.complete.success, "{:?}", turn.complete);
+    assert!(turn.text.contains(call), "streamed: {:?}", turn.text);
+    assert!(
+        turn.complete.message.contains(call),
+        "stored: {:?}",
+        turn.complete.message
+    );
+}
+
 #[tokio::test]
 async fn text_written_before_a_tool_call_reaches_the_client_before_it() {
     // All at once, as a fast runner sends them: the sidecar's answers for
