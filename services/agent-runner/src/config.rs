@@ -39,6 +39,7 @@ use std::{
     time::Duration,
 };
 
+use secrecy::SecretString;
 use serde::Deserialize;
 
 use crate::{
@@ -442,13 +443,13 @@ fn api_key(
     name: &str,
     config: &ProviderConfig,
     lookup: &impl Fn(&str) -> Option<String>,
-) -> Option<String> {
+) -> Option<SecretString> {
     let variable = config.api_key_env.as_ref()?;
     let key = lookup(variable).filter(|key| !key.is_empty());
     if key.is_none() {
         tracing::warn!(provider = name, variable = %variable, "api key variable is not set; calls will be unauthenticated");
     }
-    key
+    key.map(SecretString::from)
 }
 
 /// The script at `path` (relative to `base_dir`), else the demo script in

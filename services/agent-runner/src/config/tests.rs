@@ -105,3 +105,19 @@ fn api_keys_come_from_the_environment() {
         vec!["MY_KEY".to_owned()]
     );
 }
+
+#[test]
+fn configured_providers_never_show_their_keys() {
+    for kind in ["openai", "anthropic", "gemini"] {
+        let config = RunnerConfig::from_toml(&format!(
+            "default_provider = \"p\"\n[providers.p]\nkind = \"{kind}\"\nbase_url = \"http://127.0.0.1:1\"\ndefault_model = \"m\"\napi_key_env = \"MY_KEY\""
+        ))
+        .expect("should succeed");
+        let providers = config
+            .build_providers(|_| Some("sk-very-secret".into()))
+            .expect("should succeed");
+        let text = format!("{providers:?}");
+        assert!(text.contains("api_key"), "{kind}: {text}");
+        assert!(!text.contains("sk-very-secret"), "{kind}: {text}");
+    }
+}

@@ -9,6 +9,7 @@ mod request;
 mod stream;
 
 use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
+use secrecy::ExposeSecret;
 
 use super::{
     ChatRequest, EventStream, Provider, ProviderError,
@@ -69,7 +70,13 @@ impl AnthropicProvider {
             HeaderName::from_static("anthropic-version"),
             HeaderValue::from_static(API_VERSION),
         );
-        if let Some(key) = self.cfg.api_key.as_deref().filter(|k| !k.is_empty()) {
+        if let Some(key) = self
+            .cfg
+            .api_key
+            .as_ref()
+            .map(ExposeSecret::expose_secret)
+            .filter(|k| !k.is_empty())
+        {
             headers.insert(
                 HeaderName::from_static("x-api-key"),
                 http::secret_header(key)?,

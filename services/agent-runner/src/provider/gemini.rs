@@ -10,6 +10,7 @@ mod schema;
 mod stream;
 
 use reqwest::header::{HeaderMap, HeaderName};
+use secrecy::ExposeSecret;
 
 use super::{
     ChatRequest, EventStream, Provider, ProviderError,
@@ -57,7 +58,13 @@ impl GeminiProvider {
 
     fn headers(&self) -> Result<HeaderMap, ProviderError> {
         let mut headers = HeaderMap::new();
-        if let Some(key) = self.cfg.api_key.as_deref().filter(|k| !k.is_empty()) {
+        if let Some(key) = self
+            .cfg
+            .api_key
+            .as_ref()
+            .map(ExposeSecret::expose_secret)
+            .filter(|k| !k.is_empty())
+        {
             headers.insert(
                 HeaderName::from_static("x-goog-api-key"),
                 http::secret_header(key)?,

@@ -16,6 +16,7 @@ use std::{
 
 use futures::StreamExt;
 use reqwest::header::{ACCEPT, CONTENT_TYPE, HeaderMap, HeaderName, HeaderValue};
+use secrecy::SecretString;
 use serde_json::Value;
 
 use super::ProviderError;
@@ -39,8 +40,10 @@ pub struct HttpProviderConfig {
     /// `https://generativelanguage.googleapis.com/v1beta`. A query string
     /// (Azure's `?api-version=`) is kept after the endpoint path.
     pub base_url: String,
-    /// The API key; `None` for local servers that need none.
-    pub api_key: Option<String>,
+    /// The API key; `None` for local servers that need none. Exposed only
+    /// where the adapter builds its auth header; redacted in `Debug` and
+    /// zeroized on drop.
+    pub api_key: Option<SecretString>,
     /// Headers sent with every request (OpenRouter's `HTTP-Referer`, ...).
     pub extra_headers: Vec<(String, String)>,
     /// Time allowed for the TCP + TLS connect.
@@ -106,7 +109,7 @@ impl fmt::Debug for HttpProviderConfig {
         f.debug_struct("HttpProviderConfig")
             .field("name", &self.name)
             .field("base_url", &self.base_url)
-            .field("api_key", &self.api_key.as_ref().map(|_| "<redacted>"))
+            .field("api_key", &self.api_key)
             .field("extra_headers", &header_names)
             .field("connect_timeout", &self.connect_timeout)
             .field("structured_output", &self.structured_output)

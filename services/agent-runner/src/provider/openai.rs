@@ -14,6 +14,7 @@ mod think;
 mod tools;
 
 use reqwest::header::{AUTHORIZATION, HeaderMap, HeaderName};
+use secrecy::ExposeSecret;
 
 use super::{
     ChatRequest, EventStream, Provider, ProviderError,
@@ -100,7 +101,13 @@ impl OpenAiProvider {
 
     fn headers(&self) -> Result<HeaderMap, ProviderError> {
         let mut headers = HeaderMap::new();
-        if let Some(key) = self.cfg.api_key.as_deref().filter(|k| !k.is_empty()) {
+        if let Some(key) = self
+            .cfg
+            .api_key
+            .as_ref()
+            .map(ExposeSecret::expose_secret)
+            .filter(|k| !k.is_empty())
+        {
             match self.flavor {
                 Flavor::Azure => {
                     headers.insert(
