@@ -2,7 +2,7 @@
 
 use agent_runner::provider::{
     ChatRequest, EventStream, Finish, Message, ProviderError, SamplingParams, StreamEvent,
-    ToolCall, ToolSpec, Usage,
+    ToolCall, ToolResult, ToolSpec, Usage,
 };
 use futures::StreamExt;
 use serde_json::json;
@@ -120,6 +120,26 @@ pub fn request(model: &str) -> ChatRequest {
         max_output_tokens: None,
         params: SamplingParams::default(),
     }
+}
+
+/// The request after `out`: [`request`] for `model`, then the assistant turn
+/// `out` yielded (its reasoning and tool calls, no text) and a `get_weather`
+/// result `text` for its first call.
+pub fn follow_up(model: &str, out: &Drained, text: &str, is_error: bool) -> ChatRequest {
+    let calls = out.tool_calls();
+    let mut next = request(model);
+    next.messages.push(Message::Assistant {
+        reasoning: out.reasoning_blocks(),
+        text: String::new(),
+        tool_calls: calls.clone(),
+    });
+    next.messages.push(Message::ToolResults(vec![ToolResult {
+        call_id: calls[0].id.clone(),
+        name: "get_weather".into(),
+        text: text.into(),
+        is_error,
+    }]));
+    next
 }
 
 /// The weather tool the fixtures call.

@@ -1,0 +1,319 @@
+//! The scenarios every HTTP adapter must handle the same way, driven from
+//! one table: a [`ProviderCase`] per provider says how to build it against a
+//! replay server and which fixture (in its own wire format) plays each
+//! scenario, with what it must yield. Each provider's own quirks stay in
+//! `providers_<name>.rs`.
+
+mod support;
+
+use std::time::Duration;
+
+use agent_runner::provider::{
+    FinishReason, Provider, ProviderError, anthropic::AnthropicProvider, gemini::GeminiProvider,
+    http::HttpProviderConfig, openai::OpenAiProvider,
+};
+use support::{
+    ReplayServer, Reply,
+    events::{Drained, drain, request},
+    fixture,
+};
+
+/// What a piece of text from the wire must look like.
+#[derive(Debug, Clone, Copy)]
+enum Expect {
+    Is(&'static str),
+    Contains(&'static str),
+    StartsWith(&'static str),
+    EndsWith(&'static str),
+}
+
+impl Expect {
+    fn check(self, case: &str, what: &str, actual: &str) {
+        let ok = match self {
+            Expect::Is(expected) => actual == expected,
+            Expect::Contains(part) => actual.contains(part),
+            Expect::StartsWith(prefix) => actual.starts_with(prefix),
+            Expect::EndsWith(suffix) => actual.ends_with(suffix),
+        };
+        assert!(ok, "{case}: {what} {actual:?} is not {self:?}");
+    }
+}
+
+/// A provider's error object in the middle of a stream, after some text.
+struct MidStreamError {
+    reply: fn() -> Reply,
+    text: &'static str,
+    kind: &'static str,
+    message: Expect,
+    raw: Expect,
+}
+
+/// An HTTP error status before the stream starts.
+struct HttpError {
+    reply: fn() -> Reply,
+    retry_after: Option<Duration>,
+    should_retry: Option<bool>,
+    body_contains: &'static str,
+}
+
+/// One provider's answers to the shared scenarios.
+struct ProviderCase {
+    name: &'static str,
+    model: &'static str,
+    provider: fn(&ReplayServer) -> Box<dyn Provider>,
+    /// The text of its `text.sse` fixture, the answer after a retry.
+    answer: &'static str,
+    mid_stream_error: MidStreamError,
+    rate_limited: HttpError,
+    unauthorized: HttpError,
+    /// A stream that ends without its end marker, and the text before it.
+    truncated: (fn() -> Reply, &'static str),
+    /// A stream with a bad JSON event after `Hi`, and its raw text.
+    malformed: (fn() -> Reply, Expect),
+}
+
+fn cases() -> [ProviderCase; 3] {
+    [
+        ProviderCase {
+            name: "openai",
+            model: "gpt-4o",
+            provider: |server| {
+                let mut cfg = HttpProviderConfig::new("openai", server.url("/v1"));
+                cfg.api_key = Some("sk-test-key".into());
+                Box::new(OpenAiProvider::new(cfg).expect("provider builds"))
+            },
+            answer: "Hello there, how can I help?",
+            mid_stream_error: MidStreamError {
+                reply: || Reply::sse_fixture("openai/midstream_error.sse"),
+                text: "Partial",
+                kind: "server_error",
+                message: Expect::Contains("server had an error"),
+                raw: Expect::StartsWith("{\"error\":"),
+            },
+            rate_limited: HttpError {
+                reply: || {
+                    Reply::json(429, fixture("openai/rate_limited.json"))
+                        .header("retry-after", "1")
+                        .header("retry-after-ms", "1024")
+                        .header("x-should-retry", "true")
+                },
+                retry_after: Some(Duration::from_millis(1024)),
+                should_retry: Some(true),
+                body_contains: "rate_limit_exceeded",
+            },
+            unauthorized: HttpError {
+                reply: || {
+                    Reply::json(401, fixture("openai/unauthorized.json"))
+                        .header("x-should-retry", "false")
+                },
+                retry_after: None,
+                should_retry: Some(false),
+                body_contains: "invalid_api_key",
+            },
+            truncated: (
+                || Reply::sse_fixture("openai/truncated.sse").chunked(5),
+                "The answer is forty",
+            ),
+            malformed: (
+                || Reply::sse_fixture("openai/malformed.sse").chunked(2),
+                Expect::EndsWith("\"delta\":{\"content\":\"the"),
+            ),
+        },
+        ProviderCase {
+            name: "anthropic",
+            model: "claude-sonnet-4-5",
+            provider: |server| {
+                let mut cfg = HttpProviderConfig::new("anthropic", server.url(""));
+                cfg.api_key = Some("sk-ant-test".into());
+                Box::new(AnthropicProvider::new(cfg).expect("provider builds"))
+            },
+            answer: "Hello! It is sunny.",
+            mid_stream_error: MidStreamError {
+                reply: || Reply::sse_fixture("anthropic/overloaded.sse"),
+                text: "Let me",
+                kind: "overloaded_error",
+                message: Expect::Is("Overloaded"),
+                raw: Expect::Contains("overloaded_error"),
+            },
+            rate_limited: HttpError {
+                reply: || {
+                    Reply::json(429, fixture("anthropic/rate_limited.json"))
+                        .header("retry-after", "15")
+                        .header("x-should-retry", "true")
+                },
+                retry_after: Some(Duration::from_secs(15)),
+                should_retry: Some(true),
+                body_contains: "rate_limit_error",
+            },
+            unauthorized: HttpError {
+                reply: || {
+                    Reply::json(401, fixture("anthropic/unauthorized.json"))
+                        .header("x-should-retry", "false")
+                },
+                retry_after: None,
+                should_retry: Some(false),
+                body_contains: "authentication_error",
+            },
+            truncated: (|| Reply::sse_fixture("anthropic/truncated.sse"), "All good"),
+            malformed: (
+                || Reply::sse_fixture("anthropic/malformed.sse").chunked(1),
+                Expect::EndsWith("\"text\":\"oops}"),
+            ),
+        },
+        ProviderCase {
+            name: "gemini",
+            model: "gemini-2.5-flash",
+            provider: |server| {
+                let mut cfg = HttpProviderConfig::new("gemini", server.url("/v1beta"));
+                cfg.api_key = Some("AIza-test".into());
+                Box::new(GeminiProvider::new(cfg).expect("provider builds"))
+            },
+            answer: "The weather in Paris is mild and sunny.",
+            mid_stream_error: MidStreamError {
+                reply: || Reply::sse_fixture("gemini/midstream_error.sse"),
+                text: "Partial",
+                kind: "UNAVAILABLE",
+                message: Expect::Contains("overloaded"),
+                raw: Expect::Contains("\"code\": 503"),
+            },
+            rate_limited: HttpError {
+                reply: || Reply::json(429, fixture("gemini/rate_limited.json")),
+                retry_after: Some(Duration::from_millis(34_400)),
+                should_retry: None,
+                body_contains: "RESOURCE_EXHAUSTED",
+            },
+            unauthorized: HttpError {
+                reply: || Reply::json(401, fixture("gemini/unauthorized.json")),
+                retry_after: None,
+                should_retry: None,
+                body_contains: "UNAUTHENTICATED",
+            },
+            truncated: (
+                || Reply::sse_fixture("gemini/truncated.sse"),
+                "The weather in Paris",
+            ),
+            malformed: (
+                || Reply::sse_fixture("gemini/malformed.sse").chunked(4),
+                Expect::Is("{\"candidates\": [{\"content\": {\"parts\": [{\"text\": \"th"),
+            ),
+        },
+    ]
+}
+
+impl ProviderCase {
+    async fn replay(&self, reply: Reply) -> Drained {
+        let server = ReplayServer::start(vec![reply]).await;
+        let stream = (self.provider)(&server)
+            .stream(request(self.model))
+            .await
+            .expect("stream starts");
+        drain(stream).await
+    }
+
+    /// Asserts that the next call on `provider` fails with `expected`.
+    async fn expect_http_error(&self, provider: &dyn Provider, status: u16, expected: &HttpError) {
+        let name = self.name;
+        match provider.stream(request(self.model)).await {
+            Err(ProviderError::Http {
+                status: got,
+                retry_after,
+                should_retry,
+                body,
+            }) => {
+                assert_eq!(got, status, "{name}");
+                assert_eq!(retry_after, expected.retry_after, "{name}");
+                assert_eq!(should_retry, expected.should_retry, "{name}");
+                assert!(body.contains(expected.body_contains), "{name}: {body}");
+            }
+            other => panic!(
+                "{name}: expected HTTP {status}, got {:?}",
+                other.map(|_| "a stream")
+            ),
+        }
+    }
+}
+
+#[tokio::test]
+async fn an_error_object_mid_stream_is_a_retryable_stream_error() {
+    for case in cases() {
+        let expected = &case.mid_stream_error;
+        let out = case.replay((expected.reply)()).await;
+        assert_eq!(out.text(), expected.text, "{}", case.name);
+        match out.error() {
+            ProviderError::StreamError {
+                kind,
+                message,
+                retryable,
+                raw,
+            } => {
+                assert_eq!(kind, expected.kind, "{}", case.name);
+                expected.message.check(case.name, "message", message);
+                assert!(*retryable, "{}", case.name);
+                expected.raw.check(case.name, "raw", raw);
+            }
+            other => panic!("{}: unexpected {other:?}", case.name),
+        }
+    }
+}
+
+#[tokio::test]
+async fn http_429_carries_the_retry_delay_then_the_next_attempt_succeeds() {
+    for case in cases() {
+        let server = ReplayServer::start(vec![
+            (case.rate_limited.reply)(),
+            Reply::sse_fixture(&format!("{}/text.sse", case.name)),
+        ])
+        .await;
+        let provider = (case.provider)(&server);
+        case.expect_http_error(provider.as_ref(), 429, &case.rate_limited)
+            .await;
+        let out = drain(
+            provider
+                .stream(request(case.model))
+                .await
+                .expect("retry starts"),
+        )
+        .await;
+        assert_eq!(out.text(), case.answer, "{}", case.name);
+        assert_eq!(out.finish().reason, FinishReason::EndTurn, "{}", case.name);
+        assert_eq!(server.requests().len(), 2, "{}", case.name);
+    }
+}
+
+#[tokio::test]
+async fn http_401_is_not_retryable() {
+    for case in cases() {
+        let server = ReplayServer::start(vec![(case.unauthorized.reply)()]).await;
+        let provider = (case.provider)(&server);
+        case.expect_http_error(provider.as_ref(), 401, &case.unauthorized)
+            .await;
+    }
+}
+
+#[tokio::test]
+async fn a_stream_without_its_end_is_truncated() {
+    for case in cases() {
+        let (reply, text) = case.truncated;
+        let out = case.replay(reply()).await;
+        assert_eq!(out.text(), text, "{}", case.name);
+        assert!(
+            matches!(out.error(), ProviderError::Truncated),
+            "{}: {:?}",
+            case.name,
+            out.error
+        );
+    }
+}
+
+#[tokio::test]
+async fn a_bad_json_event_is_malformed_with_the_raw_text() {
+    for case in cases() {
+        let (reply, expected) = case.malformed;
+        let out = case.replay(reply()).await;
+        assert_eq!(out.text(), "Hi", "{}", case.name);
+        match out.error() {
+            ProviderError::Malformed { raw, .. } => expected.check(case.name, "raw", raw),
+            other => panic!("{}: unexpected {other:?}", case.name),
+        }
+    }
+}
