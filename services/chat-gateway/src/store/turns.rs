@@ -141,7 +141,8 @@ impl Write for AppendWire {
 /// `($first, $second), ($third, $fourth)...`: `rows` rows of `width`
 /// placeholders numbered from `first`. The statements built with it are
 /// fixed text and numbered placeholders (hence `AssertSqlSafe`): every
-/// value is bound.
+/// value is bound. Not sqlx's `QueryBuilder`: for the `Any` driver it
+/// writes `?` placeholders, which PostgreSQL rejects.
 fn placeholders(rows: usize, width: usize, first: usize) -> String {
     let mut sql = String::with_capacity(rows * width * 5);
     for row in 0..rows {

@@ -144,6 +144,14 @@ mod tests {
         (dir, store)
     }
 
+    /// This replica's event log on `store`, writing at most every
+    /// `interval`, and what stops it.
+    fn start(store: &Store, interval: Duration) -> (Arc<EventLog>, CancellationToken) {
+        let closing = CancellationToken::new();
+        let log = EventLog::start(store.clone(), REPLICA.into(), interval, closing.clone());
+        (log, closing)
+    }
+
     /// Begins turn `id` (in its own conversation) on `replica`.
     async fn begin(store: &Store, id: &str, replica: &str) {
         let message = EventBody::UserMessage {
@@ -200,14 +208,8 @@ mod tests {
     #[tokio::test]
     async fn events_stream_ahead_of_the_log_and_are_stored_together() {
         let (_dir, store) = store().await;
-        let closing = CancellationToken::new();
         // A long interval: what is stored after the first write waits for it.
-        let log = EventLog::start(
-            store.clone(),
-            REPLICA.into(),
-            Duration::from_secs(3600),
-            closing.clone(),
-        );
+        let (log, closing) = start(&store, Duration::from_secs(3600));
         begin(&store, "t1", REPLICA).await;
         begin(&store, "t2", REPLICA).await;
         let one = Journal::logged("t1", log.clone(), 2);
@@ -242,13 +244,7 @@ mod tests {
     #[tokio::test]
     async fn with_nothing_ahead_only_stored_events_are_released() {
         let (_dir, store) = store().await;
-        let closing = CancellationToken::new();
-        let log = EventLog::start(
-            store.clone(),
-            REPLICA.into(),
-            Duration::from_millis(1),
-            closing.clone(),
-        );
+        let (log, closing) = start(&store, Duration::from_millis(1));
         begin(&store, "t1", REPLICA).await;
         let journal = Journal::logged("t1", log, 0);
         let release = journal.subscribe();
@@ -262,13 +258,7 @@ mod tests {
     #[tokio::test]
     async fn a_turn_this_replica_lost_or_a_failing_store_stops_the_turn() {
         let (_dir, store) = store().await;
-        let closing = CancellationToken::new();
-        let log = EventLog::start(
-            store.clone(),
-            REPLICA.into(),
-            Duration::from_millis(1),
-            closing.clone(),
-        );
+        let (log, closing) = start(&store, Duration::from_millis(1));
         // Another replica holds this turn.
         begin(&store, "theirs", "replica-b").await;
         let lost = Journal::logged("theirs", log.clone(), 0);
