@@ -1,6 +1,9 @@
 //! Compiles `proto/` with protox (pure Rust, no system `protoc`) and
 //! generates prost types plus tonic clients and servers into `OUT_DIR`.
-//! The encoded descriptor set is written too, for server reflection.
+//! The encoded descriptor set is written too, for server reflection, and a
+//! second one of the `google.rpc` error model (`third_party/google/rpc`,
+//! the files tonic-types generates its types from) so reflection can also
+//! describe the error details every Parley status carries.
 
 use std::{env, fs, path::PathBuf};
 
@@ -14,13 +17,29 @@ const FILES: &[&str] = &[
     "parley/gateway/v1/gateway.proto",
 ];
 
+/// The `google.rpc` files under `third_party/`, by their canonical names.
+const GOOGLE_RPC_FILES: &[&str] = &["google/rpc/status.proto", "google/rpc/error_details.proto"];
+
 fn main() -> Result<(), Box<dyn std::error::Error>> {
-    let root = PathBuf::from(env::var("CARGO_MANIFEST_DIR")?).join("../../proto");
+    let manifest = PathBuf::from(env::var("CARGO_MANIFEST_DIR")?);
+    let root = manifest.join("../../proto");
+    let third_party = manifest.join("third_party");
     for file in FILES {
         println!("cargo:rerun-if-changed={}", root.join(file).display());
     }
-    let fds = protox::compile(FILES, [&root])?;
+    for file in GOOGLE_RPC_FILES {
+        println!(
+            "cargo:rerun-if-changed={}",
+            third_party.join(file).display()
+        );
+    }
     let out = PathBuf::from(env::var("OUT_DIR")?);
+    let google_rpc = protox::compile(GOOGLE_RPC_FILES, [&third_party])?;
+    fs::write(
+        out.join("google_rpc_descriptor.bin"),
+        google_rpc.encode_to_vec(),
+    )?;
+    let fds = protox::compile(FILES, [&root])?;
     fs::write(out.join("parley_descriptor.bin"), fds.encode_to_vec())?;
     tonic_prost_build::configure()
         .build_client(true)

@@ -80,10 +80,13 @@ pub async fn serve(
 
     // Reflection lists only what this binary serves: the descriptor set
     // holds every Parley service, and listing the others would send
-    // grpcurl users to UNIMPLEMENTED.
+    // grpcurl users to UNIMPLEMENTED. It also describes the `google.rpc`
+    // error details (`ErrorInfo`, `BadRequest`, `RetryInfo`...) of every
+    // error status, so grpcurl prints them decoded.
     let reflection = |own: &'static str| {
         let builder = tonic_reflection::server::Builder::configure()
             .register_encoded_file_descriptor_set(parley_proto::FILE_DESCRIPTOR_SET)
+            .register_encoded_file_descriptor_set(parley_proto::GOOGLE_RPC_FILE_DESCRIPTOR_SET)
             .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET);
         opts.services
             .iter()

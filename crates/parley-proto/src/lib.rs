@@ -40,3 +40,11 @@ pub mod gateway {
 /// The encoded `FileDescriptorSet` of every Parley proto, for server reflection.
 pub const FILE_DESCRIPTOR_SET: &[u8] =
     include_bytes!(concat!(env!("OUT_DIR"), "/parley_descriptor.bin"));
+
+/// The encoded `FileDescriptorSet` of the `google.rpc` error model
+/// (`google/rpc/status.proto`, `google/rpc/error_details.proto`): served by
+/// reflection beside [`FILE_DESCRIPTOR_SET`] so that grpcurl and other
+/// reflection clients decode the `ErrorInfo`, `BadRequest` and `RetryInfo`
+/// details of a Parley error instead of printing opaque bytes.
+pub const GOOGLE_RPC_FILE_DESCRIPTOR_SET: &[u8] =
+    include_bytes!(concat!(env!("OUT_DIR"), "/google_rpc_descriptor.bin"));
