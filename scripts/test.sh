@@ -3,10 +3,13 @@
 # including the PostgreSQL store tests (a throwaway PostgreSQL is installed
 # and started by scripts/postgres.sh when none is configured) and the
 # end-to-end tests of tests/e2e, which run the images that
-# scripts/images.sh builds here.
+# scripts/images.sh builds here, and the generated Go and Python clients
+# (tests/clients; scripts/go.sh installs Go from Debian packages).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
+# The Go client of tests/clients/go: Go and its gRPC libraries from Debian.
+bash scripts/go.sh
 if [[ -z "${PARLEY_TEST_POSTGRES_URL:-}" && -f scripts/postgres.sh ]]; then
     PARLEY_TEST_POSTGRES_URL="$(bash scripts/postgres.sh)"
     export PARLEY_TEST_POSTGRES_URL

@@ -10,6 +10,7 @@
 
 mod conversation;
 mod gateway_sigterm;
+mod go_client;
 mod grpcurl;
 mod parser_outage;
 mod python_client;

@@ -1,34 +1,46 @@
 """A Python application backend talking to Parley, as any app team would.
 
-Generates stubs from proto/ with grpcio-tools, then holds a two-turn
-conversation with a running chat-gateway and checks what a UI relies on:
-the first event names the conversation, text deltas carry no markers, the
-final `complete` is typed, and the conversation reads back with both turns.
+Generates stubs from proto/ (and the google.rpc error model of
+crates/parley-proto/third_party) with grpcio-tools, then holds the
+conversation of tests/clients/scenario.json with a running chat-gateway:
+its turns, a ResumeTurn replay, and refused calls whose google.rpc details
+it reads. It checks what a UI relies on (the first event names the
+conversation, seqs run 1..n, text deltas carry no markers, the final
+`complete` is typed and repeats the text, the conversation reads back) and
+prints the transcript of tests/clients/README.md, the same one the Go client
+of tests/clients/go prints.
 
-    python3 tests/python/chat_client.py 127.0.0.1:50051
+    python3 tests/python/chat_client.py 127.0.0.1:50051 [SCENARIO.json]
 
 Exits non-zero with a message on the first violated expectation.
 """
 
 import importlib
+import json
 import os
 import sys
 import tempfile
 
-MARKERS = ("SUGGESTED_VALUES", "SUGGESTED_ACTIONS", "SCHEMA_PROPOSAL", "DATA_PROPOSAL")
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.join(HERE, "..", "..")
+SCENARIO = os.path.join(ROOT, "tests", "clients", "scenario.json")
+TIMEOUT = 60
 
 
 def generate_stubs(out_dir):
-    """Runs grpcio-tools' protoc on proto/ into out_dir and makes it importable."""
+    """Runs grpcio-tools' protoc on proto/ and google/rpc into out_dir and makes it importable."""
     import grpc_tools
     from grpc_tools import protoc
 
-    root = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "proto")
+    proto = os.path.join(ROOT, "proto")
+    third_party = os.path.join(ROOT, "crates", "parley-proto", "third_party")
     well_known = os.path.join(os.path.dirname(grpc_tools.__file__), "_proto")
     files = []
-    for dirpath, _, names in os.walk(root):
-        files += [os.path.join(dirpath, n) for n in names if n.endswith(".proto")]
-    args = ["protoc", f"-I{root}", f"-I{well_known}", f"--python_out={out_dir}", f"--grpc_python_out={out_dir}"]
+    for root in (proto, third_party):
+        for dirpath, _, names in os.walk(root):
+            files += [os.path.join(dirpath, n) for n in names if n.endswith(".proto")]
+    args = ["protoc", f"-I{proto}", f"-I{third_party}", f"-I{well_known}"]
+    args += [f"--python_out={out_dir}", f"--grpc_python_out={out_dir}"]
     if protoc.main(args + sorted(files)) != 0:
         raise SystemExit("stub generation failed")
     sys.path.insert(0, out_dir)
@@ -38,58 +50,192 @@ def fail(message):
     raise SystemExit(f"python client: {message}")
 
 
-def chat(stub, pb, conversation_id, message, page):
-    """Sends one message; returns (conversation_id, text, complete)."""
-    request = pb.ChatRequest(conversation_id=conversation_id, message=message, page=pb.PageContext(page=page))
-    text, complete, seqs = [], None, []
-    for event in stub.Chat(request, timeout=60):
-        seqs.append(event.seq)
-        kind = event.WhichOneof("event")
-        if kind == "status" and event.status.conversation_id:
-            conversation_id = event.status.conversation_id
-        elif kind == "text_delta":
-            text.append(event.text_delta)
-        elif kind == "complete":
-            complete = event.complete
+def quoted(value):
+    """Compact JSON, as the Go client's quoted() writes it."""
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+
+
+def kinds(events):
+    """The kinds of events in order, a run of one kind once."""
+    names = []
+    for event in events:
+        name = event.WhichOneof("event") or "none"
+        if not names or names[-1] != name:
+            names.append(name)
+    return " ".join(names)
+
+
+class Turn:
+    """What one Chat call streamed."""
+
+    def __init__(self, events):
+        self.events = events
+        self.conversation_id = ""
+        self.turn_id = ""
+        self.complete = None
+        text = []
+        for event in events:
+            kind = event.WhichOneof("event")
+            if kind == "status" and event.status.turn_id:
+                self.conversation_id, self.turn_id = event.status.conversation_id, event.status.turn_id
+            elif kind == "text_delta":
+                text.append(event.text_delta)
+            elif kind == "complete":
+                self.complete = event.complete
+        self.text = "".join(text)
+
+
+def chat(stub, scenario, request):
+    """Sends one message; checks seqs 1..n, no marker streamed, a successful complete repeating the text."""
+    turn = Turn(list(stub.Chat(request, timeout=TIMEOUT)))
+    seqs = [event.seq for event in turn.events]
     if seqs != list(range(1, len(seqs) + 1)):
         fail(f"sequence numbers are not 1..n: {seqs}")
-    if complete is None:
+    if turn.complete is None:
         fail("no complete event")
-    streamed = "".join(text)
-    for marker in MARKERS:
-        if marker in streamed:
-            fail(f"marker {marker} leaked into the streamed text: {streamed!r}")
-    if not complete.success:
-        fail(f"turn failed: {complete.message!r}")
-    return conversation_id, streamed, complete
+    for marker in scenario["markers_never_streamed"]:
+        if marker in turn.text:
+            fail(f"marker {marker} leaked into the streamed text: {turn.text!r}")
+    if not turn.complete.success:
+        fail(f"turn failed: {turn.complete.message!r}")
+    if turn.complete.message != turn.text:
+        fail("the final message differs from the streamed text")
+    return turn
+
+
+def resume(stub, pb, original, after_seq):
+    """Replays a turn after a seq with ResumeTurn; the events must be exactly the ones first sent after it."""
+    request = pb.ResumeTurnRequest(
+        conversation_id=original.conversation_id, turn_id=original.turn_id, after_seq=after_seq
+    )
+    replayed = list(stub.ResumeTurn(request, timeout=TIMEOUT))
+    if after_seq >= len(original.events):
+        fail(f"the scenario resumes after seq {after_seq}, but the turn has {len(original.events)} events")
+    expected = original.events[after_seq:]
+    if len(replayed) != len(expected):
+        fail(f"ResumeTurn after seq {after_seq} sent {len(replayed)} events, the turn sent {len(expected)} after it")
+    for again, first in zip(replayed, expected):
+        if again != first:
+            fail(f"ResumeTurn event seq {first.seq} differs:\n{again}\nfirst sent as:\n{first}")
+
+
+def refuse(stub, pb, rpc, request):
+    """Makes a call the gateway refuses; returns its grpc.RpcError."""
+    import grpc
+    from google.protobuf import json_format
+
+    try:
+        if rpc == "Chat":
+            # A streaming call's status arrives with its first read.
+            list(stub.Chat(json_format.ParseDict(request, pb.ChatRequest()), timeout=TIMEOUT))
+        elif rpc == "GetConversation":
+            stub.GetConversation(json_format.ParseDict(request, pb.GetConversationRequest()), timeout=TIMEOUT)
+        else:
+            fail(f"scenario: no refusal of {rpc!r} is known to this client")
+    except grpc.RpcError as error:
+        return error
+    fail(f"{rpc} was not refused")
+
+
+def describe_refusal(rpc, error):
+    """Reads the google.rpc.Status details of a refused call from the grpc-status-details-bin trailer."""
+    status_pb2 = importlib.import_module("google.rpc.status_pb2")
+    details_pb2 = importlib.import_module("google.rpc.error_details_pb2")
+
+    line = f"refused {rpc}: {error.code().name}"
+    reason, domain, violations = "", "", []
+    trailer = dict(error.trailing_metadata() or ()).get("grpc-status-details-bin")
+    if trailer is None:
+        fail(f"{rpc}: the refusal carries no google.rpc.Status")
+    for detail in status_pb2.Status.FromString(trailer).details:
+        if detail.Is(details_pb2.ErrorInfo.DESCRIPTOR):
+            info = details_pb2.ErrorInfo()
+            detail.Unpack(info)
+            reason, domain = info.reason, info.domain
+            line += f", ErrorInfo {reason} {domain}"
+        elif detail.Is(details_pb2.BadRequest.DESCRIPTOR):
+            bad = details_pb2.BadRequest()
+            detail.Unpack(bad)
+            violations += [violation.field for violation in bad.field_violations]
+            line += f", BadRequest {quoted(violations)}"
+        elif detail.Is(details_pb2.RetryInfo.DESCRIPTOR):
+            retry = details_pb2.RetryInfo()
+            detail.Unpack(retry)
+            delay = retry.retry_delay
+            line += f", RetryInfo {delay.seconds * 1000 + delay.nanos // 1_000_000} ms"
+        else:
+            fail(f"{rpc}: unexpected error detail {detail.type_url}")
+    return line, reason, domain, violations
 
 
 def main():
-    address = sys.argv[1] if len(sys.argv) > 1 else "127.0.0.1:50051"
+    if not 2 <= len(sys.argv) <= 3:
+        raise SystemExit("usage: chat_client.py HOST:PORT [SCENARIO.json]")
+    address = sys.argv[1]
+    with open(sys.argv[2] if len(sys.argv) > 2 else SCENARIO, encoding="utf-8") as file:
+        scenario = json.load(file)
     with tempfile.TemporaryDirectory() as out_dir:
         generate_stubs(out_dir)
         import grpc
+        from google.protobuf import json_format
 
         pb = importlib.import_module("parley.gateway.v1.gateway_pb2")
         rpc = importlib.import_module("parley.gateway.v1.gateway_pb2_grpc")
         with grpc.insecure_channel(address) as channel:
             stub = rpc.ChatGatewayStub(channel)
-            first = sys.argv[2] if len(sys.argv) > 2 else "Help me create a job tracker for my applications"
-            second = sys.argv[3] if len(sys.argv) > 3 else "I accepted the table. What now?"
-            conversation_id, text1, complete1 = chat(stub, pb, "", first, "tables_list")
-            if not conversation_id:
-                fail("the first turn did not say which conversation it created")
-            _, text2, complete2 = chat(stub, pb, conversation_id, second, "tables_list")
-            if complete1.message != text1 or complete2.message != text2:
-                fail("the final message differs from the streamed text")
-            stored = stub.GetConversation(pb.GetConversationRequest(conversation_id=conversation_id), timeout=10)
-            roles = [m.role for m in stored.messages]
-            if roles.count(pb.MESSAGE_ROLE_USER) != 2 or roles.count(pb.MESSAGE_ROLE_ASSISTANT) != 2:
-                fail(f"expected two user and two assistant messages, got roles {roles}")
-            payload = complete1.custom_payload.type if complete1.HasField("custom_payload") else "none"
+            turns, conversation_id = [], ""
+            for number, step in enumerate(scenario["turns"], start=1):
+                request = json_format.ParseDict(step["request"], pb.ChatRequest())
+                request.conversation_id = conversation_id
+                turn = chat(stub, scenario, request)
+                if not turn.conversation_id:
+                    fail(f"turn {number} did not say which conversation it is in")
+                conversation_id = turn.conversation_id
+                complete, expect = turn.complete, step["expect"]
+                payload = complete.custom_payload.type
+                if payload != expect["payload"]:
+                    fail(f"turn {number}: payload {payload!r}, the scenario expects {expect['payload']!r}")
+                if len(complete.suggested_values) != expect["suggested_values"]:
+                    fail(
+                        f"turn {number}: {len(complete.suggested_values)} suggested values, "
+                        f"the scenario expects {expect['suggested_values']}"
+                    )
+                labels = [value.label for value in complete.suggested_values]
+                actions = [action.action for action in complete.suggested_actions]
+                print(f"turn {number}: events {kinds(turn.events)}")
+                print(f"turn {number}: text {quoted(turn.text)}")
+                print(f"turn {number}: payload {quoted(payload)}, suggested values {quoted(labels)}, actions {quoted(actions)}")
+                turns.append(turn)
+
+            which, after_seq = scenario["resume"]["turn"], scenario["resume"]["after_seq"]
+            if not 1 <= which <= len(turns):
+                fail(f"scenario: resume names turn {which} of {len(turns)}")
+            resume(stub, pb, turns[which - 1], after_seq)
+            print(f"resume turn {which} after seq {after_seq}: the same events through its complete")
+
+            stored = stub.GetConversation(pb.GetConversationRequest(conversation_id=conversation_id), timeout=TIMEOUT)
+            roles = [pb.MessageRole.Name(message.role) for message in stored.messages]
+            if roles != ["MESSAGE_ROLE_USER", "MESSAGE_ROLE_ASSISTANT"] * len(turns):
+                fail(f"the conversation reads back as {roles}")
+            print(f"conversation: {' '.join(roles)}")
+
+            for refusal in scenario["refusals"]:
+                error = refuse(stub, pb, refusal["rpc"], refusal["request"])
+                line, reason, domain, violations = describe_refusal(refusal["rpc"], error)
+                expect = refusal["expect"]
+                if (error.code().name, reason, domain, violations) != (
+                    expect["code"],
+                    expect["reason"],
+                    expect["domain"],
+                    expect["field_violations"],
+                ):
+                    fail(f"{refusal['rpc']}: {line} ({error.details()!r}), the scenario expects {expect}")
+                print(line)
+
             print(
-                f"python client: conversation {conversation_id}: 2 turns, "
-                f"payload {payload}, {len(complete2.suggested_values)} suggested values"
+                f"python client: conversation {conversation_id}: {len(turns)} turns, "
+                f"payload {turns[0].complete.custom_payload.type}, "
+                f"{len(turns[-1].complete.suggested_values)} suggested values"
             )
 
 

@@ -1,0 +1,366 @@
+// Command parley-go-client is a Go application backend talking to Parley, as
+// any app team would: stubs generated from proto/ by protoc-gen-go and
+// protoc-gen-go-grpc (tests/clients/go/build.sh), one ChatGateway.Chat call
+// per user message.
+//
+// It holds the conversation of tests/clients/scenario.json with a running
+// chat-gateway, replays part of a turn with ResumeTurn, reads the
+// google.rpc details of refused calls, and prints the transcript described
+// in tests/clients/README.md (the Python client prints the same one).
+//
+//	parley-go-client 127.0.0.1:50051 tests/clients/scenario.json
+//
+// It exits non-zero with a message on the first violated expectation.
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"time"
+
+	"google.golang.org/genproto/googleapis/rpc/code"
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/proto"
+
+	gatewayv1 "parley/gen/parley/gateway/v1"
+)
+
+// callTimeout bounds every call (a turn of the scripted model takes well
+// under a second).
+const callTimeout = 60 * time.Second
+
+// scenario is tests/clients/scenario.json.
+type scenario struct {
+	Markers []string `json:"markers_never_streamed"`
+	Turns   []struct {
+		Request json.RawMessage `json:"request"`
+		Expect  struct {
+			Payload         string `json:"payload"`
+			SuggestedValues int    `json:"suggested_values"`
+		} `json:"expect"`
+	} `json:"turns"`
+	Resume struct {
+		Turn     int    `json:"turn"`
+		AfterSeq uint64 `json:"after_seq"`
+	} `json:"resume"`
+	Refusals []struct {
+		RPC     string          `json:"rpc"`
+		Request json.RawMessage `json:"request"`
+		Expect  struct {
+			Code            string   `json:"code"`
+			Reason          string   `json:"reason"`
+			Domain          string   `json:"domain"`
+			FieldViolations []string `json:"field_violations"`
+		} `json:"expect"`
+	} `json:"refusals"`
+}
+
+// turn is what one Chat call streamed.
+type turn struct {
+	conversationID string
+	turnID         string
+	events         []*gatewayv1.ChatEvent
+	text           string
+	complete       *gatewayv1.TurnComplete
+}
+
+func fail(format string, args ...interface{}) {
+	fmt.Fprintf(os.Stderr, "go client: "+format+"\n", args...)
+	os.Exit(1)
+}
+
+// quoted is value as compact JSON, as Python's
+// json.dumps(value, ensure_ascii=False, separators=(",", ":")) writes it
+// (the two differ only on rare control characters and U+2028/U+2029).
+func quoted(value interface{}) string {
+	var out strings.Builder
+	encoder := json.NewEncoder(&out)
+	encoder.SetEscapeHTML(false)
+	if err := encoder.Encode(value); err != nil {
+		fail("cannot quote %v: %v", value, err)
+	}
+	return strings.TrimSuffix(out.String(), "\n")
+}
+
+// kind is the name of the event's oneof field, as in the proto
+// (`text_delta`, `complete`...).
+func kind(event *gatewayv1.ChatEvent) string {
+	message := event.ProtoReflect()
+	field := message.WhichOneof(message.Descriptor().Oneofs().ByName("event"))
+	if field == nil {
+		return "none"
+	}
+	return string(field.Name())
+}
+
+// kinds lists the kinds of events in order, a run of one kind once.
+func kinds(events []*gatewayv1.ChatEvent) string {
+	var names []string
+	for _, event := range events {
+		name := kind(event)
+		if len(names) == 0 || names[len(names)-1] != name {
+			names = append(names, name)
+		}
+	}
+	return strings.Join(names, " ")
+}
+
+// receive reads a turn's stream to its end.
+func receive(stream gatewayv1.ChatGateway_ChatClient) ([]*gatewayv1.ChatEvent, error) {
+	var events []*gatewayv1.ChatEvent
+	for {
+		event, err := stream.Recv()
+		if err == io.EOF {
+			return events, nil
+		}
+		if err != nil {
+			return events, err
+		}
+		events = append(events, event)
+	}
+}
+
+// chat sends one message and checks what a UI relies on: seqs 1..n, no
+// marker in the streamed text, a successful complete that repeats it.
+func chat(client gatewayv1.ChatGatewayClient, s *scenario, request *gatewayv1.ChatRequest) turn {
+	ctx, cancel := context.WithTimeout(context.Background(), callTimeout)
+	defer cancel()
+	stream, err := client.Chat(ctx, request)
+	if err != nil {
+		fail("Chat: %v", err)
+	}
+	events, err := receive(stream)
+	if err != nil {
+		fail("Chat stream: %v", err)
+	}
+	var result turn
+	result.events = events
+	var text strings.Builder
+	for i, event := range events {
+		if event.Seq != uint64(i+1) {
+			fail("event %d has seq %d: sequence numbers are not 1..n", i+1, event.Seq)
+		}
+		switch payload := event.Event.(type) {
+		case *gatewayv1.ChatEvent_Status:
+			if payload.Status.TurnId != "" {
+				result.conversationID = payload.Status.ConversationId
+				result.turnID = payload.Status.TurnId
+			}
+		case *gatewayv1.ChatEvent_TextDelta:
+			text.WriteString(payload.TextDelta)
+		case *gatewayv1.ChatEvent_Complete:
+			result.complete = payload.Complete
+		}
+	}
+	result.text = text.String()
+	if result.complete == nil {
+		fail("no complete event")
+	}
+	for _, marker := range s.Markers {
+		if strings.Contains(result.text, marker) {
+			fail("marker %s leaked into the streamed text: %q", marker, result.text)
+		}
+	}
+	if !result.complete.Success {
+		fail("turn failed: %q", result.complete.Message)
+	}
+	if result.complete.Message != result.text {
+		fail("the final message differs from the streamed text")
+	}
+	return result
+}
+
+// resume replays a turn after a seq with ResumeTurn and checks that the
+// events are exactly the ones the turn first sent after it.
+func resume(client gatewayv1.ChatGatewayClient, original turn, afterSeq uint64) {
+	ctx, cancel := context.WithTimeout(context.Background(), callTimeout)
+	defer cancel()
+	stream, err := client.ResumeTurn(ctx, &gatewayv1.ResumeTurnRequest{
+		ConversationId: original.conversationID,
+		TurnId:         original.turnID,
+		AfterSeq:       afterSeq,
+	})
+	if err != nil {
+		fail("ResumeTurn: %v", err)
+	}
+	replayed, err := receive(stream)
+	if err != nil {
+		fail("ResumeTurn stream: %v", err)
+	}
+	if afterSeq >= uint64(len(original.events)) {
+		fail("the scenario resumes after seq %d, but the turn has %d events", afterSeq, len(original.events))
+	}
+	expected := original.events[afterSeq:]
+	if len(replayed) != len(expected) {
+		fail("ResumeTurn after seq %d sent %d events, the turn sent %d after it", afterSeq, len(replayed), len(expected))
+	}
+	for i := range expected {
+		if !proto.Equal(replayed[i], expected[i]) {
+			fail("ResumeTurn event seq %d differs:\n%v\nfirst sent as:\n%v", expected[i].Seq, replayed[i], expected[i])
+		}
+	}
+}
+
+// refuse makes a call the gateway refuses and returns its status.
+func refuse(client gatewayv1.ChatGatewayClient, rpc string, request json.RawMessage) *status.Status {
+	ctx, cancel := context.WithTimeout(context.Background(), callTimeout)
+	defer cancel()
+	var err error
+	switch rpc {
+	case "Chat":
+		message := &gatewayv1.ChatRequest{}
+		if err := protojson.Unmarshal(request, message); err != nil {
+			fail("scenario: refused Chat request: %v", err)
+		}
+		var stream gatewayv1.ChatGateway_ChatClient
+		stream, err = client.Chat(ctx, message)
+		if err == nil {
+			// A streaming call's status arrives with its first read.
+			_, err = receive(stream)
+		}
+	case "GetConversation":
+		message := &gatewayv1.GetConversationRequest{}
+		if err := protojson.Unmarshal(request, message); err != nil {
+			fail("scenario: refused GetConversation request: %v", err)
+		}
+		_, err = client.GetConversation(ctx, message)
+	default:
+		fail("scenario: no refusal of %q is known to this client", rpc)
+	}
+	if err == nil {
+		fail("%s was not refused", rpc)
+	}
+	return status.Convert(err)
+}
+
+// describeRefusal reads the google.rpc details of a refused call.
+func describeRefusal(rpc string, refused *status.Status) (line, reason, domain string, violations []string) {
+	line = fmt.Sprintf("refused %s: %s", rpc, code.Code_name[int32(refused.Code())])
+	violations = []string{}
+	for _, detail := range refused.Details() {
+		switch detail := detail.(type) {
+		case *errdetails.ErrorInfo:
+			reason, domain = detail.Reason, detail.Domain
+			line += fmt.Sprintf(", ErrorInfo %s %s", reason, domain)
+		case *errdetails.BadRequest:
+			for _, violation := range detail.FieldViolations {
+				violations = append(violations, violation.Field)
+			}
+			line += ", BadRequest " + quoted(violations)
+		case *errdetails.RetryInfo:
+			delay := detail.GetRetryDelay()
+			line += fmt.Sprintf(", RetryInfo %d ms", delay.GetSeconds()*1000+int64(delay.GetNanos())/1e6)
+		case error:
+			fail("%s: an error detail cannot be decoded: %v", rpc, detail)
+		default:
+			fail("%s: unexpected error detail %T", rpc, detail)
+		}
+	}
+	return line, reason, domain, violations
+}
+
+func main() {
+	if len(os.Args) != 3 {
+		fmt.Fprintln(os.Stderr, "usage: parley-go-client HOST:PORT SCENARIO.json")
+		os.Exit(2)
+	}
+	address, scenarioPath := os.Args[1], os.Args[2]
+	raw, err := os.ReadFile(scenarioPath)
+	if err != nil {
+		fail("cannot read the scenario: %v", err)
+	}
+	var s scenario
+	if err := json.Unmarshal(raw, &s); err != nil {
+		fail("%s is not a scenario: %v", scenarioPath, err)
+	}
+
+	connection, err := grpc.Dial(address, grpc.WithInsecure())
+	if err != nil {
+		fail("cannot dial %s: %v", address, err)
+	}
+	defer connection.Close()
+	client := gatewayv1.NewChatGatewayClient(connection)
+
+	var turns []turn
+	conversationID := ""
+	for i, step := range s.Turns {
+		request := &gatewayv1.ChatRequest{}
+		if err := protojson.Unmarshal(step.Request, request); err != nil {
+			fail("scenario: turn %d request: %v", i+1, err)
+		}
+		request.ConversationId = conversationID
+		result := chat(client, &s, request)
+		if result.conversationID == "" {
+			fail("turn %d did not say which conversation it is in", i+1)
+		}
+		conversationID = result.conversationID
+		complete := result.complete
+		payload := complete.GetCustomPayload().GetType()
+		if payload != step.Expect.Payload {
+			fail("turn %d: payload %q, the scenario expects %q", i+1, payload, step.Expect.Payload)
+		}
+		if len(complete.SuggestedValues) != step.Expect.SuggestedValues {
+			fail("turn %d: %d suggested values, the scenario expects %d", i+1, len(complete.SuggestedValues), step.Expect.SuggestedValues)
+		}
+		labels := []string{}
+		for _, value := range complete.SuggestedValues {
+			labels = append(labels, value.Label)
+		}
+		actions := []string{}
+		for _, action := range complete.SuggestedActions {
+			actions = append(actions, action.Action)
+		}
+		fmt.Printf("turn %d: events %s\n", i+1, kinds(result.events))
+		fmt.Printf("turn %d: text %s\n", i+1, quoted(result.text))
+		fmt.Printf("turn %d: payload %s, suggested values %s, actions %s\n", i+1, quoted(payload), quoted(labels), quoted(actions))
+		turns = append(turns, result)
+	}
+
+	if s.Resume.Turn < 1 || s.Resume.Turn > len(turns) {
+		fail("scenario: resume names turn %d of %d", s.Resume.Turn, len(turns))
+	}
+	resume(client, turns[s.Resume.Turn-1], s.Resume.AfterSeq)
+	fmt.Printf("resume turn %d after seq %d: the same events through its complete\n", s.Resume.Turn, s.Resume.AfterSeq)
+
+	ctx, cancel := context.WithTimeout(context.Background(), callTimeout)
+	stored, err := client.GetConversation(ctx, &gatewayv1.GetConversationRequest{ConversationId: conversationID})
+	cancel()
+	if err != nil {
+		fail("GetConversation: %v", err)
+	}
+	roles := []string{}
+	for _, message := range stored.Messages {
+		roles = append(roles, message.Role.String())
+	}
+	expectedRoles := []string{}
+	for range turns {
+		expectedRoles = append(expectedRoles, "MESSAGE_ROLE_USER", "MESSAGE_ROLE_ASSISTANT")
+	}
+	if quoted(roles) != quoted(expectedRoles) {
+		fail("the conversation reads back as %v, expected %v", roles, expectedRoles)
+	}
+	fmt.Printf("conversation: %s\n", strings.Join(roles, " "))
+
+	for _, refusal := range s.Refusals {
+		refused := refuse(client, refusal.RPC, refusal.Request)
+		line, reason, domain, violations := describeRefusal(refusal.RPC, refused)
+		expect := refusal.Expect
+		if code.Code_name[int32(refused.Code())] != expect.Code || reason != expect.Reason ||
+			domain != expect.Domain || quoted(violations) != quoted(expect.FieldViolations) {
+			fail("%s: %s (%q), the scenario expects %s, reason %s, domain %s, field violations %v",
+				refusal.RPC, line, refused.Message(), expect.Code, expect.Reason, expect.Domain, expect.FieldViolations)
+		}
+		fmt.Println(line)
+	}
+
+	last := turns[len(turns)-1].complete
+	fmt.Printf("go client: conversation %s: %d turns, payload %s, %d suggested values\n",
+		conversationID, len(turns), turns[0].complete.GetCustomPayload().GetType(), len(last.SuggestedValues))
+}

@@ -1,0 +1,182 @@
+//! The generated clients of other languages, run on the one scenario of
+//! `tests/clients/scenario.json`: the Python client of
+//! `tests/python/chat_client.py` and the Go client of `tests/clients/go`.
+//!
+//! Each prints its transcript (`tests/clients/README.md`) and then a
+//! summary line naming its language. Tests compare the transcripts line by
+//! line, so the two clients cannot drift apart. Shared by the test target
+//! `clients` (the local binaries) and the end-to-end suite (the
+//! containers).
+
+use std::{
+    path::{Path, PathBuf},
+    process::Command,
+};
+
+/// The repository root.
+fn repo_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
+}
+
+/// Whether `program args` runs and succeeds here.
+fn succeeds(program: &str, args: &[&str]) -> bool {
+    Command::new(program)
+        .args(args)
+        .output()
+        .map(|output| output.status.success())
+        .unwrap_or(false)
+}
+
+/// Whether Python with grpcio-tools is here; prints NOT RUN (or panics
+/// under `CI=true`) when it is not.
+pub fn python_available(test: &str) -> bool {
+    let found = succeeds("python3", &["-c", "import grpc, grpc_tools"]);
+    if !found {
+        parley_grpc::testing::not_run(
+            test,
+            "python3 with grpcio-tools is needed: run scripts/setup.sh",
+        );
+    }
+    found
+}
+
+/// Whether Go, protoc with its Go plugins and Debian's Go gRPC sources are
+/// here; prints NOT RUN (or panics under `CI=true`) when they are not.
+pub fn go_available(test: &str) -> bool {
+    let check = repo_root().join("scripts/go.sh");
+    let found = succeeds("bash", &[&check.to_string_lossy(), "--check"]);
+    if !found {
+        parley_grpc::testing::not_run(
+            test,
+            "Go and Debian's Go gRPC packages are needed: run scripts/go.sh",
+        );
+    }
+    found
+}
+
+/// What a client printed.
+#[derive(Debug)]
+pub struct Run {
+    /// Every line but the last: the transcript the clients share.
+    pub transcript: String,
+    /// The last line, `<language> client: conversation ...`.
+    pub summary: String,
+}
+
+/// Runs `program args`, which must succeed and print a transcript and a
+/// summary starting with `summary_prefix`.
+async fn run(program: PathBuf, args: Vec<String>, summary_prefix: &str) -> Run {
+    let shown = format!("{} {}", program.display(), args.join(" "));
+    let output = tokio::task::spawn_blocking(move || Command::new(program).args(args).output())
+        .await
+        .expect("join")
+        .unwrap_or_else(|error| panic!("cannot run {shown}: {error}"));
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        output.status.success(),
+        "{shown} failed ({}):\n{stdout}\n{stderr}",
+        output.status
+    );
+    let (transcript, summary) = stdout
+        .trim_end()
+        .rsplit_once('\n')
+        .unwrap_or_else(|| panic!("{shown} printed no transcript:\n{stdout}\n{stderr}"));
+    assert!(
+        summary.starts_with(summary_prefix),
+        "{shown} ends without its summary line:\n{stdout}"
+    );
+    Run {
+        transcript: transcript.to_owned(),
+        summary: summary.to_owned(),
+    }
+}
+
+/// The Go client, built into a temporary directory.
+pub struct GoClient {
+    dir: tempfile::TempDir,
+}
+
+impl GoClient {
+    /// Generates the stubs and builds the client (`tests/clients/go/build.sh`);
+    /// panics with the build's output when that fails.
+    pub async fn build() -> Self {
+        let dir = tempfile::tempdir().expect("a build directory");
+        let script = repo_root().join("tests/clients/go/build.sh");
+        let out = dir.path().to_path_buf();
+        let output =
+            tokio::task::spawn_blocking(move || Command::new("bash").arg(script).arg(out).output())
+                .await
+                .expect("join")
+                .expect("run tests/clients/go/build.sh");
+        assert!(
+            output.status.success(),
+            "the Go client does not build:\n{}{}",
+            String::from_utf8_lossy(&output.stdout),
+            String::from_utf8_lossy(&output.stderr)
+        );
+        Self { dir }
+    }
+
+    /// Runs the scenario against the gateway at `address` (`host:port`).
+    pub async fn run(&self, address: &str) -> Run {
+        run(
+            self.dir.path().join("parley-go-client"),
+            vec![address.to_owned(), scenario()],
+            "go client: conversation ",
+        )
+        .await
+    }
+}
+
+/// Runs the Python client's scenario against the gateway at `address`.
+pub async fn run_python(address: &str) -> Run {
+    run(
+        PathBuf::from("python3"),
+        vec![
+            repo_root()
+                .join("tests/python/chat_client.py")
+                .to_string_lossy()
+                .into_owned(),
+            address.to_owned(),
+            scenario(),
+        ],
+        "python client: conversation ",
+    )
+    .await
+}
+
+fn scenario() -> String {
+    repo_root()
+        .join("tests/clients/scenario.json")
+        .to_string_lossy()
+        .into_owned()
+}
+
+/// Both clients held the scenario and printed the same transcript.
+pub fn assert_same_transcript(python: &Run, go: &Run) {
+    assert!(
+        python
+            .transcript
+            .contains("\nrefused Chat: INVALID_ARGUMENT, ErrorInfo EMPTY_MESSAGE"),
+        "the transcript misses the refused call:\n{}",
+        python.transcript
+    );
+    assert_eq!(
+        python.transcript, go.transcript,
+        "the Python and Go clients disagree on the scenario (left Python, right Go)"
+    );
+    // `<language> client: conversation ID: 2 turns, ...`: all but the id.
+    let counts = |run: &Run| {
+        run.summary
+            .rsplit_once(": ")
+            .map(|(_, counts)| counts.to_owned())
+    };
+    assert_eq!(
+        counts(python),
+        counts(go),
+        "{}\n{}",
+        python.summary,
+        go.summary
+    );
+}
