@@ -1,4 +1,5 @@
-//! The errors of the library: one enum for parsing, one for profiles.
+//! The errors of the library: one enum for parsing, one for the partial-JSON
+//! closer, one for profiles.
 //!
 //! They are plain domain errors; the service maps them to `tonic::Status`
 //! (with stable reasons and `BadRequest` field paths) at its edge.
@@ -16,6 +17,43 @@ pub enum ParseError {
         size: usize,
         /// The configured limit, in bytes.
         limit: usize,
+    },
+}
+
+/// Why a [`crate::partial::PartialJson`] stopped reading: the bytes fed so
+/// far are not the start of a JSON document it can follow.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum PartialError {
+    /// The byte at `offset` cannot continue a valid JSON document (or
+    /// repeats a key of the same object).
+    #[error("not a JSON document: {reason} at byte {offset}")]
+    Invalid {
+        /// Position of the offending byte, from the start of the document.
+        offset: usize,
+        /// What is wrong there.
+        reason: &'static str,
+    },
+    /// The array or object opened at `offset` nests deeper than `limit`.
+    #[error("JSON nests deeper than {limit} levels at byte {offset}")]
+    TooDeep {
+        /// Position of the opening bracket.
+        offset: usize,
+        /// The depth limit (`Limits::max_depth`).
+        limit: usize,
+    },
+    /// The document would grow past `Limits::max_bytes`.
+    #[error("JSON document is {size} bytes, the limit is {limit} bytes")]
+    TooLarge {
+        /// Size the document would have, in bytes.
+        size: usize,
+        /// The limit, in bytes.
+        limit: usize,
+    },
+    /// The document ended before its value was complete.
+    #[error("the JSON document ends after {received} bytes, before its value is complete")]
+    Incomplete {
+        /// Bytes read.
+        received: usize,
     },
 }
 

@@ -7,7 +7,9 @@
 //! actions, at most one custom payload, text-embedded tool calls and
 //! diagnostics for everything skipped or repaired. [`StreamParser`] does the
 //! same while the text streams in, handing out message deltas that never
-//! contain a marker or its JSON. [`structured::Accumulator`] collects native
+//! contain a marker or its JSON. [`partial::PartialJson`] reads a JSON
+//! document while it is written and closes it where it is open, so a
+//! payload can be shown growing. [`structured::Accumulator`] collects native
 //! structured output. [`service::ParserService`] serves it all as the
 //! `parley.parser.v1.PayloadParser` gRPC service.
 //!
@@ -25,6 +27,7 @@ mod limits;
 mod marker;
 mod message;
 mod model;
+pub mod partial;
 mod profile;
 pub mod profile_cache;
 mod profiles;
@@ -34,7 +37,7 @@ pub mod structured;
 mod tool_calls;
 pub mod typed;
 
-pub use error::{ParseError, ProfileError};
+pub use error::{ParseError, PartialError, ProfileError};
 pub use limits::{DEFAULT_MAX_BYTES, DEFAULT_MAX_DEPTH, HARD_MAX_BYTES, HARD_MAX_DEPTH, Limits};
 pub use model::{
     ActionHandler, Diagnostic, DiagnosticKind, Parsed, Payload, StreamItem, SuggestedAction,
