@@ -8,7 +8,11 @@
 //! The baseline is updated deliberately, when a release is cut:
 //! `cd proto && buf build -o baseline/v1.binpb`.
 //!
-//! Without `buf` the tests print `NOT RUN`; under `CI=true` they fail.
+//! `docs/api.md`, the API reference, is generated from the protos' comments
+//! by `scripts/api_docs.py`; a test checks it is current.
+//!
+//! Without `buf` (or Python with grpcio-tools, for the reference) the tests
+//! print `NOT RUN`; under `CI=true` they fail.
 
 use std::{
     path::{Path, PathBuf},
@@ -119,4 +123,27 @@ fn an_additive_change_passes_buf_breaking() {
         "a new field breaks buf breaking:\n{}",
         shown(&output)
     );
+}
+
+#[test]
+fn docs_api_md_is_generated_from_the_current_protos() {
+    let test = "docs_api_md_is_generated_from_the_current_protos";
+    let python = Command::new("python3")
+        .args(["-c", "import grpc_tools"])
+        .output()
+        .is_ok_and(|output| output.status.success());
+    if !python {
+        parley_grpc::testing::not_run(
+            test,
+            "python3 with grpcio-tools is needed: run scripts/setup.sh",
+        );
+        return;
+    }
+    let generator = proto_dir().join("../scripts/api_docs.py");
+    let output = Command::new("python3")
+        .arg(generator)
+        .arg("--check")
+        .output()
+        .expect("run scripts/api_docs.py");
+    assert!(output.status.success(), "{}", shown(&output));
 }
