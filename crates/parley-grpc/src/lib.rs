@@ -6,8 +6,10 @@
 //! [`status`] is the one place where error reasons become `tonic::Status`
 //! with `google.rpc` details; [`deadline`] reads the caller's `grpc-timeout`;
 //! [`telemetry`] is logging, OpenTelemetry tracing and Prometheus metrics;
-//! [`testing`] is the workspace's rule for tests that cannot run here.
+//! [`config`] is how each binary reads its settings (defaults, file,
+//! environment, flags); [`testing`] is the workspace's rule for tests that cannot run here.
 
+pub mod config;
 pub mod deadline;
 pub mod serve;
 pub mod status;

@@ -1,0 +1,538 @@
+//! The one way a Parley binary reads its configuration.
+//!
+//! A setting comes from four layers, each overriding the one before:
+//!
+//! 1. the service's defaults: its configuration type's `Default`, the one
+//!    place they are written (and what `--help` prints, see [`defaults_toml`]);
+//! 2. a TOML file (`--config FILE`);
+//! 3. environment variables `PARLEY_<SECTION>__<KEY>`: the key's path in the
+//!    file, upper-cased, sections joined by a double underscore
+//!    (`PARLEY_TURNS__LEASE_TTL=15s` sets `[turns] lease_ttl`);
+//! 4. command-line flags, and the short variables that stand for them
+//!    (`--listen` or `PARLEY_LISTEN`).
+//!
+//! Durations are written the same way in all four: a number with its unit,
+//! `500ms`, `20s`, `5m`, `1h 30m`, `1day` (see [`duration`]). A bare number
+//! is refused, since it cannot say whether it means seconds or milliseconds.
+//! For one release, a file key named `<key>_ms` or `<key>_secs` holding a
+//! number (the old convention) is read as `<key>` with a warning.
+//!
+//! Unknown keys are errors in every layer, and an error names the key and
+//! the layer it came from (the file's path, the variable, the flag).
+
+use std::{
+    net::SocketAddr,
+    path::{Path, PathBuf},
+    time::Duration,
+};
+
+use figment::{
+    Figment, Metadata, Profile, Provider,
+    value::{Dict, Map, Value},
+};
+use serde::{Deserialize, Serialize, de::DeserializeOwned};
+
+use crate::telemetry::MetricsListen;
+
+/// The prefix of every Parley environment variable.
+pub const ENV_PREFIX: &str = "PARLEY_";
+
+/// Why a configuration was refused.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    /// The file could not be read.
+    #[error("cannot read {path}: {source}")]
+    Read {
+        /// The file.
+        path: PathBuf,
+        /// The cause.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The file is not TOML.
+    #[error("{path} is not valid TOML: {message}")]
+    Toml {
+        /// The file.
+        path: PathBuf,
+        /// What is wrong, with its line.
+        message: String,
+    },
+    /// A value has the wrong shape or a key is unknown; the message names
+    /// the key and the layer it came from.
+    #[error("{0}")]
+    Value(String),
+    /// A value is well-formed but out of range or inconsistent.
+    #[error("invalid setting `{key}`: {message}")]
+    Invalid {
+        /// The key, as written in the file.
+        key: String,
+        /// What is wrong.
+        message: String,
+    },
+}
+
+/// A [`ConfigError::Invalid`] for `key`.
+pub fn invalid(key: impl Into<String>, message: impl Into<String>) -> ConfigError {
+    ConfigError::Invalid {
+        key: key.into(),
+        message: message.into(),
+    }
+}
+
+/// `Ok` when `value` is not zero, else an error naming `key`.
+pub fn positive(key: &str, value: u64) -> Result<(), ConfigError> {
+    if value == 0 {
+        Err(invalid(key, "must be greater than 0"))
+    } else {
+        Ok(())
+    }
+}
+
+/// `Ok` when `value` is a non-zero duration, else an error naming `key`.
+pub fn positive_duration(key: &str, value: Duration) -> Result<(), ConfigError> {
+    if value.is_zero() {
+        Err(invalid(key, "must be longer than 0s"))
+    } else {
+        Ok(())
+    }
+}
+
+/// An old name that was read: a file key or a variable, and what to write
+/// instead.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Deprecated {
+    /// The old name, as written (`turns.lease_ttl_ms`).
+    pub old: String,
+    /// What to write instead (`turns.lease_ttl = "1500ms"`).
+    pub instead: String,
+}
+
+/// The layers of one binary's configuration, merged in the order they are
+/// added. Build it with [`Layers::new`], add the file, the environment and
+/// the flags, then [`Layers::extract`].
+#[derive(Debug)]
+pub struct Layers {
+    figment: Figment,
+    deprecated: Vec<Deprecated>,
+}
+
+impl Layers {
+    /// Starts from the service's defaults.
+    pub fn new<T: Serialize>(defaults: &T) -> Result<Self, ConfigError> {
+        let dict = to_dict(defaults)?;
+        Ok(Self {
+            figment: Figment::from(Layer::new("the defaults", dict, dotted)),
+            deprecated: Vec::new(),
+        })
+    }
+
+    /// Merges a TOML file over what is there. Old `<key>_ms` / `<key>_secs`
+    /// numbers are read as `<key>` durations and reported by
+    /// [`Layers::deprecated`].
+    pub fn file(mut self, path: &Path) -> Result<Self, ConfigError> {
+        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+            path: path.to_owned(),
+            source,
+        })?;
+        let mut table: toml::Table = toml::from_str(&text).map_err(|error| ConfigError::Toml {
+            path: path.to_owned(),
+            message: error.to_string(),
+        })?;
+        upgrade_durations(&mut table, "", &mut self.deprecated);
+        let dict = to_dict(&table)?;
+        let name = format!("{}", path.display());
+        self.figment = self.figment.merge(Layer::new(name, dict, dotted));
+        Ok(self)
+    }
+
+    /// Merges a file when one is given.
+    pub fn file_if(self, path: Option<&Path>) -> Result<Self, ConfigError> {
+        match path {
+            Some(path) => self.file(path),
+            None => Ok(self),
+        }
+    }
+
+    /// Merges the variables among `vars` that `rename` maps to a key (old
+    /// names kept for one release), each reported by
+    /// [`Layers::deprecated`] with `PARLEY_<SECTION>__<KEY>` as what to
+    /// write instead. Add them before [`Layers::env_from`], so that the new
+    /// names win.
+    pub fn old_variables(
+        mut self,
+        vars: &[(String, String)],
+        rename: impl Fn(&str) -> Option<String>,
+    ) -> Self {
+        let mut dict = Dict::new();
+        for (name, value) in vars {
+            let Some(key) = rename(name) else { continue };
+            let keys: Vec<&str> = key.split('.').collect();
+            self.deprecated.push(Deprecated {
+                old: name.clone(),
+                instead: env_name(&keys),
+            });
+            insert(&mut dict, &keys, Value::from(value.clone()));
+        }
+        if !dict.is_empty() {
+            self.figment = self
+                .figment
+                .merge(Layer::new("the environment", dict, env_name));
+        }
+        self
+    }
+
+    /// Merges the process's `PARLEY_<SECTION>__<KEY>` variables.
+    pub fn env(self) -> Self {
+        self.env_from(std::env::vars())
+    }
+
+    /// Merges `PARLEY_<SECTION>__<KEY>` variables from `vars` (tests pass
+    /// their own). Variables without a double underscore are left to the
+    /// flags that read them (`PARLEY_LISTEN`) or to other tools.
+    pub fn env_from(mut self, vars: impl IntoIterator<Item = (String, String)>) -> Self {
+        let mut dict = Dict::new();
+        for (name, value) in vars {
+            let Some(path) = env_key(&name) else { continue };
+            let keys: Vec<&str> = path.split('.').collect();
+            insert(&mut dict, &keys, Value::from(value));
+        }
+        self.figment = self
+            .figment
+            .merge(Layer::new("the environment", dict, env_name));
+        self
+    }
+
+    /// Sets `key` (a dotted path such as `server.listen`) from a flag when
+    /// the flag was given.
+    pub fn flag<V: Serialize>(mut self, key: &str, value: Option<V>) -> Result<Self, ConfigError> {
+        if let Some(value) = value {
+            let value = Value::serialize(value).map_err(|error| value_error(&error))?;
+            let mut dict = Dict::new();
+            let keys: Vec<&str> = key.split('.').collect();
+            insert(&mut dict, &keys, value);
+            self.figment =
+                self.figment
+                    .merge(Layer::new("the command line", dict, |keys: &[&str]| {
+                        format!("--{}", keys.join("."))
+                    }));
+        }
+        Ok(self)
+    }
+
+    /// The names of the tables under `key` so far (for example the
+    /// providers a file configures).
+    pub fn tables_under(&self, key: &str) -> Vec<String> {
+        match self.figment.find_value(key) {
+            Ok(Value::Dict(_, dict)) => dict.keys().cloned().collect(),
+            _ => Vec::new(),
+        }
+    }
+
+    /// The renamed keys the file used.
+    pub fn deprecated(&self) -> &[Deprecated] {
+        &self.deprecated
+    }
+
+    /// The merged configuration. Numbers and booleans written as strings
+    /// (as every environment variable is) are read as such.
+    pub fn extract<T: DeserializeOwned>(&self) -> Result<T, ConfigError> {
+        for renamed in &self.deprecated {
+            tracing::warn!(
+                old = %renamed.old,
+                instead = %renamed.instead,
+                "`{}` is deprecated (read for one more release): write `{}`",
+                renamed.old,
+                renamed.instead,
+            );
+        }
+        self.figment
+            .extract_lossy()
+            .map_err(|error| value_error(&error))
+    }
+}
+
+/// `PARLEY_TURNS__LEASE_TTL` → `turns.lease_ttl`; `None` for variables that
+/// are not nested configuration keys.
+fn env_key(name: &str) -> Option<String> {
+    let rest = name.strip_prefix(ENV_PREFIX)?;
+    if !rest.contains("__") {
+        return None;
+    }
+    let path = rest.to_ascii_lowercase().replace("__", ".");
+    (!path.split('.').any(str::is_empty)).then_some(path)
+}
+
+/// Puts `value` at `keys` in `dict`, creating the tables on the way.
+fn insert(dict: &mut Dict, keys: &[&str], value: Value) {
+    match keys {
+        [] => {}
+        [last] => {
+            dict.insert((*last).to_owned(), value);
+        }
+        [first, rest @ ..] => {
+            let entry = dict
+                .entry((*first).to_owned())
+                .or_insert_with(|| Value::from(Dict::new()));
+            if !matches!(entry, Value::Dict(..)) {
+                *entry = Value::from(Dict::new());
+            }
+            if let Value::Dict(_, inner) = entry {
+                insert(inner, rest, value);
+            }
+        }
+    }
+}
+
+/// Rewrites `<key>_ms = N` / `<key>_secs = N` to `<key> = "Nms"` / `"Ns"`,
+/// recording each rename, unless `<key>` is also written.
+fn upgrade_durations(table: &mut toml::Table, prefix: &str, renamed: &mut Vec<Deprecated>) {
+    let keys: Vec<String> = table.keys().cloned().collect();
+    for key in keys {
+        let path = format!("{prefix}{key}");
+        if let Some(toml::Value::Table(inner)) = table.get_mut(&key) {
+            upgrade_durations(inner, &format!("{path}."), renamed);
+            continue;
+        }
+        let (stem, unit) = if let Some(stem) = key.strip_suffix("_ms") {
+            (stem, "ms")
+        } else if let Some(stem) = key.strip_suffix("_secs") {
+            (stem, "s")
+        } else {
+            continue;
+        };
+        let Some(toml::Value::Integer(amount)) = table.get(&key) else {
+            continue;
+        };
+        if *amount < 0 || table.contains_key(stem) {
+            continue;
+        }
+        let value = format!("{amount}{unit}");
+        renamed.push(Deprecated {
+            old: path,
+            instead: format!("{prefix}{stem} = \"{value}\""),
+        });
+        let stem = stem.to_owned();
+        table.remove(&key);
+        table.insert(stem, toml::Value::String(value));
+    }
+}
+
+fn to_dict<T: Serialize>(value: &T) -> Result<Dict, ConfigError> {
+    match Value::serialize(value).map_err(|error| value_error(&error))? {
+        Value::Dict(_, dict) => Ok(dict),
+        _ => Err(ConfigError::Value(
+            "a configuration must be a table of keys".into(),
+        )),
+    }
+}
+
+fn value_error(error: &figment::Error) -> ConfigError {
+    let messages: Vec<String> = error.clone().into_iter().map(|e| e.to_string()).collect();
+    ConfigError::Value(messages.join("; "))
+}
+
+fn dotted(keys: &[&str]) -> String {
+    keys.join(".")
+}
+
+/// `["turns", "lease_ttl"]` → `PARLEY_TURNS__LEASE_TTL`.
+fn env_name(keys: &[&str]) -> String {
+    format!("{ENV_PREFIX}{}", keys.join("__").to_uppercase())
+}
+
+/// One layer: its values and how its keys are named in errors.
+struct Layer {
+    name: String,
+    dict: Dict,
+    key_name: fn(&[&str]) -> String,
+}
+
+impl Layer {
+    fn new(name: impl Into<String>, dict: Dict, key_name: fn(&[&str]) -> String) -> Self {
+        Self {
+            name: name.into(),
+            dict,
+            key_name,
+        }
+    }
+}
+
+impl Provider for Layer {
+    fn metadata(&self) -> Metadata {
+        let key_name = self.key_name;
+        Metadata::named(self.name.clone())
+            .interpolater(move |_: &Profile, keys: &[&str]| key_name(keys))
+    }
+
+    fn data(&self) -> Result<Map<Profile, Dict>, figment::Error> {
+        Ok(Map::from([(Profile::Default, self.dict.clone())]))
+    }
+}
+
+/// The defaults as TOML, for `--help`: every key a file may set, with its
+/// default value (keys without a default are left out).
+pub fn defaults_toml<T: Serialize>(defaults: &T) -> String {
+    match toml::to_string_pretty(defaults) {
+        Ok(text) => text,
+        Err(error) => format!("(the defaults cannot be shown: {error})"),
+    }
+}
+
+/// The text `--help` ends with: the layers and the defaults.
+pub fn help_footer<T: Serialize>(file_example: &str, defaults: &T) -> String {
+    format!(
+        "Configuration: defaults < TOML file (--config) < PARLEY_<SECTION>__<KEY> variables \
+         < flags. Durations are written with their unit: 500ms, 20s, 5m, 1h.\n\
+         See {file_example} for every key. The defaults:\n\n{}",
+        defaults_toml(defaults)
+    )
+}
+
+/// `[server]`: where a binary listens and how it stops. Every service has
+/// one, with its own ports.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ServerConfig {
+    /// The gRPC address (`HOST:PORT`).
+    pub listen: String,
+    /// Prometheus metrics at `http://ADDR/metrics`, or `off`.
+    pub metrics_listen: String,
+    /// Longest time in-flight calls get to finish after SIGTERM.
+    #[serde(with = "duration")]
+    pub drain_timeout: Duration,
+}
+
+impl ServerConfig {
+    /// Listens on 127.0.0.1 at `port`, metrics at `metrics_port`, and
+    /// drains for 20 s.
+    pub fn local(port: u16, metrics_port: u16) -> Self {
+        Self {
+            listen: format!("127.0.0.1:{port}"),
+            metrics_listen: format!("127.0.0.1:{metrics_port}"),
+            drain_timeout: Duration::from_secs(20),
+        }
+    }
+
+    /// `listen` as a socket address.
+    pub fn listen_addr(&self) -> Result<SocketAddr, ConfigError> {
+        self.listen
+            .parse()
+            .map_err(|error| invalid("server.listen", format!("`{}`: {error}", self.listen)))
+    }
+
+    /// `metrics_listen` parsed.
+    pub fn metrics(&self) -> Result<MetricsListen, ConfigError> {
+        self.metrics_listen
+            .parse()
+            .map_err(|message: String| invalid("server.metrics_listen", message))
+    }
+
+    /// Checks the addresses.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        self.listen_addr()?;
+        self.metrics()?;
+        Ok(())
+    }
+}
+
+/// Parses a duration flag: a number with its unit (`500ms`, `20s`, `5m`).
+pub fn parse_duration(text: &str) -> Result<Duration, String> {
+    duration::parse(text)
+}
+
+/// Durations as humantime strings, for `#[serde(with = "duration")]`.
+pub mod duration {
+    use std::time::Duration;
+
+    use serde::{Deserializer, Serializer, de};
+
+    /// `500ms`, `20s`, `5m`, `1h 30m`; a bare number is refused.
+    pub fn parse(text: &str) -> Result<Duration, String> {
+        let text = text.trim();
+        if !text.is_empty() && text.bytes().all(|b| b.is_ascii_digit()) {
+            return Err(format!(
+                "`{text}` has no unit: write it as {text}s or {text}ms"
+            ));
+        }
+        humantime::parse_duration(text)
+            .map_err(|error| format!("`{text}` is not a duration such as 20s or 500ms: {error}"))
+    }
+
+    /// Writes `duration` as `20s`, `1m 30s`, `50ms`.
+    pub fn format(duration: Duration) -> String {
+        humantime::format_duration(duration).to_string()
+    }
+
+    /// Serializes as a humantime string.
+    pub fn serialize<S: Serializer>(value: &Duration, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_str(&format(*value))
+    }
+
+    /// Deserializes a humantime string.
+    pub fn deserialize<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Duration, D::Error> {
+        deserializer.deserialize_any(Visitor)
+    }
+
+    /// The same for `Option<Duration>`, with `#[serde(default, with =
+    /// "duration::option")]`.
+    pub mod option {
+        use std::time::Duration;
+
+        use serde::{Deserialize, Deserializer, Serializer};
+
+        /// Serializes `Some` as a humantime string.
+        pub fn serialize<S: Serializer>(
+            value: &Option<Duration>,
+            serializer: S,
+        ) -> Result<S::Ok, S::Error> {
+            match value {
+                Some(duration) => serializer.serialize_some(&super::format(*duration)),
+                None => serializer.serialize_none(),
+            }
+        }
+
+        /// Deserializes a humantime string, or nothing.
+        pub fn deserialize<'de, D: Deserializer<'de>>(
+            deserializer: D,
+        ) -> Result<Option<Duration>, D::Error> {
+            struct Humantime(Duration);
+
+            impl<'de> Deserialize<'de> for Humantime {
+                fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+                    super::deserialize(deserializer).map(Humantime)
+                }
+            }
+
+            Option::<Humantime>::deserialize(deserializer).map(|value| value.map(|h| h.0))
+        }
+    }
+
+    struct Visitor;
+
+    impl de::Visitor<'_> for Visitor {
+        type Value = Duration;
+
+        fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            f.write_str("a duration with its unit, such as \"20s\" or \"500ms\"")
+        }
+
+        fn visit_str<E: de::Error>(self, text: &str) -> Result<Duration, E> {
+            parse(text).map_err(E::custom)
+        }
+
+        fn visit_u64<E: de::Error>(self, amount: u64) -> Result<Duration, E> {
+            Err(E::custom(format!(
+                "`{amount}` has no unit: write it as \"{amount}s\" or \"{amount}ms\""
+            )))
+        }
+
+        fn visit_i64<E: de::Error>(self, amount: i64) -> Result<Duration, E> {
+            Err(E::custom(format!(
+                "`{amount}` has no unit: write it as \"{amount}s\" or \"{amount}ms\""
+            )))
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,275 @@
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+use super::*;
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+struct Sample {
+    server: ServerConfig,
+    turns: Turns,
+    name: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+struct Turns {
+    max_concurrent: u32,
+    event_log: bool,
+    #[serde(with = "duration")]
+    lease_ttl: Duration,
+}
+
+impl Default for Sample {
+    fn default() -> Self {
+        Self {
+            server: ServerConfig::local(50051, 9464),
+            turns: Turns::default(),
+            name: None,
+        }
+    }
+}
+
+impl Default for Turns {
+    fn default() -> Self {
+        Self {
+            max_concurrent: 256,
+            event_log: true,
+            lease_ttl: Duration::from_secs(10),
+        }
+    }
+}
+
+/// A TOML file with `text`, removed when dropped.
+fn toml_file(text: &str) -> tempfile::NamedTempFile {
+    let mut file = tempfile::Builder::new()
+        .suffix(".toml")
+        .tempfile()
+        .expect("a temporary file");
+    std::io::Write::write_all(&mut file, text.as_bytes()).expect("write it");
+    file
+}
+
+fn vars(pairs: &[(&str, &str)]) -> Vec<(String, String)> {
+    pairs
+        .iter()
+        .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+        .collect()
+}
+
+#[test]
+fn each_layer_overrides_the_one_before() {
+    let file = toml_file(
+        "[server]\nlisten = \"0.0.0.0:1\"\n[turns]\nmax_concurrent = 8\nlease_ttl = \"30s\"\n",
+    );
+    let config: Sample = Layers::new(&Sample::default())
+        .expect("defaults")
+        .file(file.path())
+        .expect("file")
+        .env_from(vars(&[
+            ("PARLEY_TURNS__MAX_CONCURRENT", "16"),
+            ("PARLEY_TURNS__EVENT_LOG", "false"),
+            ("PARLEY_LISTEN", "ignored: a flag's variable"),
+            ("HOME", "/root"),
+        ]))
+        .flag("server.listen", Some("127.0.0.1:9"))
+        .expect("flag")
+        .flag::<String>("name", None)
+        .expect("unset flag")
+        .extract()
+        .expect("merges");
+    assert_eq!(config.server.listen, "127.0.0.1:9", "flag over file");
+    assert_eq!(
+        config.server.metrics_listen, "127.0.0.1:9464",
+        "default kept"
+    );
+    assert_eq!(config.turns.max_concurrent, 16, "environment over file");
+    assert!(!config.turns.event_log, "a boolean from a string");
+    assert_eq!(
+        config.turns.lease_ttl,
+        Duration::from_secs(30),
+        "file over default"
+    );
+    assert_eq!(config.name, None);
+}
+
+#[test]
+fn durations_are_humantime_everywhere() {
+    assert_eq!(duration::parse("500ms"), Ok(Duration::from_millis(500)));
+    assert_eq!(duration::parse("20s"), Ok(Duration::from_secs(20)));
+    assert_eq!(duration::parse("1h 30m"), Ok(Duration::from_secs(5400)));
+    assert_eq!(duration::parse("1day"), Ok(Duration::from_secs(86_400)));
+    let bare = duration::parse("20").expect_err("no unit");
+    assert!(bare.contains("20s or 20ms"), "{bare}");
+    assert!(duration::parse("soon").is_err());
+    assert_eq!(duration::format(Duration::from_millis(2_500)), "2s 500ms");
+
+    let config: Sample = Layers::new(&Sample::default())
+        .expect("defaults")
+        .env_from(vars(&[("PARLEY_TURNS__LEASE_TTL", "1m")]))
+        .extract()
+        .expect("merges");
+    assert_eq!(config.turns.lease_ttl, Duration::from_secs(60));
+
+    let file = toml_file("[turns]\nlease_ttl = 10000\n");
+    let error = Layers::new(&Sample::default())
+        .expect("defaults")
+        .file(file.path())
+        .expect("file")
+        .extract::<Sample>()
+        .expect_err("a bare number");
+    let message = error.to_string();
+    assert!(
+        message.contains("10000s") && message.contains("turns.lease_ttl"),
+        "{message}"
+    );
+}
+
+#[test]
+fn old_millisecond_and_second_keys_are_read_with_a_warning() {
+    let file = toml_file("[server]\ndrain_timeout_secs = 5\n[turns]\nlease_ttl_ms = 1500\n");
+    let layers = Layers::new(&Sample::default())
+        .expect("defaults")
+        .file(file.path())
+        .expect("file");
+    let renamed: Vec<(&str, &str)> = layers
+        .deprecated()
+        .iter()
+        .map(|d| (d.old.as_str(), d.instead.as_str()))
+        .collect();
+    assert_eq!(
+        renamed,
+        [
+            ("server.drain_timeout_secs", "server.drain_timeout = \"5s\""),
+            ("turns.lease_ttl_ms", "turns.lease_ttl = \"1500ms\""),
+        ]
+    );
+    let config: Sample = layers.extract().expect("merges");
+    assert_eq!(config.server.drain_timeout, Duration::from_secs(5));
+    assert_eq!(config.turns.lease_ttl, Duration::from_millis(1500));
+}
+
+#[test]
+fn old_variables_are_read_and_the_new_names_win() {
+    let vars = vars(&[
+        ("OLD_MAX", "5"),
+        ("OLD_TTL", "1s"),
+        ("PARLEY_TURNS__LEASE_TTL", "2s"),
+    ]);
+    let layers = Layers::new(&Sample::default())
+        .expect("defaults")
+        .old_variables(&vars, |name| match name {
+            "OLD_MAX" => Some("turns.max_concurrent".into()),
+            "OLD_TTL" => Some("turns.lease_ttl".into()),
+            _ => None,
+        })
+        .env_from(vars.clone());
+    let instead: Vec<&str> = layers
+        .deprecated()
+        .iter()
+        .map(|d| d.instead.as_str())
+        .collect();
+    assert_eq!(
+        instead,
+        ["PARLEY_TURNS__MAX_CONCURRENT", "PARLEY_TURNS__LEASE_TTL"]
+    );
+    let config: Sample = layers.extract().expect("merges");
+    assert_eq!(config.turns.max_concurrent, 5);
+    assert_eq!(
+        config.turns.lease_ttl,
+        Duration::from_secs(2),
+        "the new name wins"
+    );
+}
+
+#[test]
+fn errors_name_the_key_and_its_layer() {
+    let file = toml_file("[turns]\nmax_concurent = 3\n");
+    let message = Layers::new(&Sample::default())
+        .expect("defaults")
+        .file(file.path())
+        .expect("file")
+        .extract::<Sample>()
+        .expect_err("typo")
+        .to_string();
+    assert!(message.contains("max_concurent"), "{message}");
+    assert!(
+        message.contains(&file.path().display().to_string()),
+        "{message}"
+    );
+
+    let message = Layers::new(&Sample::default())
+        .expect("defaults")
+        .env_from(vars(&[("PARLEY_TURNS__MAX_CONCURRENT", "many")]))
+        .extract::<Sample>()
+        .expect_err("not a number")
+        .to_string();
+    assert!(
+        message.contains("PARLEY_TURNS__MAX_CONCURRENT"),
+        "{message}"
+    );
+
+    let message = Layers::new(&Sample::default())
+        .expect("defaults")
+        .flag("turns.lease_ttl", Some("soon"))
+        .expect("flag")
+        .extract::<Sample>()
+        .expect_err("not a duration")
+        .to_string();
+    assert!(message.contains("--turns.lease_ttl"), "{message}");
+
+    let missing = Layers::new(&Sample::default())
+        .expect("defaults")
+        .file(std::path::Path::new("/nonexistent/parley.toml"))
+        .expect_err("no file");
+    assert!(
+        missing.to_string().contains("/nonexistent/parley.toml"),
+        "{missing}"
+    );
+
+    let file = toml_file("[turns\n");
+    let error = Layers::new(&Sample::default())
+        .expect("defaults")
+        .file(file.path())
+        .expect_err("not TOML");
+    assert!(error.to_string().contains("not valid TOML"), "{error}");
+}
+
+#[test]
+fn tables_under_a_key_are_listed() {
+    let file = toml_file("[turns]\nmax_concurrent = 3\n");
+    let layers = Layers::new(&Sample::default())
+        .expect("defaults")
+        .file(file.path())
+        .expect("file");
+    assert_eq!(
+        layers.tables_under("server"),
+        ["drain_timeout", "listen", "metrics_listen"]
+    );
+    assert!(layers.tables_under("nothing").is_empty());
+}
+
+#[test]
+fn the_help_footer_prints_every_default() {
+    let footer = help_footer("deploy/config/x.toml", &Sample::default());
+    assert!(footer.contains("[turns]\nmax_concurrent = 256"), "{footer}");
+    assert!(footer.contains("lease_ttl = \"10s\""), "{footer}");
+    assert!(footer.contains("drain_timeout = \"20s\""), "{footer}");
+}
+
+#[test]
+fn server_addresses_are_checked() {
+    let mut server = ServerConfig::local(1, 2);
+    server.validate().expect("valid");
+    server.metrics_listen = "off".into();
+    assert_eq!(server.metrics().expect("off"), MetricsListen(None));
+    server.listen = "localhost".into();
+    assert!(
+        server
+            .validate()
+            .expect_err("no port")
+            .to_string()
+            .contains("server.listen")
+    );
+}
