@@ -16,7 +16,7 @@ use crate::support::{
     stack::{Service, Stack, StackOptions},
 };
 
-/// The replicas' `lease_ttl_ms` (fixtures/replicas-gateway.toml).
+/// The replicas' `lease_ttl` (fixtures/replicas-gateway.toml).
 const LEASE_TTL: Duration = Duration::from_millis(1500);
 /// The page every request is sent from.
 const PAGE: &str = "tables_list";

@@ -37,7 +37,7 @@
 //! stream running at most `turns.stream_ahead` events ahead of it), and
 //! prints both and their ratio: what resumable, crash-safe streams cost.
 //! `PARLEY_BENCH_STREAM_AHEAD` and `PARLEY_BENCH_LOG_INTERVAL_MS` set
-//! `turns.stream_ahead` and `turns.log_interval_ms`.
+//! `turns.stream_ahead` and `turns.log_interval`.
 //!
 //! With `PARLEY_BENCH_TRACING=on` each level runs twice in the same
 //! process, with the gateway's span export paused and then on (OTLP to an
@@ -469,13 +469,13 @@ async fn start_tracing() -> (parley_grpc::telemetry::Telemetry, trace_collector:
 async fn bench_stack(parser: ParserMode, event_log: bool) -> Harness {
     fn common(config: &mut chat_gateway::config::GatewayConfig) {
         config.turns.max_concurrent = 4096;
-        config.store.acquire_timeout_ms = 60_000;
+        config.store.acquire_timeout = Duration::from_secs(60);
         let number = |name: &str| std::env::var(name).ok().and_then(|v| v.parse::<u64>().ok());
         if let Some(ahead) = number("PARLEY_BENCH_STREAM_AHEAD") {
             config.turns.stream_ahead = ahead;
         }
         if let Some(interval) = number("PARLEY_BENCH_LOG_INTERVAL_MS") {
-            config.turns.log_interval_ms = interval;
+            config.turns.log_interval = Duration::from_millis(interval);
         }
     }
     Harness::start(Options {

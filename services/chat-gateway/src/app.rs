@@ -72,14 +72,14 @@ impl Gateway {
         let upstreams = Upstreams::new(
             &config.upstream.runner_url,
             &config.upstream.parser_url,
-            Duration::from_millis(config.upstream.connect_timeout_ms),
-            Duration::from_millis(config.upstream.parse_timeout_ms),
+            config.upstream.connect_timeout,
+            config.upstream.parse_timeout,
         )?;
         let store = Store::open(
             &config.store.database_url,
             &StoreOptions {
                 max_connections: config.store.max_connections,
-                acquire_timeout: Duration::from_millis(config.store.acquire_timeout_ms),
+                acquire_timeout: config.store.acquire_timeout,
                 write_batch: usize::try_from(config.store.write_batch).unwrap_or(usize::MAX),
             },
         )

@@ -128,7 +128,7 @@ fn env_or_inline(inline: &Option<String>, env: &Option<String>) -> Result<String
 fn build_jwt(
     index: usize,
     config: &JwtConfig,
-    leeway: u64,
+    leeway: std::time::Duration,
 ) -> Result<JwtVerifier, AuthConfigError> {
     let fail = |message: String| AuthConfigError::Jwt {
         index,
@@ -179,7 +179,7 @@ fn build_jwt(
     validation.set_required_spec_claims(&["exp", "iss", "aud", "sub"]);
     validation.validate_exp = true;
     validation.validate_nbf = true;
-    validation.leeway = leeway;
+    validation.leeway = leeway.as_secs();
     Ok(JwtVerifier {
         key,
         validation,
@@ -216,7 +216,7 @@ impl Authenticator {
             .jwt
             .iter()
             .enumerate()
-            .map(|(index, entry)| build_jwt(index, entry, config.leeway_secs))
+            .map(|(index, entry)| build_jwt(index, entry, config.leeway))
             .collect::<Result<Vec<_>, _>>()?;
         let statics = config
             .static_tokens

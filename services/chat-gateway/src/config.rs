@@ -1,54 +1,23 @@
-//! The gateway's settings: a TOML file (`deploy/config/gateway.toml`
-//! documents every key), overridden by command-line flags and their
-//! environment variables, with defaults that form the local stack (runner on
+//! The gateway's settings and their defaults (the local stack: runner on
 //! 50052, parser on 50053, SQLite in the working directory, dev auth).
+//! `deploy/config/gateway.toml` documents every key; they are read by
+//! [`parley_grpc::config::Layers`] (defaults, file, `PARLEY_<SECTION>__<KEY>`
+//! variables, flags), durations written with their unit (`2s`, `50ms`).
 //!
-//! Everything is parsed and validated here, before the binary binds a port:
-//! a bad value stops start-up with a message naming the key.
+//! Everything is validated here, before the binary binds a port: a bad
+//! value stops start-up with a message naming the key.
 
-use std::{net::SocketAddr, path::PathBuf, time::Duration};
+use std::{
+    path::{Path, PathBuf},
+    time::Duration,
+};
 
-use serde::Deserialize;
-
-/// Why the configuration was refused.
-#[derive(Debug, thiserror::Error)]
-pub enum ConfigError {
-    /// The file could not be read.
-    #[error("cannot read {path}: {source}")]
-    Read {
-        /// The file.
-        path: PathBuf,
-        /// The cause.
-        #[source]
-        source: std::io::Error,
-    },
-    /// The file is not valid TOML or has unknown keys.
-    #[error("{path}: {message}")]
-    Parse {
-        /// The file.
-        path: PathBuf,
-        /// What is wrong, with the key.
-        message: String,
-    },
-    /// A value is out of range or malformed.
-    #[error("invalid setting `{key}`: {message}")]
-    Invalid {
-        /// The key, as written in the file.
-        key: &'static str,
-        /// What is wrong.
-        message: String,
-    },
-}
-
-fn invalid(key: &'static str, message: impl Into<String>) -> ConfigError {
-    ConfigError::Invalid {
-        key,
-        message: message.into(),
-    }
-}
+pub use parley_grpc::config::ConfigError;
+use parley_grpc::config::{Layers, ServerConfig, duration, invalid, positive, positive_duration};
+use serde::{Deserialize, Serialize};
 
 /// The whole file.
-#[derive(Debug, Clone, Default, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct GatewayConfig {
     /// `[server]`.
@@ -65,35 +34,30 @@ pub struct GatewayConfig {
     pub registry: Option<PathBuf>,
 }
 
-/// `[server]`: where and how the gateway listens.
-#[derive(Debug, Clone, Deserialize)]
-#[serde(deny_unknown_fields, default)]
-pub struct ServerConfig {
-    /// Address to listen on.
-    pub listen: String,
-    /// Longest time running turns get to finish after SIGTERM.
-    pub drain_timeout_secs: u64,
-}
-
-impl Default for ServerConfig {
+impl Default for GatewayConfig {
     fn default() -> Self {
         Self {
-            listen: "127.0.0.1:50051".into(),
-            drain_timeout_secs: 20,
+            server: ServerConfig::local(50051, 9464),
+            store: StoreConfig::default(),
+            upstream: UpstreamConfig::default(),
+            turns: TurnConfig::default(),
+            auth: AuthConfig::default(),
+            registry: None,
         }
     }
 }
 
 /// `[store]`: the conversation database.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct StoreConfig {
     /// `sqlite://FILE?mode=rwc` or `postgres://user:pass@host/db`.
     pub database_url: String,
     /// Most pooled connections.
     pub max_connections: u32,
-    /// Longest wait for a pooled connection, in milliseconds.
-    pub acquire_timeout_ms: u64,
+    /// Longest wait for a pooled connection.
+    #[serde(with = "duration")]
+    pub acquire_timeout: Duration,
     /// Most writes SQLite commits in one transaction when writes queue up
     /// (group commit); PostgreSQL commits each write on its own.
     pub write_batch: u32,
@@ -104,25 +68,27 @@ impl Default for StoreConfig {
         Self {
             database_url: "sqlite://parley.db?mode=rwc".into(),
             max_connections: 8,
-            acquire_timeout_ms: 5_000,
+            acquire_timeout: Duration::from_secs(5),
             write_batch: 64,
         }
     }
 }
 
 /// `[upstream]`: the agent-runner and the payload-parser sidecar.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct UpstreamConfig {
     /// The agent-runner.
     pub runner_url: String,
     /// The payload-parser sidecar.
     pub parser_url: String,
-    /// Longest time to open a connection to either, in milliseconds.
-    pub connect_timeout_ms: u64,
-    /// Longest time for one unary `Parse` call, in milliseconds; past it
-    /// the in-process parser answers.
-    pub parse_timeout_ms: u64,
+    /// Longest time to open a connection to either.
+    #[serde(with = "duration")]
+    pub connect_timeout: Duration,
+    /// Longest time for one unary `Parse` call; past it the in-process
+    /// parser answers.
+    #[serde(with = "duration")]
+    pub parse_timeout: Duration,
 }
 
 impl Default for UpstreamConfig {
@@ -130,21 +96,22 @@ impl Default for UpstreamConfig {
         Self {
             runner_url: "http://127.0.0.1:50052".into(),
             parser_url: "http://127.0.0.1:50053".into(),
-            connect_timeout_ms: 2_000,
-            parse_timeout_ms: 2_000,
+            connect_timeout: Duration::from_secs(2),
+            parse_timeout: Duration::from_secs(2),
         }
     }
 }
 
 /// `[turns]`: limits on turns and what they send.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct TurnConfig {
     /// Turns running at once on this gateway; more are refused with
     /// `RESOURCE_EXHAUSTED` (`TOO_MANY_TURNS`).
     pub max_concurrent: usize,
     /// Longest a turn may run when the caller sets no (shorter) deadline.
-    pub max_duration_secs: u64,
+    #[serde(with = "duration")]
+    pub max_duration: Duration,
     /// How many earlier turns the model's history is rebuilt from.
     pub history_max_turns: u32,
     /// Largest user message, in bytes.
@@ -154,15 +121,19 @@ pub struct TurnConfig {
     /// Largest `response_schema` as JSON, in bytes.
     pub max_schema_bytes: usize,
     /// How long `CancelTurn` waits for the cancelled turn to be stored.
-    pub cancel_wait_ms: u64,
+    #[serde(with = "duration")]
+    pub cancel_wait: Duration,
     /// How often this replica renews the leases of its running turns.
-    pub lease_renew_ms: u64,
+    #[serde(with = "duration")]
+    pub lease_renew: Duration,
     /// How long a lease lasts: a turn whose replica has not renewed it for
     /// this long is ended by any replica as `REPLICA_LOST`.
-    pub lease_ttl_ms: u64,
+    #[serde(with = "duration")]
+    pub lease_ttl: Duration,
     /// How long the wire events of a finished turn are kept for
     /// `ResumeTurn`; conversation history is kept regardless.
-    pub resume_retention_secs: u64,
+    #[serde(with = "duration")]
+    pub resume_retention: Duration,
     /// Whether a turn's wire events are stored (in batches) as clients
     /// receive them, which makes `ResumeTurn` exact on any replica and keeps
     /// the partial answer of a gateway that dies. Off, only the answer is
@@ -175,7 +146,8 @@ pub struct TurnConfig {
     pub stream_ahead: u64,
     /// Least time between two writes of the event log: a busy replica
     /// stores all its turns' new events in one transaction per interval.
-    pub log_interval_ms: u64,
+    #[serde(with = "duration")]
+    pub log_interval: Duration,
     /// Whether tool calls the model writes into its text are run
     /// (docs/output-format.md#tool-calls-in-the-text).
     pub text_tool_calls: bool,
@@ -190,64 +162,33 @@ impl Default for TurnConfig {
     fn default() -> Self {
         Self {
             max_concurrent: 256,
-            max_duration_secs: 300,
+            max_duration: Duration::from_secs(300),
             history_max_turns: 50,
             max_message_bytes: 32 * 1024,
             max_state_bytes: 64 * 1024,
             max_schema_bytes: 64 * 1024,
-            cancel_wait_ms: 2_000,
-            lease_renew_ms: 2_000,
-            lease_ttl_ms: 10_000,
-            resume_retention_secs: 24 * 60 * 60,
+            cancel_wait: Duration::from_secs(2),
+            lease_renew: Duration::from_secs(2),
+            lease_ttl: Duration::from_secs(10),
+            resume_retention: Duration::from_secs(24 * 60 * 60),
             event_log: true,
             stream_ahead: 32,
-            log_interval_ms: 50,
+            log_interval: Duration::from_millis(50),
             text_tool_calls: false,
         }
     }
 }
 
-impl TurnConfig {
-    /// `max_duration_secs` as a duration.
-    pub fn max_duration(&self) -> Duration {
-        Duration::from_secs(self.max_duration_secs)
-    }
-
-    /// `cancel_wait_ms` as a duration.
-    pub fn cancel_wait(&self) -> Duration {
-        Duration::from_millis(self.cancel_wait_ms)
-    }
-
-    /// `lease_renew_ms` as a duration.
-    pub fn lease_renew(&self) -> Duration {
-        Duration::from_millis(self.lease_renew_ms)
-    }
-
-    /// `lease_ttl_ms` as a duration.
-    pub fn lease_ttl(&self) -> Duration {
-        Duration::from_millis(self.lease_ttl_ms)
-    }
-
-    /// `log_interval_ms` as a duration.
-    pub fn log_interval(&self) -> Duration {
-        Duration::from_millis(self.log_interval_ms)
-    }
-
-    /// `resume_retention_secs` as a duration.
-    pub fn resume_retention(&self) -> Duration {
-        Duration::from_secs(self.resume_retention_secs)
-    }
-}
-
 /// `[auth]`: who may call. With no JWT issuer and no static token the
 /// gateway runs in dev mode (every call is user `dev`, loudly logged).
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct AuthConfig {
     /// Forces dev mode even when verifiers are configured.
     pub dev: bool,
-    /// Clock skew allowed on `exp` and `nbf`, in seconds.
-    pub leeway_secs: u64,
+    /// Clock skew allowed on `exp` and `nbf`.
+    #[serde(with = "duration")]
+    pub leeway: Duration,
     /// `[[auth.jwt]]`: accepted JWT issuers.
     pub jwt: Vec<JwtConfig>,
     /// `[[auth.static_tokens]]`: fixed tokens, each naming its user.
@@ -258,7 +199,7 @@ impl Default for AuthConfig {
     fn default() -> Self {
         Self {
             dev: false,
-            leeway_secs: 30,
+            leeway: Duration::from_secs(30),
             jwt: Vec::new(),
             static_tokens: Vec::new(),
         }
@@ -266,7 +207,7 @@ impl Default for AuthConfig {
 }
 
 /// The JWT signature algorithms the gateway accepts.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub enum JwtAlgorithm {
     /// HMAC with SHA-256 and a shared secret.
     HS256,
@@ -275,7 +216,7 @@ pub enum JwtAlgorithm {
 }
 
 /// One accepted issuer.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct JwtConfig {
     /// The required `iss` claim.
@@ -284,7 +225,8 @@ pub struct JwtConfig {
     pub audience: String,
     /// The signature algorithm.
     pub algorithm: JwtAlgorithm,
-    /// HS256: the secret, inline (prefer `secret_env`).
+    /// HS256: the secret, inline (prefer `secret_env`); never printed.
+    #[serde(skip_serializing)]
     pub secret: Option<String>,
     /// HS256: the environment variable holding the secret.
     pub secret_env: Option<String>,
@@ -293,38 +235,50 @@ pub struct JwtConfig {
 }
 
 /// One fixed token.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct StaticTokenConfig {
     /// The user id the token stands for.
     pub user: String,
-    /// The token, inline (prefer `token_env`).
+    /// The token, inline (prefer `token_env`); never printed.
+    #[serde(skip_serializing)]
     pub token: Option<String>,
     /// The environment variable holding the token.
     pub token_env: Option<String>,
 }
 
 impl GatewayConfig {
-    /// Reads a TOML file; unknown keys are errors.
-    pub fn load(path: &std::path::Path) -> Result<Self, ConfigError> {
-        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
-            path: path.to_owned(),
-            source,
-        })?;
-        Self::parse(&text, path)
-    }
-
-    /// Parses TOML text; `path` names it in errors.
-    pub fn parse(text: &str, path: &std::path::Path) -> Result<Self, ConfigError> {
-        toml::from_str(text).map_err(|error| ConfigError::Parse {
-            path: path.to_owned(),
-            message: error.to_string(),
-        })
+    /// The configuration from its layers: the defaults, `file` when given,
+    /// the `PARLEY_<SECTION>__<KEY>` variables among `vars`, then `flags`;
+    /// validated.
+    pub fn load(
+        file: Option<&Path>,
+        vars: impl IntoIterator<Item = (String, String)>,
+        flags: Flags,
+    ) -> Result<Self, ConfigError> {
+        let config: Self = Layers::new(&Self::default())?
+            .file_if(file)?
+            .env_from(vars)
+            .flag("server.listen", flags.listen)?
+            .flag("server.metrics_listen", flags.metrics_listen)?
+            .flag(
+                "server.drain_timeout",
+                flags.drain_timeout.map(duration::format),
+            )?
+            .flag("store.database_url", flags.database_url)?
+            .flag("upstream.runner_url", flags.runner_url)?
+            .flag("upstream.parser_url", flags.parser_url)?
+            .flag("registry", flags.registry)?
+            .flag("turns.max_concurrent", flags.max_concurrent_turns)?
+            .flag("auth.dev", flags.dev_auth.then_some(true))?
+            .extract()?;
+        config.validate()?;
+        Ok(config)
     }
 
     /// Checks every value that can be checked without connecting anywhere.
     pub fn validate(&self) -> Result<(), ConfigError> {
-        self.listen_addr()?;
+        self.server.validate()?;
         crate::store::Backend::from_url(&self.store.database_url)
             .map_err(|error| invalid("store.database_url", error.to_string()))?;
         check_url("upstream.runner_url", &self.upstream.runner_url)?;
@@ -333,40 +287,32 @@ impl GatewayConfig {
             "store.max_connections",
             u64::from(self.store.max_connections),
         )?;
-        positive("store.acquire_timeout_ms", self.store.acquire_timeout_ms)?;
+        positive_duration("store.acquire_timeout", self.store.acquire_timeout)?;
         positive("store.write_batch", u64::from(self.store.write_batch))?;
-        positive(
-            "upstream.connect_timeout_ms",
-            self.upstream.connect_timeout_ms,
-        )?;
-        positive("upstream.parse_timeout_ms", self.upstream.parse_timeout_ms)?;
-        positive("turns.max_concurrent", self.turns.max_concurrent as u64)?;
-        positive("turns.max_duration_secs", self.turns.max_duration_secs)?;
+        positive_duration("upstream.connect_timeout", self.upstream.connect_timeout)?;
+        positive_duration("upstream.parse_timeout", self.upstream.parse_timeout)?;
+        let turns = &self.turns;
+        positive("turns.max_concurrent", turns.max_concurrent as u64)?;
+        positive_duration("turns.max_duration", turns.max_duration)?;
         positive(
             "turns.history_max_turns",
-            u64::from(self.turns.history_max_turns),
+            u64::from(turns.history_max_turns),
         )?;
-        positive(
-            "turns.max_message_bytes",
-            self.turns.max_message_bytes as u64,
-        )?;
-        positive("turns.lease_renew_ms", self.turns.lease_renew_ms)?;
-        if self.turns.stream_ahead > MAX_STREAM_AHEAD {
+        positive("turns.max_message_bytes", turns.max_message_bytes as u64)?;
+        positive_duration("turns.lease_renew", turns.lease_renew)?;
+        if turns.stream_ahead > MAX_STREAM_AHEAD {
             return Err(invalid(
                 "turns.stream_ahead",
                 format!("must be at most {MAX_STREAM_AHEAD}"),
             ));
         }
-        positive(
-            "turns.resume_retention_secs",
-            self.turns.resume_retention_secs,
-        )?;
-        if self.turns.lease_ttl_ms <= self.turns.lease_renew_ms {
+        positive_duration("turns.resume_retention", turns.resume_retention)?;
+        if turns.lease_ttl <= turns.lease_renew {
             return Err(invalid(
-                "turns.lease_ttl_ms",
+                "turns.lease_ttl",
                 format!(
-                    "must be longer than turns.lease_renew_ms ({} ms), or every lease would expire before its renewal",
-                    self.turns.lease_renew_ms
+                    "must be longer than turns.lease_renew ({}), or every lease would expire before its renewal",
+                    duration::format(turns.lease_renew)
                 ),
             ));
         }
@@ -388,79 +334,31 @@ impl GatewayConfig {
         }
         Ok(())
     }
-
-    /// `server.listen` as a socket address.
-    pub fn listen_addr(&self) -> Result<SocketAddr, ConfigError> {
-        self.server.listen.parse().map_err(|error| {
-            invalid(
-                "server.listen",
-                format!("`{}`: {error}", self.server.listen),
-            )
-        })
-    }
-
-    /// `server.drain_timeout_secs` as a duration.
-    pub fn drain_timeout(&self) -> Duration {
-        Duration::from_secs(self.server.drain_timeout_secs)
-    }
 }
 
-/// Values given on the command line (or their environment variables);
-/// each one set replaces the file's value.
+/// The values the command line gives (or the short variables that stand
+/// for its flags, such as `PARLEY_LISTEN`); each one set replaces the
+/// file's and the environment's value.
 #[derive(Debug, Clone, Default)]
-pub struct Overrides {
-    /// `--listen`.
+pub struct Flags {
+    /// `--listen`: `server.listen`.
     pub listen: Option<String>,
-    /// `--database-url`.
+    /// `--metrics-listen`: `server.metrics_listen`.
+    pub metrics_listen: Option<String>,
+    /// `--drain-timeout`: `server.drain_timeout`.
+    pub drain_timeout: Option<Duration>,
+    /// `--database-url`: `store.database_url`.
     pub database_url: Option<String>,
-    /// `--runner`.
+    /// `--runner`: `upstream.runner_url`.
     pub runner_url: Option<String>,
-    /// `--parser`.
+    /// `--parser`: `upstream.parser_url`.
     pub parser_url: Option<String>,
-    /// `--registry`.
+    /// `--registry`: `registry`.
     pub registry: Option<PathBuf>,
-    /// `--drain-timeout`, in seconds.
-    pub drain_timeout_secs: Option<u64>,
-    /// `--max-concurrent-turns`.
+    /// `--max-concurrent-turns`: `turns.max_concurrent`.
     pub max_concurrent_turns: Option<usize>,
-    /// `--dev-auth`.
+    /// `--dev-auth`: `auth.dev`.
     pub dev_auth: bool,
-}
-
-impl GatewayConfig {
-    /// Applies the command line over the file.
-    pub fn apply(&mut self, overrides: Overrides) {
-        if let Some(listen) = overrides.listen {
-            self.server.listen = listen;
-        }
-        if let Some(url) = overrides.database_url {
-            self.store.database_url = url;
-        }
-        if let Some(url) = overrides.runner_url {
-            self.upstream.runner_url = url;
-        }
-        if let Some(url) = overrides.parser_url {
-            self.upstream.parser_url = url;
-        }
-        if let Some(path) = overrides.registry {
-            self.registry = Some(path);
-        }
-        if let Some(secs) = overrides.drain_timeout_secs {
-            self.server.drain_timeout_secs = secs;
-        }
-        if let Some(max) = overrides.max_concurrent_turns {
-            self.turns.max_concurrent = max;
-        }
-        self.auth.dev |= overrides.dev_auth;
-    }
-}
-
-fn positive(key: &'static str, value: u64) -> Result<(), ConfigError> {
-    if value == 0 {
-        Err(invalid(key, "must be greater than 0"))
-    } else {
-        Ok(())
-    }
 }
 
 fn check_url(key: &'static str, url: &str) -> Result<(), ConfigError> {
@@ -482,14 +380,20 @@ mod tests {
 
     use super::*;
 
+    fn from_toml(text: &str) -> Result<GatewayConfig, ConfigError> {
+        let mut file = tempfile::Builder::new()
+            .suffix(".toml")
+            .tempfile()
+            .expect("a temporary file");
+        std::io::Write::write_all(&mut file, text.as_bytes()).expect("write it");
+        GatewayConfig::load(Some(file.path()), [], Flags::default())
+    }
+
     #[test]
     fn defaults_form_the_local_stack() {
-        let config = GatewayConfig::default();
-        config.validate().expect("defaults are valid");
-        assert_eq!(
-            config.listen_addr().expect("addr").to_string(),
-            "127.0.0.1:50051"
-        );
+        let config = GatewayConfig::load(None, [], Flags::default()).expect("defaults are valid");
+        assert_eq!(config.server.listen, "127.0.0.1:50051");
+        assert_eq!(config.server.metrics_listen, "127.0.0.1:9464");
         assert_eq!(config.upstream.runner_url, "http://127.0.0.1:50052");
         assert_eq!(config.upstream.parser_url, "http://127.0.0.1:50053");
         assert_eq!(config.store.database_url, "sqlite://parley.db?mode=rwc");
@@ -498,59 +402,122 @@ mod tests {
 
     #[test]
     fn the_documented_file_parses_and_validates() {
+        let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../deploy/config");
+        for name in ["gateway.toml", "gateway.kubernetes.toml"] {
+            let layers = parley_grpc::config::Layers::new(&GatewayConfig::default())
+                .expect("defaults")
+                .file(&root.join(name))
+                .expect("the file reads");
+            assert!(
+                layers.deprecated().is_empty(),
+                "{name} uses old keys: {:?}",
+                layers.deprecated()
+            );
+            GatewayConfig::load(Some(&root.join(name)), [], Flags::default())
+                .unwrap_or_else(|error| panic!("{name}: {error}"));
+        }
+    }
+
+    #[test]
+    fn every_default_is_in_the_documented_file() {
+        // deploy/config/gateway.toml writes every key with its default, so
+        // the file a reader opens and the code agree.
         let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../deploy/config/gateway.toml");
-        let config = GatewayConfig::load(&path).expect("deploy/config/gateway.toml parses");
-        config.validate().expect("and is valid");
+        let written: toml::Table =
+            toml::from_str(&std::fs::read_to_string(path).expect("read")).expect("TOML");
+        let defaults: toml::Table = toml::from_str(&parley_grpc::config::defaults_toml(
+            &GatewayConfig::default(),
+        ))
+        .expect("the defaults as TOML");
+        for (section, table) in &defaults {
+            let Some(table) = table.as_table() else {
+                continue;
+            };
+            for (key, value) in table {
+                if value.is_array() {
+                    continue; // [[auth.jwt]], [[auth.static_tokens]]: examples only
+                }
+                let documented = written
+                    .get(section)
+                    .and_then(|s| s.get(key))
+                    .unwrap_or_else(|| panic!("gateway.toml lacks {section}.{key}"));
+                assert_eq!(documented, value, "{section}.{key}");
+            }
+        }
     }
 
     #[test]
     fn unknown_keys_and_bad_values_are_named() {
-        let error = GatewayConfig::parse("[turns]\nmax_concurent = 3\n", Path::new("g.toml"))
-            .expect_err("typo is refused");
+        let error = from_toml("[turns]\nmax_concurent = 3\n").expect_err("typo is refused");
         assert!(error.to_string().contains("max_concurent"), "{error}");
 
-        let mut config = GatewayConfig::default();
-        config.upstream.runner_url = "localhost:50052".into();
-        let error = config.validate().expect_err("scheme required");
+        let error = from_toml("[upstream]\nrunner_url = \"localhost:50052\"\n")
+            .expect_err("scheme required");
         assert!(error.to_string().contains("upstream.runner_url"), "{error}");
 
-        let mut config = GatewayConfig::default();
-        config.store.database_url = "mysql://db".into();
+        let error = from_toml("[store]\ndatabase_url = \"mysql://db\"\n").expect_err("mysql");
+        assert!(error.to_string().contains("store.database_url"), "{error}");
+
+        let error = from_toml("[turns]\nmax_concurrent = 0\n").expect_err("zero");
         assert!(
-            config
-                .validate()
-                .expect_err("mysql")
-                .to_string()
-                .contains("store.database_url")
+            error.to_string().contains("turns.max_concurrent"),
+            "{error}"
         );
 
-        let mut config = GatewayConfig::default();
-        config.turns.max_concurrent = 0;
-        assert!(
-            config
-                .validate()
-                .expect_err("zero")
-                .to_string()
-                .contains("turns.max_concurrent")
-        );
+        let error = from_toml("[turns]\nlease_renew = \"5s\"\nlease_ttl = \"5s\"\n")
+            .expect_err("a lease shorter than its renewal");
+        assert!(error.to_string().contains("turns.lease_ttl"), "{error}");
     }
 
     #[test]
-    fn flags_override_the_file() {
-        let mut config =
-            GatewayConfig::parse("[server]\nlisten = \"0.0.0.0:1\"\n", Path::new("g.toml"))
-                .expect("parses");
-        config.apply(Overrides {
-            listen: Some("127.0.0.1:9".into()),
-            runner_url: Some("http://runner:1".into()),
-            max_concurrent_turns: Some(3),
-            dev_auth: true,
-            ..Overrides::default()
-        });
+    fn old_duration_keys_still_read() {
+        let config = from_toml(
+            "[server]\ndrain_timeout_secs = 3\n[turns]\nlease_renew_ms = 250\nlease_ttl_ms = 1500\n",
+        )
+        .expect("the old names are read for one release");
+        assert_eq!(config.server.drain_timeout, Duration::from_secs(3));
+        assert_eq!(config.turns.lease_renew, Duration::from_millis(250));
+        assert_eq!(config.turns.lease_ttl, Duration::from_millis(1500));
+    }
+
+    #[test]
+    fn layers_apply_in_order() {
+        let mut file = tempfile::Builder::new()
+            .suffix(".toml")
+            .tempfile()
+            .expect("a temporary file");
+        std::io::Write::write_all(
+            &mut file,
+            b"[server]\nlisten = \"0.0.0.0:1\"\n[turns]\nlease_ttl = \"20s\"\n",
+        )
+        .expect("write");
+        let vars = [
+            ("PARLEY_TURNS__LEASE_TTL".to_owned(), "30s".to_owned()),
+            ("PARLEY_TURNS__MAX_CONCURRENT".to_owned(), "7".to_owned()),
+        ];
+        let config = GatewayConfig::load(
+            Some(file.path()),
+            vars,
+            Flags {
+                listen: Some("127.0.0.1:9".into()),
+                runner_url: Some("http://runner:1".into()),
+                max_concurrent_turns: Some(3),
+                drain_timeout: Some(Duration::from_millis(1500)),
+                dev_auth: true,
+                ..Flags::default()
+            },
+        )
+        .expect("loads");
         assert_eq!(config.server.listen, "127.0.0.1:9");
+        assert_eq!(config.server.drain_timeout, Duration::from_millis(1500));
         assert_eq!(config.upstream.runner_url, "http://runner:1");
         assert_eq!(config.upstream.parser_url, "http://127.0.0.1:50053");
-        assert_eq!(config.turns.max_concurrent, 3);
+        assert_eq!(config.turns.max_concurrent, 3, "the flag wins");
+        assert_eq!(
+            config.turns.lease_ttl,
+            Duration::from_secs(30),
+            "the environment over the file"
+        );
         assert!(config.auth.dev);
     }
 
@@ -558,7 +525,7 @@ mod tests {
     fn auth_sections_parse() {
         let text = r#"
             [auth]
-            leeway_secs = 5
+            leeway = "5s"
             [[auth.jwt]]
             issuer = "https://id.example"
             audience = "parley"
@@ -567,10 +534,13 @@ mod tests {
             [[auth.static_tokens]]
             user = "ci"
             token_env = "PARLEY_CI_TOKEN"
+            token = "inline-secret"
         "#;
-        let config = GatewayConfig::parse(text, Path::new("g.toml")).expect("parses");
+        let config = from_toml(text).expect("parses");
         assert_eq!(config.auth.jwt[0].algorithm, JwtAlgorithm::RS256);
         assert_eq!(config.auth.static_tokens[0].user, "ci");
-        config.validate().expect("valid");
+        assert_eq!(config.auth.leeway, Duration::from_secs(5));
+        let printed = parley_grpc::config::defaults_toml(&config);
+        assert!(!printed.contains("inline-secret"), "{printed}");
     }
 }

@@ -86,7 +86,7 @@ impl ChatGateway for GatewayService {
     ) -> Result<Response<Self::ChatStream>, Status> {
         let owner = caller(&request)?;
         let config = &self.engine.config;
-        let deadline = validate::deadline(request.metadata(), config.max_duration());
+        let deadline = validate::deadline(request.metadata(), config.max_duration);
         let request = request.into_inner();
         validate::message(&request.message, "message", config)?;
         validate::id(&request.conversation_id, "conversation_id")?;
@@ -151,7 +151,7 @@ impl ChatGateway for GatewayService {
     ) -> Result<Response<Self::ExecuteActionStream>, Status> {
         let owner = caller(&request)?;
         let config = &self.engine.config;
-        let deadline = validate::deadline(request.metadata(), config.max_duration());
+        let deadline = validate::deadline(request.metadata(), config.max_duration);
         let request = request.into_inner();
         if request.action.is_empty() {
             return Err(GatewayError::invalid("MISSING_ACTION", "action", "is required").into());

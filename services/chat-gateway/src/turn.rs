@@ -155,7 +155,7 @@ impl Engine {
             EventLog::start(
                 store.clone(),
                 replica.clone(),
-                config.log_interval(),
+                config.log_interval,
                 closing.clone(),
             )
         });
@@ -253,7 +253,7 @@ impl Engine {
             create,
             turn_id: &turn_id,
             replica: &self.replica,
-            lease_until: now_ms() + millis(self.config.lease_ttl()),
+            lease_until: now_ms() + millis(self.config.lease_ttl),
             stream_ahead,
             request_id: start.request_id.as_deref(),
             user_message: &user_message,
@@ -309,7 +309,7 @@ impl Engine {
                     self.turns
                         .stop(conversation_id, None, StopCause::Superseded)
                 {
-                    stopping.stored(self.config.cancel_wait()).await;
+                    stopping.stored(self.config.cancel_wait).await;
                 }
                 self.turns
                     .reserve(conversation_id, journal)
@@ -328,7 +328,7 @@ impl Engine {
         cause: StopCause,
     ) -> Result<bool, GatewayError> {
         if let Some(stopping) = self.turns.stop_turn(turn_id, cause) {
-            if !stopping.stored(self.config.cancel_wait()).await {
+            if !stopping.stored(self.config.cancel_wait).await {
                 tracing::warn!(turn = %turn_id, "stopped turn not stored within the wait");
             }
             return Ok(true);
@@ -338,7 +338,7 @@ impl Engine {
         };
         tracing::info!(turn = %turn_id, %replica, "asked the turn's replica to stop it");
         if !self
-            .wait_ended(owner, turn_id, self.config.cancel_wait())
+            .wait_ended(owner, turn_id, self.config.cancel_wait)
             .await?
         {
             tracing::warn!(turn = %turn_id, %replica, "stopped turn not stored within the wait");

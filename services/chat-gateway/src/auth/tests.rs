@@ -19,7 +19,7 @@ fn testdata(name: &str) -> PathBuf {
 fn config() -> AuthConfig {
     AuthConfig {
         dev: false,
-        leeway_secs: 0,
+        leeway: std::time::Duration::ZERO,
         jwt: vec![
             JwtConfig {
                 issuer: "https://hs.example".into(),

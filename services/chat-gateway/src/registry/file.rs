@@ -13,7 +13,7 @@
 //!                      llm_instructions: "...", summary_template: "..." }
 //! tools:
 //!   current_time: { builtin: current_time, global: true, input_schema: {...} }
-//!   lookup_rows:  { grpc: "http://127.0.0.1:50061", timeout_ms: 5000, ... }
+//!   lookup_rows:  { grpc: "http://127.0.0.1:50061", timeout: 5s, ... }
 //! actions:
 //!   close_chat:   { handler: client, global: true, description: "..." }
 //!   run_analysis: { handler: server, message_template: "...", params_schema: {...} }
@@ -163,7 +163,11 @@ pub struct ToolEntry {
     /// The `http(s)://` address of an app's `parley.tools.v1.ToolService`.
     #[serde(default)]
     pub grpc: Option<String>,
-    /// How long one call may take, in milliseconds.
+    /// How long one call may take (`5s`, `500ms`).
+    #[serde(default, with = "parley_grpc::config::duration::option")]
+    pub timeout: Option<std::time::Duration>,
+    /// The same in milliseconds: the old spelling, read for one more
+    /// release.
     #[serde(default)]
     pub timeout_ms: Option<u64>,
     /// The payload type of the structured result the tool returns, if any.

@@ -4,7 +4,7 @@
 //! A turn's [`Journal`] queues itself here when it has events to store. The
 //! writer takes everything queued and writes it in one transaction — one
 //! statement that checks and advances the turns it still holds, one insert
-//! of a batch per turn — then waits `turns.log_interval_ms` before the next
+//! of a batch per turn — then waits `turns.log_interval` before the next
 //! write, so a busy replica stores many events per statement instead of a
 //! transaction per event. A turn whose stream would otherwise wait for the
 //! log (`turns.stream_ahead` reached) cuts the wait short. A write that

@@ -5,14 +5,14 @@
 //! the store. The replica's [`EventLog`] stores them in the turn's wire log
 //! (`turn_events`): one writer for all the replica's turns, one transaction
 //! for whatever every turn pushed since its last write, at most every
-//! `turns.log_interval_ms`. Followers — the client's own stream, and
+//! `turns.log_interval`. Followers — the client's own stream, and
 //! `ResumeTurn` calls on this replica — deliver an event once it is
 //! *released*: at once while the turn's stream is at most
 //! `turns.stream_ahead` events ahead of what is stored, otherwise when the
 //! log catches up ([`Release`]). So a client on any replica can resume from
 //! its last seq, and a gateway that dies mid-turn leaves its partial answer
 //! stored but for at most its last `stream_ahead` events (in practice the
-//! last `log_interval_ms`): the turn's row records `stream_ahead`, and the
+//! last `log_interval`): the turn's row records `stream_ahead`, and the
 //! replica that ends the lost turn numbers its `error` after them, so a
 //! resuming client never gets a seq it already has. With `stream_ahead = 0`
 //! an event reaches clients only once it is committed.

@@ -27,7 +27,7 @@ const PRUNE_EVERY: Duration = Duration::from_secs(60);
 impl Engine {
     /// Renews this replica's leases and handles what the renewal found.
     pub async fn renew_leases(&self) -> Result<(), StoreError> {
-        let until = now_ms() + millis(self.config.lease_ttl());
+        let until = now_ms() + millis(self.config.lease_ttl);
         let held = self.store.renew_leases(&self.replica, until).await?;
         for turn in held {
             if self.turns.runs(&turn.id) {
@@ -118,7 +118,7 @@ impl Engine {
 
     /// Runs the background work until [`Engine::close`].
     pub async fn run_replica(self: Arc<Self>, mut notices: Option<mpsc::Receiver<Notice>>) {
-        let mut renew = tokio::time::interval(self.config.lease_renew());
+        let mut renew = tokio::time::interval(self.config.lease_renew);
         renew.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         let mut prune = tokio::time::interval(PRUNE_EVERY);
         prune.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -140,7 +140,7 @@ impl Engine {
                     }
                 }
                 _ = prune.tick() => {
-                    let before = now_ms() - millis(self.config.resume_retention());
+                    let before = now_ms() - millis(self.config.resume_retention);
                     match self.store.prune_wire(before).await {
                         Ok(0) => {}
                         Ok(pruned) => tracing::info!(batches = pruned, "pruned wire events past the resume window"),

@@ -18,7 +18,7 @@ fn authenticator() -> Authenticator {
     Authenticator::from_config(
         &AuthConfig {
             dev: false,
-            leeway_secs: 0,
+            leeway: std::time::Duration::ZERO,
             jwt: vec![
                 JwtConfig {
                     issuer: "https://id.example".into(),

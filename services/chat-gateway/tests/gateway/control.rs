@@ -409,7 +409,7 @@ async fn the_concurrency_limit_refuses_with_a_retryable_status() {
 #[tokio::test]
 async fn shutdown_stores_a_turn_that_outlives_the_drain_as_failed() {
     let mut stack = Harness::start(Options {
-        tweak: |c| c.server.drain_timeout_secs = 1,
+        tweak: |c| c.server.drain_timeout = Duration::from_secs(1),
         ..Options::default()
     })
     .await;

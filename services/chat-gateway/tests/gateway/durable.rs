@@ -184,8 +184,8 @@ async fn a_gateway_killed_mid_turn_is_ended_at_restart_with_what_its_client_saw(
         database_url: format!("sqlite://{}?mode=rwc", dir.path().join("g.db").display()),
         runner: runner_addr,
         parser: parser_addr,
-        lease_renew_ms: 2_000,
-        lease_ttl_ms: 10_000,
+        lease_renew: Duration::from_secs(2),
+        lease_ttl: Duration::from_secs(10),
         // Only stored events reach the client: what it saw is stored.
         stream_ahead: 0,
     };
@@ -255,8 +255,8 @@ async fn two_replicas_on_one_postgres_share_their_turns() {
         database_url,
         runner: runner_addr,
         parser: parser_addr,
-        lease_renew_ms: 200,
-        lease_ttl_ms: 1_000,
+        lease_renew: Duration::from_millis(200),
+        lease_ttl: Duration::from_secs(1),
         stream_ahead: STREAM_AHEAD,
     };
     let mut a = GatewayProcess::start(&config, dir.path(), "a").await;
@@ -343,7 +343,7 @@ async fn two_replicas_on_one_postgres_share_their_turns() {
     eprintln!(
         "durable: SIGKILL of A to REPLICA_LOST on B: {} ms (lease {} ms)",
         killed.elapsed().as_millis(),
-        config.lease_ttl_ms
+        config.lease_ttl.as_millis()
     );
     let (error, complete) = ending(&rest);
     assert_eq!(
@@ -521,8 +521,8 @@ async fn a_full_disk_loses_nothing_that_was_acknowledged() {
         ),
         runner: runner_addr,
         parser: parser_addr,
-        lease_renew_ms: 2_000,
-        lease_ttl_ms: 10_000,
+        lease_renew: Duration::from_secs(2),
+        lease_ttl: Duration::from_secs(10),
         stream_ahead: 32,
     };
     let mut gateway = GatewayProcess::start(&config, logs.path(), "full").await;

@@ -11,7 +11,7 @@ use crate::harness::{Harness, Options, chat, chat_request, incoming};
 
 /// Starts the real runner (no configuration: the scripted demo) on port 0.
 pub(crate) async fn real_runner() -> String {
-    let app = RunnerApp::build(&RunnerConfig::scripted_only(None), |_| None).expect("runner");
+    let app = RunnerApp::build(&RunnerConfig::scripted_demo(), |_| None).expect("runner");
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
         .await
         .expect("bind");

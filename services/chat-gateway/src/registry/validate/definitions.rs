@@ -117,8 +117,25 @@ impl Validator {
                     ToolEndpointDef::Builtin(String::new())
                 }
             };
-            if t.timeout_ms == Some(0) {
-                self.problem(format!("{entry}.timeout_ms"), "must be greater than 0");
+            let timeout = match (t.timeout, t.timeout_ms) {
+                (Some(_), Some(_)) => {
+                    self.problem(
+                        format!("{entry}.timeout_ms"),
+                        "is the old spelling of `timeout`: write only `timeout`",
+                    );
+                    None
+                }
+                (timeout, None) => timeout,
+                (None, Some(ms)) => {
+                    tracing::warn!(
+                        tool = %name,
+                        "`{entry}.timeout_ms` is deprecated (read for one more release): write `timeout: {ms}ms`"
+                    );
+                    Some(Duration::from_millis(ms))
+                }
+            };
+            if timeout.is_some_and(|t| t.is_zero()) {
+                self.problem(format!("{entry}.timeout"), "must be longer than 0s");
             }
             if let Some(pt) = &t.payload_type
                 && !payload_types.contains_key(pt)
@@ -135,7 +152,7 @@ impl Validator {
                 input_schema_wire: json_to_struct(&t.input_schema),
                 global: t.global,
                 endpoint,
-                timeout: t.timeout_ms.filter(|ms| *ms > 0).map(Duration::from_millis),
+                timeout: timeout.filter(|t| !t.is_zero()),
                 payload_type: t.payload_type.clone(),
             }));
         }

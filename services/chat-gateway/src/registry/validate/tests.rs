@@ -158,10 +158,14 @@ fn tool_endpoints_must_be_http_urls_and_exactly_one() {
         "{e}"
     );
     assert!(
-        e.contains("bad_endpoints.yaml: tools.zero.timeout_ms: must be greater than 0"),
+        e.contains("bad_endpoints.yaml: tools.zero.timeout: must be longer than 0s"),
         "{e}"
     );
-    assert!(e.contains("(5 problems)"), "{e}");
+    assert!(
+        e.contains("tools.twice.timeout_ms: is the old spelling of `timeout`"),
+        "{e}"
+    );
+    assert!(e.contains("(6 problems)"), "{e}");
 }
 
 #[test]
@@ -250,4 +254,27 @@ fn a_missing_file_is_an_io_error_naming_it() {
             .contains("does_not_exist.yaml: cannot read the registry file"),
         "{err}"
     );
+}
+
+#[test]
+fn tool_timeouts_are_durations_and_the_old_milliseconds_still_read() {
+    let registry = Registry::from_str(
+        "version: 1\ntools:\n  \
+         new: { builtin: x, timeout: 1500ms, input_schema: { type: object } }\n  \
+         old: { builtin: y, timeout_ms: 2000, input_schema: { type: object } }\n  \
+         none: { builtin: z, input_schema: { type: object } }\n",
+        "timeouts.yaml",
+    )
+    .expect("valid");
+    let timeout = |name: &str| registry.tool(name).expect("the tool").timeout;
+    assert_eq!(timeout("new"), Some(std::time::Duration::from_millis(1500)));
+    assert_eq!(timeout("old"), Some(std::time::Duration::from_secs(2)));
+    assert_eq!(timeout("none"), None);
+
+    let err = Registry::from_str(
+        "version: 1\ntools:\n  t: { builtin: x, timeout: 5, input_schema: { type: object } }\n",
+        "bare.yaml",
+    )
+    .expect_err("a bare number");
+    assert!(err.to_string().contains("tools.t.timeout: `5` has no unit"), "{err}");
 }

@@ -167,7 +167,7 @@ impl Harness {
             .await
             .expect("gateway builds");
         let faults = gateway.engine().store.faults().clone();
-        let drain = config.drain_timeout();
+        let drain = config.server.drain_timeout;
         let (listener, addr) = listen().await;
         let (shutdown_tx, shutdown_rx) = oneshot::channel::<()>();
         let served = tokio::spawn(async move {

@@ -9,6 +9,7 @@ use std::{
     time::Duration,
 };
 
+use parley_grpc::config::duration;
 use parley_proto::gateway::v1::chat_gateway_client::ChatGatewayClient;
 use tokio::process::{Child, Command};
 use tonic::transport::Channel;
@@ -22,10 +23,10 @@ pub struct ProcessConfig {
     pub runner: SocketAddr,
     /// The parser sidecar.
     pub parser: SocketAddr,
-    /// `turns.lease_renew_ms`.
-    pub lease_renew_ms: u64,
-    /// `turns.lease_ttl_ms`.
-    pub lease_ttl_ms: u64,
+    /// `turns.lease_renew`.
+    pub lease_renew: Duration,
+    /// `turns.lease_ttl`.
+    pub lease_ttl: Duration,
     /// `turns.stream_ahead`: 0 releases only stored events (a killed
     /// gateway's stored partial answer is exactly what its client saw).
     pub stream_ahead: u64,
@@ -58,16 +59,16 @@ impl GatewayProcess {
             .expect("address");
         let file = dir.join(format!("{name}.toml"));
         let toml = format!(
-            "[server]\nlisten = \"{addr}\"\ndrain_timeout_secs = 2\n\n\
+            "[server]\nlisten = \"{addr}\"\ndrain_timeout = \"2s\"\n\n\
              [store]\ndatabase_url = \"{}\"\n\n\
              [upstream]\nrunner_url = \"http://{}\"\nparser_url = \"http://{}\"\n\n\
-             [turns]\nlease_renew_ms = {}\nlease_ttl_ms = {}\nstream_ahead = {}\n\n\
+             [turns]\nlease_renew = \"{}\"\nlease_ttl = \"{}\"\nstream_ahead = {}\n\n\
              [auth]\ndev = true\n",
             config.database_url,
             config.runner,
             config.parser,
-            config.lease_renew_ms,
-            config.lease_ttl_ms,
+            duration::format(config.lease_renew),
+            duration::format(config.lease_ttl),
             config.stream_ahead
         );
         std::fs::write(&file, toml).expect("write the gateway config");
