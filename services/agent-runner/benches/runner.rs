@@ -105,7 +105,7 @@ impl Provider for Instant1000 {
 /// The runner as the binary builds it (default limits and retry policy,
 /// 1 024 turns at once), with the instant provider.
 fn app(provider: Arc<Instant1000>) -> RunnerApp {
-    let mut config = RunnerConfig::scripted_only(None);
+    let mut config = RunnerConfig::scripted_demo();
     config.max_concurrent_runs = 1024;
     RunnerApp::with_providers(&config, Providers::single("fake", provider, "fake"))
 }

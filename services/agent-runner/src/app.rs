@@ -101,18 +101,18 @@ mod tests {
 
     #[test]
     fn an_invalid_configuration_stops_the_start() {
-        let mut config = RunnerConfig::scripted_only(None);
+        let mut config = RunnerConfig::scripted_demo();
         config.default_provider = "missing".into();
         let error = RunnerApp::build(&config, |_| None).expect_err("invalid");
         assert!(
-            error.to_string().contains("default_provider `missing`"),
+            error.to_string().contains("`default_provider`: `missing`"),
             "{error}"
         );
     }
 
     #[test]
     fn the_scripted_configuration_builds() {
-        let app = RunnerApp::build(&RunnerConfig::scripted_only(None), |_| None).expect("build");
+        let app = RunnerApp::build(&RunnerConfig::scripted_demo(), |_| None).expect("build");
         assert_eq!(app.runner().providers.default_name(), "scripted");
     }
 }

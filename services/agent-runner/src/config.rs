@@ -1,5 +1,11 @@
-//! The runner's configuration: a TOML file, environment overrides, and the
-//! providers built from it.
+//! The runner's configuration: its defaults, the providers, and how they
+//! are built.
+//!
+//! Read by [`parley_grpc::config::Layers`] like every Parley binary's:
+//! defaults, then a TOML file (`--config`, documented in
+//! `deploy/config/runner.toml`), then `PARLEY_<SECTION>__<KEY>` variables
+//! (`PARLEY_PROVIDERS__OLLAMA__BASE_URL`, `PARLEY_LIMITS__TOOL_TIMEOUT=10s`),
+//! then flags. Durations carry their unit (`30s`, `500ms`).
 //!
 //! ```toml
 //! default_provider = "scripted"
@@ -7,7 +13,7 @@
 //!
 //! [limits]            # defaults for requests that leave a limit unset
 //! max_iterations = 10
-//! tool_timeout_ms = 30000
+//! tool_timeout = "30s"
 //!
 //! [retry]
 //! max_attempts = 3
@@ -26,11 +32,8 @@
 //! headers = { "OpenAI-Organization" = "org-..." }
 //! ```
 //!
-//! Environment overrides: `PARLEY_DEFAULT_PROVIDER`,
-//! `PARLEY_MAX_CONCURRENT_RUNS`, and per provider
-//! `PARLEY_PROVIDER_<NAME>_BASE_URL` / `PARLEY_PROVIDER_<NAME>_MODEL`
-//! (`<NAME>` upper-cased, `-` as `_`). With no file at all the runner uses
-//! the scripted provider and the demo script (see [`RunnerConfig::scripted_only`]).
+//! A configuration that names no provider (no file, say) gets one: the
+//! scripted provider playing `--script` or the demo script.
 
 use std::{
     collections::BTreeMap,
@@ -39,8 +42,10 @@ use std::{
     time::Duration,
 };
 
+pub use parley_grpc::config::ConfigError;
+use parley_grpc::config::{Layers, ServerConfig, duration, invalid, positive, positive_duration};
 use secrecy::SecretString;
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 
 use crate::{
     provider::{
@@ -59,47 +64,24 @@ use crate::{
 /// Where the demo script is looked for when no configuration names one.
 pub const DEMO_SCRIPT_PATH: &str = "deploy/config/demo-script.toml";
 
-/// Why the configuration cannot be used.
-#[derive(Debug, thiserror::Error)]
-pub enum ConfigError {
-    /// The file could not be read.
-    #[error("cannot read {path}: {source}")]
-    Read {
-        /// The file.
-        path: String,
-        /// The I/O error.
-        source: std::io::Error,
-    },
-    /// The file is not valid TOML for this schema.
-    #[error("invalid configuration {path}: {message}")]
-    Parse {
-        /// The file.
-        path: String,
-        /// What is wrong.
-        message: String,
-    },
-    /// The configuration is well-formed but inconsistent.
-    #[error("invalid configuration: {0}")]
-    Invalid(String),
-}
+/// The name of the provider a configuration without providers gets.
+pub const SCRIPTED: &str = "scripted";
 
-/// The whole configuration file.
-#[derive(Debug, Clone, Deserialize)]
-#[serde(deny_unknown_fields)]
+/// The whole configuration.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
 pub struct RunnerConfig {
+    /// `[server]`: where the runner listens and how it stops.
+    pub server: ServerConfig,
     /// The provider used when a request names none.
     pub default_provider: String,
     /// Turns running at once; more are refused with `RESOURCE_EXHAUSTED`.
-    #[serde(default = "default_max_concurrent_runs")]
     pub max_concurrent_runs: usize,
     /// Events buffered per turn before the loop waits for the client.
-    #[serde(default = "default_event_buffer")]
     pub event_buffer: usize,
     /// Defaults for unset request limits.
-    #[serde(default)]
     pub limits: LimitsConfig,
     /// The retry policy of model calls.
-    #[serde(default)]
     pub retry: RetryConfig,
     /// The providers, by name.
     pub providers: BTreeMap<String, ProviderConfig>,
@@ -108,16 +90,23 @@ pub struct RunnerConfig {
     pub base_dir: PathBuf,
 }
 
-fn default_max_concurrent_runs() -> usize {
-    256
+impl Default for RunnerConfig {
+    fn default() -> Self {
+        Self {
+            server: ServerConfig::local(50052, 9465),
+            default_provider: SCRIPTED.into(),
+            max_concurrent_runs: 256,
+            event_buffer: 64,
+            limits: LimitsConfig::default(),
+            retry: RetryConfig::default(),
+            providers: BTreeMap::new(),
+            base_dir: PathBuf::new(),
+        }
+    }
 }
 
-fn default_event_buffer() -> usize {
-    64
-}
-
-/// Default limits, in milliseconds where they are durations.
-#[derive(Debug, Clone, Deserialize)]
+/// Default limits.
+#[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct LimitsConfig {
     /// Model calls per turn.
@@ -125,13 +114,17 @@ pub struct LimitsConfig {
     /// Output tokens per model call (0 leaves the provider's default).
     pub max_output_tokens: u32,
     /// Time per tool call.
-    pub tool_timeout_ms: u64,
+    #[serde(with = "duration")]
+    pub tool_timeout: Duration,
     /// Time to a model's first streamed event.
-    pub first_token_timeout_ms: u64,
+    #[serde(with = "duration")]
+    pub first_token_timeout: Duration,
     /// Longest silence within a model stream.
-    pub idle_timeout_ms: u64,
+    #[serde(with = "duration")]
+    pub idle_timeout: Duration,
     /// Time per turn.
-    pub total_timeout_ms: u64,
+    #[serde(with = "duration")]
+    pub total_timeout: Duration,
     /// Tool calls running at once.
     pub max_parallel_tools: u32,
 }
@@ -142,27 +135,30 @@ impl Default for LimitsConfig {
         Self {
             max_iterations: limits.max_iterations,
             max_output_tokens: limits.max_output_tokens.unwrap_or(0),
-            tool_timeout_ms: limits.tool_timeout.as_millis() as u64,
-            first_token_timeout_ms: limits.first_token_timeout.as_millis() as u64,
-            idle_timeout_ms: limits.idle_timeout.as_millis() as u64,
-            total_timeout_ms: limits.total_timeout.as_millis() as u64,
+            tool_timeout: limits.tool_timeout,
+            first_token_timeout: limits.first_token_timeout,
+            idle_timeout: limits.idle_timeout,
+            total_timeout: limits.total_timeout,
             max_parallel_tools: limits.max_parallel_tools,
         }
     }
 }
 
-/// The retry policy, in milliseconds.
-#[derive(Debug, Clone, Deserialize)]
+/// The retry policy.
+#[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct RetryConfig {
     /// Attempts per model, the first included.
     pub max_attempts: u32,
     /// The first backoff step.
-    pub base_delay_ms: u64,
+    #[serde(with = "duration")]
+    pub base_delay: Duration,
     /// The largest backoff step.
-    pub max_delay_ms: u64,
+    #[serde(with = "duration")]
+    pub max_delay: Duration,
     /// Provider `retry-after` values above this are ignored.
-    pub max_retry_after_ms: u64,
+    #[serde(with = "duration")]
+    pub max_retry_after: Duration,
 }
 
 impl Default for RetryConfig {
@@ -170,15 +166,15 @@ impl Default for RetryConfig {
         let policy = RetryPolicy::default();
         Self {
             max_attempts: policy.max_attempts,
-            base_delay_ms: policy.base_delay.as_millis() as u64,
-            max_delay_ms: policy.max_delay.as_millis() as u64,
-            max_retry_after_ms: policy.max_retry_after.as_millis() as u64,
+            base_delay: policy.base_delay,
+            max_delay: policy.max_delay,
+            max_retry_after: policy.max_retry_after,
         }
     }
 }
 
 /// Which adapter a provider uses.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum ProviderKind {
     /// Deterministic turns from a script.
@@ -192,7 +188,7 @@ pub enum ProviderKind {
 }
 
 /// One provider.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ProviderConfig {
     /// The adapter.
@@ -213,44 +209,16 @@ pub struct ProviderConfig {
     #[serde(default)]
     pub headers: BTreeMap<String, String>,
     /// TCP + TLS connect timeout.
-    #[serde(default = "default_connect_timeout_ms")]
-    pub connect_timeout_ms: u64,
+    #[serde(default = "default_connect_timeout", with = "duration")]
+    pub connect_timeout: Duration,
     /// The script file (scripted providers); the demo script when absent.
     pub script: Option<PathBuf>,
 }
 
-fn yes() -> bool {
-    true
-}
-
-fn default_connect_timeout_ms() -> u64 {
-    10_000
-}
-
-impl RunnerConfig {
-    /// Reads and parses a configuration file (not yet validated).
-    pub fn from_file(path: &Path) -> Result<Self, ConfigError> {
-        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
-            path: path.display().to_string(),
-            source,
-        })?;
-        let mut config = Self::from_toml(&text).map_err(|message| ConfigError::Parse {
-            path: path.display().to_string(),
-            message,
-        })?;
-        config.base_dir = path.parent().map(Path::to_path_buf).unwrap_or_default();
-        Ok(config)
-    }
-
-    /// Parses TOML text.
-    pub fn from_toml(text: &str) -> Result<Self, String> {
-        toml::from_str(text).map_err(|error| error.to_string())
-    }
-
-    /// The configuration used without a file: one scripted provider playing
-    /// `script` (or the demo script) with default limits.
-    pub fn scripted_only(script: Option<PathBuf>) -> Self {
-        let provider = ProviderConfig {
+impl ProviderConfig {
+    /// A scripted provider playing `script`, else the demo script.
+    pub fn scripted(script: Option<PathBuf>) -> Self {
+        Self {
             kind: ProviderKind::Scripted,
             base_url: None,
             api_key_env: None,
@@ -258,88 +226,117 @@ impl RunnerConfig {
             structured_output: true,
             no_structured_output_models: Vec::new(),
             headers: BTreeMap::new(),
-            connect_timeout_ms: default_connect_timeout_ms(),
+            connect_timeout: default_connect_timeout(),
             script,
-        };
-        Self {
-            default_provider: "scripted".into(),
-            max_concurrent_runs: default_max_concurrent_runs(),
-            event_buffer: default_event_buffer(),
-            limits: LimitsConfig::default(),
-            retry: RetryConfig::default(),
-            providers: BTreeMap::from([("scripted".to_owned(), provider)]),
-            base_dir: PathBuf::new(),
         }
     }
+}
 
-    /// Applies environment overrides; `lookup` reads one variable.
-    pub fn apply_env(
-        &mut self,
-        lookup: impl Fn(&str) -> Option<String>,
-    ) -> Result<(), ConfigError> {
-        if let Some(provider) = lookup("PARLEY_DEFAULT_PROVIDER") {
-            self.default_provider = provider;
+fn yes() -> bool {
+    true
+}
+
+fn default_connect_timeout() -> Duration {
+    Duration::from_secs(10)
+}
+
+/// The values the command line gives (or the short variables that stand
+/// for its flags); each one set replaces the file's and the environment's.
+#[derive(Debug, Clone, Default)]
+pub struct Flags {
+    /// `--listen`: `server.listen`.
+    pub listen: Option<String>,
+    /// `--metrics-listen`: `server.metrics_listen`.
+    pub metrics_listen: Option<String>,
+    /// `--drain-timeout`: `server.drain_timeout`.
+    pub drain_timeout: Option<Duration>,
+    /// `--default-provider`: `default_provider`.
+    pub default_provider: Option<String>,
+    /// `--max-concurrent-runs`: `max_concurrent_runs`.
+    pub max_concurrent_runs: Option<usize>,
+    /// `--script`: the script of the scripted provider a configuration
+    /// without providers gets.
+    pub script: Option<PathBuf>,
+}
+
+impl RunnerConfig {
+    /// The configuration from its layers: the defaults, `file` when given,
+    /// the `PARLEY_<SECTION>__<KEY>` variables among `vars` (and, for one
+    /// release, the old `PARLEY_PROVIDER_<NAME>_BASE_URL` / `_MODEL`), then
+    /// `flags`; validated.
+    pub fn load(
+        file: Option<&Path>,
+        vars: impl IntoIterator<Item = (String, String)>,
+        flags: Flags,
+    ) -> Result<Self, ConfigError> {
+        let vars: Vec<(String, String)> = vars.into_iter().collect();
+        let layers = Layers::new(&Self::default())?.file_if(file)?;
+        let providers = layers.tables_under("providers");
+        let mut config: Self = layers
+            .old_variables(&vars, |name| old_provider_variable(name, &providers))
+            .env_from(vars.iter().cloned())
+            .flag("server.listen", flags.listen)?
+            .flag("server.metrics_listen", flags.metrics_listen)?
+            .flag(
+                "server.drain_timeout",
+                flags.drain_timeout.map(duration::format),
+            )?
+            .flag("default_provider", flags.default_provider)?
+            .flag("max_concurrent_runs", flags.max_concurrent_runs)?
+            .extract()?;
+        if let Some(dir) = file.and_then(Path::parent) {
+            config.base_dir = dir.to_path_buf();
         }
-        if let Some(runs) = lookup("PARLEY_MAX_CONCURRENT_RUNS") {
-            self.max_concurrent_runs = runs.parse().map_err(|_| {
-                ConfigError::Invalid(format!(
-                    "PARLEY_MAX_CONCURRENT_RUNS=`{runs}` is not a number"
-                ))
-            })?;
+        if config.providers.is_empty() {
+            config
+                .providers
+                .insert(SCRIPTED.to_owned(), ProviderConfig::scripted(flags.script));
         }
-        for (name, provider) in &mut self.providers {
-            let prefix = format!("PARLEY_PROVIDER_{}", name.to_uppercase().replace('-', "_"));
-            if let Some(url) = lookup(&format!("{prefix}_BASE_URL")) {
-                provider.base_url = Some(url);
-            }
-            if let Some(model) = lookup(&format!("{prefix}_MODEL")) {
-                provider.default_model = Some(model);
-            }
-        }
-        Ok(())
+        config.validate()?;
+        Ok(config)
+    }
+
+    /// The configuration without a file or environment: one scripted
+    /// provider playing the demo script, default limits.
+    pub fn scripted_demo() -> Self {
+        let mut config = Self::default();
+        config
+            .providers
+            .insert(SCRIPTED.to_owned(), ProviderConfig::scripted(None));
+        config
     }
 
     /// Checks consistency: known default provider, sane limits.
     pub fn validate(&self) -> Result<(), ConfigError> {
-        let invalid = |message: String| Err(ConfigError::Invalid(message));
+        self.server.validate()?;
         if !self.providers.contains_key(&self.default_provider) {
-            return invalid(format!(
-                "default_provider `{}` is not in [providers]",
-                self.default_provider
+            return Err(invalid(
+                "default_provider",
+                format!("`{}` is not in [providers]", self.default_provider),
             ));
         }
-        if self.max_concurrent_runs == 0 || self.event_buffer == 0 {
-            return invalid("max_concurrent_runs and event_buffer must be at least 1".into());
-        }
+        positive("max_concurrent_runs", self.max_concurrent_runs as u64)?;
+        positive("event_buffer", self.event_buffer as u64)?;
         let l = &self.limits;
-        if l.max_iterations == 0 || l.max_parallel_tools == 0 {
-            return invalid(
-                "limits.max_iterations and limits.max_parallel_tools must be at least 1".into(),
-            );
-        }
-        if [
-            l.tool_timeout_ms,
-            l.first_token_timeout_ms,
-            l.idle_timeout_ms,
-            l.total_timeout_ms,
-        ]
-        .contains(&0)
-        {
-            return invalid("limit timeouts must be positive".into());
-        }
-        if self.retry.max_attempts == 0 {
-            return invalid("retry.max_attempts must be at least 1".into());
-        }
+        positive("limits.max_iterations", u64::from(l.max_iterations))?;
+        positive("limits.max_parallel_tools", u64::from(l.max_parallel_tools))?;
+        positive_duration("limits.tool_timeout", l.tool_timeout)?;
+        positive_duration("limits.first_token_timeout", l.first_token_timeout)?;
+        positive_duration("limits.idle_timeout", l.idle_timeout)?;
+        positive_duration("limits.total_timeout", l.total_timeout)?;
+        positive("retry.max_attempts", u64::from(self.retry.max_attempts))?;
         for (name, provider) in &self.providers {
-            if provider.kind != ProviderKind::Scripted
-                && provider.base_url.as_deref().is_none_or(str::is_empty)
-            {
-                return invalid(format!("providers.{name}: base_url is required"));
+            if provider.kind == ProviderKind::Scripted {
+                continue;
             }
-            if provider.kind != ProviderKind::Scripted
-                && provider.default_model.as_deref().is_none_or(str::is_empty)
-            {
-                return invalid(format!("providers.{name}: default_model is required"));
+            if provider.base_url.as_deref().is_none_or(str::is_empty) {
+                return Err(invalid(format!("providers.{name}.base_url"), "is required"));
+            }
+            if provider.default_model.as_deref().is_none_or(str::is_empty) {
+                return Err(invalid(
+                    format!("providers.{name}.default_model"),
+                    "is required",
+                ));
             }
         }
         Ok(())
@@ -351,10 +348,10 @@ impl RunnerConfig {
         Limits {
             max_iterations: l.max_iterations,
             max_output_tokens: (l.max_output_tokens > 0).then_some(l.max_output_tokens),
-            tool_timeout: Duration::from_millis(l.tool_timeout_ms),
-            first_token_timeout: Duration::from_millis(l.first_token_timeout_ms),
-            idle_timeout: Duration::from_millis(l.idle_timeout_ms),
-            total_timeout: Duration::from_millis(l.total_timeout_ms),
+            tool_timeout: l.tool_timeout,
+            first_token_timeout: l.first_token_timeout,
+            idle_timeout: l.idle_timeout,
+            total_timeout: l.total_timeout,
             max_parallel_tools: l.max_parallel_tools,
         }
     }
@@ -363,9 +360,9 @@ impl RunnerConfig {
     pub fn retry_policy(&self) -> RetryPolicy {
         RetryPolicy {
             max_attempts: self.retry.max_attempts,
-            base_delay: Duration::from_millis(self.retry.base_delay_ms),
-            max_delay: Duration::from_millis(self.retry.max_delay_ms),
-            max_retry_after: Duration::from_millis(self.retry.max_retry_after_ms),
+            base_delay: self.retry.base_delay,
+            max_delay: self.retry.max_delay,
+            max_retry_after: self.retry.max_retry_after,
         }
     }
 
@@ -380,10 +377,10 @@ impl RunnerConfig {
             entries.insert(name.clone(), entry);
         }
         Providers::new(entries, self.default_provider.clone()).map_err(|unknown| {
-            ConfigError::Invalid(format!(
-                "default_provider `{}` is not configured",
-                unknown.0
-            ))
+            invalid(
+                "default_provider",
+                format!("`{}` is not configured", unknown.0),
+            )
         })
     }
 }
@@ -394,7 +391,7 @@ fn build_provider(
     base_dir: &Path,
     lookup: &impl Fn(&str) -> Option<String>,
 ) -> Result<ProviderEntry, ConfigError> {
-    let invalid = |message: String| ConfigError::Invalid(format!("providers.{name}: {message}"));
+    let invalid = |message: String| invalid(format!("providers.{name}"), message);
     let http = || HttpProviderConfig {
         name: name.to_owned(),
         base_url: config.base_url.clone().unwrap_or_default(),
@@ -404,7 +401,7 @@ fn build_provider(
             .iter()
             .map(|(k, v)| (k.clone(), v.clone()))
             .collect(),
-        connect_timeout: Duration::from_millis(config.connect_timeout_ms),
+        connect_timeout: config.connect_timeout,
         structured_output: config.structured_output,
         no_structured_output_models: config.no_structured_output_models.clone(),
     };
@@ -450,6 +447,23 @@ fn api_key(
         tracing::warn!(provider = name, variable = %variable, "api key variable is not set; calls will be unauthenticated");
     }
     key.map(SecretString::from)
+}
+
+/// `PARLEY_PROVIDER_<NAME>_BASE_URL` / `_MODEL`, the runner's variables
+/// before the one configuration convention, as the keys they set (read for
+/// one more release, with a warning). `<NAME>` is a configured provider's
+/// name, upper-cased, `-` as `_`.
+fn old_provider_variable(name: &str, providers: &[String]) -> Option<String> {
+    let rest = name.strip_prefix("PARLEY_PROVIDER_")?;
+    let (upper, key) = if let Some(upper) = rest.strip_suffix("_BASE_URL") {
+        (upper, "base_url")
+    } else {
+        (rest.strip_suffix("_MODEL")?, "default_model")
+    };
+    let provider = providers
+        .iter()
+        .find(|p| p.to_uppercase().replace('-', "_") == upper)?;
+    Some(format!("providers.{provider}.{key}"))
 }
 
 /// The script at `path` (relative to `base_dir`), else the demo script in

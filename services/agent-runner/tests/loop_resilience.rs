@@ -26,7 +26,7 @@ fn statuses(events: &[agent_runner::events::Event], phase: Phase) -> Vec<String>
 #[tokio::test(start_paused = true)]
 async fn a_429_with_retry_after_is_retried_after_the_delay() {
     let provider = scripted(
-        "[default]\nsteps = [{ fail = { status = 429, retry_after_ms = 2000, message = \"slow down\", times = 1 } }, { text = \"Hello\" }]",
+        "[default]\nsteps = [{ fail = { status = 429, retry_after = \"2s\", message = \"slow down\", times = 1 } }, { text = \"Hello\" }]",
     );
     let runner = runner(provider.clone());
     let started = Instant::now();
@@ -155,7 +155,7 @@ async fn a_failure_after_the_first_event_ends_the_turn_with_the_partial_text() {
 
 #[tokio::test(start_paused = true)]
 async fn the_first_token_timeout_is_retried_then_reported() {
-    let provider = scripted("[default]\nsteps = [{ delay_ms = 60000 }, { text = \"late\" }]");
+    let provider = scripted("[default]\nsteps = [{ delay = \"60s\" }, { text = \"late\" }]");
     let runner = runner(provider.clone());
     let mut turn = turn("hi");
     turn.limits.first_token_timeout = Duration::from_secs(5);
@@ -170,9 +170,8 @@ async fn the_first_token_timeout_is_retried_then_reported() {
 
 #[tokio::test(start_paused = true)]
 async fn an_idle_stream_after_text_is_an_error_with_partial_text() {
-    let provider = scripted(
-        "[default]\nsteps = [{ text = \"Hel\" }, { delay_ms = 60000 }, { text = \"lo\" }]",
-    );
+    let provider =
+        scripted("[default]\nsteps = [{ text = \"Hel\" }, { delay = \"60s\" }, { text = \"lo\" }]");
     let runner = runner(provider.clone());
     let mut turn = turn("hi");
     turn.limits.idle_timeout = Duration::from_secs(2);
@@ -192,7 +191,7 @@ async fn an_idle_stream_after_text_is_an_error_with_partial_text() {
 #[tokio::test(start_paused = true)]
 async fn the_total_timeout_bounds_model_calls_retries_and_tools() {
     let provider = scripted(
-        "[default]\nsteps = [{ text = \"thinking\" }, { delay_ms = 30000 }, { text = \"!\" }]",
+        "[default]\nsteps = [{ text = \"thinking\" }, { delay = \"30s\" }, { text = \"!\" }]",
     );
     let runner = runner(provider);
     let mut turn = turn("hi");

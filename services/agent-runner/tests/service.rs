@@ -250,7 +250,7 @@ async fn dropping_the_stream_cancels_a_running_tool_within_100_ms() {
 #[tokio::test(start_paused = true)]
 async fn dropping_the_stream_cancels_the_model_call_within_100_ms() {
     let provider = scripted(
-        "[default]\nsteps = [{ text = \"Hello\" }, { delay_ms = 60000 }, { text = \" world\" }]",
+        "[default]\nsteps = [{ text = \"Hello\" }, { delay = \"60s\" }, { text = \" world\" }]",
     );
     let svc = service(provider.clone(), ToolRuntime::with_builtins(), 4);
     let mut stream = svc
@@ -272,7 +272,7 @@ async fn dropping_the_stream_cancels_the_model_call_within_100_ms() {
 #[tokio::test(start_paused = true)]
 async fn the_grpc_deadline_bounds_the_turn() {
     let provider = scripted(
-        "[default]\nsteps = [{ text = \"slow\" }, { delay_ms = 600000 }, { text = \"!\" }]",
+        "[default]\nsteps = [{ text = \"slow\" }, { delay = \"600s\" }, { text = \"!\" }]",
     );
     let svc = service(provider, ToolRuntime::with_builtins(), 4);
     let mut req = Request::new(request("hi", vec![]));
@@ -296,7 +296,7 @@ async fn the_grpc_deadline_bounds_the_turn() {
 
 #[tokio::test(start_paused = true)]
 async fn turns_beyond_the_limit_are_refused_as_busy() {
-    let provider = scripted("[default]\nsteps = [{ delay_ms = 600000 }, { text = \"x\" }]");
+    let provider = scripted("[default]\nsteps = [{ delay = \"600s\" }, { text = \"x\" }]");
     let svc = service(provider, ToolRuntime::with_builtins(), 1);
     let _first = svc
         .run(Request::new(request("a", vec![])))

@@ -189,7 +189,7 @@ impl Stack {
 
         let mut parser = container(&name, Service::Parser).with_cmd(["--drain-timeout=5s"]);
         let mut runner = container(&name, Service::Runner);
-        let mut runner_args = vec!["--drain-timeout=5".to_owned()];
+        let mut runner_args = vec!["--drain-timeout=5s".to_owned()];
         if options.deployed_config {
             parser = parser
                 .with_mount(mount(
@@ -227,7 +227,7 @@ impl Stack {
         let mut gateway_args = vec![
             format!("--runner=http://{name}-runner:50052"),
             format!("--parser=http://{name}-parser:50053"),
-            format!("--drain-timeout={}", options.gateway_drain_secs),
+            format!("--drain-timeout={}s", options.gateway_drain_secs),
         ];
         let mut mounts = Vec::new();
         let mut env = vec![("PARLEY_DATABASE_URL", schema.container_url())];

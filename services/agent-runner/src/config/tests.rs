@@ -1,13 +1,35 @@
-//! Configuration parsing, overrides and validation.
+//! Configuration layers, old names, validation and provider building.
 
 use super::*;
+
+fn vars(pairs: &[(&str, &str)]) -> Vec<(String, String)> {
+    pairs
+        .iter()
+        .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+        .collect()
+}
+
+/// The configuration of a file holding `text` (and the given variables).
+fn with_file(text: &str, env: &[(&str, &str)]) -> Result<RunnerConfig, ConfigError> {
+    let mut file = tempfile::Builder::new()
+        .suffix(".toml")
+        .tempfile()
+        .expect("a temporary file");
+    std::io::Write::write_all(&mut file, text.as_bytes()).expect("write it");
+    RunnerConfig::load(Some(file.path()), vars(env), Flags::default())
+}
 
 #[test]
 fn the_shipped_runner_config_is_valid() {
     let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../deploy/config/runner.toml");
-    let config = RunnerConfig::from_file(&path).expect("should succeed");
-    config.validate().expect("should succeed");
+    let layers = Layers::new(&RunnerConfig::default())
+        .expect("defaults")
+        .file(&path)
+        .expect("reads");
+    assert!(layers.deprecated().is_empty(), "{:?}", layers.deprecated());
+    let config = RunnerConfig::load(Some(&path), [], Flags::default()).expect("valid");
     assert_eq!(config.default_provider, "scripted");
+    assert_eq!(config.limits.tool_timeout, Duration::from_secs(30));
     let providers = config.build_providers(|_| None).expect("should succeed");
     assert!(providers.get("scripted").is_some());
     for name in ["openai", "ollama", "openrouter", "anthropic", "gemini"] {
@@ -17,8 +39,9 @@ fn the_shipped_runner_config_is_valid() {
 
 #[test]
 fn no_config_means_the_scripted_demo() {
-    let config = RunnerConfig::scripted_only(None);
-    config.validate().expect("should succeed");
+    let config = RunnerConfig::load(None, [], Flags::default()).expect("valid");
+    assert_eq!(config.server.listen, "127.0.0.1:50052");
+    assert_eq!(config.server.metrics_listen, "127.0.0.1:9465");
     let providers = config.build_providers(|_| None).expect("should succeed");
     let resolved = providers.resolve(crate::turn::ModelChoice {
         provider: String::new(),
@@ -29,70 +52,171 @@ fn no_config_means_the_scripted_demo() {
         resolved.map(|c| (c.provider, c.model)),
         Ok(("scripted".to_owned(), "scripted-demo".to_owned()))
     );
+
+    let script = PathBuf::from("/tmp/my-script.toml");
+    let config = RunnerConfig::load(
+        None,
+        [],
+        Flags {
+            script: Some(script.clone()),
+            ..Flags::default()
+        },
+    )
+    .expect("valid");
+    assert_eq!(config.providers[SCRIPTED].script, Some(script));
 }
 
+const LOCAL: &str = r#"
+    default_provider = "local"
+    [providers.local]
+    kind = "openai"
+    base_url = "http://127.0.0.1:11434/v1"
+    default_model = "llama3.2"
+    [providers.my-box]
+    kind = "openai"
+    base_url = "http://127.0.0.1:1/v1"
+    default_model = "m"
+    [providers.scripted]
+    kind = "scripted"
+"#;
+
 #[test]
-fn environment_overrides_apply() {
-    let mut config = RunnerConfig::from_toml(
-        r#"
-        default_provider = "local"
-        [providers.local]
-        kind = "openai"
-        base_url = "http://127.0.0.1:11434/v1"
-        default_model = "llama3.2"
-        [providers.scripted]
-        kind = "scripted"
-        "#,
+fn environment_and_flags_override_the_file() {
+    let config = with_file(
+        LOCAL,
+        &[
+            ("PARLEY_PROVIDERS__LOCAL__DEFAULT_MODEL", "qwen3"),
+            ("PARLEY_LIMITS__TOOL_TIMEOUT", "5s"),
+            ("PARLEY_MAX_CONCURRENT_RUNS", "8"), // a flag's variable: the flag reads it
+        ],
     )
-    .expect("should succeed");
-    config
-        .apply_env(|name| match name {
-            "PARLEY_DEFAULT_PROVIDER" => Some("scripted".into()),
-            "PARLEY_PROVIDER_LOCAL_MODEL" => Some("qwen3".into()),
-            "PARLEY_MAX_CONCURRENT_RUNS" => Some("8".into()),
-            _ => None,
-        })
-        .expect("should succeed");
-    assert_eq!(config.default_provider, "scripted");
-    assert_eq!(config.max_concurrent_runs, 8);
+    .expect("valid");
     assert_eq!(
         config.providers["local"].default_model.as_deref(),
         Some("qwen3")
     );
+    assert_eq!(config.limits.tool_timeout, Duration::from_secs(5));
+    assert_eq!(config.max_concurrent_runs, 256);
+
+    let mut file = tempfile::Builder::new()
+        .suffix(".toml")
+        .tempfile()
+        .expect("a temporary file");
+    std::io::Write::write_all(&mut file, LOCAL.as_bytes()).expect("write it");
+    let config = RunnerConfig::load(
+        Some(file.path()),
+        [],
+        Flags {
+            default_provider: Some("scripted".into()),
+            max_concurrent_runs: Some(8),
+            drain_timeout: Some(Duration::from_secs(60)),
+            ..Flags::default()
+        },
+    )
+    .expect("valid");
+    assert_eq!(config.default_provider, "scripted");
+    assert_eq!(config.max_concurrent_runs, 8);
+    assert_eq!(config.server.drain_timeout, Duration::from_secs(60));
+
+    let error =
+        with_file(LOCAL, &[("PARLEY_LIMITS__MAX_ITERATIONS", "many")]).expect_err("not a number");
     assert!(
-        config
-            .apply_env(|name| (name == "PARLEY_MAX_CONCURRENT_RUNS").then(|| "many".into()))
-            .is_err()
+        error.to_string().contains("PARLEY_LIMITS__MAX_ITERATIONS"),
+        "{error}"
     );
+}
+
+#[test]
+fn the_old_provider_variables_still_work() {
+    let config = with_file(
+        LOCAL,
+        &[
+            ("PARLEY_PROVIDER_LOCAL_MODEL", "qwen3"),
+            ("PARLEY_PROVIDER_MY_BOX_BASE_URL", "http://gpu-box:11434/v1"),
+            ("PARLEY_PROVIDER_UNKNOWN_MODEL", "ignored"),
+        ],
+    )
+    .expect("valid");
+    assert_eq!(
+        config.providers["local"].default_model.as_deref(),
+        Some("qwen3")
+    );
+    assert_eq!(
+        config.providers["my-box"].base_url.as_deref(),
+        Some("http://gpu-box:11434/v1")
+    );
+
+    let config = with_file(
+        LOCAL,
+        &[
+            ("PARLEY_PROVIDER_LOCAL_MODEL", "old"),
+            ("PARLEY_PROVIDERS__LOCAL__DEFAULT_MODEL", "new"),
+        ],
+    )
+    .expect("valid");
+    assert_eq!(
+        config.providers["local"].default_model.as_deref(),
+        Some("new")
+    );
+}
+
+#[test]
+fn old_millisecond_keys_still_read() {
+    let config = with_file(
+        "[limits]\ntool_timeout_ms = 1500\n[retry]\nbase_delay_ms = 100\n",
+        &[],
+    )
+    .expect("valid");
+    assert_eq!(config.limits.tool_timeout, Duration::from_millis(1500));
+    assert_eq!(config.retry.base_delay, Duration::from_millis(100));
 }
 
 #[test]
 fn inconsistent_configs_are_refused() {
-    let unknown_default =
-        RunnerConfig::from_toml("default_provider = \"x\"\n[providers.s]\nkind = \"scripted\"")
-            .expect("should succeed");
-    assert!(unknown_default.validate().is_err());
-    let no_url = RunnerConfig::from_toml(
-        "default_provider = \"o\"\n[providers.o]\nkind = \"openai\"\ndefault_model = \"m\"",
+    let error = with_file(
+        "default_provider = \"x\"\n[providers.s]\nkind = \"scripted\"",
+        &[],
     )
-    .expect("should succeed");
-    assert!(no_url.validate().is_err());
+    .expect_err("unknown default");
+    assert!(error.to_string().contains("default_provider"), "{error}");
+    let error = with_file(
+        "default_provider = \"o\"\n[providers.o]\nkind = \"openai\"\ndefault_model = \"m\"",
+        &[],
+    )
+    .expect_err("no url");
     assert!(
-        RunnerConfig::from_toml(
-            "default_provider = \"o\"\napi_key = \"sk-secret\"\n[providers.o]\nkind = \"scripted\""
-        )
-        .is_err()
+        error.to_string().contains("providers.o.base_url"),
+        "{error}"
     );
-    let zero = RunnerConfig::from_toml("default_provider = \"s\"\n[limits]\nmax_iterations = 0\n[providers.s]\nkind = \"scripted\"").expect("should succeed");
-    assert!(zero.validate().is_err());
+    let error = with_file(
+        "default_provider = \"o\"\napi_key = \"sk-secret\"\n[providers.o]\nkind = \"scripted\"",
+        &[],
+    )
+    .expect_err("a key in the file");
+    assert!(error.to_string().contains("api_key"), "{error}");
+    let error = with_file("[limits]\nmax_iterations = 0\n", &[]).expect_err("zero");
+    assert!(
+        error.to_string().contains("limits.max_iterations"),
+        "{error}"
+    );
+    let error = with_file("[limits]\ntool_timeout = \"0s\"\n", &[]).expect_err("zero");
+    assert!(error.to_string().contains("limits.tool_timeout"), "{error}");
+}
+
+/// An OpenAI provider whose key is in `MY_KEY`.
+fn keyed(kind: &str) -> RunnerConfig {
+    with_file(
+        &format!(
+            "default_provider = \"p\"\n[providers.p]\nkind = \"{kind}\"\nbase_url = \"http://127.0.0.1:1\"\ndefault_model = \"m\"\napi_key_env = \"MY_KEY\""
+        ),
+        &[],
+    )
+    .expect("valid")
 }
 
 #[test]
 fn api_keys_come_from_the_environment() {
-    let config = RunnerConfig::from_toml(
-        "default_provider = \"o\"\n[providers.o]\nkind = \"openai\"\nbase_url = \"http://127.0.0.1:1/v1\"\ndefault_model = \"m\"\napi_key_env = \"MY_KEY\"",
-    )
-    .expect("should succeed");
+    let config = keyed("openai");
     let seen = std::sync::Mutex::new(Vec::new());
     config
         .build_providers(|name| {
@@ -109,11 +233,7 @@ fn api_keys_come_from_the_environment() {
 #[test]
 fn configured_providers_never_show_their_keys() {
     for kind in ["openai", "anthropic", "gemini"] {
-        let config = RunnerConfig::from_toml(&format!(
-            "default_provider = \"p\"\n[providers.p]\nkind = \"{kind}\"\nbase_url = \"http://127.0.0.1:1\"\ndefault_model = \"m\"\napi_key_env = \"MY_KEY\""
-        ))
-        .expect("should succeed");
-        let providers = config
+        let providers = keyed(kind)
             .build_providers(|_| Some("sk-very-secret".into()))
             .expect("should succeed");
         let text = format!("{providers:?}");

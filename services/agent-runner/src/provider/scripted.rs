@@ -85,8 +85,7 @@ impl ScriptedProvider {
         let segments = turn.segments();
         let position = tool_rounds_since_user(&request.messages);
         let chunk = turn.chunk_chars.unwrap_or(self.script.chunk_chars).max(1);
-        let chunk_delay =
-            Duration::from_millis(turn.chunk_delay_ms.unwrap_or(self.script.chunk_delay_ms));
+        let chunk_delay = self.script.chunk_delay(turn);
 
         let mut actions = VecDeque::new();
         let mut output_chars = 0usize;
@@ -143,6 +142,7 @@ impl ScriptedProvider {
                         provider_data: None,
                     })));
                 }
+                Step::Delay(pause) => actions.push_back(Action::Sleep(*pause)),
                 Step::DelayMs(ms) => actions.push_back(Action::Sleep(Duration::from_millis(*ms))),
                 Step::Fail(fail) => {
                     let key = (turn_index, position, step_index, user.to_owned());
@@ -151,7 +151,7 @@ impl ScriptedProvider {
                             Some(status) => ProviderError::Http {
                                 status,
                                 body: fail.message.clone(),
-                                retry_after: fail.retry_after_ms.map(Duration::from_millis),
+                                retry_after: fail.retry_after(),
                                 should_retry: fail.should_retry,
                             },
                             None => ProviderError::Connection(fail.message.clone()),

@@ -9,7 +9,7 @@
 //! ```toml
 //! model = "scripted-demo"        # the model name the provider reports by default
 //! chunk_chars = 12               # text is streamed in chunks of this many characters
-//! chunk_delay_ms = 0             # pause between chunks
+//! chunk_delay = "0s"            # pause between chunks ("15ms")
 //! no_structured_output_models = ["scripted-plain"]
 //!
 //! [[turns]]
@@ -29,13 +29,20 @@
 //! Steps: `text`, `reasoning`, `tool_call` (`name`, `input`, optional `id`;
 //! consecutive calls are parallel calls of one model call), `structured`
 //! (a JSON string streamed verbatim, or a TOML value serialised to JSON),
-//! `delay_ms`, `fail` (an HTTP-like error: `status` (absent means a
-//! connection error), `message`, `retry_after_ms`, `should_retry`, `times`)
+//! `delay` (`"3s"`), `fail` (an HTTP-like error: `status` (absent means a
+//! connection error), `message`, `retry_after`, `should_retry`, `times`)
 //! and `stream_error` (`kind`, `message`, `retryable`, `times`). A failure
 //! before any output of its model call is returned as the call's error, after
 //! output as a mid-stream error. `times = N` fails the first N attempts and
 //! then lets the step pass (and re-arms it); without `times` it always fails.
+//!
+//! Durations carry their unit, as in every Parley configuration file. The
+//! old millisecond spellings (`chunk_delay_ms`, `delay_ms`,
+//! `retry_after_ms`) are read for one more release, with a warning.
 
+use std::time::Duration;
+
+use parley_grpc::config::duration;
 use serde::Deserialize;
 use serde_json::Value;
 
@@ -68,9 +75,12 @@ pub struct Script {
     /// Characters per streamed text chunk.
     #[serde(default = "default_chunk_chars")]
     pub chunk_chars: usize,
-    /// Pause between two chunks, in milliseconds.
+    /// Pause between two chunks.
+    #[serde(default, with = "duration::option")]
+    pub chunk_delay: Option<Duration>,
+    /// The same in milliseconds (the old spelling).
     #[serde(default)]
-    pub chunk_delay_ms: u64,
+    pub chunk_delay_ms: Option<u64>,
     /// Models that answer a request with a schema as unsupported.
     #[serde(default)]
     pub no_structured_output_models: Vec<String>,
@@ -101,7 +111,10 @@ pub struct ScriptedTurn {
     pub matcher: Match,
     /// Overrides the script's `chunk_chars`.
     pub chunk_chars: Option<usize>,
-    /// Overrides the script's `chunk_delay_ms`.
+    /// Overrides the script's `chunk_delay`.
+    #[serde(default, with = "duration::option")]
+    pub chunk_delay: Option<Duration>,
+    /// The same in milliseconds (the old spelling).
     pub chunk_delay_ms: Option<u64>,
     /// What the model does, in order.
     pub steps: Vec<Step>,
@@ -154,6 +167,8 @@ pub enum Step {
     /// A structured answer: a JSON string, or a value serialised to JSON.
     Structured(StructuredBody),
     /// A pause.
+    Delay(#[serde(with = "duration")] Duration),
+    /// A pause in milliseconds (the old spelling of `delay`).
     DelayMs(u64),
     /// An HTTP-like failure.
     Fail(FailStep),
@@ -208,6 +223,9 @@ pub struct FailStep {
     #[serde(default)]
     pub message: String,
     /// The provider's requested delay.
+    #[serde(default, with = "duration::option")]
+    pub retry_after: Option<Duration>,
+    /// The same in milliseconds (the old spelling).
     pub retry_after_ms: Option<u64>,
     /// `x-should-retry`, when set.
     pub should_retry: Option<bool>,
@@ -230,6 +248,18 @@ pub struct StreamErrorStep {
     pub retryable: bool,
     /// Fail this many attempts, then pass; absent fails every attempt.
     pub times: Option<u32>,
+}
+
+impl FailStep {
+    /// The provider's requested delay, in either spelling.
+    pub fn retry_after(&self) -> Option<Duration> {
+        either(self.retry_after, self.retry_after_ms)
+    }
+}
+
+/// A duration given with its unit, else the old milliseconds.
+fn either(duration: Option<Duration>, millis: Option<u64>) -> Option<Duration> {
+    duration.or(millis.map(Duration::from_millis))
 }
 
 fn default_stream_error_kind() -> String {
@@ -258,7 +288,33 @@ impl Script {
         Self::from_toml(&text)
     }
 
+    /// The pause between two chunks of `turn`.
+    pub fn chunk_delay(&self, turn: &ScriptedTurn) -> Duration {
+        either(turn.chunk_delay, turn.chunk_delay_ms)
+            .or(either(self.chunk_delay, self.chunk_delay_ms))
+            .unwrap_or_default()
+    }
+
+    /// Whether the script uses an old millisecond spelling.
+    fn uses_old_spellings(&self) -> bool {
+        let turns = self.turns.iter().chain(self.default.iter());
+        self.chunk_delay_ms.is_some()
+            || turns.into_iter().any(|turn| {
+                turn.chunk_delay_ms.is_some()
+                    || turn.steps.iter().any(|step| match step {
+                        Step::DelayMs(_) => true,
+                        Step::Fail(fail) => fail.retry_after_ms.is_some(),
+                        _ => false,
+                    })
+            })
+    }
+
     fn check(&self) -> Result<(), ScriptError> {
+        if self.uses_old_spellings() {
+            tracing::warn!(
+                "the script uses chunk_delay_ms, delay_ms or retry_after_ms: write chunk_delay, delay or retry_after with a unit (\"15ms\"); the old names are read for one more release"
+            );
+        }
         if self.chunk_chars == 0 {
             return Err(ScriptError::Invalid(
                 "chunk_chars must be at least 1".into(),
@@ -377,6 +433,45 @@ pub fn glob_match(pattern: &str, text: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn durations_carry_their_unit_and_the_old_milliseconds_still_read() {
+        let script = Script::from_toml(
+            r#"
+            chunk_delay = "15ms"
+            [[turns]]
+            chunk_delay_ms = 40
+            steps = [{ delay = "2s" }, { delay_ms = 250 }, { fail = { status = 429, retry_after_ms = 1500 } }]
+            [default]
+            steps = [{ fail = { status = 503, retry_after = "3s" } }]
+            "#,
+        )
+        .expect("valid");
+        assert!(script.uses_old_spellings());
+        assert_eq!(
+            script.chunk_delay(&script.turns[0]),
+            Duration::from_millis(40)
+        );
+        let default = script.default.as_ref().expect("default");
+        assert_eq!(script.chunk_delay(default), Duration::from_millis(15));
+        assert_eq!(
+            script.turns[0].steps[..2],
+            [Step::Delay(Duration::from_secs(2)), Step::DelayMs(250)]
+        );
+        let Step::Fail(old) = &script.turns[0].steps[2] else {
+            panic!("a fail step")
+        };
+        assert_eq!(old.retry_after(), Some(Duration::from_millis(1500)));
+        let Step::Fail(new) = &default.steps[0] else {
+            panic!("a fail step")
+        };
+        assert_eq!(new.retry_after(), Some(Duration::from_secs(3)));
+
+        let bare = Script::from_toml("[default]\nsteps = [{ delay = 5 }]").expect_err("no unit");
+        assert!(bare.to_string().contains("has no unit"), "{bare}");
+        let demo = Script::from_toml(super::super::EMBEDDED_DEMO_SCRIPT).expect("demo");
+        assert!(!demo.uses_old_spellings());
+    }
 
     #[test]
     fn globs_match_like_shells() {

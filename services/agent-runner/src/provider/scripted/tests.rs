@@ -121,7 +121,7 @@ async fn continues_after_tool_results() {
 #[tokio::test]
 async fn limited_failures_fail_then_pass_and_rearm() {
     let p = provider(
-        "[default]\nsteps = [{ fail = { status = 429, retry_after_ms = 1500, times = 1 } }, { text = \"ok\" }]",
+        "[default]\nsteps = [{ fail = { status = 429, retry_after = \"1500ms\", times = 1 } }, { text = \"ok\" }]",
     );
     let first = collect(&p, request(vec![user("x")])).await;
     match &first[0] {
@@ -164,7 +164,7 @@ async fn failures_after_output_are_mid_stream_errors() {
 
 #[tokio::test(start_paused = true)]
 async fn delays_use_tokio_time() {
-    let p = provider("[default]\nsteps = [{ delay_ms = 5000 }, { text = \"late\" }]");
+    let p = provider("[default]\nsteps = [{ delay = \"5s\" }, { text = \"late\" }]");
     let start = tokio::time::Instant::now();
     let events = collect(&p, request(vec![user("x")])).await;
     assert!(start.elapsed() >= Duration::from_secs(5));
