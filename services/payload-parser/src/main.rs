@@ -1,80 +1,73 @@
-//! The `payload-parser` binary: parses its configuration, loads the named
-//! profiles (a bad file stops it before any port is bound), then serves
-//! `parley.parser.v1.PayloadParser` with health and reflection until SIGTERM,
-//! draining in-flight calls within `--drain-timeout`, and flushes its spans.
-//! Metrics are served on `--metrics-listen` (default 127.0.0.1:9466).
+//! The `payload-parser` binary: reads its configuration (defaults, file,
+//! `PARLEY_<SECTION>__<KEY>` variables, flags: see
+//! [`parley_grpc::config`]), loads the named profiles (a bad file stops it
+//! before any port is bound), then serves `parley.parser.v1.PayloadParser`
+//! with health and reflection until SIGTERM, draining in-flight calls within
+//! `server.drain_timeout`, and flushes its spans. Metrics are served on
+//! `server.metrics_listen` (default 127.0.0.1:9466).
+
+mod config;
 
 use std::{path::PathBuf, time::Duration};
 
-use anyhow::{Context, bail};
+use anyhow::Context;
 use clap::Parser;
+use config::{Flags, ParserConfig};
 use parley_grpc::{
     ServeOptions,
-    telemetry::{self, LogFormat, MetricsListen, TelemetryOptions},
+    config::{help_footer, parse_duration},
+    telemetry::{self, LogFormat, TelemetryOptions},
 };
 use parley_proto::parser::v1::payload_parser_server::PayloadParserServer;
-use payload_parser::{
-    DEFAULT_MAX_BYTES, DEFAULT_MAX_DEPTH, HARD_MAX_BYTES, HARD_MAX_DEPTH, Limits, Profiles,
-    service::{DEFAULT_PROFILE_CACHE, ParserService, ServiceOptions},
-};
+use payload_parser::{Profiles, service::ParserService};
 use tonic::server::NamedService;
 
 /// Parley's payload parser: turns model text into typed messages.
 #[derive(Debug, Parser)]
-#[command(name = "payload-parser", version, about)]
+#[command(
+    name = "payload-parser",
+    version,
+    about,
+    after_help = "`--help` also prints every configuration key with its default.",
+    after_long_help = help_footer("deploy/config/parser.toml", &ParserConfig::default())
+)]
 struct Args {
-    /// Address to listen on (HOST:PORT).
-    #[arg(long, env = "PARLEY_LISTEN", default_value = "127.0.0.1:50053")]
-    listen: String,
-    /// JSON file of named profiles (`{"profiles": {"<name>": ParseProfile}}`).
+    /// Configuration file (TOML; see deploy/config/parser.toml).
+    #[arg(long, env = "PARLEY_PARSER_CONFIG")]
+    config: Option<PathBuf>,
+    /// Address to listen on (HOST:PORT): server.listen.
+    #[arg(long, env = "PARLEY_LISTEN")]
+    listen: Option<String>,
+    /// Prometheus metrics at http://ADDR/metrics, or `off`: server.metrics_listen.
+    #[arg(long, env = "PARLEY_METRICS_LISTEN")]
+    metrics_listen: Option<String>,
+    /// Time in-flight calls get to finish after SIGTERM (`20s`): server.drain_timeout.
+    #[arg(long, env = "PARLEY_DRAIN_TIMEOUT", value_parser = parse_duration)]
+    drain_timeout: Option<Duration>,
+    /// JSON file of named profiles (`{"profiles": {"<name>": ParseProfile}}`): profiles.
     #[arg(long, env = "PARLEY_PARSER_PROFILES")]
     profiles: Option<PathBuf>,
-    /// Largest text accepted, in bytes (a stream: the sum of its deltas).
-    #[arg(long, env = "PARLEY_PARSER_MAX_BYTES", default_value_t = DEFAULT_MAX_BYTES)]
-    max_bytes: usize,
-    /// Deepest JSON nesting accepted in an element (1 to 127).
-    #[arg(long, env = "PARLEY_PARSER_MAX_DEPTH", default_value_t = DEFAULT_MAX_DEPTH)]
-    max_depth: usize,
-    /// Longest time in-flight calls get to finish after SIGTERM (e.g. `20s`, `500ms`).
-    #[arg(long, default_value = "20s", value_parser = parse_duration)]
-    drain_timeout: Duration,
-    /// Longest pause between two messages of a ParseStream call.
-    #[arg(long, default_value = "120s", value_parser = parse_duration)]
-    stream_idle_timeout: Duration,
-    /// Longest lifetime of a ParseStream call.
-    #[arg(long, default_value = "30m", value_parser = parse_duration)]
-    stream_max_duration: Duration,
-    /// Inline profiles kept compiled (callers such as the gateway send the
-    /// same few profiles with every stream); 0 compiles each one.
-    #[arg(long, env = "PARLEY_PARSER_PROFILE_CACHE", default_value_t = DEFAULT_PROFILE_CACHE)]
-    profile_cache: usize,
+    /// Largest text accepted, in bytes (a stream: the sum of its deltas): limits.max_bytes.
+    #[arg(long, env = "PARLEY_PARSER_MAX_BYTES")]
+    max_bytes: Option<usize>,
+    /// Deepest JSON nesting accepted in an element (1 to 127): limits.max_depth.
+    #[arg(long, env = "PARLEY_PARSER_MAX_DEPTH")]
+    max_depth: Option<usize>,
+    /// Longest pause between two messages of a ParseStream call: streams.idle_timeout.
+    #[arg(long, value_parser = parse_duration)]
+    stream_idle_timeout: Option<Duration>,
+    /// Longest lifetime of a ParseStream call: streams.max_duration.
+    #[arg(long, value_parser = parse_duration)]
+    stream_max_duration: Option<Duration>,
+    /// Inline profiles kept compiled; 0 compiles each one: streams.profile_cache.
+    #[arg(long, env = "PARLEY_PARSER_PROFILE_CACHE")]
+    profile_cache: Option<usize>,
     /// Log format: `json` or `text`.
     #[arg(long, env = "PARLEY_LOG_FORMAT", default_value = "json")]
     log_format: LogFormat,
-    /// Prometheus metrics at http://ADDR/metrics, or `off`.
-    #[arg(long, env = "PARLEY_METRICS_LISTEN", default_value = "127.0.0.1:9466")]
-    metrics_listen: MetricsListen,
-}
-
-/// `250ms`, `20s`, `5m`, `1h`, or a bare number of seconds.
-fn parse_duration(value: &str) -> Result<Duration, String> {
-    let value = value.trim();
-    let split = value
-        .find(|c: char| !c.is_ascii_digit())
-        .unwrap_or(value.len());
-    let (digits, unit) = value.split_at(split);
-    let amount: u64 = digits
-        .parse()
-        .map_err(|_| format!("`{value}` is not a duration such as 20s or 500ms"))?;
-    let seconds = |factor: u64| amount.checked_mul(factor).map(Duration::from_secs);
-    match unit {
-        "ms" => Some(Duration::from_millis(amount)),
-        "" | "s" => Some(Duration::from_secs(amount)),
-        "m" => seconds(60),
-        "h" => seconds(3600),
-        _ => None,
-    }
-    .ok_or_else(|| format!("`{value}` is not a duration such as 20s or 500ms"))
+    /// Print the configuration these layers give (TOML) and exit.
+    #[arg(long)]
+    print_config: bool,
 }
 
 #[tokio::main]
@@ -86,17 +79,27 @@ async fn main() -> anyhow::Result<()> {
 }
 
 async fn run(args: Args) -> anyhow::Result<()> {
-    if args.max_bytes == 0 || args.max_bytes > HARD_MAX_BYTES {
-        bail!("--max-bytes must be between 1 and {HARD_MAX_BYTES}");
+    let config = ParserConfig::load(
+        args.config.as_deref(),
+        std::env::vars(),
+        Flags {
+            listen: args.listen,
+            metrics_listen: args.metrics_listen,
+            drain_timeout: args.drain_timeout,
+            profiles: args.profiles,
+            max_bytes: args.max_bytes,
+            max_depth: args.max_depth,
+            stream_idle_timeout: args.stream_idle_timeout,
+            stream_max_duration: args.stream_max_duration,
+            profile_cache: args.profile_cache,
+        },
+    )?;
+    if args.print_config {
+        print!("{}", parley_grpc::config::defaults_toml(&config));
+        return Ok(());
     }
-    if args.max_depth == 0 || args.max_depth > HARD_MAX_DEPTH {
-        bail!("--max-depth must be between 1 and {HARD_MAX_DEPTH}");
-    }
-    let limits = Limits {
-        max_bytes: args.max_bytes,
-        max_depth: args.max_depth,
-    };
-    let profiles = match &args.profiles {
+    let limits = config.limits();
+    let profiles = match &config.profiles {
         Some(path) => Profiles::load(path)
             .with_context(|| format!("loading profiles from {}", path.display()))?,
         None => Profiles::empty(),
@@ -107,29 +110,22 @@ async fn run(args: Args) -> anyhow::Result<()> {
         max_depth = limits.max_depth,
         "configuration loaded"
     );
+    let metrics = config.server.metrics()?;
 
-    let listener = tokio::net::TcpListener::bind(&args.listen)
+    let listener = tokio::net::TcpListener::bind(&config.server.listen)
         .await
-        .with_context(|| format!("binding {}", args.listen))?;
-    args.metrics_listen
+        .with_context(|| format!("binding {}", config.server.listen))?;
+    metrics
         .serve()
         .await
-        .context("cannot open the metrics port (--metrics-listen)")?;
-    let service = ParserService::with_options(
-        profiles,
-        limits,
-        ServiceOptions {
-            idle_timeout: args.stream_idle_timeout,
-            max_stream_duration: args.stream_max_duration,
-            profile_cache: args.profile_cache,
-        },
-    );
+        .context("cannot open the metrics port (server.metrics_listen)")?;
+    let service = ParserService::with_options(profiles, limits, config.service_options());
     let routes = tonic::service::Routes::new(service.into_server());
     let mut options = ServeOptions::new(
         "payload-parser",
         vec![<PayloadParserServer<ParserService> as NamedService>::NAME],
     );
-    options.drain_timeout = args.drain_timeout;
+    options.drain_timeout = config.server.drain_timeout;
     parley_grpc::serve(listener, routes, options, parley_grpc::shutdown_signal()).await?;
     Ok(())
 }
@@ -139,35 +135,28 @@ mod tests {
     use super::*;
 
     #[test]
-    fn durations_parse() {
-        assert_eq!(parse_duration("250ms"), Ok(Duration::from_millis(250)));
-        assert_eq!(parse_duration("20s"), Ok(Duration::from_secs(20)));
-        assert_eq!(parse_duration("20"), Ok(Duration::from_secs(20)));
-        assert_eq!(parse_duration("5m"), Ok(Duration::from_secs(300)));
-        assert_eq!(parse_duration("1h"), Ok(Duration::from_secs(3600)));
-        assert!(parse_duration("soon").is_err());
-        assert!(parse_duration("5d").is_err());
-    }
-
-    #[test]
-    fn arguments_have_the_documented_defaults() {
-        // Only arguments without an environment variable, so the test does
-        // not depend on the environment it runs in.
-        let args = Args::try_parse_from(["payload-parser"]).expect("defaults parse");
-        assert_eq!(args.drain_timeout, Duration::from_secs(20));
-        assert_eq!(args.stream_idle_timeout, Duration::from_secs(120));
-        assert_eq!(args.stream_max_duration, Duration::from_secs(1800));
+    fn flags_parse_into_the_layers() {
+        // Only flags without an environment variable, so the test does not
+        // depend on the environment it runs in.
+        let args = Args::try_parse_from(["payload-parser"]).expect("no flags");
+        assert_eq!(args.stream_idle_timeout, None);
         let args = Args::try_parse_from([
             "payload-parser",
-            "--max-bytes",
-            "42",
-            "--drain-timeout",
+            "--stream-idle-timeout",
             "1s",
+            "--stream-max-duration",
+            "1h 30m",
         ])
         .expect("parses");
         assert_eq!(
-            (args.max_bytes, args.drain_timeout),
-            (42, Duration::from_secs(1))
+            (args.stream_idle_timeout, args.stream_max_duration),
+            (
+                Some(Duration::from_secs(1)),
+                Some(Duration::from_secs(5400))
+            )
         );
+        let error = Args::try_parse_from(["payload-parser", "--stream-idle-timeout", "20"])
+            .expect_err("a duration needs its unit");
+        assert!(error.to_string().contains("20s"), "{error}");
     }
 }

@@ -1,0 +1,240 @@
+//! The `payload-parser` binary's settings and their defaults, read by
+//! [`parley_grpc::config::Layers`] like every Parley binary's: defaults,
+//! a TOML file (`--config`, documented in `deploy/config/parser.toml`),
+//! `PARLEY_<SECTION>__<KEY>` variables, then flags. Durations carry their
+//! unit (`120s`, `30m`).
+//!
+//! (A module of the binary, not of the library: callers of the library
+//! pass [`Limits`] and [`ServiceOptions`] themselves.)
+
+use std::{
+    path::{Path, PathBuf},
+    time::Duration,
+};
+
+use parley_grpc::config::{
+    ConfigError, Layers, ServerConfig, duration, invalid, positive_duration,
+};
+use payload_parser::{
+    DEFAULT_MAX_BYTES, DEFAULT_MAX_DEPTH, HARD_MAX_BYTES, HARD_MAX_DEPTH, Limits,
+    service::{DEFAULT_PROFILE_CACHE, ServiceOptions},
+};
+use serde::{Deserialize, Serialize};
+
+/// The whole configuration.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ParserConfig {
+    /// A JSON file of named profiles (`{"profiles": {"<name>": ParseProfile}}`).
+    pub profiles: Option<PathBuf>,
+    /// `[server]`: where the parser listens and how it stops.
+    pub server: ServerConfig,
+    /// `[limits]`: what one text may be.
+    pub limits: LimitsConfig,
+    /// `[streams]`: `ParseStream` calls.
+    pub streams: StreamsConfig,
+}
+
+/// `[limits]`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct LimitsConfig {
+    /// Largest text accepted, in bytes (a stream: the sum of its deltas).
+    pub max_bytes: usize,
+    /// Deepest JSON nesting accepted in an element (1 to 127).
+    pub max_depth: usize,
+}
+
+/// `[streams]`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct StreamsConfig {
+    /// Longest pause between two messages of a `ParseStream` call.
+    #[serde(with = "duration")]
+    pub idle_timeout: Duration,
+    /// Longest lifetime of a `ParseStream` call.
+    #[serde(with = "duration")]
+    pub max_duration: Duration,
+    /// Inline profiles kept compiled (callers such as the gateway send the
+    /// same few profiles with every stream); 0 compiles each one.
+    pub profile_cache: usize,
+}
+
+impl Default for ParserConfig {
+    fn default() -> Self {
+        Self {
+            profiles: None,
+            server: ServerConfig::local(50053, 9466),
+            limits: LimitsConfig::default(),
+            streams: StreamsConfig::default(),
+        }
+    }
+}
+
+impl Default for LimitsConfig {
+    fn default() -> Self {
+        Self {
+            max_bytes: DEFAULT_MAX_BYTES,
+            max_depth: DEFAULT_MAX_DEPTH,
+        }
+    }
+}
+
+impl Default for StreamsConfig {
+    fn default() -> Self {
+        Self {
+            idle_timeout: Duration::from_secs(120),
+            max_duration: Duration::from_secs(30 * 60),
+            profile_cache: DEFAULT_PROFILE_CACHE,
+        }
+    }
+}
+
+/// The values the command line gives (or the short variables that stand
+/// for its flags); each one set replaces the file's and the environment's.
+#[derive(Debug, Clone, Default)]
+pub struct Flags {
+    /// `--listen`: `server.listen`.
+    pub listen: Option<String>,
+    /// `--metrics-listen`: `server.metrics_listen`.
+    pub metrics_listen: Option<String>,
+    /// `--drain-timeout`: `server.drain_timeout`.
+    pub drain_timeout: Option<Duration>,
+    /// `--profiles`: `profiles`.
+    pub profiles: Option<PathBuf>,
+    /// `--max-bytes`: `limits.max_bytes`.
+    pub max_bytes: Option<usize>,
+    /// `--max-depth`: `limits.max_depth`.
+    pub max_depth: Option<usize>,
+    /// `--stream-idle-timeout`: `streams.idle_timeout`.
+    pub stream_idle_timeout: Option<Duration>,
+    /// `--stream-max-duration`: `streams.max_duration`.
+    pub stream_max_duration: Option<Duration>,
+    /// `--profile-cache`: `streams.profile_cache`.
+    pub profile_cache: Option<usize>,
+}
+
+impl ParserConfig {
+    /// The configuration from its layers: the defaults, `file` when given,
+    /// the `PARLEY_<SECTION>__<KEY>` variables among `vars`, then `flags`;
+    /// validated.
+    pub fn load(
+        file: Option<&Path>,
+        vars: impl IntoIterator<Item = (String, String)>,
+        flags: Flags,
+    ) -> Result<Self, ConfigError> {
+        let config: Self = Layers::new(&Self::default())?
+            .file_if(file)?
+            .env_from(vars)
+            .flag("server.listen", flags.listen)?
+            .flag("server.metrics_listen", flags.metrics_listen)?
+            .flag(
+                "server.drain_timeout",
+                flags.drain_timeout.map(duration::format),
+            )?
+            .flag("profiles", flags.profiles)?
+            .flag("limits.max_bytes", flags.max_bytes)?
+            .flag("limits.max_depth", flags.max_depth)?
+            .flag(
+                "streams.idle_timeout",
+                flags.stream_idle_timeout.map(duration::format),
+            )?
+            .flag(
+                "streams.max_duration",
+                flags.stream_max_duration.map(duration::format),
+            )?
+            .flag("streams.profile_cache", flags.profile_cache)?
+            .extract()?;
+        config.validate()?;
+        Ok(config)
+    }
+
+    /// Checks the ranges.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        self.server.validate()?;
+        if !(1..=HARD_MAX_BYTES).contains(&self.limits.max_bytes) {
+            return Err(invalid(
+                "limits.max_bytes",
+                format!("must be between 1 and {HARD_MAX_BYTES}"),
+            ));
+        }
+        if !(1..=HARD_MAX_DEPTH).contains(&self.limits.max_depth) {
+            return Err(invalid(
+                "limits.max_depth",
+                format!("must be between 1 and {HARD_MAX_DEPTH}"),
+            ));
+        }
+        positive_duration("streams.idle_timeout", self.streams.idle_timeout)?;
+        positive_duration("streams.max_duration", self.streams.max_duration)?;
+        Ok(())
+    }
+
+    /// The parser's limits.
+    pub fn limits(&self) -> Limits {
+        Limits {
+            max_bytes: self.limits.max_bytes,
+            max_depth: self.limits.max_depth,
+        }
+    }
+
+    /// The service's options.
+    pub fn service_options(&self) -> ServiceOptions {
+        ServiceOptions {
+            idle_timeout: self.streams.idle_timeout,
+            max_stream_duration: self.streams.max_duration,
+            profile_cache: self.streams.profile_cache,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_documented_file_holds_the_defaults() {
+        let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../deploy/config/parser.toml");
+        let written = std::fs::read_to_string(&path).expect("read");
+        let defaults = parley_grpc::config::defaults_toml(&ParserConfig::default());
+        for line in defaults.lines().filter(|line| line.contains(" = ")) {
+            assert!(
+                written.lines().any(|w| w == line),
+                "parser.toml lacks `{line}`"
+            );
+        }
+        let loaded = ParserConfig::load(Some(&path), [], Flags::default()).expect("valid");
+        assert_eq!(parley_grpc::config::defaults_toml(&loaded), defaults);
+    }
+
+    #[test]
+    fn flags_and_variables_apply_and_ranges_are_checked() {
+        let config = ParserConfig::load(
+            None,
+            [("PARLEY_STREAMS__IDLE_TIMEOUT".to_owned(), "5s".to_owned())],
+            Flags {
+                max_bytes: Some(42),
+                drain_timeout: Some(Duration::from_secs(1)),
+                ..Flags::default()
+            },
+        )
+        .expect("valid");
+        assert_eq!(config.limits().max_bytes, 42);
+        assert_eq!(config.server.drain_timeout, Duration::from_secs(1));
+        assert_eq!(
+            config.service_options().idle_timeout,
+            Duration::from_secs(5)
+        );
+        assert_eq!(config.streams.max_duration, Duration::from_secs(1800));
+
+        let error = ParserConfig::load(
+            None,
+            [],
+            Flags {
+                max_depth: Some(500),
+                ..Flags::default()
+            },
+        )
+        .expect_err("too deep");
+        assert!(error.to_string().contains("limits.max_depth"), "{error}");
+    }
+}
