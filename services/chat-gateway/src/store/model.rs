@@ -284,6 +284,16 @@ pub struct TurnRecord {
     /// Its state.
     pub state: TurnState,
     /// The stored final wire event (base64 `TurnComplete`), once finished.
+    ///
+    /// Why a finished turn is stored three ways, each for its own reader:
+    /// the conversation events are the history (what the model is shown
+    /// next turn, what `GetConversation` returns); the wire log
+    /// (`turn_events`) is the stream exactly as clients got it, for
+    /// `ResumeTurn`, and is pruned after `turns.resume_retention`; this is
+    /// the typed answer a retried `request_id` replays for as long as the
+    /// turn exists (validated payloads, suggestions, actions, usage and
+    /// diagnostics, which the history does not hold in that form). Only
+    /// the last two overlap, and only within the resume window.
     pub outcome: Option<String>,
     /// The replica that runs (or ran) it.
     pub replica: Option<String>,
