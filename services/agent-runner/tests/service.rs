@@ -312,11 +312,18 @@ async fn turns_beyond_the_limit_are_refused_as_busy() {
         (Code::ResourceExhausted, Some("RUNNER_BUSY"))
     );
     drop(_first);
-    tokio::time::sleep(Duration::from_millis(10)).await;
-    assert!(
-        svc.run(Request::new(request("c", vec![]))).await.is_ok(),
-        "the permit is released with the turn"
-    );
+    // The turn's task notices the dropped stream and ends; its permit is
+    // released then. Poll (bounded) rather than guess how long that takes.
+    let released = tokio::time::timeout(Duration::from_secs(10), async {
+        loop {
+            if svc.run(Request::new(request("c", vec![]))).await.is_ok() {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    })
+    .await;
+    assert!(released.is_ok(), "the permit is released with the turn");
 }
 
 /// Starts the service on port 0 and returns a client.
