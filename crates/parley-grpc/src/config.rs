@@ -32,7 +32,7 @@ use figment::{
 };
 use serde::{Deserialize, Serialize, de::DeserializeOwned};
 
-use crate::telemetry::MetricsListen;
+use crate::telemetry::{LogFormat, MetricsListen};
 
 /// The prefix of every Parley environment variable.
 pub const ENV_PREFIX: &str = "PARLEY_";
@@ -434,6 +434,88 @@ impl ServerConfig {
         Ok(())
     }
 }
+
+/// The flags every Parley binary takes (`#[command(flatten)]` them into
+/// its arguments): the `[server]` keys, the log format and
+/// `--print-config`.
+#[derive(Debug, Clone, Default, clap::Args)]
+pub struct ServerFlags {
+    /// Address to listen on (HOST:PORT): server.listen.
+    #[arg(long, env = "PARLEY_LISTEN")]
+    pub listen: Option<String>,
+    /// Prometheus metrics at http://ADDR/metrics, or `off`: server.metrics_listen.
+    #[arg(long, env = "PARLEY_METRICS_LISTEN")]
+    pub metrics_listen: Option<String>,
+    /// Time in-flight calls get to finish after SIGTERM (`20s`): server.drain_timeout.
+    #[arg(long, env = "PARLEY_DRAIN_TIMEOUT", value_parser = parse_duration)]
+    pub drain_timeout: Option<Duration>,
+    /// Log format: `json` or `text`.
+    #[arg(long, env = "PARLEY_LOG_FORMAT", default_value = "json")]
+    pub log_format: LogFormat,
+    /// Print the configuration the layers give (TOML, secrets left out) and exit.
+    #[arg(long)]
+    pub print_config: bool,
+}
+
+impl Layers {
+    /// Applies the `[server]` flags.
+    pub fn server_flags(self, flags: &ServerFlags) -> Result<Self, ConfigError> {
+        self.flag("server.listen", flags.listen.clone())?
+            .flag("server.metrics_listen", flags.metrics_listen.clone())?
+            .flag(
+                "server.drain_timeout",
+                flags.drain_timeout.map(duration::format),
+            )
+    }
+}
+
+/// Why a binary could not open its ports.
+#[derive(Debug, thiserror::Error)]
+pub enum BindError {
+    /// The gRPC address.
+    #[error("cannot listen on {addr} (server.listen): {source}")]
+    Listen {
+        /// The address.
+        addr: String,
+        /// The cause.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The metrics address.
+    #[error("cannot open the metrics port (server.metrics_listen): {0}")]
+    Metrics(#[source] std::io::Error),
+    /// A value that does not parse.
+    #[error(transparent)]
+    Config(#[from] ConfigError),
+}
+
+impl ServerConfig {
+    /// Opens the metrics port (unless `off`) and binds the gRPC address.
+    pub async fn bind(&self) -> Result<tokio::net::TcpListener, BindError> {
+        let metrics = self.metrics()?;
+        let listener = tokio::net::TcpListener::bind(&self.listen)
+            .await
+            .map_err(|source| BindError::Listen {
+                addr: self.listen.clone(),
+                source,
+            })?;
+        metrics.serve().await.map_err(BindError::Metrics)?;
+        Ok(listener)
+    }
+}
+
+/// What a binary does with `--print-config`: prints `config` as TOML and
+/// says true (the binary then exits).
+pub fn print_if_asked<T: Serialize>(flags: &ServerFlags, config: &T) -> bool {
+    if flags.print_config {
+        print!("{}", defaults_toml(config));
+    }
+    flags.print_config
+}
+
+/// `after_help` of every binary.
+pub const SHORT_HELP_FOOTER: &str =
+    "`--help` also prints every configuration key with its default.";
 
 /// Parses a duration flag: a number with its unit (`500ms`, `20s`, `5m`).
 pub fn parse_duration(text: &str) -> Result<Duration, String> {

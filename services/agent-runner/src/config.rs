@@ -43,7 +43,9 @@ use std::{
 };
 
 pub use parley_grpc::config::ConfigError;
-use parley_grpc::config::{Layers, ServerConfig, duration, invalid, positive, positive_duration};
+use parley_grpc::config::{
+    Layers, ServerConfig, ServerFlags, duration, invalid, positive, positive_duration,
+};
 use secrecy::SecretString;
 use serde::{Deserialize, Serialize};
 
@@ -244,12 +246,8 @@ fn default_connect_timeout() -> Duration {
 /// for its flags); each one set replaces the file's and the environment's.
 #[derive(Debug, Clone, Default)]
 pub struct Flags {
-    /// `--listen`: `server.listen`.
-    pub listen: Option<String>,
-    /// `--metrics-listen`: `server.metrics_listen`.
-    pub metrics_listen: Option<String>,
-    /// `--drain-timeout`: `server.drain_timeout`.
-    pub drain_timeout: Option<Duration>,
+    /// `--listen`, `--metrics-listen`, `--drain-timeout`: `[server]`.
+    pub server: ServerFlags,
     /// `--default-provider`: `default_provider`.
     pub default_provider: Option<String>,
     /// `--max-concurrent-runs`: `max_concurrent_runs`.
@@ -275,12 +273,7 @@ impl RunnerConfig {
         let mut config: Self = layers
             .old_variables(&vars, |name| old_provider_variable(name, &providers))
             .env_from(vars.iter().cloned())
-            .flag("server.listen", flags.listen)?
-            .flag("server.metrics_listen", flags.metrics_listen)?
-            .flag(
-                "server.drain_timeout",
-                flags.drain_timeout.map(duration::format),
-            )?
+            .server_flags(&flags.server)?
             .flag("default_provider", flags.default_provider)?
             .flag("max_concurrent_runs", flags.max_concurrent_runs)?
             .extract()?;

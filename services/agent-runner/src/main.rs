@@ -2,17 +2,16 @@
 //! ports (gRPC, metrics), then serve until SIGTERM, drain within a bound and
 //! flush the spans.
 
-use std::{path::PathBuf, time::Duration};
+use std::path::PathBuf;
 
 use agent_runner::{
     app::RunnerApp,
     config::{Flags, RunnerConfig},
 };
-use anyhow::Context;
 use clap::Parser;
 use parley_grpc::{
-    config::{help_footer, parse_duration},
-    telemetry::{self, LogFormat, TelemetryOptions},
+    config::{SHORT_HELP_FOOTER, ServerFlags, help_footer, print_if_asked},
+    telemetry::{self, TelemetryOptions},
 };
 
 /// Runs the LLM tool loop as a gRPC service (`parley.runner.v1.AgentRunner`).
@@ -20,7 +19,7 @@ use parley_grpc::{
 #[command(
     name = "agent-runner",
     version,
-    after_help = "`--help` also prints every configuration key with its default.",
+    after_help = SHORT_HELP_FOOTER,
     after_long_help = help_footer("deploy/config/runner.toml", &RunnerConfig::default())
 )]
 struct Args {
@@ -28,15 +27,8 @@ struct Args {
     /// providers in it, the scripted provider plays the demo script.
     #[arg(long, env = "PARLEY_RUNNER_CONFIG")]
     config: Option<PathBuf>,
-    /// Address to listen on: server.listen.
-    #[arg(long, env = "PARLEY_LISTEN")]
-    listen: Option<String>,
-    /// Prometheus metrics at http://ADDR/metrics, or `off`: server.metrics_listen.
-    #[arg(long, env = "PARLEY_METRICS_LISTEN")]
-    metrics_listen: Option<String>,
-    /// Time in-flight turns get to finish after SIGTERM (`20s`): server.drain_timeout.
-    #[arg(long, env = "PARLEY_DRAIN_TIMEOUT", value_parser = parse_duration)]
-    drain_timeout: Option<Duration>,
+    #[command(flatten)]
+    server: ServerFlags,
     /// The provider for requests that name none: default_provider.
     #[arg(long, env = "PARLEY_DEFAULT_PROVIDER")]
     default_provider: Option<String>,
@@ -46,19 +38,16 @@ struct Args {
     /// Script of the scripted provider when the configuration names no provider.
     #[arg(long, env = "PARLEY_SCRIPT")]
     script: Option<PathBuf>,
-    /// Log format: `json` or `text`.
-    #[arg(long, env = "PARLEY_LOG_FORMAT", default_value = "json")]
-    log_format: LogFormat,
-    /// Print the configuration these layers give (TOML) and exit.
-    #[arg(long)]
-    print_config: bool,
 }
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let args = Args::parse();
-    let options =
-        TelemetryOptions::binary("agent-runner", env!("CARGO_PKG_VERSION"), args.log_format);
+    let options = TelemetryOptions::binary(
+        "agent-runner",
+        env!("CARGO_PKG_VERSION"),
+        args.server.log_format,
+    );
     telemetry::run_main(options, run(args)).await
 }
 
@@ -67,28 +56,17 @@ async fn run(args: Args) -> anyhow::Result<()> {
         args.config.as_deref(),
         std::env::vars(),
         Flags {
-            listen: args.listen,
-            metrics_listen: args.metrics_listen,
-            drain_timeout: args.drain_timeout,
+            server: args.server.clone(),
             default_provider: args.default_provider,
             max_concurrent_runs: args.max_concurrent_runs,
             script: args.script,
         },
     )?;
-    if args.print_config {
-        print!("{}", parley_grpc::config::defaults_toml(&config));
+    if print_if_asked(&args.server, &config) {
         return Ok(());
     }
     let app = RunnerApp::build(&config, |name| std::env::var(name).ok())?;
-    let metrics = config.server.metrics()?;
-
-    let listener = tokio::net::TcpListener::bind(&config.server.listen)
-        .await
-        .with_context(|| format!("cannot listen on {}", config.server.listen))?;
-    metrics
-        .serve()
-        .await
-        .context("cannot open the metrics port (server.metrics_listen)")?;
+    let listener = config.server.bind().await?;
     app.serve(
         listener,
         config.server.drain_timeout,

@@ -13,7 +13,9 @@ use std::{
 };
 
 pub use parley_grpc::config::ConfigError;
-use parley_grpc::config::{Layers, ServerConfig, duration, invalid, positive, positive_duration};
+use parley_grpc::config::{
+    Layers, ServerConfig, ServerFlags, duration, invalid, positive, positive_duration,
+};
 use serde::{Deserialize, Serialize};
 
 /// The whole file.
@@ -259,12 +261,7 @@ impl GatewayConfig {
         let config: Self = Layers::new(&Self::default())?
             .file_if(file)?
             .env_from(vars)
-            .flag("server.listen", flags.listen)?
-            .flag("server.metrics_listen", flags.metrics_listen)?
-            .flag(
-                "server.drain_timeout",
-                flags.drain_timeout.map(duration::format),
-            )?
+            .server_flags(&flags.server)?
             .flag("store.database_url", flags.database_url)?
             .flag("upstream.runner_url", flags.runner_url)?
             .flag("upstream.parser_url", flags.parser_url)?
@@ -341,12 +338,8 @@ impl GatewayConfig {
 /// file's and the environment's value.
 #[derive(Debug, Clone, Default)]
 pub struct Flags {
-    /// `--listen`: `server.listen`.
-    pub listen: Option<String>,
-    /// `--metrics-listen`: `server.metrics_listen`.
-    pub metrics_listen: Option<String>,
-    /// `--drain-timeout`: `server.drain_timeout`.
-    pub drain_timeout: Option<Duration>,
+    /// `--listen`, `--metrics-listen`, `--drain-timeout`: `[server]`.
+    pub server: ServerFlags,
     /// `--database-url`: `store.database_url`.
     pub database_url: Option<String>,
     /// `--runner`: `upstream.runner_url`.
@@ -499,10 +492,13 @@ mod tests {
             Some(file.path()),
             vars,
             Flags {
-                listen: Some("127.0.0.1:9".into()),
+                server: ServerFlags {
+                    listen: Some("127.0.0.1:9".into()),
+                    drain_timeout: Some(Duration::from_millis(1500)),
+                    ..ServerFlags::default()
+                },
                 runner_url: Some("http://runner:1".into()),
                 max_concurrent_turns: Some(3),
-                drain_timeout: Some(Duration::from_millis(1500)),
                 dev_auth: true,
                 ..Flags::default()
             },

@@ -10,9 +10,9 @@
 //! `server.metrics_listen` (default 127.0.0.1:9464); spans go to the OTLP endpoint of the standard
 //! `OTEL_*` variables, and are flushed at shutdown.
 
-use std::{path::PathBuf, time::Duration};
+use std::path::PathBuf;
 
-use anyhow::{Context, Result};
+use anyhow::Result;
 use chat_gateway::{
     app::Gateway,
     auth::Authenticator,
@@ -21,8 +21,8 @@ use chat_gateway::{
 };
 use clap::Parser;
 use parley_grpc::{
-    config::{help_footer, parse_duration},
-    telemetry::{self, LogFormat, TelemetryOptions},
+    config::{SHORT_HELP_FOOTER, ServerFlags, help_footer, print_if_asked},
+    telemetry::{self, TelemetryOptions},
 };
 
 /// Parley's chat gateway: streaming Chat API, conversations, pages, auth.
@@ -30,22 +30,15 @@ use parley_grpc::{
 #[command(
     name = "chat-gateway",
     version,
-    after_help = "`--help` also prints every configuration key with its default.",
+    after_help = SHORT_HELP_FOOTER,
     after_long_help = help_footer("deploy/config/gateway.toml", &GatewayConfig::default())
 )]
 struct Args {
     /// Configuration file (TOML; see deploy/config/gateway.toml).
     #[arg(long, env = "PARLEY_GATEWAY_CONFIG")]
     config: Option<PathBuf>,
-    /// Address to listen on: server.listen.
-    #[arg(long, env = "PARLEY_LISTEN")]
-    listen: Option<String>,
-    /// Prometheus metrics at http://ADDR/metrics, or `off`: server.metrics_listen.
-    #[arg(long, env = "PARLEY_METRICS_LISTEN")]
-    metrics_listen: Option<String>,
-    /// Time running turns get to finish after SIGTERM (`20s`): server.drain_timeout.
-    #[arg(long, env = "PARLEY_DRAIN_TIMEOUT", value_parser = parse_duration)]
-    drain_timeout: Option<Duration>,
+    #[command(flatten)]
+    server: ServerFlags,
     /// Conversation store, sqlite://FILE?mode=rwc or postgres://...: store.database_url.
     #[arg(long, env = "PARLEY_DATABASE_URL")]
     database_url: Option<String>,
@@ -64,19 +57,16 @@ struct Args {
     /// Dev auth: no token needed, every caller is user `dev`. Never in production.
     #[arg(long, env = "PARLEY_DEV_AUTH")]
     dev_auth: bool,
-    /// Log format: json or text.
-    #[arg(long, env = "PARLEY_LOG_FORMAT", default_value = "json")]
-    log_format: LogFormat,
-    /// Print the configuration these layers give (TOML, secrets left out) and exit.
-    #[arg(long)]
-    print_config: bool,
 }
 
 #[tokio::main]
 async fn main() -> Result<()> {
     let args = Args::parse();
-    let options =
-        TelemetryOptions::binary("chat-gateway", env!("CARGO_PKG_VERSION"), args.log_format);
+    let options = TelemetryOptions::binary(
+        "chat-gateway",
+        env!("CARGO_PKG_VERSION"),
+        args.server.log_format,
+    );
     telemetry::run_main(options, run(args)).await
 }
 
@@ -85,9 +75,7 @@ async fn run(args: Args) -> Result<()> {
         args.config.as_deref(),
         std::env::vars(),
         Flags {
-            listen: args.listen,
-            metrics_listen: args.metrics_listen,
-            drain_timeout: args.drain_timeout,
+            server: args.server.clone(),
             database_url: args.database_url,
             runner_url: args.runner,
             parser_url: args.parser,
@@ -96,8 +84,7 @@ async fn run(args: Args) -> Result<()> {
             dev_auth: args.dev_auth,
         },
     )?;
-    if args.print_config {
-        print!("{}", parley_grpc::config::defaults_toml(&config));
+    if print_if_asked(&args.server, &config) {
         return Ok(());
     }
     let registry = match &config.registry {
@@ -106,17 +93,8 @@ async fn run(args: Args) -> Result<()> {
     };
     tracing::info!(registry = registry.origin(), "page registry loaded");
     let auth = Authenticator::from_config(&config.auth, false)?;
-    let addr = config.server.listen_addr()?;
-    let metrics = config.server.metrics()?;
-
     let gateway = Gateway::build(&config, registry, auth).await?;
-    let listener = tokio::net::TcpListener::bind(addr)
-        .await
-        .with_context(|| format!("cannot listen on {addr}"))?;
-    metrics
-        .serve()
-        .await
-        .context("cannot open the metrics port (server.metrics_listen)")?;
+    let listener = config.server.bind().await?;
     gateway
         .serve(
             listener,

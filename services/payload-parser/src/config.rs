@@ -13,7 +13,7 @@ use std::{
 };
 
 use parley_grpc::config::{
-    ConfigError, Layers, ServerConfig, duration, invalid, positive_duration,
+    ConfigError, Layers, ServerConfig, ServerFlags, duration, invalid, positive_duration,
 };
 use payload_parser::{
     DEFAULT_MAX_BYTES, DEFAULT_MAX_DEPTH, HARD_MAX_BYTES, HARD_MAX_DEPTH, Limits,
@@ -94,12 +94,8 @@ impl Default for StreamsConfig {
 /// for its flags); each one set replaces the file's and the environment's.
 #[derive(Debug, Clone, Default)]
 pub struct Flags {
-    /// `--listen`: `server.listen`.
-    pub listen: Option<String>,
-    /// `--metrics-listen`: `server.metrics_listen`.
-    pub metrics_listen: Option<String>,
-    /// `--drain-timeout`: `server.drain_timeout`.
-    pub drain_timeout: Option<Duration>,
+    /// `--listen`, `--metrics-listen`, `--drain-timeout`: `[server]`.
+    pub server: ServerFlags,
     /// `--profiles`: `profiles`.
     pub profiles: Option<PathBuf>,
     /// `--max-bytes`: `limits.max_bytes`.
@@ -126,12 +122,7 @@ impl ParserConfig {
         let config: Self = Layers::new(&Self::default())?
             .file_if(file)?
             .env_from(vars)
-            .flag("server.listen", flags.listen)?
-            .flag("server.metrics_listen", flags.metrics_listen)?
-            .flag(
-                "server.drain_timeout",
-                flags.drain_timeout.map(duration::format),
-            )?
+            .server_flags(&flags.server)?
             .flag("profiles", flags.profiles)?
             .flag("limits.max_bytes", flags.max_bytes)?
             .flag("limits.max_depth", flags.max_depth)?
@@ -213,7 +204,10 @@ mod tests {
             [("PARLEY_STREAMS__IDLE_TIMEOUT".to_owned(), "5s".to_owned())],
             Flags {
                 max_bytes: Some(42),
-                drain_timeout: Some(Duration::from_secs(1)),
+                server: ServerFlags {
+                    drain_timeout: Some(Duration::from_secs(1)),
+                    ..ServerFlags::default()
+                },
                 ..Flags::default()
             },
         )

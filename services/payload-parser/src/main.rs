@@ -15,8 +15,8 @@ use clap::Parser;
 use config::{Flags, ParserConfig};
 use parley_grpc::{
     ServeOptions,
-    config::{help_footer, parse_duration},
-    telemetry::{self, LogFormat, TelemetryOptions},
+    config::{SHORT_HELP_FOOTER, ServerFlags, help_footer, parse_duration, print_if_asked},
+    telemetry::{self, TelemetryOptions},
 };
 use parley_proto::parser::v1::payload_parser_server::PayloadParserServer;
 use payload_parser::{Profiles, service::ParserService};
@@ -28,22 +28,15 @@ use tonic::server::NamedService;
     name = "payload-parser",
     version,
     about,
-    after_help = "`--help` also prints every configuration key with its default.",
+    after_help = SHORT_HELP_FOOTER,
     after_long_help = help_footer("deploy/config/parser.toml", &ParserConfig::default())
 )]
 struct Args {
     /// Configuration file (TOML; see deploy/config/parser.toml).
     #[arg(long, env = "PARLEY_PARSER_CONFIG")]
     config: Option<PathBuf>,
-    /// Address to listen on (HOST:PORT): server.listen.
-    #[arg(long, env = "PARLEY_LISTEN")]
-    listen: Option<String>,
-    /// Prometheus metrics at http://ADDR/metrics, or `off`: server.metrics_listen.
-    #[arg(long, env = "PARLEY_METRICS_LISTEN")]
-    metrics_listen: Option<String>,
-    /// Time in-flight calls get to finish after SIGTERM (`20s`): server.drain_timeout.
-    #[arg(long, env = "PARLEY_DRAIN_TIMEOUT", value_parser = parse_duration)]
-    drain_timeout: Option<Duration>,
+    #[command(flatten)]
+    server: ServerFlags,
     /// JSON file of named profiles (`{"profiles": {"<name>": ParseProfile}}`): profiles.
     #[arg(long, env = "PARLEY_PARSER_PROFILES")]
     profiles: Option<PathBuf>,
@@ -62,19 +55,16 @@ struct Args {
     /// Inline profiles kept compiled; 0 compiles each one: streams.profile_cache.
     #[arg(long, env = "PARLEY_PARSER_PROFILE_CACHE")]
     profile_cache: Option<usize>,
-    /// Log format: `json` or `text`.
-    #[arg(long, env = "PARLEY_LOG_FORMAT", default_value = "json")]
-    log_format: LogFormat,
-    /// Print the configuration these layers give (TOML) and exit.
-    #[arg(long)]
-    print_config: bool,
 }
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let args = Args::parse();
-    let options =
-        TelemetryOptions::binary("payload-parser", env!("CARGO_PKG_VERSION"), args.log_format);
+    let options = TelemetryOptions::binary(
+        "payload-parser",
+        env!("CARGO_PKG_VERSION"),
+        args.server.log_format,
+    );
     telemetry::run_main(options, run(args)).await
 }
 
@@ -83,9 +73,7 @@ async fn run(args: Args) -> anyhow::Result<()> {
         args.config.as_deref(),
         std::env::vars(),
         Flags {
-            listen: args.listen,
-            metrics_listen: args.metrics_listen,
-            drain_timeout: args.drain_timeout,
+            server: args.server.clone(),
             profiles: args.profiles,
             max_bytes: args.max_bytes,
             max_depth: args.max_depth,
@@ -94,8 +82,7 @@ async fn run(args: Args) -> anyhow::Result<()> {
             profile_cache: args.profile_cache,
         },
     )?;
-    if args.print_config {
-        print!("{}", parley_grpc::config::defaults_toml(&config));
+    if print_if_asked(&args.server, &config) {
         return Ok(());
     }
     let limits = config.limits();
@@ -110,15 +97,7 @@ async fn run(args: Args) -> anyhow::Result<()> {
         max_depth = limits.max_depth,
         "configuration loaded"
     );
-    let metrics = config.server.metrics()?;
-
-    let listener = tokio::net::TcpListener::bind(&config.server.listen)
-        .await
-        .with_context(|| format!("binding {}", config.server.listen))?;
-    metrics
-        .serve()
-        .await
-        .context("cannot open the metrics port (server.metrics_listen)")?;
+    let listener = config.server.bind().await?;
     let service = ParserService::with_options(profiles, limits, config.service_options());
     let routes = tonic::service::Routes::new(service.into_server());
     let mut options = ServeOptions::new(

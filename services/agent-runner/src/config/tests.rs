@@ -109,7 +109,10 @@ fn environment_and_flags_override_the_file() {
         Flags {
             default_provider: Some("scripted".into()),
             max_concurrent_runs: Some(8),
-            drain_timeout: Some(Duration::from_secs(60)),
+            server: ServerFlags {
+                drain_timeout: Some(Duration::from_secs(60)),
+                ..ServerFlags::default()
+            },
             ..Flags::default()
         },
     )

@@ -276,5 +276,8 @@ fn tool_timeouts_are_durations_and_the_old_milliseconds_still_read() {
         "bare.yaml",
     )
     .expect_err("a bare number");
-    assert!(err.to_string().contains("tools.t.timeout: `5` has no unit"), "{err}");
+    assert!(
+        err.to_string().contains("tools.t.timeout: `5` has no unit"),
+        "{err}"
+    );
 }
