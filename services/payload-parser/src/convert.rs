@@ -7,8 +7,8 @@ use serde_json::Value;
 
 use crate::{
     model::{
-        ActionHandler, Diagnostic, DiagnosticKind, Parsed, Payload, StreamItem, SuggestedAction,
-        SuggestedValue, TextToolCall,
+        ActionHandler, Diagnostic, DiagnosticKind, Parsed, PartialPayload, Payload, StreamItem,
+        SuggestedAction, SuggestedValue, TextToolCall,
     },
     typed::typed_view,
 };
@@ -94,6 +94,18 @@ impl From<Diagnostic> for pb::Diagnostic {
     }
 }
 
+impl From<PartialPayload> for pb::PayloadPartial {
+    fn from(p: PartialPayload) -> Self {
+        Self {
+            r#type: p.payload_type,
+            data: p.data.as_ref().map(to_struct),
+            complete_paths: p.complete_paths,
+            revision: p.revision,
+            offset: p.offset as u64,
+        }
+    }
+}
+
 impl Parsed {
     /// The `ParseResponse` of this result.
     pub fn into_proto(self) -> pb::ParseResponse {
@@ -122,6 +134,7 @@ impl StreamItem {
             Self::CustomPayload(payload) => Output::CustomPayload(payload.into()),
             Self::ToolCall(call) => Output::ToolCall(call.into()),
             Self::Diagnostic(diagnostic) => Output::Diagnostic(diagnostic.into()),
+            Self::PartialPayload(partial) => Output::Partial(partial.into()),
             Self::Final(parsed) => Output::Final(parsed.into_proto()),
         };
         pb::ParseStreamResponse {

@@ -9,7 +9,8 @@
 //!
 //! Text before the first undecided byte goes to the [`MessageBuilder`];
 //! elements are resolved (decoded, validated, collected) as soon as they
-//! close, and their text is removed.
+//! close, and their text is removed. When partial payloads are on, each
+//! custom payload's JSON is also fed, as it arrives, to [`PayloadPartials`].
 
 use crate::{
     engine_state::{Candidate, Collected, Event, State, What},
@@ -19,7 +20,8 @@ use crate::{
     marker::Tri,
     message::MessageBuilder,
     model::{Diagnostic, DiagnosticKind, Parsed, StreamItem},
-    profile::Profile,
+    payload_partials::PayloadPartials,
+    profile::{Element, Profile},
     tool_calls,
 };
 
@@ -63,6 +65,8 @@ pub(crate) struct Engine {
     index: Option<CloseIndex>,
     found: Collected,
     unterminated: usize,
+    /// The values so far of the payloads being written, when wanted.
+    partials: Option<PayloadPartials>,
 }
 
 impl Engine {
@@ -79,6 +83,14 @@ impl Engine {
             index: None,
             found: Collected::default(),
             unterminated: 0,
+            partials: None,
+        }
+    }
+
+    /// Also produce `PartialPayload` items (a stream only).
+    pub(crate) fn enable_partials(&mut self) {
+        if self.emit {
+            self.partials = Some(PayloadPartials::new(self.limits));
         }
     }
 
@@ -144,6 +156,7 @@ impl Engine {
                             fenced,
                             what: What::Marker(index),
                         };
+                        self.open_partial(t, profile, &cand);
                         self.state = State::Element {
                             cand,
                             lexer: Lexer::new(opener),
@@ -160,6 +173,9 @@ impl Engine {
                     match closed {
                         Some((close, depth)) => self.state = State::Closed { cand, close, depth },
                         None if !at_end => {
+                            if let Some(partials) = &mut self.partials {
+                                partials.grow(cand.start, text, t.len());
+                            }
                             self.state = State::Element { cand, lexer };
                             break;
                         }
@@ -192,10 +208,16 @@ impl Engine {
             self.out.finish();
             let losers = self.found.payload_losers(text);
             for diagnostic in losers {
+                if let Some(partials) = &mut self.partials {
+                    partials.withdraw(diagnostic.offset);
+                }
                 self.diagnose(diagnostic);
             }
         }
         self.flush_text();
+        if let Some(partials) = &mut self.partials {
+            partials.drain(&mut self.items);
+        }
     }
 
     /// The result; call after `run` with `at_end`.
@@ -239,7 +261,23 @@ impl Engine {
         }
     }
 
+    /// Starts following the value of a custom payload whose JSON object
+    /// opens at `cand.opener`.
+    fn open_partial(&mut self, t: &[u8], profile: &Profile, cand: &Candidate) {
+        let (Some(partials), What::Marker(index)) = (&mut self.partials, cand.what) else {
+            return;
+        };
+        if let Element::Payload(priority) = profile.markers.element(index)
+            && t.get(cand.opener) == Some(&b'{')
+        {
+            partials.open(cand.start, cand.opener, &profile.payloads[priority].name);
+        }
+    }
+
     fn unterminated(&mut self, text: &str, profile: &Profile, cand: Candidate) {
+        if let Some(partials) = &mut self.partials {
+            partials.withdraw(cand.start);
+        }
         if self.unterminated < MAX_UNTERMINATED {
             self.unterminated += 1;
             let raw = truncate(&text[cand.start..], UNTERMINATED_RAW);
@@ -286,9 +324,14 @@ impl Engine {
                     }
                     value
                 });
+                let candidates = self.found.payload_candidates();
                 let events = self.found.accept(
                     profile, element, accepted, raw, cand.start, &repairs, self.emit,
                 );
+                if let Some(partials) = &mut self.partials {
+                    let valid = self.found.payload_candidates() > candidates;
+                    partials.close(cand.start, text, close, valid);
+                }
                 for event in events {
                     match event {
                         Event::Item(item) => self.item(item),

@@ -226,6 +226,11 @@ impl Collected {
         events
     }
 
+    /// How many valid payload candidates were found so far.
+    pub(crate) fn payload_candidates(&self) -> usize {
+        self.payloads.len()
+    }
+
     /// Records a text tool call; returns a copy for the stream when `emit`.
     pub(crate) fn tool_call(
         &mut self,

@@ -28,6 +28,7 @@ mod marker;
 mod message;
 mod model;
 pub mod partial;
+mod payload_partials;
 mod profile;
 pub mod profile_cache;
 mod profiles;
@@ -40,8 +41,8 @@ pub mod typed;
 pub use error::{ParseError, PartialError, ProfileError};
 pub use limits::{DEFAULT_MAX_BYTES, DEFAULT_MAX_DEPTH, HARD_MAX_BYTES, HARD_MAX_DEPTH, Limits};
 pub use model::{
-    ActionHandler, Diagnostic, DiagnosticKind, Parsed, Payload, StreamItem, SuggestedAction,
-    SuggestedValue, TextToolCall,
+    ActionHandler, Diagnostic, DiagnosticKind, Parsed, PartialPayload, Payload, StreamItem,
+    SuggestedAction, SuggestedValue, TextToolCall,
 };
 pub use profile::{
     PayloadSpec, Profile, ProfileSpec, SUGGESTED_ACTIONS_MARKER, SUGGESTED_VALUES_MARKER,

@@ -60,6 +60,34 @@ pub struct TextToolCall {
     pub raw: String,
 }
 
+/// The value so far of a custom payload whose JSON is being written: the
+/// JSON up to now, closed where it is open (see [`crate::partial`] for the
+/// rules). Handed out by a [`crate::StreamParser`] made
+/// [`with_partial_payloads`](crate::StreamParser::with_partial_payloads).
+///
+/// Successive partials of one payload (same `offset`) have increasing
+/// revisions, and each one's `data` extends the previous one's: a value at
+/// one of the previous `complete_paths` never changes. A payload's last
+/// partial either shows it whole (`complete_paths` is `[""]`) or withdraws
+/// it (`data` is `None`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct PartialPayload {
+    /// The payload type name from the profile (for example `schema_proposal`).
+    pub payload_type: String,
+    /// Byte offset of the payload's marker in the text: tells two payloads
+    /// apart, and is the `offset` of the diagnostics about it.
+    pub offset: usize,
+    /// 1 for the payload's first partial, then one more for each next one.
+    pub revision: u32,
+    /// The object so far; `None` withdraws the payload: it failed
+    /// validation, never closed, or lost to a higher-priority payload (a
+    /// diagnostic saying which comes first).
+    pub data: Option<Map<String, Value>>,
+    /// JSON Pointers of the values in `data` that are final; a path covers
+    /// everything under it ([`crate::partial::is_complete_path`]).
+    pub complete_paths: Vec<String>,
+}
+
 /// What a diagnostic reports.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum DiagnosticKind {
@@ -130,6 +158,10 @@ pub enum StreamItem {
     ToolCall(TextToolCall),
     /// A diagnostic, as soon as it is known.
     Diagnostic(Diagnostic),
+    /// The value so far of a custom payload being written: at most one per
+    /// payload per call, only when it changed, and only from a parser made
+    /// [`with_partial_payloads`](crate::StreamParser::with_partial_payloads).
+    PartialPayload(PartialPayload),
     /// The complete result, last (produced by [`crate::StreamParser::finish_with_items`]
     /// callers such as the service, never by `push`).
     Final(Box<Parsed>),

@@ -7,6 +7,85 @@
 //! element; everything else is handed out at once. For every split of a text
 //! into deltas, the `Text` items concatenate to `finish().message`, and
 //! `finish()` equals `parse` of the whole text.
+//!
+//! # Partial payloads
+//!
+//! Made [`with_partial_payloads`](StreamParser::with_partial_payloads), the
+//! parser also shows each custom payload while it is written: as soon as a
+//! payload marker is followed by the `{` of its JSON (fenced or not), a
+//! [`StreamItem::PartialPayload`] carries the object so far, closed where
+//! it is open by a [`PartialJson`](crate::partial::PartialJson) fed the
+//! element's bytes as they arrive. The other items are exactly the same
+//! with or without it.
+//!
+//! - At most one partial per payload per [`push`](StreamParser::push) (or
+//!   [`end`](StreamParser::end)), only when the value or its complete paths
+//!   changed, after the call's other items.
+//! - A payload is identified by `offset`, its marker's byte offset; its
+//!   revisions count 1, 2, 3... Each partial's `data` extends the one
+//!   before (members and items only added, only the string being written
+//!   grows), and a value at a complete path never changes.
+//! - A payload that closes valid gets a last partial that shows it whole
+//!   (`complete_paths == [""]`, `data` equal to the `CustomPayload`).
+//! - A payload shown and then found wanting is withdrawn by a partial whose
+//!   `data` is `None`, after the diagnostic that says why: when it closes
+//!   invalid (`INVALID_JSON`, `SCHEMA_VIOLATION`, `TOO_DEEP`), and at the
+//!   end when it never closed (`UNTERMINATED`) or lost to a higher-priority
+//!   payload (`DUPLICATE`).
+//! - JSON the closer cannot follow although the final parse accepts it (a
+//!   key repeated in one object, a comma right after `[` or `{`) stops the
+//!   partials growing; the `CustomPayload` and the final result decide.
+//!
+//! Feeding costs the bytes of each delta; a partial costs a copy of the
+//! value so far (one per payload per call at most).
+//!
+//! ```
+//! use std::sync::Arc;
+//!
+//! use payload_parser::{Limits, PayloadSpec, Profile, ProfileSpec, StreamItem, StreamParser};
+//! use serde_json::{Value, json};
+//!
+//! let spec = ProfileSpec {
+//!     payloads: vec![PayloadSpec {
+//!         name: "schema_proposal".into(),
+//!         marker: "SCHEMA_PROPOSAL".into(),
+//!         schema: None,
+//!     }],
+//!     ..ProfileSpec::default()
+//! };
+//! let profile = Arc::new(Profile::new(&spec)?);
+//! let mut parser = StreamParser::new(profile, Limits::default()).with_partial_payloads();
+//! let mut shown = Vec::new();
+//! for delta in [
+//!     "Here it is.\n\nSCHEMA_PROPOSAL: {\"mode\": \"upd",
+//!     "ate\", \"operations\": [{\"action\": \"remove\", \"column_id\": 7",
+//!     "}]}",
+//! ] {
+//!     for item in parser.push(delta)? {
+//!         if let StreamItem::PartialPayload(partial) = item {
+//!             let data = partial.data.map(Value::Object);
+//!             shown.push((partial.revision, data, partial.complete_paths));
+//!         }
+//!     }
+//! }
+//! assert_eq!(
+//!     shown,
+//!     [
+//!         (1, Some(json!({"mode": "upd"})), vec![]),
+//!         (
+//!             2,
+//!             Some(json!({"mode": "update", "operations": [{"action": "remove"}]})),
+//!             vec!["/mode".to_owned(), "/operations/0/action".to_owned()],
+//!         ),
+//!         (
+//!             3,
+//!             Some(json!({"mode": "update", "operations": [{"action": "remove", "column_id": 7}]})),
+//!             vec![String::new()],
+//!         ),
+//!     ]
+//! );
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
 
 use std::sync::Arc;
 
@@ -44,6 +123,15 @@ impl StreamParser {
             engine: Engine::new(limits, true),
             ended: false,
         }
+    }
+
+    /// Also hands out [`StreamItem::PartialPayload`]s: the value so far of
+    /// each custom payload while its JSON object is being written (see
+    /// [`PartialPayload`](crate::PartialPayload) and [`crate::partial`]).
+    /// Off by default; the other items are the same either way.
+    pub fn with_partial_payloads(mut self) -> Self {
+        self.engine.enable_partials();
+        self
     }
 
     /// Takes the next delta; returns what can be handed out now. Fails, and
