@@ -2,9 +2,10 @@
 //!
 //! `Parse` checks the size limit, resolves the profile (inline or by name)
 //! and parses. `ParseStream` reads the profile from the first message, then
-//! feeds each text delta to a [`StreamParser`] in a task that stops when the
-//! client goes away, answers each checkpoint once everything before it has
-//! been answered, and ends with the `final` response. Streams are bounded
+//! feeds each text delta to a [`StreamParser`] (with partial payloads on,
+//! sent as `partial` outputs) in a task that stops when the client goes
+//! away, answers each checkpoint once everything before it has been
+//! answered, and ends with the `final` response. Streams are bounded
 //! in bytes (the same limit as `Parse`), in idle time between messages and in
 //! total lifetime. Inline profiles are compiled once and kept
 //! ([`ProfileCache`]). Every parse counts its diagnostics by kind
@@ -248,7 +249,7 @@ impl PayloadParser for ParserService {
             _ => return Err(profile_required()),
         };
         let (tx, rx) = mpsc::channel(STREAM_BUFFER);
-        let parser = StreamParser::new(profile, self.inner.limits);
+        let parser = StreamParser::new(profile, self.inner.limits).with_partial_payloads();
         let deadline = tokio::time::Instant::now() + self.inner.options.max_stream_duration;
         tokio::spawn(run_stream(inbound, parser, tx, idle, deadline));
         Ok(Response::new(ReceiverStream::new(rx)))

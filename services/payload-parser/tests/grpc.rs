@@ -265,6 +265,70 @@ async fn parse_stream_streams_text_elements_and_final() {
 }
 
 #[tokio::test]
+async fn parse_stream_shows_a_payload_growing_and_sends_the_rest_unchanged() {
+    let server = Server::start().await;
+    let mut client = server.client().await;
+    let text = fixture("schema_proposal_create.txt");
+    let mut deltas = Vec::new();
+    let mut rest = text.as_str();
+    while !rest.is_empty() {
+        let cut = rest.ceil_char_boundary(9.min(rest.len()));
+        deltas.push(&rest[..cut]);
+        rest = &rest[cut..];
+    }
+    let mut messages = vec![Input::ProfileName("table_view".into())];
+    messages.extend(deltas.iter().map(|d| Input::Text((*d).to_owned())));
+    let responses = client
+        .parse_stream(stream_of(messages))
+        .await
+        .expect("stream starts")
+        .into_inner();
+    let (outputs, error) = collect(responses).await;
+    assert!(error.is_none(), "{error:?}");
+
+    let partials: Vec<_> = outputs
+        .iter()
+        .filter_map(|o| match o {
+            Output::Partial(partial) => Some(partial),
+            _ => None,
+        })
+        .collect();
+    assert!(partials.len() > 20, "{} partials", partials.len());
+    for (n, partial) in partials.iter().enumerate() {
+        assert_eq!(partial.r#type, "schema_proposal");
+        assert_eq!(usize::try_from(partial.revision), Ok(n + 1));
+    }
+    let Some(Output::Final(last)) = outputs.last() else {
+        panic!("final comes last: {outputs:?}")
+    };
+    let payload = last.custom_payload.as_ref().expect("a valid proposal");
+    let whole = partials.last().expect("partials");
+    assert_eq!(whole.complete_paths, [""]);
+    assert_eq!(whole.data, payload.data);
+
+    // Without the new case, the outputs are the library's without partials.
+    let mut parser =
+        payload_parser::StreamParser::new(common::profile("table_view"), Limits::default());
+    let mut expected = Vec::new();
+    for delta in &deltas {
+        expected.extend(parser.push(delta).expect("within limits"));
+    }
+    let (tail, parsed) = parser.finish_with_items();
+    expected.extend(tail);
+    expected.push(payload_parser::StreamItem::Final(Box::new(parsed)));
+    let expected: Vec<_> = expected
+        .into_iter()
+        .filter_map(|item| item.into_proto().output)
+        .collect();
+    let others: Vec<_> = outputs
+        .into_iter()
+        .filter(|o| !matches!(o, Output::Partial(_)))
+        .collect();
+    assert_eq!(others, expected);
+    server.stop().await;
+}
+
+#[tokio::test]
 async fn a_checkpoint_is_answered_after_the_output_of_the_text_before_it() {
     let server = Server::start().await;
     let mut client = server.client().await;
