@@ -138,6 +138,8 @@ fn turn() -> Turn {
         conversation_id: String::new(),
         turn_id: String::new(),
         user_id: String::new(),
+        user_issuer: String::new(),
+        tenant: String::new(),
         text_tool_calls: false,
         context: None,
     }

@@ -342,6 +342,8 @@ impl Runner {
             limits: turn.limits,
             conversation_id: &turn.conversation_id,
             user_id: &turn.user_id,
+            user_issuer: &turn.user_issuer,
+            tenant: &turn.tenant,
             context: turn.context.as_ref(),
             cancel,
             deadline,

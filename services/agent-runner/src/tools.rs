@@ -133,6 +133,10 @@ pub struct CallContext {
     pub conversation_id: String,
     /// The user on whose behalf the model calls the tool.
     pub user_id: String,
+    /// Where `user_id` comes from (`jwt:<iss>`, `static`, `dev`).
+    pub user_issuer: String,
+    /// The user's tenant; empty when none.
+    pub tenant: String,
     /// The page's UI state, when the turn has one.
     pub context: Option<Value>,
     /// The time the call has.

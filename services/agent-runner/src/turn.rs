@@ -33,6 +33,10 @@ pub struct Turn {
     pub turn_id: String,
     /// The authenticated user, passed to tools.
     pub user_id: String,
+    /// Where `user_id` comes from (`jwt:<iss>`, `static`, `dev`).
+    pub user_issuer: String,
+    /// The user's tenant; empty when none.
+    pub tenant: String,
     /// Whether tool calls written into the text are recognised
     /// (docs/output-format.md#tool-calls-in-the-text).
     pub text_tool_calls: bool,

@@ -106,8 +106,12 @@ async fn a_tool_round_reports_every_outcome_and_feeds_results_back() {
     assert_eq!(record.names(), vec!["search".to_owned(), "fail".to_owned()]);
     let served = record.calls.lock().expect("lock")[0].clone();
     assert_eq!(
-        (served.user_id.as_str(), served.conversation_id.as_str()),
-        ("user-1", "conv-1")
+        (
+            served.user_id.as_str(),
+            served.user_issuer.as_str(),
+            served.conversation_id.as_str()
+        ),
+        ("user-1", "static", "conv-1")
     );
 
     // The second model call saw the assistant's calls and all five results, in order.

@@ -84,6 +84,28 @@ impl Gateway {
             },
         )
         .await?;
+        let legacy_issuer = auth.legacy_issuer(config.auth.legacy_issuer.as_deref());
+        let legacy = store
+            .adopt_legacy_owners(
+                legacy_issuer
+                    .as_deref()
+                    .map(crate::auth::issuer_prefix)
+                    .as_deref(),
+            )
+            .await?;
+        if legacy.adopted > 0 {
+            tracing::info!(
+                adopted = legacy.adopted,
+                issuer = legacy_issuer.as_deref().unwrap_or_default(),
+                "conversations stored before owners were scoped by issuer now belong to that issuer's users"
+            );
+        }
+        if legacy.waiting > 0 {
+            tracing::warn!(
+                waiting = legacy.waiting,
+                "conversations stored before owners were scoped by issuer are hidden: several identity sources could have written them; set auth.legacy_issuer to the one that did"
+            );
+        }
         if auth.is_dev() {
             tracing::warn!(
                 user = crate::auth::DEV_USER,

@@ -1,6 +1,10 @@
 //! Who is calling: the bearer token in the `authorization` metadata becomes
-//! the user id every store query is filtered by. The user id never comes
-//! from the request body.
+//! a [`Principal`] (issuer, tenant, subject), and its owner key is what
+//! every store query is filtered by. The identity never comes from the
+//! request body, and it is scoped by its issuer: `alice` of one identity
+//! provider, `alice` of another and the static token of user `alice` are
+//! three owners that never see each other's conversations; a tenant claim
+//! separates the same way.
 //!
 //! Accepted tokens are JWTs (HS256 or RS256, with issuer, audience and
 //! expiry checked) and static tokens from the configuration, compared as
@@ -10,7 +14,6 @@
 //! [`Authenticator::interceptor`]); health and reflection need no token.
 
 use jsonwebtoken::{Algorithm, DecodingKey, Validation, errors::ErrorKind};
-use serde::Deserialize;
 use sha2::{Digest, Sha256};
 use subtle::{ConditionallySelectable, ConstantTimeEq};
 use tonic::{Code, Request, Status, metadata::MetadataMap};
@@ -20,9 +23,74 @@ use crate::config::{AuthConfig, JwtAlgorithm, JwtConfig, StaticTokenConfig};
 /// The user every call is attributed to in dev mode.
 pub const DEV_USER: &str = "dev";
 
+/// The issuer of dev mode's user.
+pub const DEV_ISSUER: &str = "dev";
+
+/// The issuer of the configured static tokens.
+pub const STATIC_ISSUER: &str = "static";
+
+/// Longest subject or tenant accepted from a token, in bytes.
+pub const MAX_ID_BYTES: usize = 256;
+
 /// The authenticated caller, put in the request's extensions.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct User(pub String);
+pub struct Principal {
+    /// Where the identity comes from: `jwt:<iss>`, [`STATIC_ISSUER`] or
+    /// [`DEV_ISSUER`].
+    pub issuer: String,
+    /// The tenant (a JWT's tenant claim, a static token's `tenant`).
+    pub tenant: Option<String>,
+    /// The user within the issuer (a JWT's `sub`, a static token's user).
+    pub subject: String,
+    owner: String,
+}
+
+impl Principal {
+    /// The caller `subject` of `issuer`, in `tenant`.
+    pub fn new(
+        issuer: impl Into<String>,
+        tenant: Option<String>,
+        subject: impl Into<String>,
+    ) -> Self {
+        let issuer = issuer.into();
+        let subject = subject.into();
+        let owner = owner_key(&issuer, tenant.as_deref(), &subject);
+        Self {
+            issuer,
+            tenant,
+            subject,
+            owner,
+        }
+    }
+
+    /// Dev mode's caller.
+    pub fn dev() -> Self {
+        Self::new(DEV_ISSUER, None, DEV_USER)
+    }
+
+    /// The key the caller's conversations and turns are stored under:
+    /// `<issuer> <tenant> <subject>`, the issuer and tenant with `%` and
+    /// spaces escaped, so that no two principals share one.
+    pub fn owner(&self) -> &str {
+        &self.owner
+    }
+}
+
+/// `<issuer> <tenant> <subject>`, see [`Principal::owner`].
+pub fn owner_key(issuer: &str, tenant: Option<&str>, subject: &str) -> String {
+    let escape = |part: &str| part.replace('%', "%25").replace(' ', "%20");
+    format!(
+        "{} {} {subject}",
+        escape(issuer),
+        escape(tenant.unwrap_or_default())
+    )
+}
+
+/// The owner-key prefix of every principal of `issuer` without a tenant
+/// (what rows stored before owners were scoped are adopted into).
+pub fn issuer_prefix(issuer: &str) -> String {
+    owner_key(issuer, None, "")
+}
 
 /// Why the auth configuration is unusable.
 #[derive(Debug, thiserror::Error)]
@@ -80,22 +148,25 @@ impl AuthError {
 }
 
 struct JwtVerifier {
+    issuer: String,
     key: DecodingKey,
     validation: Validation,
     algorithm: Algorithm,
 }
 
-#[derive(Deserialize)]
-struct Claims {
-    sub: String,
+/// A static token: the SHA-256 of the token, and who it stands for.
+struct StaticToken {
+    digest: [u8; 32],
+    principal: Principal,
 }
 
 /// Checks bearer tokens.
 pub struct Authenticator {
     dev: bool,
     jwt: Vec<JwtVerifier>,
-    /// SHA-256 of each static token, with its user.
-    statics: Vec<([u8; 32], String)>,
+    statics: Vec<StaticToken>,
+    /// The JWT claim naming the caller's tenant.
+    tenant_claim: String,
 }
 
 impl std::fmt::Debug for Authenticator {
@@ -181,16 +252,14 @@ fn build_jwt(
     validation.validate_nbf = true;
     validation.leeway = leeway.as_secs();
     Ok(JwtVerifier {
+        issuer: format!("jwt:{}", config.issuer),
         key,
         validation,
         algorithm,
     })
 }
 
-fn build_static(
-    index: usize,
-    config: &StaticTokenConfig,
-) -> Result<([u8; 32], String), AuthConfigError> {
+fn build_static(index: usize, config: &StaticTokenConfig) -> Result<StaticToken, AuthConfigError> {
     let token = env_or_inline(&config.token, &config.token_env).map_err(|message| {
         AuthConfigError::Static {
             index,
@@ -205,7 +274,10 @@ fn build_static(
             message: "the token must be at least 16 bytes".into(),
         });
     }
-    Ok((digest(&token), config.user.clone()))
+    Ok(StaticToken {
+        digest: digest(&token),
+        principal: Principal::new(STATIC_ISSUER, config.tenant.clone(), config.user.clone()),
+    })
 }
 
 impl Authenticator {
@@ -225,7 +297,12 @@ impl Authenticator {
             .map(|(index, entry)| build_static(index, entry))
             .collect::<Result<Vec<_>, _>>()?;
         let dev = force_dev || config.dev || (jwt.is_empty() && statics.is_empty());
-        Ok(Self { dev, jwt, statics })
+        Ok(Self {
+            dev,
+            jwt,
+            statics,
+            tenant_claim: config.tenant_claim.clone(),
+        })
     }
 
     /// An authenticator in dev mode.
@@ -234,6 +311,29 @@ impl Authenticator {
             dev: true,
             jwt: Vec::new(),
             statics: Vec::new(),
+            tenant_claim: String::new(),
+        }
+    }
+
+    /// The issuer whose principals own what was stored before owners were
+    /// scoped by issuer (bare user ids): `configured` (`auth.legacy_issuer`)
+    /// when set, else the only identity source there is (dev mode, the
+    /// static tokens, or a single JWT issuer); `None` when several could
+    /// have written those rows.
+    pub fn legacy_issuer(&self, configured: Option<&str>) -> Option<String> {
+        if let Some(issuer) = configured {
+            return Some(match issuer {
+                DEV_ISSUER | STATIC_ISSUER => issuer.to_owned(),
+                url => format!("jwt:{url}"),
+            });
+        }
+        if self.dev {
+            return Some(DEV_ISSUER.to_owned());
+        }
+        match (self.jwt.as_slice(), self.statics.is_empty()) {
+            ([], false) => Some(STATIC_ISSUER.to_owned()),
+            ([only], true) => Some(only.issuer.clone()),
+            _ => None,
         }
     }
 
@@ -243,9 +343,9 @@ impl Authenticator {
     }
 
     /// The caller named by the request's bearer token.
-    pub fn authenticate(&self, metadata: &MetadataMap) -> Result<User, AuthError> {
+    pub fn authenticate(&self, metadata: &MetadataMap) -> Result<Principal, AuthError> {
         if self.dev {
-            return Ok(User(DEV_USER.to_owned()));
+            return Ok(Principal::dev());
         }
         let header = metadata
             .get("authorization")
@@ -262,22 +362,22 @@ impl Authenticator {
         if token.is_empty() {
             return Err(AuthError::MissingToken);
         }
-        if let Some(user) = self.static_user(token) {
-            return Ok(User(user));
+        if let Some(principal) = self.static_principal(token) {
+            return Ok(principal);
         }
-        self.jwt_user(token)
+        self.jwt_principal(token)
     }
 
     /// Compares against every static token without an early exit.
-    fn static_user(&self, token: &str) -> Option<String> {
+    fn static_principal(&self, token: &str) -> Option<Principal> {
         if self.statics.is_empty() {
             return None;
         }
         let presented = digest(token);
         let mut found = subtle::Choice::from(0);
         let mut index = 0_u32;
-        for (position, (expected, _)) in self.statics.iter().enumerate() {
-            let matches = presented.ct_eq(expected);
+        for (position, known) in self.statics.iter().enumerate() {
+            let matches = presented.ct_eq(&known.digest);
             let position = u32::try_from(position).unwrap_or(u32::MAX);
             index = u32::conditional_select(&index, &position, matches);
             found |= matches;
@@ -286,12 +386,12 @@ impl Authenticator {
             .then(|| {
                 self.statics
                     .get(index as usize)
-                    .map(|(_, user)| user.clone())
+                    .map(|known| known.principal.clone())
             })
             .flatten()
     }
 
-    fn jwt_user(&self, token: &str) -> Result<User, AuthError> {
+    fn jwt_principal(&self, token: &str) -> Result<Principal, AuthError> {
         let header = jsonwebtoken::decode_header(token).map_err(|_| AuthError::InvalidToken)?;
         let mut outcome = Err(AuthError::InvalidToken);
         for verifier in self
@@ -299,9 +399,12 @@ impl Authenticator {
             .iter()
             .filter(|verifier| verifier.algorithm == header.alg)
         {
-            match jsonwebtoken::decode::<Claims>(token, &verifier.key, &verifier.validation) {
-                Ok(data) if !data.claims.sub.trim().is_empty() => return Ok(User(data.claims.sub)),
-                Ok(_) => {}
+            match jsonwebtoken::decode::<serde_json::Map<String, serde_json::Value>>(
+                token,
+                &verifier.key,
+                &verifier.validation,
+            ) {
+                Ok(data) => return self.principal_of(&verifier.issuer, &data.claims),
                 Err(error) => {
                     tracing::debug!(kind = ?error.kind(), "jwt rejected");
                     if matches!(error.kind(), ErrorKind::ExpiredSignature) {
@@ -312,20 +415,44 @@ impl Authenticator {
         }
         outcome
     }
+
+    /// The principal of a verified token's claims: `sub` (required, at
+    /// most [`MAX_ID_BYTES`]) and the tenant claim when present (a string,
+    /// as long at most).
+    fn principal_of(
+        &self,
+        issuer: &str,
+        claims: &serde_json::Map<String, serde_json::Value>,
+    ) -> Result<Principal, AuthError> {
+        let id = |value: &serde_json::Value| {
+            value
+                .as_str()
+                .map(str::trim)
+                .filter(|id| !id.is_empty() && id.len() <= MAX_ID_BYTES)
+                .map(str::to_owned)
+                .ok_or(AuthError::InvalidToken)
+        };
+        let subject = claims.get("sub").map(id).ok_or(AuthError::InvalidToken)??;
+        let tenant = match claims.get(&self.tenant_claim) {
+            None | Some(serde_json::Value::Null) => None,
+            Some(value) => Some(id(value)?),
+        };
+        Ok(Principal::new(issuer, tenant, subject))
+    }
 }
 
 /// The tonic interceptor that authenticates each call and puts the
-/// [`User`] in its extensions.
+/// [`Principal`] in its extensions.
 #[derive(Debug, Clone)]
 pub struct AuthInterceptor(pub std::sync::Arc<Authenticator>);
 
 impl tonic::service::Interceptor for AuthInterceptor {
     fn call(&mut self, mut request: Request<()>) -> Result<Request<()>, Status> {
-        let user = self
+        let principal = self
             .0
             .authenticate(request.metadata())
             .map_err(|error| error.to_status())?;
-        request.extensions_mut().insert(user);
+        request.extensions_mut().insert(principal);
         Ok(request)
     }
 }

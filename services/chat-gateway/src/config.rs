@@ -195,6 +195,15 @@ pub struct AuthConfig {
     pub jwt: Vec<JwtConfig>,
     /// `[[auth.static_tokens]]`: fixed tokens, each naming its user.
     pub static_tokens: Vec<StaticTokenConfig>,
+    /// The JWT claim that names the caller's tenant (absent: no tenant).
+    /// Tenants group users for limits and metrics, and separate owners:
+    /// the same `sub` in two tenants is two users.
+    pub tenant_claim: String,
+    /// Who owns what was stored before owners were scoped by issuer:
+    /// `dev`, `static` or a JWT issuer. Unset, the only identity source
+    /// configured adopts those rows; with several, they stay hidden (and
+    /// the gateway says so at start-up) until this is set.
+    pub legacy_issuer: Option<String>,
 }
 
 impl Default for AuthConfig {
@@ -204,6 +213,8 @@ impl Default for AuthConfig {
             leeway: Duration::from_secs(30),
             jwt: Vec::new(),
             static_tokens: Vec::new(),
+            tenant_claim: "tenant".into(),
+            legacy_issuer: None,
         }
     }
 }
@@ -247,6 +258,8 @@ pub struct StaticTokenConfig {
     pub token: Option<String>,
     /// The environment variable holding the token.
     pub token_env: Option<String>,
+    /// The tenant the token's user belongs to.
+    pub tenant: Option<String>,
 }
 
 impl GatewayConfig {

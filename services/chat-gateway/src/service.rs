@@ -20,7 +20,7 @@ use parley_proto::{
 use tonic::{Request, Response, Status, service::interceptor::InterceptedService};
 
 use crate::{
-    auth::{AuthInterceptor, Authenticator, User},
+    auth::{AuthInterceptor, Authenticator, Principal},
     error::GatewayError,
     prompt::{PromptInput, build_system_prompt},
     registry::{ActionError, Handler, PageRef},
@@ -52,11 +52,12 @@ impl GatewayService {
     }
 }
 
-fn caller<T>(request: &Request<T>) -> Result<String, Status> {
+/// The authenticated caller of `request` (the auth interceptor put it there).
+fn principal<T>(request: &Request<T>) -> Result<Principal, Status> {
     request
         .extensions()
-        .get::<User>()
-        .map(|user| user.0.clone())
+        .get::<Principal>()
+        .cloned()
         .ok_or_else(|| {
             parley_grpc::status::error(
                 tonic::Code::Unauthenticated,
@@ -64,6 +65,11 @@ fn caller<T>(request: &Request<T>) -> Result<String, Status> {
                 "the caller is not authenticated",
             )
         })
+}
+
+/// The owner key of the caller of `request`.
+fn caller<T>(request: &Request<T>) -> Result<String, Status> {
+    principal(request).map(|principal| principal.owner().to_owned())
 }
 
 fn page_ref(page: &crate::store::StoredPage) -> PageRef {
@@ -84,7 +90,7 @@ impl ChatGateway for GatewayService {
         &self,
         request: Request<gw::ChatRequest>,
     ) -> Result<Response<Self::ChatStream>, Status> {
-        let owner = caller(&request)?;
+        let principal = principal(&request)?;
         let config = &self.engine.config;
         let deadline = validate::deadline(request.metadata(), config.max_duration);
         let request = request.into_inner();
@@ -98,7 +104,7 @@ impl ChatGateway for GatewayService {
         let stream = self
             .engine
             .start_turn(StartTurn {
-                owner,
+                principal,
                 conversation_id: request.conversation_id,
                 message: request.message,
                 page,
@@ -149,7 +155,7 @@ impl ChatGateway for GatewayService {
         &self,
         request: Request<gw::ExecuteActionRequest>,
     ) -> Result<Response<Self::ExecuteActionStream>, Status> {
-        let owner = caller(&request)?;
+        let principal = principal(&request)?;
         let config = &self.engine.config;
         let deadline = validate::deadline(request.metadata(), config.max_duration);
         let request = request.into_inner();
@@ -202,7 +208,7 @@ impl ChatGateway for GatewayService {
         let stream = self
             .engine
             .start_turn(StartTurn {
-                owner,
+                principal,
                 conversation_id: request.conversation_id,
                 message,
                 page,

@@ -16,6 +16,7 @@
 mod batch;
 pub mod listen;
 pub mod model;
+pub mod owners;
 mod queries;
 pub mod turns;
 mod writes;
@@ -262,6 +263,11 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
         3,
         "stream ahead",
         include_str!("store/migrations/0003_stream_ahead.sql"),
+    ),
+    (
+        4,
+        "scoped owners",
+        include_str!("store/migrations/0004_scoped_owners.sql"),
     ),
 ];
 

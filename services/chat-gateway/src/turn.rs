@@ -34,6 +34,7 @@ use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
 use crate::{
+    auth::Principal,
     clients::Upstreams,
     config::TurnConfig,
     error::GatewayError,
@@ -87,8 +88,8 @@ pub struct Engine {
 /// A request to start a turn, validated, with the page it resolved to.
 #[derive(Debug, Clone)]
 pub struct StartTurn {
-    /// The authenticated user.
-    pub owner: String,
+    /// The authenticated caller; its owner key scopes every store access.
+    pub principal: Principal,
     /// The conversation; empty starts a new one (then [`Engine::start_turn`]
     /// fills in the new id).
     pub conversation_id: String,
@@ -203,11 +204,14 @@ impl Engine {
         mut start: StartTurn,
     ) -> Result<EventStream, GatewayError> {
         if let Some(request_id) = &start.request_id
-            && let Some(turn) = self.store.turn_by_request(&start.owner, request_id).await?
+            && let Some(turn) = self
+                .store
+                .turn_by_request(start.principal.owner(), request_id)
+                .await?
         {
             if !reruns(&turn) {
                 tracing::info!(turn = %turn.id, "a retried request follows its turn");
-                return Ok(self.follow(&start.owner, turn, 0));
+                return Ok(self.follow(start.principal.owner(), turn, 0));
             }
             // It runs again where it failed, also when it had created the
             // conversation.
@@ -222,7 +226,7 @@ impl Engine {
         if !create
             && self
                 .store
-                .conversation(&start.owner, &conversation_id)
+                .conversation(start.principal.owner(), &conversation_id)
                 .await?
                 .is_none()
         {
@@ -248,7 +252,7 @@ impl Engine {
         };
         let title = title_from(&start.message, TITLE_CHARS);
         let new_turn = NewTurn {
-            owner: &start.owner,
+            owner: start.principal.owner(),
             conversation_id: &conversation_id,
             create,
             turn_id: &turn_id,
@@ -264,7 +268,7 @@ impl Engine {
             && start.cancel_running
         {
             // The running turn is another replica's: stop it there.
-            self.stop_anywhere(&start.owner, running, StopCause::Superseded)
+            self.stop_anywhere(start.principal.owner(), running, StopCause::Superseded)
                 .await?;
             begun = self.store.begin_turn(&new_turn).await?;
         }
@@ -272,7 +276,7 @@ impl Engine {
             BeginTurn::Started { .. } => {}
             BeginTurn::DuplicateRequest(turn) => {
                 drop(slot);
-                return Ok(self.follow(&start.owner, turn, 0));
+                return Ok(self.follow(start.principal.owner(), turn, 0));
             }
             BeginTurn::NotFound => return Err(GatewayError::ConversationNotFound),
             BeginTurn::Busy { turn_id } => return Err(GatewayError::TurnInProgress { turn_id }),
@@ -284,7 +288,7 @@ impl Engine {
             new_conversation: create,
         };
         tracing::info!(conversation = %spec.start.conversation_id, turn = %spec.turn_id, new = spec.new_conversation, "turn started");
-        let source = self.source(&spec.start.owner, &spec.turn_id);
+        let source = self.source(spec.start.principal.owner(), &spec.turn_id);
         let stream = follow::local(journal.clone(), source, 0);
         let span = observe::turn_span(&spec);
         tokio::spawn(flow::run(self.clone(), spec, slot, journal).instrument(span));

@@ -77,6 +77,8 @@ pub fn turn_from_request(
         conversation_id: request.conversation_id,
         turn_id: request.turn_id,
         user_id: request.user_id,
+        user_issuer: request.user_issuer,
+        tenant: request.tenant,
         text_tool_calls: request.text_tool_calls,
         context: request.context.as_ref().map(from_struct_value),
     })

@@ -143,6 +143,8 @@ mod tests {
             call_id: "c1".into(),
             conversation_id: String::new(),
             user_id: String::new(),
+            user_issuer: String::new(),
+            tenant: String::new(),
             context: None,
             timeout: Duration::from_secs(1),
         }

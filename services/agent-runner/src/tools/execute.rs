@@ -58,6 +58,10 @@ pub struct Round<'a> {
     /// Passed to tools.
     pub user_id: &'a str,
     /// Passed to tools.
+    pub user_issuer: &'a str,
+    /// Passed to tools.
+    pub tenant: &'a str,
+    /// Passed to tools.
     pub context: Option<&'a Value>,
     /// Fires when the client goes away.
     pub cancel: &'a CancellationToken,
@@ -223,6 +227,8 @@ impl Round<'_> {
             call_id: call.id.clone(),
             conversation_id: self.conversation_id.to_owned(),
             user_id: self.user_id.to_owned(),
+            user_issuer: self.user_issuer.to_owned(),
+            tenant: self.tenant.to_owned(),
             context: self.context.cloned(),
             timeout,
         };

@@ -93,6 +93,8 @@ pub async fn execute(
         input: Some(to_struct_wrapped(input)),
         conversation_id: ctx.conversation_id.clone(),
         user_id: ctx.user_id.clone(),
+        user_issuer: ctx.user_issuer.clone(),
+        tenant: ctx.tenant.clone(),
         timeout: prost_types::Duration::try_from(ctx.timeout).ok(),
         context: ctx.context.as_ref().map(to_struct_wrapped),
     };

@@ -135,6 +135,8 @@ pub fn turn(user: &str) -> Turn {
         conversation_id: "conv-1".into(),
         turn_id: "turn-1".into(),
         user_id: "user-1".into(),
+        user_issuer: "static".into(),
+        tenant: String::new(),
         text_tool_calls: false,
         context: None,
     }

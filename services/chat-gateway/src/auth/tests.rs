@@ -43,13 +43,16 @@ fn config() -> AuthConfig {
                 user: "ci".into(),
                 token: Some(STATIC_TOKEN.into()),
                 token_env: None,
+                tenant: None,
             },
             StaticTokenConfig {
                 user: "ops".into(),
                 token: Some("another-static-token-2".into()),
                 token_env: None,
+                tenant: Some("acme".into()),
             },
         ],
+        ..AuthConfig::default()
     }
 }
 
@@ -94,7 +97,7 @@ fn hs256_tokens_name_their_subject() {
     );
     assert_eq!(
         authenticator().authenticate(&bearer(&token)),
-        Ok(User("alice".into()))
+        Ok(Principal::new("jwt:https://hs.example", None, "alice"))
     );
 }
 
@@ -106,7 +109,7 @@ fn rs256_tokens_name_their_subject() {
     );
     assert_eq!(
         authenticator().authenticate(&bearer(&token)),
-        Ok(User("bob".into()))
+        Ok(Principal::new("jwt:https://rs.example", None, "bob"))
     );
 }
 
@@ -114,11 +117,11 @@ fn rs256_tokens_name_their_subject() {
 fn static_tokens_name_their_user() {
     assert_eq!(
         authenticator().authenticate(&bearer(STATIC_TOKEN)),
-        Ok(User("ci".into()))
+        Ok(Principal::new(STATIC_ISSUER, None, "ci"))
     );
     assert_eq!(
         authenticator().authenticate(&bearer("another-static-token-2")),
-        Ok(User("ops".into()))
+        Ok(Principal::new(STATIC_ISSUER, Some("acme".into()), "ops"))
     );
     assert_eq!(
         authenticator().authenticate(&bearer("static-token-for-ci-0002")),
@@ -218,10 +221,7 @@ fn missing_or_malformed_headers_are_refused() {
 fn dev_mode_needs_no_token_and_is_the_default() {
     let auth = Authenticator::from_config(&AuthConfig::default(), false).expect("empty config");
     assert!(auth.is_dev());
-    assert_eq!(
-        auth.authenticate(&MetadataMap::new()),
-        Ok(User(DEV_USER.into()))
-    );
+    assert_eq!(auth.authenticate(&MetadataMap::new()), Ok(Principal::dev()));
     let forced = Authenticator::from_config(&config(), true).expect("config");
     assert!(forced.is_dev());
     assert!(!authenticator().is_dev());
@@ -248,5 +248,109 @@ fn unusable_key_material_is_named() {
             .to_string()
             .contains("PARLEY_TEST_SURELY_UNSET_VARIABLE"),
         "{error}"
+    );
+}
+
+#[test]
+fn owners_are_scoped_by_issuer_and_tenant() {
+    let auth = authenticator();
+    let hs = auth
+        .authenticate(&bearer(&hs256(
+            &claims("https://hs.example", "parley", "ci", 600),
+            SECRET,
+        )))
+        .expect("a JWT");
+    let rs = auth
+        .authenticate(&bearer(&rs256(
+            &claims("https://rs.example", "parley", "ci", 600),
+            "jwt_rs256_private.pem",
+        )))
+        .expect("a JWT");
+    let fixed = auth.authenticate(&bearer(STATIC_TOKEN)).expect("static");
+    assert_eq!(hs.subject, "ci");
+    assert_eq!(rs.subject, "ci");
+    assert_eq!(fixed.subject, "ci");
+    let owners = [hs.owner(), rs.owner(), fixed.owner()];
+    assert_eq!(
+        owners,
+        [
+            "jwt:https://hs.example  ci",
+            "jwt:https://rs.example  ci",
+            "static  ci"
+        ]
+    );
+
+    let mut in_acme = claims("https://hs.example", "parley", "ci", 600);
+    in_acme["tenant"] = json!("acme");
+    let tenant = auth
+        .authenticate(&bearer(&hs256(&in_acme, SECRET)))
+        .expect("a JWT with a tenant");
+    assert_eq!(tenant.tenant.as_deref(), Some("acme"));
+    assert_eq!(tenant.owner(), "jwt:https://hs.example acme ci");
+
+    // Separators in an issuer or tenant are escaped, so no two principals
+    // can be made to share a key.
+    assert_ne!(owner_key("a b", None, "c"), owner_key("a", Some("b"), "c"),);
+    assert_eq!(owner_key("a b", Some("x%y"), "c d"), "a%20b x%25y c d");
+}
+
+#[test]
+fn the_tenant_claim_is_configurable_and_must_be_a_short_string() {
+    let mut config = config();
+    config.tenant_claim = "org_id".into();
+    let auth = Authenticator::from_config(&config, false).expect("valid");
+    let mut with_org = claims("https://hs.example", "parley", "alice", 600);
+    with_org["org_id"] = json!("org-7");
+    with_org["tenant"] = json!("ignored");
+    let principal = auth
+        .authenticate(&bearer(&hs256(&with_org, SECRET)))
+        .expect("valid");
+    assert_eq!(principal.tenant.as_deref(), Some("org-7"));
+
+    for bad in [
+        json!(7),
+        json!(["a"]),
+        json!(""),
+        json!("x".repeat(MAX_ID_BYTES + 1)),
+    ] {
+        let mut token = claims("https://hs.example", "parley", "alice", 600);
+        token["org_id"] = bad.clone();
+        assert_eq!(
+            auth.authenticate(&bearer(&hs256(&token, SECRET))),
+            Err(AuthError::InvalidToken),
+            "{bad}"
+        );
+    }
+}
+
+#[test]
+fn legacy_rows_go_to_the_only_identity_source() {
+    assert_eq!(
+        Authenticator::dev().legacy_issuer(None).as_deref(),
+        Some(DEV_ISSUER)
+    );
+    // Two JWT issuers and static tokens: nobody adopts them unless told.
+    assert_eq!(authenticator().legacy_issuer(None), None);
+    assert_eq!(
+        authenticator()
+            .legacy_issuer(Some("https://hs.example"))
+            .as_deref(),
+        Some("jwt:https://hs.example")
+    );
+    assert_eq!(
+        authenticator().legacy_issuer(Some("static")).as_deref(),
+        Some(STATIC_ISSUER)
+    );
+    let mut only_static = config();
+    only_static.jwt.clear();
+    let auth = Authenticator::from_config(&only_static, false).expect("valid");
+    assert_eq!(auth.legacy_issuer(None).as_deref(), Some(STATIC_ISSUER));
+    let mut one_issuer = config();
+    one_issuer.jwt.truncate(1);
+    one_issuer.static_tokens.clear();
+    let auth = Authenticator::from_config(&one_issuer, false).expect("valid");
+    assert_eq!(
+        auth.legacy_issuer(None).as_deref(),
+        Some("jwt:https://hs.example")
     );
 }

@@ -855,6 +855,91 @@ async fn injected_write_faults_store_nothing(store: Store) {
     );
 }
 
+/// Migration 0004 on rows of the bare-id era, then their adoption.
+async fn rows_from_before_scoped_owners_wait_for_their_issuer(store: Store) {
+    // A conversation (and its turn, with a request id) of `alice`, stored
+    // before owners were scoped, then migrated as 0004 migrates every row.
+    let conversation = id();
+    let turn = start(&store, "alice", &conversation, true, Some("req-1")).await;
+    let migration: Vec<&str> = include_str!("migrations/0004_scoped_owners.sql")
+        .lines()
+        .filter(|line| !line.trim_start().starts_with("--"))
+        .collect();
+    for statement in migration
+        .join("\n")
+        .split(';')
+        .map(str::to_owned)
+        .filter(|sql| !sql.trim().is_empty())
+    {
+        sqlx::query(sqlx::AssertSqlSafe(statement))
+            .execute(&store.pool)
+            .await
+            .expect("the migration's statement");
+    }
+    for owner in ["alice", "dev  alice", "static  alice"] {
+        assert!(
+            store.events(owner, &conversation).await.expect("read").is_empty(),
+            "{owner} sees it"
+        );
+    }
+
+    // No issuer to hand them to: they wait, hidden.
+    let legacy = store.adopt_legacy_owners(None).await.expect("count");
+    assert_eq!(
+        legacy,
+        owners::Legacy {
+            adopted: 0,
+            waiting: 1
+        }
+    );
+
+    // Handed to the static tokens' `alice`, and only to her.
+    let legacy = store
+        .adopt_legacy_owners(Some("static  "))
+        .await
+        .expect("adopt");
+    assert_eq!(
+        legacy,
+        owners::Legacy {
+            adopted: 1,
+            waiting: 0
+        }
+    );
+    assert_eq!(
+        store
+            .events("static  alice", &conversation)
+            .await
+            .expect("hers now")
+            .len(),
+        1
+    );
+    assert!(
+        store
+            .events("dev  alice", &conversation)
+            .await
+            .expect("read")
+            .is_empty()
+    );
+    let by_request = store
+        .turn_by_request("static  alice", "req-1")
+        .await
+        .expect("read")
+        .expect("her request id too");
+    assert_eq!(by_request.id, turn);
+    // A second replica starting later finds nothing left to adopt.
+    let again = store
+        .adopt_legacy_owners(Some("static  "))
+        .await
+        .expect("adopt");
+    assert_eq!(
+        again,
+        owners::Legacy {
+            adopted: 0,
+            waiting: 0
+        }
+    );
+}
+
 macro_rules! on_both_backends {
     ($($scenario:ident),* $(,)?) => {
         mod sqlite {
@@ -894,6 +979,7 @@ on_both_backends!(
     wire_log_leases_and_reaping,
     one_append_for_many_turns,
     injected_write_faults_store_nothing,
+    rows_from_before_scoped_owners_wait_for_their_issuer,
 );
 
 #[tokio::test]

@@ -152,7 +152,9 @@ async fn produce(
         limits: None,
         conversation_id: spec.start.conversation_id.clone(),
         turn_id: spec.turn_id.clone(),
-        user_id: spec.start.owner.clone(),
+        user_id: spec.start.principal.subject.clone(),
+        user_issuer: spec.start.principal.issuer.clone(),
+        tenant: spec.start.principal.tenant.clone().unwrap_or_default(),
         text_tool_calls: engine.config.text_tool_calls,
         context: spec.start.page.state.as_ref().map(json::to_struct_wrapped),
     };
@@ -270,7 +272,7 @@ async fn load_history(engine: &Engine, spec: &TurnSpec) -> Result<History, Failu
     let events = engine
         .store
         .recent_events(
-            &spec.start.owner,
+            spec.start.principal.owner(),
             &spec.start.conversation_id,
             engine.config.history_max_turns,
         )
@@ -278,7 +280,7 @@ async fn load_history(engine: &Engine, spec: &TurnSpec) -> Result<History, Failu
         .map_err(store_failure)?;
     let turns = engine
         .store
-        .turns(&spec.start.owner, &spec.start.conversation_id)
+        .turns(spec.start.principal.owner(), &spec.start.conversation_id)
         .await
         .map_err(store_failure)?;
     Ok(history::rebuild(&events, &turns))
@@ -348,7 +350,7 @@ async fn finish(engine: &Engine, spec: &TurnSpec, ended: Ended<'_>, produced: Pr
     let stored = engine
         .store
         .finish_turn(FinishTurn {
-            owner: &spec.start.owner,
+            owner: spec.start.principal.owner(),
             conversation_id: &spec.start.conversation_id,
             turn_id: &spec.turn_id,
             replica: &engine.replica,

@@ -44,7 +44,9 @@ fn authenticator() -> Authenticator {
                 user: "ci-bot".into(),
                 token: Some(CI_TOKEN.into()),
                 token_env: None,
+                tenant: None,
             }],
+            ..AuthConfig::default()
         },
         false,
     )
@@ -55,6 +57,18 @@ fn authenticator() -> Authenticator {
 pub fn hs256(sub: &str, aud: &str, exp_in: i64) -> String {
     let now = i64::try_from(get_current_timestamp()).expect("time");
     let claims = serde_json::json!({"iss": "https://id.example", "aud": aud, "sub": sub, "exp": now + exp_in});
+    encode(
+        &Header::new(Algorithm::HS256),
+        &claims,
+        &EncodingKey::from_secret(SECRET.as_bytes()),
+    )
+    .expect("sign")
+}
+
+/// An HS256 token for `sub` in `tenant` (the `tenant` claim).
+fn hs256_in(sub: &str, tenant: &str) -> String {
+    let now = i64::try_from(get_current_timestamp()).expect("time");
+    let claims = serde_json::json!({"iss": "https://id.example", "aud": "parley", "sub": sub, "tenant": tenant, "exp": now + 600});
     encode(
         &Header::new(Algorithm::HS256),
         &claims,
@@ -173,5 +187,82 @@ async fn dev_mode_needs_no_token_and_calls_everyone_dev() {
     let turn = chat(&mut stack.client, chat_request("", "Hello", "tables_list")).await;
     assert!(turn.complete.success);
     assert_eq!(stack.runner.seen()[0].request.user_id, "dev");
+    stack.stop().await;
+}
+
+#[tokio::test]
+async fn the_same_user_id_from_two_issuers_or_tenants_is_two_users() {
+    let mut stack = secured().await;
+    // `ci-bot` four times: two JWT issuers, a static token, and a tenant.
+    let tokens = [
+        hs256("ci-bot", "parley", 600),
+        rs256("ci-bot"),
+        CI_TOKEN.to_owned(),
+        hs256_in("ci-bot", "acme"),
+    ];
+    let mut conversations = Vec::new();
+    for token in &tokens {
+        let turn = chat(
+            &mut stack.client,
+            with_token(chat_request("", "Hello", "tables_list"), token),
+        )
+        .await;
+        assert!(turn.complete.success);
+        conversations.push(turn.conversation_id());
+    }
+    for (mine, token) in tokens.iter().enumerate() {
+        let listed = stack
+            .client
+            .list_conversations(with_token(gw::ListConversationsRequest::default(), token))
+            .await
+            .expect("list")
+            .into_inner();
+        let ids: Vec<&str> = listed.conversations.iter().map(|c| c.id.as_str()).collect();
+        assert_eq!(
+            ids,
+            [conversations[mine].as_str()],
+            "token {mine} sees only its own"
+        );
+        for (theirs, id) in conversations.iter().enumerate() {
+            if theirs == mine {
+                continue;
+            }
+            let status = stack
+                .client
+                .get_conversation(with_token(
+                    gw::GetConversationRequest {
+                        conversation_id: id.clone(),
+                    },
+                    token,
+                ))
+                .await
+                .expect_err("another principal's conversation");
+            assert_eq!(
+                status.code(),
+                Code::NotFound,
+                "token {mine} reading {theirs}"
+            );
+        }
+    }
+    let issuers: Vec<String> = stack
+        .runner
+        .seen()
+        .iter()
+        .map(|run| {
+            format!(
+                "{}|{}|{}",
+                run.request.user_issuer, run.request.tenant, run.request.user_id
+            )
+        })
+        .collect();
+    assert_eq!(
+        issuers,
+        [
+            "jwt:https://id.example||ci-bot",
+            "jwt:https://rsa.example||ci-bot",
+            "static||ci-bot",
+            "jwt:https://id.example|acme|ci-bot"
+        ]
+    );
     stack.stop().await;
 }

@@ -428,13 +428,17 @@ async fn shutdown_stores_a_turn_that_outlives_the_drain_as_failed() {
     let store = chat_gateway::store::Store::open(&url, &Default::default())
         .await
         .expect("reopen");
+    let dev = chat_gateway::auth::Principal::dev();
     let turn = store
-        .turn("dev", &turn_id)
+        .turn(dev.owner(), &turn_id)
         .await
         .expect("read")
         .expect("stored");
     assert_eq!(turn.state, chat_gateway::store::TurnState::Failed);
-    let events = store.events("dev", &conversation_id).await.expect("events");
+    let events = store
+        .events(dev.owner(), &conversation_id)
+        .await
+        .expect("events");
     let Some(chat_gateway::store::EventBody::AssistantMessage(answer)) =
         events.last().map(|e| e.body.clone())
     else {
