@@ -4,13 +4,15 @@
 //! adds `grpc.health.v1` and server reflection (v1 and v1alpha), applies the
 //! message-size limit and drains in-flight calls on SIGTERM within a bound.
 //! [`status`] is the one place where error reasons become `tonic::Status`
-//! with `google.rpc` details; [`deadline`] reads the caller's `grpc-timeout`;
+//! with `google.rpc` details; [`edge`] gives a request that fails to decode
+//! the client's code and logs every rejected call; [`deadline`] reads the caller's `grpc-timeout`;
 //! [`telemetry`] is logging, OpenTelemetry tracing and Prometheus metrics;
 //! [`config`] is how each binary reads its settings (defaults, file,
 //! environment, flags); [`testing`] is the workspace's rule for tests that cannot run here.
 
 pub mod config;
 pub mod deadline;
+pub mod edge;
 pub mod serve;
 pub mod status;
 pub mod telemetry;

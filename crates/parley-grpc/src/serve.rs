@@ -6,7 +6,10 @@
 //! and lets in-flight calls finish for at most `drain_timeout`: tonic's own
 //! graceful shutdown has no time limit, so this one adds it. Every call
 //! goes through the telemetry layer (`telemetry::rpc::server`): a span when
-//! tracing is on, duration and active-stream metrics always.
+//! tracing is on, duration and active-stream metrics always; inside it, the
+//! edge layer ([`crate::edge`]) answers a request that fails to decode with
+//! the client's code and writes the audit line of every rejected call (so
+//! metrics and spans see the code the client gets).
 
 use std::{future::Future, time::Duration};
 
@@ -15,7 +18,7 @@ use tokio_stream::{StreamExt, wrappers::TcpListenerStream};
 use tonic::{service::Routes, transport::Server};
 use tonic_health::ServingStatus;
 
-use crate::telemetry::rpc::server::RpcServerLayer;
+use crate::{edge::EdgeLayer, telemetry::rpc::server::RpcServerLayer};
 
 /// The standard health service every binary serves.
 const HEALTH_SERVICE: &str = "grpc.health.v1.Health";
@@ -136,6 +139,7 @@ pub async fn serve(
     let server = Server::builder()
         .http2_keepalive_interval(Some(opts.http2_keepalive))
         .layer(RpcServerLayer::new())
+        .layer(EdgeLayer::new())
         .add_routes(routes)
         .serve_with_incoming_shutdown(incoming, graceful);
     tokio::pin!(server);

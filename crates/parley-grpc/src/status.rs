@@ -67,6 +67,48 @@ pub fn retryable(
     Status::with_error_details(code, message, details)
 }
 
+/// Reason: the request message is not valid protobuf (malformed bytes,
+/// nesting past the decoder's recursion limit). `INVALID_ARGUMENT`.
+pub const MALFORMED_MESSAGE: &str = "MALFORMED_MESSAGE";
+
+/// Reason: the request message is larger than the server accepts.
+/// `RESOURCE_EXHAUSTED`, with the limit as `ErrorInfo` metadata `limit_bytes`.
+pub const REQUEST_TOO_LARGE: &str = "REQUEST_TOO_LARGE";
+
+/// `INVALID_ARGUMENT` for a request message that could not be decoded:
+/// `problem` in the top-level `field` when it is known (then also a
+/// `BadRequest` violation), in the message as a whole otherwise.
+pub fn malformed_message(field: Option<&str>, problem: &str) -> Status {
+    match field {
+        Some(field) => invalid_argument(
+            MALFORMED_MESSAGE,
+            vec![(field.to_owned(), problem.to_owned())],
+        ),
+        None => error(
+            Code::InvalidArgument,
+            MALFORMED_MESSAGE,
+            format!("the request is not a valid message: {problem}"),
+        ),
+    }
+}
+
+/// `RESOURCE_EXHAUSTED` for a request message over the server's limit
+/// (`size` when the server read its length).
+pub fn request_too_large(size: Option<u64>, limit: u64) -> Status {
+    let message = match size {
+        Some(size) => format!("the request message is {size} bytes, the limit is {limit} bytes"),
+        None => format!("the request message is larger than the limit of {limit} bytes"),
+    };
+    error_with_metadata(
+        Code::ResourceExhausted,
+        REQUEST_TOO_LARGE,
+        message,
+        [("limit_bytes".to_owned(), limit.to_string())]
+            .into_iter()
+            .collect(),
+    )
+}
+
 /// The `ErrorInfo.reason` of a status, if it has one.
 pub fn reason(status: &Status) -> Option<String> {
     status.get_details_error_info().map(|info| info.reason)

@@ -289,8 +289,13 @@ async fn run_stream(
                     .await;
                 return;
             }
+            // A message that failed to decode (or a broken stream) ends the
+            // stream with that status (the edge layer, `parley_grpc::edge`,
+            // gives decode failures the client's code), never with OK and
+            // no `final`.
             Ok(Err(status)) => {
                 tracing::debug!(code = ?status.code(), "parse stream input failed");
+                let _ = tx.send(Err(status)).await;
                 return;
             }
             Ok(Ok(None)) => break,
