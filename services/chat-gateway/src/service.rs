@@ -52,19 +52,22 @@ impl GatewayService {
     }
 }
 
-/// The authenticated caller of `request` (the auth interceptor put it there).
+/// The authenticated caller of `request` (the auth interceptor put it
+/// there). Its tenant becomes the tenant of the call's audit line
+/// (`parley_grpc::edge`): every RPC asks for its caller before refusing
+/// anything else.
 fn principal<T>(request: &Request<T>) -> Result<Principal, Status> {
-    request
-        .extensions()
-        .get::<Principal>()
-        .cloned()
-        .ok_or_else(|| {
-            parley_grpc::status::error(
-                tonic::Code::Unauthenticated,
-                "MISSING_TOKEN",
-                "the caller is not authenticated",
-            )
-        })
+    let principal = request.extensions().get::<Principal>().cloned();
+    if let Some(tenant) = principal.as_ref().and_then(|p| p.tenant.as_deref()) {
+        parley_grpc::edge::record_tenant(request, tenant);
+    }
+    principal.ok_or_else(|| {
+        parley_grpc::status::error(
+            tonic::Code::Unauthenticated,
+            "MISSING_TOKEN",
+            "the caller is not authenticated",
+        )
+    })
 }
 
 /// The owner key of the caller of `request`.
@@ -230,7 +233,7 @@ impl ChatGateway for GatewayService {
     ) -> Result<Response<gw::GetConversationResponse>, Status> {
         let owner = caller(&request)?;
         let id = request.into_inner().conversation_id;
-        validate::id(&id, "conversation_id")?;
+        validate::conversation_id(&id)?;
         let store = &self.engine.store;
         let summary = store
             .conversation(&owner, &id)
@@ -283,7 +286,7 @@ impl ChatGateway for GatewayService {
     ) -> Result<Response<gw::DeleteConversationResponse>, Status> {
         let owner = caller(&request)?;
         let id = request.into_inner().conversation_id;
-        validate::id(&id, "conversation_id")?;
+        validate::conversation_id(&id)?;
         // A running turn of this caller's conversation is stopped first.
         if self
             .engine

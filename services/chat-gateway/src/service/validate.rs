@@ -57,20 +57,29 @@ pub fn id(value: &str, field: &str) -> Result<(), GatewayError> {
     Ok(())
 }
 
-/// A required conversation id and an optional turn id (empty: none), as
-/// `CancelTurn` and `ResumeTurn` take them.
-pub fn turn_ref<'a>(
-    conversation_id: &str,
-    turn_id: &'a str,
-) -> Result<Option<&'a str>, GatewayError> {
-    if conversation_id.is_empty() {
+/// The conversation id of an RPC that needs one (`GetConversation`,
+/// `DeleteConversation`, `CancelTurn`, `ResumeTurn`): empty or malformed is
+/// a malformed request, `INVALID_ARGUMENT`, from every one of them (never
+/// `NOT_FOUND`: that is for a well-formed id of no conversation of the
+/// caller's).
+pub fn conversation_id(value: &str) -> Result<(), GatewayError> {
+    if value.is_empty() {
         return Err(GatewayError::invalid(
             "MISSING_CONVERSATION_ID",
             "conversation_id",
             "is required",
         ));
     }
-    id(conversation_id, "conversation_id")?;
+    id(value, "conversation_id")
+}
+
+/// A required conversation id and an optional turn id (empty: none), as
+/// `CancelTurn` and `ResumeTurn` take them.
+pub fn turn_ref<'a>(
+    conversation_id: &str,
+    turn_id: &'a str,
+) -> Result<Option<&'a str>, GatewayError> {
+    self::conversation_id(conversation_id)?;
     id(turn_id, "turn_id")?;
     Ok(Some(turn_id).filter(|id| !id.is_empty()))
 }
