@@ -1,0 +1,169 @@
+//! The README's "Errors" table is exact: every refusal the three services
+//! build (each error type's variants, turned into a `Status` the way the
+//! services do, and the reasons the code passes as literals) is a row with
+//! the same gRPC code, and every row is a refusal the code builds.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use agent_runner::{error::RunError, turn::Violation};
+use chat_gateway::{auth::AuthError, error::GatewayError};
+use parley_grpc::status;
+use payload_parser::service as parser;
+use tonic::{Code, Status};
+
+/// The gateway's `INVALID_ARGUMENT` reasons, passed as literals to
+/// `GatewayError::invalid` / `GatewayError::InvalidArgument`.
+const GATEWAY_INVALID: &[&str] = &[
+    "EMPTY_MESSAGE",
+    "MESSAGE_TOO_LARGE",
+    "INVALID_ID",
+    "INVALID_MODEL",
+    "INVALID_RESPONSE_SCHEMA",
+    "SCHEMA_TOO_LARGE",
+    "STATE_TOO_LARGE",
+    "MISSING_CONVERSATION_ID",
+    "MISSING_ACTION",
+    "INVALID_ACTION_PARAMS",
+    "INVALID_PAGE_TOKEN",
+];
+
+/// Every refusal the code builds: `(service, reason, code)`.
+fn built() -> Vec<(&'static str, String, Code)> {
+    let mut statuses: Vec<(&str, Status)> = Vec::new();
+    for reason in GATEWAY_INVALID {
+        statuses.push(("gateway", GatewayError::invalid(reason, "f", "bad").into()));
+    }
+    for error in [
+        GatewayError::ConversationNotFound,
+        GatewayError::TurnNotFound,
+        GatewayError::TurnInProgress {
+            turn_id: "t".into(),
+        },
+        GatewayError::TooManyTurns,
+        GatewayError::UnknownAction("a".into()),
+        GatewayError::ClientAction("a".into()),
+        GatewayError::ActionNotOnPage {
+            action: "a".into(),
+            page: "p".into(),
+        },
+        GatewayError::ActionTemplate("t".into()),
+        GatewayError::Store(chat_gateway::store::StoreError::UnsupportedUrl(
+            "mysql".into(),
+        )),
+    ] {
+        statuses.push(("gateway", error.into()));
+    }
+    for error in [
+        AuthError::MissingToken,
+        AuthError::InvalidToken,
+        AuthError::Expired,
+    ] {
+        statuses.push(("gateway", error.to_status()));
+    }
+    for error in [
+        RunError::Invalid(vec![Violation {
+            field: "messages".into(),
+            description: "required".into(),
+        }]),
+        RunError::UnknownProvider {
+            field: "model.provider".into(),
+            provider: "p".into(),
+            configured: vec![],
+        },
+        RunError::StructuredOutputUnsupported {
+            provider: "p".into(),
+            model: "m".into(),
+        },
+        RunError::Busy,
+    ] {
+        statuses.push(("runner", error.into()));
+    }
+    for reason in [
+        parser::TEXT_TOO_LARGE,
+        parser::UNKNOWN_PROFILE,
+        parser::INVALID_PROFILE,
+        parser::PROFILE_REQUIRED,
+        parser::PROFILE_ALREADY_SET,
+    ] {
+        statuses.push((
+            "parser",
+            status::invalid_argument(reason, vec![("f".into(), "bad".into())]),
+        ));
+    }
+    statuses.push((
+        "parser",
+        status::error(Code::DeadlineExceeded, parser::STREAM_TIMEOUT, "late"),
+    ));
+    statuses.push(("all", status::malformed_message(Some("page"), "bad")));
+    statuses.push(("all", status::request_too_large(Some(2), 1)));
+    statuses
+        .into_iter()
+        .map(|(service, status)| {
+            let reason = status::reason(&status).expect("every refusal has an ErrorInfo");
+            (service, reason, status.code())
+        })
+        .collect()
+}
+
+/// The README table: `(service, reason)` → the code's name.
+fn readme_table() -> BTreeMap<(String, String), String> {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../README.md");
+    let text = std::fs::read_to_string(&path).expect("README.md");
+    let section = text
+        .split("\n## Errors\n")
+        .nth(1)
+        .and_then(|rest| rest.split("\n## ").next())
+        .expect("an Errors section");
+    let mut table = BTreeMap::new();
+    for line in section.lines().filter(|line| line.starts_with("| ")) {
+        let cells: Vec<&str> = line.split('|').map(str::trim).collect();
+        let [_, service, reasons, code, ..] = cells.as_slice() else {
+            continue;
+        };
+        if *service == "service" {
+            continue;
+        }
+        for reason in reasons.split(',') {
+            let previous = table.insert(
+                (
+                    (*service).to_owned(),
+                    reason.trim().trim_matches('`').to_owned(),
+                ),
+                code.trim_matches('`').to_owned(),
+            );
+            assert!(previous.is_none(), "{reason} is listed twice for {service}");
+        }
+    }
+    table
+}
+
+fn code_name(code: Code) -> &'static str {
+    parley_grpc::telemetry::rpc::code_name(code as i32)
+}
+
+#[test]
+fn the_readme_lists_every_reason_with_its_code() {
+    let table = readme_table();
+    let built = built();
+    let mut problems = Vec::new();
+    for (service, reason, code) in &built {
+        match table.get(&((*service).to_owned(), reason.clone())) {
+            None => problems.push(format!("{service} {reason} is not in the README table")),
+            Some(listed) if listed != code_name(*code) => problems.push(format!(
+                "{service} {reason}: the README says {listed}, the code answers {}",
+                code_name(*code)
+            )),
+            Some(_) => {}
+        }
+    }
+    let known: BTreeSet<(String, String)> = built
+        .iter()
+        .map(|(service, reason, _)| ((*service).to_owned(), reason.clone()))
+        .collect();
+    for key in table.keys() {
+        if !known.contains(key) {
+            problems.push(format!("the README lists {key:?}, which no code builds"));
+        }
+    }
+    assert!(problems.is_empty(), "{problems:#?}");
+}
