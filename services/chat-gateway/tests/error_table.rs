@@ -1,7 +1,8 @@
-//! The README's "Errors" table is exact: every refusal the three services
-//! build (each error type's variants, turned into a `Status` the way the
-//! services do, and the reasons the code passes as literals) is a row with
-//! the same gRPC code, and every row is a refusal the code builds.
+//! The README's "Errors" table and the error lists in the proto service
+//! comments are exact: every refusal the three services build (each error
+//! type's variants, turned into a `Status` the way the services do, and the
+//! reasons the code passes as literals) is listed with the same gRPC code,
+//! and everything listed is a refusal the code builds.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -166,4 +167,50 @@ fn the_readme_lists_every_reason_with_its_code() {
         }
     }
     assert!(problems.is_empty(), "{problems:#?}");
+}
+
+/// The `Errors:` list of a proto service comment: reason → the code's name.
+fn proto_errors(file: &str) -> BTreeMap<String, String> {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../proto")
+        .join(file);
+    let text = std::fs::read_to_string(&path).expect("proto file");
+    let mut errors = BTreeMap::new();
+    let mut code = None;
+    for line in text.lines() {
+        if let Some(entry) = line.strip_prefix("//     ") {
+            let code: &String = code.as_ref().expect("a continuation after a code");
+            for reason in entry.split(',').map(str::trim).filter(|r| !r.is_empty()) {
+                errors.insert(reason.to_owned(), code.clone());
+            }
+        } else if let Some((name, reasons)) = line
+            .strip_prefix("//   ")
+            .and_then(|entry| entry.split_once(": "))
+        {
+            code = Some(name.to_owned());
+            for reason in reasons.split(',').map(str::trim).filter(|r| !r.is_empty()) {
+                errors.insert(reason.to_owned(), name.to_owned());
+            }
+        } else {
+            code = None;
+        }
+    }
+    errors
+}
+
+#[test]
+fn each_proto_service_lists_its_reasons_with_their_codes() {
+    let built = built();
+    for (service, file) in [
+        ("gateway", "parley/gateway/v1/gateway.proto"),
+        ("runner", "parley/runner/v1/runner.proto"),
+        ("parser", "parley/parser/v1/parser.proto"),
+    ] {
+        let expected: BTreeMap<String, String> = built
+            .iter()
+            .filter(|(owner, _, _)| *owner == service || *owner == "all")
+            .map(|(_, reason, code)| (reason.clone(), code_name(*code).to_owned()))
+            .collect();
+        assert_eq!(proto_errors(file), expected, "{file}");
+    }
 }
