@@ -368,6 +368,7 @@ async fn store_writes(times: u32, concurrent: usize) {
                 request_id: None,
                 user_message: &message,
                 title: "hello",
+                admission: &Default::default(),
             })
             .await
             .expect("begin");
@@ -469,6 +470,8 @@ async fn start_tracing() -> (parley_grpc::telemetry::Telemetry, trace_collector:
 async fn bench_stack(parser: ParserMode, event_log: bool) -> Harness {
     fn common(config: &mut chat_gateway::config::GatewayConfig) {
         config.turns.max_concurrent = 4096;
+        // Every stream is the one dev user: its limits are off.
+        config.turns.per_user = chat_gateway::config::Quota::UNLIMITED;
         config.store.acquire_timeout = Duration::from_secs(60);
         let number = |name: &str| std::env::var(name).ok().and_then(|v| v.parse::<u64>().ok());
         if let Some(ahead) = number("PARLEY_BENCH_STREAM_AHEAD") {

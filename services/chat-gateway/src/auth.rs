@@ -68,6 +68,16 @@ impl Principal {
         Self::new(DEV_ISSUER, None, DEV_USER)
     }
 
+    /// The key of the caller's tenant (issuer and tenant, as in the owner
+    /// key), when it has one: what the per-tenant limits count by.
+    pub fn tenant_key(&self) -> Option<String> {
+        self.tenant.as_deref().map(|tenant| {
+            owner_key(&self.issuer, Some(tenant), "")
+                .trim_end()
+                .to_owned()
+        })
+    }
+
     /// The key the caller's conversations and turns are stored under:
     /// `<issuer> <tenant> <subject>`, the issuer and tenant with `%` and
     /// spaces escaped, so that no two principals share one.

@@ -12,6 +12,7 @@ use std::{
     time::Duration,
 };
 
+pub use crate::store::quota::Quota;
 pub use parley_grpc::config::ConfigError;
 use parley_grpc::config::{
     Layers, ServerConfig, ServerFlags, duration, invalid, positive, positive_duration,
@@ -153,6 +154,11 @@ pub struct TurnConfig {
     /// Whether tool calls the model writes into its text are run
     /// (docs/output-format.md#tool-calls-in-the-text).
     pub text_tool_calls: bool,
+    /// `[turns.per_user]`: what each user may start (0: unlimited); the
+    /// counts hold across replicas (they live in the store).
+    pub per_user: Quota,
+    /// `[turns.per_tenant]`: what all users of one tenant may start.
+    pub per_tenant: Quota,
 }
 
 /// Largest `turns.stream_ahead`: far more than a turn streams within a
@@ -177,6 +183,16 @@ impl Default for TurnConfig {
             stream_ahead: 32,
             log_interval: Duration::from_millis(50),
             text_tool_calls: false,
+            per_user: Quota {
+                concurrent_turns: 4,
+                turns_per_minute: 30,
+                tokens_per_day: 2_000_000,
+            },
+            per_tenant: Quota {
+                concurrent_turns: 64,
+                turns_per_minute: 600,
+                tokens_per_day: 50_000_000,
+            },
         }
     }
 }

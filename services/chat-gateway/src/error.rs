@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use tonic::{Code, Status};
 
-use crate::store::StoreError;
+use crate::store::{StoreError, quota::QuotaExceeded};
 
 /// Why a request was refused.
 #[derive(Debug, thiserror::Error)]
@@ -37,6 +37,9 @@ pub enum GatewayError {
     /// Too many turns are running on this gateway.
     #[error("too many turns are running; retry shortly")]
     TooManyTurns,
+    /// A limit of the caller (or its tenant) refused the turn.
+    #[error("{}", over_quota_message(.0))]
+    OverQuota(QuotaExceeded),
     /// The action is not registered.
     #[error("unknown action `{0}`")]
     UnknownAction(String),
@@ -76,6 +79,7 @@ impl GatewayError {
             Self::TurnNotFound => "TURN_NOT_FOUND",
             Self::TurnInProgress { .. } => "TURN_IN_PROGRESS",
             Self::TooManyTurns => "TOO_MANY_TURNS",
+            Self::OverQuota(_) => "QUOTA_EXCEEDED",
             Self::UnknownAction(_) => "UNKNOWN_ACTION",
             Self::ClientAction(_) => "CLIENT_ACTION",
             Self::ActionNotOnPage { .. } => "ACTION_NOT_ON_PAGE",
@@ -108,6 +112,7 @@ impl From<GatewayError> for Status {
                 error.to_string(),
                 Some(Duration::from_secs(1)),
             ),
+            GatewayError::OverQuota(ref refused) => over_quota_status(reason, refused),
             GatewayError::UnknownAction(ref action) => status::invalid_argument(
                 reason,
                 vec![("action".to_owned(), format!("`{action}` is not registered"))],
@@ -128,6 +133,44 @@ impl From<GatewayError> for Status {
             }
         }
     }
+}
+
+/// `the user's limit of 4 concurrent_turns is reached`.
+fn over_quota_message(refused: &QuotaExceeded) -> String {
+    format!(
+        "the {}'s limit of {} {} is reached; retry in {} s",
+        refused.scope.as_str(),
+        refused.max,
+        refused.limit.as_str(),
+        refused.retry_after.as_secs().max(1)
+    )
+}
+
+/// `RESOURCE_EXHAUSTED` with `QuotaFailure` (the limit: its subject is
+/// `user` or `tenant`, its description names the setting) and `RetryInfo`.
+fn over_quota_status(reason: &str, refused: &QuotaExceeded) -> Status {
+    let violation = tonic_types::QuotaViolation::new(
+        refused.scope.as_str(),
+        format!(
+            "turns.per_{}.{} = {}",
+            refused.scope.as_str(),
+            refused.limit.as_str(),
+            refused.max
+        ),
+    );
+    let mut details = tonic_types::ErrorDetails::new();
+    details.set_error_info(
+        reason,
+        parley_grpc::status::DOMAIN,
+        std::collections::HashMap::<String, String>::new(),
+    );
+    details.set_retry_info(Some(refused.retry_after));
+    details.set_quota_failure(vec![violation]);
+    <Status as tonic_types::StatusExt>::with_error_details(
+        Code::ResourceExhausted,
+        over_quota_message(refused),
+        details,
+    )
 }
 
 #[cfg(test)]

@@ -18,6 +18,7 @@ pub mod listen;
 pub mod model;
 pub mod owners;
 mod queries;
+pub mod quota;
 pub mod turns;
 mod writes;
 
@@ -167,6 +168,8 @@ pub struct NewTurn<'a> {
     pub user_message: &'a EventBody,
     /// The title of a new conversation.
     pub title: &'a str,
+    /// The limits the turn is admitted against, and the caller's tenant.
+    pub admission: &'a quota::Admission,
 }
 
 /// What `begin_turn` did.
@@ -187,6 +190,9 @@ pub enum BeginTurn {
         /// The running turn.
         turn_id: String,
     },
+    /// A limit of the user or the tenant refused the turn: nothing was
+    /// stored.
+    OverQuota(quota::QuotaExceeded),
 }
 
 /// A batch of a turn's wire events, as stored: events `first_seq..=last_seq`
@@ -268,6 +274,11 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
         4,
         "scoped owners",
         include_str!("store/migrations/0004_scoped_owners.sql"),
+    ),
+    (
+        5,
+        "quotas",
+        include_str!("store/migrations/0005_quotas.sql"),
     ),
 ];
 

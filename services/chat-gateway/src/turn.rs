@@ -40,7 +40,8 @@ use crate::{
     error::GatewayError,
     registry::{Registry, ResolvedPage},
     store::{
-        BeginTurn, EventBody, NewTurn, Store, StoredPage, TurnRecord, TurnState, now_ms, title_from,
+        BeginTurn, EventBody, NewTurn, Store, StoredPage, TurnRecord, TurnState, now_ms,
+        quota::Admission, title_from,
     },
 };
 use eventlog::EventLog;
@@ -262,6 +263,11 @@ impl Engine {
             request_id: start.request_id.as_deref(),
             user_message: &user_message,
             title: &title,
+            admission: &Admission {
+                tenant: start.principal.tenant_key(),
+                user: self.config.per_user,
+                tenant_quota: self.config.per_tenant,
+            },
         };
         let mut begun = self.store.begin_turn(&new_turn).await?;
         if let BeginTurn::Busy { turn_id: running } = &begun
@@ -280,6 +286,7 @@ impl Engine {
             }
             BeginTurn::NotFound => return Err(GatewayError::ConversationNotFound),
             BeginTurn::Busy { turn_id } => return Err(GatewayError::TurnInProgress { turn_id }),
+            BeginTurn::OverQuota(refused) => return Err(GatewayError::OverQuota(refused)),
         }
         start.conversation_id = conversation_id;
         let spec = TurnSpec {

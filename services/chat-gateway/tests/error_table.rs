@@ -41,6 +41,12 @@ fn built() -> Vec<(&'static str, String, Code)> {
             turn_id: "t".into(),
         },
         GatewayError::TooManyTurns,
+        GatewayError::OverQuota(chat_gateway::store::quota::QuotaExceeded {
+            scope: chat_gateway::store::quota::Scope::User,
+            limit: chat_gateway::store::quota::Limit::ConcurrentTurns,
+            max: 4,
+            retry_after: std::time::Duration::from_secs(1),
+        }),
         GatewayError::UnknownAction("a".into()),
         GatewayError::ClientAction("a".into()),
         GatewayError::ActionNotOnPage {

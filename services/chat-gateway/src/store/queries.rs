@@ -7,7 +7,7 @@ use sqlx::{Row, any::AnyRow};
 use super::{
     BeginTurn, ConversationSummary, FinishTurn, ListCursor, NewTurn, Store, StoreError,
     StoredEvent, TurnRecord, TurnState, now_ms,
-    writes::{BeginTurnWrite, Begun, DeleteWrite, EncodedEvent, FinishTurnWrite},
+    writes::{BeginTurnWrite, Begun, DeleteWrite, EncodedEvent, FinishTurnWrite, tokens_of},
 };
 
 /// The columns [`turn_from_row`] reads.
@@ -70,6 +70,8 @@ impl Store {
             replica: new.replica.to_owned(),
             lease_until: new.lease_until,
             stream_ahead: new.stream_ahead,
+            admission: new.admission.clone(),
+            postgres: self.backend() == super::Backend::Postgres,
             now: now_ms(),
         };
         let error = match self.write(write).await {
@@ -79,6 +81,7 @@ impl Store {
                 });
             }
             Ok(Begun::NotFound) => return Ok(BeginTurn::NotFound),
+            Ok(Begun::OverQuota(refused)) => return Ok(BeginTurn::OverQuota(refused)),
             Ok(Begun::Busy(turn_id)) => {
                 // A request id already used wins over a busy conversation:
                 // the caller replays or follows it.
@@ -125,6 +128,7 @@ impl Store {
             state: finish.state,
             retryable: finish.retryable,
             outcome: finish.outcome,
+            tokens: tokens_of(&finish.events),
             events: finish
                 .events
                 .iter()

@@ -12,6 +12,8 @@ use serde_json::json;
 
 use std::sync::Arc;
 
+use sqlx::Row;
+
 use super::*;
 use crate::store::model::{AssistantMessage, StoredPage};
 
@@ -106,6 +108,7 @@ async fn start(
             request_id: request,
             user_message: &message,
             title: "hello there",
+            admission: &Default::default(),
         })
         .await
         .expect("begin turn");
@@ -244,6 +247,7 @@ async fn other_owner_sees_nothing(store: Store) {
             request_id: None,
             user_message: &message,
             title: "",
+            admission: &Default::default(),
         })
         .await
         .expect("begin");
@@ -287,6 +291,7 @@ async fn request_ids_are_idempotent(store: Store) {
                 request_id: Some("req-7"),
                 user_message: &message,
                 title: "hello again",
+                admission: &Default::default(),
             })
             .await
             .expect("begin");
@@ -333,6 +338,7 @@ async fn racing_request_ids_start_one_turn(store: Store) {
                     request_id: Some("req-race"),
                     user_message: &message,
                     title: "race",
+                    admission: &Default::default(),
                 })
                 .await
         }));
@@ -342,7 +348,7 @@ async fn racing_request_ids_start_one_turn(store: Store) {
         match task.await.expect("join").expect("begin") {
             BeginTurn::Started { .. } => started += 1,
             BeginTurn::DuplicateRequest(_) => {}
-            other @ (BeginTurn::NotFound | BeginTurn::Busy { .. }) => {
+            other @ (BeginTurn::NotFound | BeginTurn::Busy { .. } | BeginTurn::OverQuota(_)) => {
                 panic!("unexpected {other:?}")
             }
         }
@@ -436,6 +442,7 @@ async fn begin_on(
             request_id: request,
             user_message: &message,
             title: "hello there",
+            admission: &Default::default(),
         })
         .await
         .expect("begin turn");
@@ -878,7 +885,11 @@ async fn rows_from_before_scoped_owners_wait_for_their_issuer(store: Store) {
     }
     for owner in ["alice", "dev  alice", "static  alice"] {
         assert!(
-            store.events(owner, &conversation).await.expect("read").is_empty(),
+            store
+                .events(owner, &conversation)
+                .await
+                .expect("read")
+                .is_empty(),
             "{owner} sees it"
         );
     }
@@ -940,6 +951,223 @@ async fn rows_from_before_scoped_owners_wait_for_their_issuer(store: Store) {
     );
 }
 
+/// Begins a turn of `owner` (in `tenant`) on a new conversation under
+/// `admission`'s limits.
+async fn admit(store: &Store, owner: &str, tenant: Option<&str>, quota: quota::Quota) -> BeginTurn {
+    let message = user_message("hello there");
+    store
+        .begin_turn(&NewTurn {
+            owner,
+            conversation_id: &id(),
+            create: true,
+            turn_id: &id(),
+            replica: REPLICA,
+            lease_until: lease(),
+            stream_ahead: 0,
+            request_id: None,
+            user_message: &message,
+            title: "hello there",
+            admission: &quota::Admission {
+                tenant: tenant.map(str::to_owned),
+                user: quota,
+                tenant_quota: quota,
+            },
+        })
+        .await
+        .expect("begin turn")
+}
+
+fn refused(begun: &BeginTurn) -> Option<(quota::Scope, quota::Limit)> {
+    match begun {
+        BeginTurn::OverQuota(refusal) => Some((refusal.scope, refusal.limit)),
+        _ => None,
+    }
+}
+
+/// The turns of `owner` that are running, as the store lists them.
+async fn running_of(store: &Store, owner: &str) -> Vec<(String, String)> {
+    let rows = sqlx::query(
+        "SELECT id, conversation_id FROM turns WHERE owner = $1 AND state = 'running' ORDER BY id",
+    )
+    .bind(owner)
+    .fetch_all(&store.pool)
+    .await
+    .expect("read");
+    rows.iter()
+        .map(|row| {
+            (
+                row.try_get("id").expect("id"),
+                row.try_get("conversation_id").expect("conversation"),
+            )
+        })
+        .collect()
+}
+
+/// Ends `turn` with `tokens` of usage.
+async fn finish_with_usage(
+    store: &Store,
+    owner: &str,
+    conversation: &str,
+    turn: &str,
+    tokens: u64,
+) {
+    let mut answer = assistant("done", TurnState::Completed);
+    if let EventBody::AssistantMessage(message) = &mut answer {
+        message.usage = Some(model::StoredUsage {
+            input_tokens: tokens / 2,
+            output_tokens: tokens - tokens / 2,
+            model_calls: 1,
+            model: "m".into(),
+        });
+    }
+    let ended = store
+        .finish_turn(FinishTurn {
+            owner,
+            conversation_id: conversation,
+            turn_id: turn,
+            replica: REPLICA,
+            state: TurnState::Completed,
+            retryable: false,
+            wire: None,
+            outcome: None,
+            events: vec![answer],
+        })
+        .await
+        .expect("finish");
+    assert!(ended);
+}
+
+async fn users_and_tenants_have_limits(store: Store) {
+    use quota::{Limit, Quota, Scope};
+    // Turns at once: alice's second is refused, bob (alone) is not, and
+    // alice may start again once her turn ends.
+    let two_at_once = Quota {
+        concurrent_turns: 1,
+        ..Quota::UNLIMITED
+    };
+    assert_eq!(
+        refused(&admit(&store, "alice", None, two_at_once).await),
+        None
+    );
+    assert_eq!(
+        refused(&admit(&store, "alice", None, two_at_once).await),
+        Some((Scope::User, Limit::ConcurrentTurns))
+    );
+    assert_eq!(
+        refused(&admit(&store, "bob", None, two_at_once).await),
+        None
+    );
+    let [(turn, conversation)] =
+        <[_; 1]>::try_from(running_of(&store, "alice").await).expect("one running turn of alice");
+    finish_with_usage(&store, "alice", &conversation, &turn, 10).await;
+    assert_eq!(
+        refused(&admit(&store, "alice", None, two_at_once).await),
+        None
+    );
+
+    // Turns per minute, with when to retry.
+    let per_minute = Quota {
+        turns_per_minute: 2,
+        ..Quota::UNLIMITED
+    };
+    for _ in 0..2 {
+        assert_eq!(
+            refused(&admit(&store, "carol", None, per_minute).await),
+            None
+        );
+    }
+    let BeginTurn::OverQuota(refusal) = admit(&store, "carol", None, per_minute).await else {
+        panic!("the third turn of the minute is refused")
+    };
+    assert_eq!(refusal.limit, Limit::TurnsPerMinute);
+    assert!(
+        refusal.retry_after > std::time::Duration::from_secs(50)
+            && refusal.retry_after <= std::time::Duration::from_secs(60),
+        "{refusal:?}"
+    );
+
+    // Tokens per day, counted from the usage turns record as they end.
+    let budget = Quota {
+        tokens_per_day: 1_000,
+        ..Quota::UNLIMITED
+    };
+    for _ in 0..2 {
+        assert_eq!(refused(&admit(&store, "dave", None, budget).await), None);
+    }
+    for (turn, conversation) in running_of(&store, "dave").await {
+        finish_with_usage(&store, "dave", &conversation, &turn, 600).await;
+    }
+    let BeginTurn::OverQuota(refusal) = admit(&store, "dave", None, budget).await else {
+        panic!("1 200 tokens of 1 000 spent: refused")
+    };
+    assert_eq!(refusal.limit, Limit::TokensPerDay);
+    assert!(refusal.retry_after <= std::time::Duration::from_secs(86_400));
+
+    // A tenant's limit counts all its users; a user of no tenant is not
+    // held by it.
+    let tenant_of_one = Quota {
+        concurrent_turns: 1,
+        ..Quota::UNLIMITED
+    };
+    let admission = |tenant: Option<&str>| quota::Admission {
+        tenant: tenant.map(str::to_owned),
+        user: Quota::UNLIMITED,
+        tenant_quota: tenant_of_one,
+    };
+    for (owner, tenant, expected) in [
+        ("erin", Some("acme"), None),
+        (
+            "frank",
+            Some("acme"),
+            Some((Scope::Tenant, Limit::ConcurrentTurns)),
+        ),
+        ("grace", Some("globex"), None),
+        ("heidi", None, None),
+    ] {
+        let message = user_message("hello there");
+        let begun = store
+            .begin_turn(&NewTurn {
+                owner,
+                conversation_id: &id(),
+                create: true,
+                turn_id: &id(),
+                replica: REPLICA,
+                lease_until: lease(),
+                stream_ahead: 0,
+                request_id: None,
+                user_message: &message,
+                title: "hello there",
+                admission: &admission(tenant),
+            })
+            .await
+            .expect("begin");
+        assert_eq!(refused(&begun), expected, "{owner}");
+    }
+}
+
+/// Admissions of one user's turns at once (as replicas racing on one
+/// database make them) never exceed the limit.
+async fn racing_admissions_respect_the_limit(store: Store) {
+    let limit = quota::Quota {
+        concurrent_turns: 3,
+        ..quota::Quota::UNLIMITED
+    };
+    let tasks: Vec<_> = (0..48)
+        .map(|_| {
+            let store = store.clone();
+            tokio::spawn(async move { admit(&store, "racer", None, limit).await })
+        })
+        .collect();
+    let mut started = 0;
+    for task in tasks {
+        if matches!(task.await.expect("join"), BeginTurn::Started { .. }) {
+            started += 1;
+        }
+    }
+    assert_eq!(started, 3);
+    assert_eq!(running_of(&store, "racer").await.len(), 3);
+}
+
 macro_rules! on_both_backends {
     ($($scenario:ident),* $(,)?) => {
         mod sqlite {
@@ -980,6 +1208,8 @@ on_both_backends!(
     one_append_for_many_turns,
     injected_write_faults_store_nothing,
     rows_from_before_scoped_owners_wait_for_their_issuer,
+    users_and_tenants_have_limits,
+    racing_admissions_respect_the_limit,
 );
 
 #[tokio::test]

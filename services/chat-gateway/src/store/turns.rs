@@ -24,7 +24,7 @@ use super::{
     EventBody, Store, StoreError, TURN_CANCEL_CHANNEL, TURN_EVENTS_CHANNEL, TurnState, WireBatch,
     batch::Write,
     now_ms,
-    writes::{EncodedEvent, FinishTurnWrite, notify, to_i64},
+    writes::{EncodedEvent, FinishTurnWrite, notify, to_i64, tokens_of},
 };
 
 /// A running turn of this replica, as lease renewal found it.
@@ -403,6 +403,7 @@ impl Write for Reap {
                 state: reaped.state,
                 retryable: reaped.retryable,
                 outcome: reaped.outcome,
+                tokens: tokens_of(&reaped.events),
                 events: reaped
                     .events
                     .iter()

@@ -11,7 +11,11 @@
 use futures::future::BoxFuture;
 use sqlx::{AnyConnection, Row};
 
-use super::{EventBody, StoreError, TurnState, WireBatch, batch::Write};
+use super::{
+    EventBody, StoreError, TurnState, WireBatch,
+    batch::Write,
+    quota::{self, Admission, QuotaExceeded},
+};
 
 /// An event ready to insert.
 #[derive(Debug, Clone)]
@@ -67,6 +71,10 @@ pub(crate) struct BeginTurnWrite {
     pub(crate) replica: String,
     pub(crate) lease_until: i64,
     pub(crate) stream_ahead: u64,
+    /// The limits the turn is admitted against, and the caller's tenant.
+    pub(crate) admission: Admission,
+    /// Whether to take PostgreSQL's advisory locks for the limits.
+    pub(crate) postgres: bool,
     pub(crate) now: i64,
 }
 
@@ -79,6 +87,8 @@ pub(crate) enum Begun {
     NotFound,
     /// This turn is running on the conversation (nothing written).
     Busy(String),
+    /// A limit of the user or tenant refused it (nothing written).
+    OverQuota(QuotaExceeded),
 }
 
 /// Inserts a wire batch of a turn.
@@ -142,6 +152,11 @@ impl Write for BeginTurnWrite {
                     return Ok(Begun::Busy(row.try_get("id")?));
                 }
             }
+            if let Some(refused) =
+                quota::check(conn, &self.owner, &self.admission, self.now, self.postgres).await?
+            {
+                return Ok(Begun::OverQuota(refused));
+            }
             let (seq, turn_index) = if self.create {
                 sqlx::query(
                     "INSERT INTO conversations (id, owner, title, created_at, updated_at, turn_count, last_seq) \
@@ -184,8 +199,8 @@ impl Write for BeginTurnWrite {
             }
             sqlx::query(
                 "INSERT INTO turns (id, conversation_id, owner, request_id, turn_index, state, outcome, \
-                 created_at, finished_at, replica, lease_until, stream_ahead) \
-                 VALUES ($1, $2, $3, $4, $5, $6, NULL, $7, NULL, $8, $9, $10)",
+                 created_at, finished_at, replica, lease_until, stream_ahead, tenant) \
+                 VALUES ($1, $2, $3, $4, $5, $6, NULL, $7, NULL, $8, $9, $10, $11)",
             )
             .bind(self.turn_id.as_str())
             .bind(self.conversation_id.as_str())
@@ -197,6 +212,7 @@ impl Write for BeginTurnWrite {
             .bind(self.replica.as_str())
             .bind(self.lease_until)
             .bind(to_i64(self.stream_ahead))
+            .bind(self.admission.tenant.as_deref())
             .execute(&mut *conn)
             .await?;
             insert_events(
@@ -226,11 +242,27 @@ pub(crate) struct FinishTurnWrite {
     pub(crate) retryable: bool,
     pub(crate) outcome: Option<String>,
     pub(crate) events: Vec<EncodedEvent>,
+    /// Input + output tokens the turn used ([`tokens_of`] its events).
+    pub(crate) tokens: i64,
     /// The turn's last wire events, when the event log is on.
     pub(crate) wire: Option<WireBatch>,
     /// Whether to NOTIFY other replicas (PostgreSQL).
     pub(crate) notify: bool,
     pub(crate) now: i64,
+}
+
+/// The input + output tokens an ending's events record (its assistant
+/// message's usage), for the daily token limits.
+pub(crate) fn tokens_of(events: &[EventBody]) -> i64 {
+    events
+        .iter()
+        .find_map(|event| match event {
+            EventBody::AssistantMessage(message) => message.usage.as_ref(),
+            _ => None,
+        })
+        .map_or(0, |usage| {
+            to_i64(usage.input_tokens.saturating_add(usage.output_tokens))
+        })
 }
 
 impl FinishTurnWrite {
@@ -241,12 +273,14 @@ impl FinishTurnWrite {
         let query = match self.replica {
             Some(_) => {
                 "UPDATE turns SET state = $3, outcome = $4, finished_at = $5, retryable = $6, \
-                 last_event_seq = CASE WHEN $7 > last_event_seq THEN $7 ELSE last_event_seq END, lease_until = NULL \
+                 last_event_seq = CASE WHEN $7 > last_event_seq THEN $7 ELSE last_event_seq END, lease_until = NULL, \
+                 tokens = $9 \
                  WHERE id = $1 AND owner = $2 AND state = 'running' AND replica = $8"
             }
             None => {
                 "UPDATE turns SET state = $3, outcome = $4, finished_at = $5, retryable = $6, \
-                 last_event_seq = CASE WHEN $7 > last_event_seq THEN $7 ELSE last_event_seq END, lease_until = NULL \
+                 last_event_seq = CASE WHEN $7 > last_event_seq THEN $7 ELSE last_event_seq END, lease_until = NULL, \
+                 tokens = $9 \
                  WHERE id = $1 AND owner = $2 AND state = 'running' AND (lease_until IS NULL OR lease_until < $8)"
             }
         };
@@ -261,7 +295,8 @@ impl FinishTurnWrite {
         let query = match &self.replica {
             Some(replica) => query.bind(replica.as_str()),
             None => query.bind(self.now),
-        };
+        }
+        .bind(self.tokens);
         Ok(query.execute(&mut *conn).await?.rows_affected() == 1)
     }
 }

@@ -173,6 +173,7 @@ mod tests {
                 request_id: None,
                 user_message: &message,
                 title: "hello",
+                admission: &Default::default(),
             })
             .await
             .expect("begin");

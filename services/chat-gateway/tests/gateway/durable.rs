@@ -188,6 +188,7 @@ async fn a_gateway_killed_mid_turn_is_ended_at_restart_with_what_its_client_saw(
         lease_ttl: Duration::from_secs(10),
         // Only stored events reach the client: what it saw is stored.
         stream_ahead: 0,
+        per_user_concurrent_turns: 0,
     };
     let mut first = GatewayProcess::start(&config, dir.path(), "first").await;
     let mut request = chat_request("", "Tell me everything", "tables_list");
@@ -258,6 +259,7 @@ async fn two_replicas_on_one_postgres_share_their_turns() {
         lease_renew: Duration::from_millis(200),
         lease_ttl: Duration::from_secs(1),
         stream_ahead: STREAM_AHEAD,
+        per_user_concurrent_turns: 0,
     };
     let mut a = GatewayProcess::start(&config, dir.path(), "a").await;
     let mut b = GatewayProcess::start(&config, dir.path(), "b").await;
@@ -524,6 +526,7 @@ async fn a_full_disk_loses_nothing_that_was_acknowledged() {
         lease_renew: Duration::from_secs(2),
         lease_ttl: Duration::from_secs(10),
         stream_ahead: 32,
+        per_user_concurrent_turns: 0,
     };
     let mut gateway = GatewayProcess::start(&config, logs.path(), "full").await;
     let message = "x".repeat(30_000);

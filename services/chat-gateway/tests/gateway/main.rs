@@ -13,4 +13,5 @@ mod flow;
 mod harness;
 mod postgres;
 mod python_client;
+mod quotas;
 mod real_stack;

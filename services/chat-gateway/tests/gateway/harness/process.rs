@@ -30,6 +30,8 @@ pub struct ProcessConfig {
     /// `turns.stream_ahead`: 0 releases only stored events (a killed
     /// gateway's stored partial answer is exactly what its client saw).
     pub stream_ahead: u64,
+    /// `turns.per_user.concurrent_turns` (0: unlimited).
+    pub per_user_concurrent_turns: u32,
 }
 
 /// A running `chat-gateway` process in dev auth.
@@ -63,13 +65,15 @@ impl GatewayProcess {
              [store]\ndatabase_url = \"{}\"\n\n\
              [upstream]\nrunner_url = \"http://{}\"\nparser_url = \"http://{}\"\n\n\
              [turns]\nlease_renew = \"{}\"\nlease_ttl = \"{}\"\nstream_ahead = {}\n\n\
+             [turns.per_user]\nconcurrent_turns = {}\n\n\
              [auth]\ndev = true\n",
             config.database_url,
             config.runner,
             config.parser,
             duration::format(config.lease_renew),
             duration::format(config.lease_ttl),
-            config.stream_ahead
+            config.stream_ahead,
+            config.per_user_concurrent_turns
         );
         std::fs::write(&file, toml).expect("write the gateway config");
         let log = dir.join(format!("{name}.log"));

@@ -1,0 +1,289 @@
+//! Limits on what one user, and one tenant, may start: turns at once,
+//! turns per minute, tokens per day.
+//!
+//! The counts come from the `turns` table inside the transaction that
+//! begins a turn, so they hold across gateway replicas: on PostgreSQL the
+//! transaction first takes an advisory lock per user and per tenant (two
+//! replicas admitting the same user's turns take turns), and SQLite's one
+//! writer serialises the same way. Nothing leaks when a replica dies: its
+//! running turns stop counting once the lease sweep ends them, and the
+//! per-minute and per-day counts are windows over start times.
+//!
+//! Tokens are those of the turns the user (or tenant) started since 00:00
+//! UTC, recorded as each turn ends; a turn still running counts when it
+//! ends, so the concurrent-turn limit bounds how far a day's budget can be
+//! overrun.
+
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+use sqlx::{AnyConnection, AssertSqlSafe, Row};
+
+use super::StoreError;
+
+/// The limits of one scope (a user or a tenant); 0 leaves one unlimited.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Quota {
+    /// Turns running at once.
+    pub concurrent_turns: u32,
+    /// Turns started in any 60 seconds.
+    pub turns_per_minute: u32,
+    /// Input + output tokens of the turns started since 00:00 UTC.
+    pub tokens_per_day: u64,
+}
+
+impl Quota {
+    /// No limit at all.
+    pub const UNLIMITED: Quota = Quota {
+        concurrent_turns: 0,
+        turns_per_minute: 0,
+        tokens_per_day: 0,
+    };
+
+    fn is_unlimited(&self) -> bool {
+        *self == Self::UNLIMITED
+    }
+}
+
+/// What a new turn is admitted against.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Admission {
+    /// The caller's tenant key, when it has a tenant.
+    pub tenant: Option<String>,
+    /// The limits of each user.
+    pub user: Quota,
+    /// The limits of each tenant.
+    pub tenant_quota: Quota,
+}
+
+/// Whose limit was reached.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Scope {
+    /// The calling user's.
+    User,
+    /// The calling user's tenant's.
+    Tenant,
+}
+
+impl Scope {
+    /// `user` or `tenant`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::User => "user",
+            Self::Tenant => "tenant",
+        }
+    }
+}
+
+/// Which limit was reached.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Limit {
+    /// Turns at once.
+    ConcurrentTurns,
+    /// Turns per minute.
+    TurnsPerMinute,
+    /// Tokens per day.
+    TokensPerDay,
+}
+
+impl Limit {
+    /// The configuration key's last part (`concurrent_turns`...).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::ConcurrentTurns => "concurrent_turns",
+            Self::TurnsPerMinute => "turns_per_minute",
+            Self::TokensPerDay => "tokens_per_day",
+        }
+    }
+}
+
+/// A refused turn: the limit, and when trying again can succeed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct QuotaExceeded {
+    /// Whose limit.
+    pub scope: Scope,
+    /// Which limit.
+    pub limit: Limit,
+    /// Its value.
+    pub max: u64,
+    /// When a new turn can be admitted (at least a second).
+    pub retry_after: Duration,
+}
+
+const MINUTE_MS: i64 = 60_000;
+const DAY_MS: i64 = 86_400_000;
+
+/// Checks `admission` for `owner` at `now` (Unix ms) on the connection of
+/// the transaction that will insert the turn. `lock` takes PostgreSQL's
+/// advisory locks first.
+pub(crate) async fn check(
+    conn: &mut AnyConnection,
+    owner: &str,
+    admission: &Admission,
+    now: i64,
+    lock: bool,
+) -> Result<Option<QuotaExceeded>, StoreError> {
+    let scopes = [
+        (Scope::User, Some(owner), admission.user),
+        (
+            Scope::Tenant,
+            admission.tenant.as_deref(),
+            admission.tenant_quota,
+        ),
+    ];
+    for (scope, key, quota) in scopes {
+        let Some(key) = key else { continue };
+        if quota.is_unlimited() {
+            continue;
+        }
+        if lock {
+            sqlx::query("SELECT pg_advisory_xact_lock(hashtext($1))")
+                .bind(format!("parley {} {key}", scope.as_str()))
+                .execute(&mut *conn)
+                .await?;
+        }
+        let used = usage(conn, scope, key, now).await?;
+        if let Some(refusal) = used.exceeds(scope, quota, now) {
+            return Ok(Some(refusal));
+        }
+    }
+    Ok(None)
+}
+
+/// What one scope has running and has started recently.
+struct Usage {
+    running: u64,
+    last_minute: u64,
+    oldest_in_minute: Option<i64>,
+    tokens_today: u64,
+}
+
+async fn usage(
+    conn: &mut AnyConnection,
+    scope: Scope,
+    key: &str,
+    now: i64,
+) -> Result<Usage, StoreError> {
+    let column = match scope {
+        Scope::User => "owner",
+        Scope::Tenant => "tenant",
+    };
+    let minute_ago = now - MINUTE_MS;
+    let day_start = now - now.rem_euclid(DAY_MS);
+    let sql = format!(
+        "SELECT \
+           count(CASE WHEN state = 'running' THEN 1 END) AS running, \
+           count(CASE WHEN created_at > $2 THEN 1 END) AS last_minute, \
+           min(CASE WHEN created_at > $2 THEN created_at END) AS oldest, \
+           CAST(coalesce(sum(CASE WHEN created_at >= $3 THEN tokens ELSE 0 END), 0) AS BIGINT) AS tokens \
+         FROM turns WHERE {column} = $1 AND (state = 'running' OR created_at >= $4)"
+    );
+    let row = sqlx::query(AssertSqlSafe(sql))
+        .bind(key)
+        .bind(minute_ago)
+        .bind(day_start)
+        .bind(minute_ago.min(day_start))
+        .fetch_one(&mut *conn)
+        .await?;
+    let count = |name: &str| -> Result<u64, StoreError> {
+        Ok(u64::try_from(row.try_get::<i64, _>(name)?).unwrap_or(0))
+    };
+    Ok(Usage {
+        running: count("running")?,
+        last_minute: count("last_minute")?,
+        oldest_in_minute: row.try_get::<Option<i64>, _>("oldest")?,
+        tokens_today: count("tokens")?,
+    })
+}
+
+impl Usage {
+    fn exceeds(&self, scope: Scope, quota: Quota, now: i64) -> Option<QuotaExceeded> {
+        let refuse = |limit, max: u64, wait_ms: i64| QuotaExceeded {
+            scope,
+            limit,
+            max,
+            retry_after: Duration::from_millis(u64::try_from(wait_ms.max(1_000)).unwrap_or(1_000)),
+        };
+        let concurrent = u64::from(quota.concurrent_turns);
+        if concurrent > 0 && self.running >= concurrent {
+            // A running turn may end any moment; try again shortly.
+            return Some(refuse(Limit::ConcurrentTurns, concurrent, 1_000));
+        }
+        let per_minute = u64::from(quota.turns_per_minute);
+        if per_minute > 0 && self.last_minute >= per_minute {
+            let oldest = self.oldest_in_minute.unwrap_or(now);
+            return Some(refuse(
+                Limit::TurnsPerMinute,
+                per_minute,
+                oldest + MINUTE_MS - now,
+            ));
+        }
+        if quota.tokens_per_day > 0 && self.tokens_today >= quota.tokens_per_day {
+            let tomorrow = now - now.rem_euclid(DAY_MS) + DAY_MS;
+            return Some(refuse(
+                Limit::TokensPerDay,
+                quota.tokens_per_day,
+                tomorrow - now,
+            ));
+        }
+        None
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn usage(running: u64, last_minute: u64, oldest: Option<i64>, tokens: u64) -> Usage {
+        Usage {
+            running,
+            last_minute,
+            oldest_in_minute: oldest,
+            tokens_today: tokens,
+        }
+    }
+
+    const QUOTA: Quota = Quota {
+        concurrent_turns: 2,
+        turns_per_minute: 3,
+        tokens_per_day: 1_000,
+    };
+
+    #[test]
+    fn each_limit_refuses_with_when_to_retry() {
+        // 2026-11-24T12:00:00Z.
+        let now = 1_795_521_600_000;
+        assert_eq!(
+            usage(1, 2, Some(now - 1), 999).exceeds(Scope::User, QUOTA, now),
+            None
+        );
+        let busy = usage(2, 2, None, 0)
+            .exceeds(Scope::User, QUOTA, now)
+            .expect("refused");
+        assert_eq!((busy.limit, busy.max), (Limit::ConcurrentTurns, 2));
+        let fast = usage(0, 3, Some(now - 45_000), 0)
+            .exceeds(Scope::Tenant, QUOTA, now)
+            .expect("refused");
+        assert_eq!(
+            (fast.scope, fast.limit, fast.retry_after),
+            (
+                Scope::Tenant,
+                Limit::TurnsPerMinute,
+                Duration::from_secs(15)
+            )
+        );
+        let spent = usage(0, 0, None, 1_000)
+            .exceeds(Scope::User, QUOTA, now)
+            .expect("refused");
+        assert_eq!(
+            (spent.limit, spent.retry_after),
+            (Limit::TokensPerDay, Duration::from_secs(12 * 3600)),
+            "until midnight UTC"
+        );
+        assert_eq!(
+            usage(9, 9, Some(now), 9_999).exceeds(Scope::User, Quota::UNLIMITED, now),
+            None
+        );
+    }
+}

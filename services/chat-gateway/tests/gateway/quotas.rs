@@ -1,0 +1,233 @@
+//! Per-user limits through the wire: `RESOURCE_EXHAUSTED` with
+//! `QuotaFailure` and `RetryInfo`, one user held and another not.
+
+use std::{sync::Arc, time::Duration};
+
+use chat_gateway::config::Quota;
+use parley_proto::{gateway::v1 as gw, runner::v1::run_event};
+use tokio::sync::Notify;
+use tonic::{Code, Status};
+use tonic_types::StatusExt;
+
+use crate::{
+    auth::{authenticator, hs256},
+    harness::{
+        Harness, Options, chat, chat_request, collect,
+        fake_runner::{Reply, Step, finished},
+        reason, with_token,
+    },
+};
+
+/// The limit a refusal names, and when it says to retry.
+fn quota_refusal(status: &Status) -> (String, String, Duration) {
+    assert_eq!(status.code(), Code::ResourceExhausted, "{status:?}");
+    assert_eq!(reason(status), "QUOTA_EXCEEDED");
+    let failure = status
+        .get_details_quota_failure()
+        .expect("a QuotaFailure detail");
+    let violation = failure.violations.first().expect("one violation");
+    let retry = status
+        .get_details_retry_info()
+        .and_then(|info| info.retry_delay)
+        .expect("a RetryInfo delay");
+    (
+        violation.subject.clone(),
+        violation.description.clone(),
+        retry,
+    )
+}
+
+#[tokio::test]
+async fn a_user_at_their_concurrent_turn_limit_is_refused_and_another_is_not() {
+    let mut stack = Harness::start(Options {
+        auth: authenticator(),
+        tweak: |config| {
+            config.turns.per_user = Quota {
+                concurrent_turns: 1,
+                ..Quota::UNLIMITED
+            }
+        },
+        ..Options::default()
+    })
+    .await;
+    let alice = hs256("alice", "parley", 600);
+    let bob = hs256("bob", "parley", 600);
+
+    // Alice's first turn runs until the gate opens.
+    let gate = Arc::new(Notify::new());
+    stack.runner.push(Reply::Steps(vec![
+        Step::Send(run_event::Event::TextDelta("Working".into())),
+        Step::Gate(gate.clone()),
+        Step::Send(finished("Working")),
+    ]));
+    // The response arrives once the turn is stored as running.
+    let first = stack
+        .client
+        .chat(with_token(
+            chat_request("", "A long one", "tables_list"),
+            &alice,
+        ))
+        .await
+        .expect("admitted")
+        .into_inner();
+
+    // Her second, in another conversation, is refused...
+    let refused = stack
+        .client
+        .chat(with_token(
+            chat_request("", "And another", "tables_list"),
+            &alice,
+        ))
+        .await
+        .expect_err("over her limit");
+    let (subject, description, retry) = quota_refusal(&refused);
+    assert_eq!(subject, "user");
+    assert_eq!(description, "turns.per_user.concurrent_turns = 1");
+    assert!(retry >= Duration::from_secs(1), "{retry:?}");
+
+    // ...while Bob's is not.
+    let bobs = chat(
+        &mut stack.client,
+        with_token(chat_request("", "Hello", "tables_list"), &bob),
+    )
+    .await;
+    assert!(bobs.complete.success);
+
+    // Once her turn ends, she may start another.
+    gate.notify_one();
+    let ended = collect(first).await;
+    assert!(ended.complete.success);
+    let again = chat(
+        &mut stack.client,
+        with_token(chat_request("", "Now?", "tables_list"), &alice),
+    )
+    .await;
+    assert!(again.complete.success);
+    stack.stop().await;
+}
+
+#[tokio::test]
+async fn a_spent_daily_token_budget_refuses_until_midnight_utc() {
+    // The fake runner reports 150 tokens a turn: the second turn passes
+    // (150 of 200 spent), the third does not (300).
+    let mut stack = Harness::start(Options {
+        tweak: |config| {
+            config.turns.per_user = Quota {
+                tokens_per_day: 200,
+                ..Quota::UNLIMITED
+            }
+        },
+        ..Options::default()
+    })
+    .await;
+    for message in ["One", "Two"] {
+        let turn = chat(&mut stack.client, chat_request("", message, "tables_list")).await;
+        assert!(turn.complete.success, "{message}");
+    }
+    let refused = stack
+        .client
+        .chat(chat_request("", "Three", "tables_list"))
+        .await
+        .expect_err("the day's tokens are spent");
+    let (subject, description, retry) = quota_refusal(&refused);
+    assert_eq!(
+        (subject.as_str(), description.as_str()),
+        ("user", "turns.per_user.tokens_per_day = 200")
+    );
+    assert!(retry <= Duration::from_secs(86_400), "{retry:?}");
+    // Nothing was stored for the refused turn.
+    let listed = stack
+        .client
+        .list_conversations(gw::ListConversationsRequest::default())
+        .await
+        .expect("list")
+        .into_inner();
+    assert_eq!(listed.conversations.len(), 2);
+    stack.stop().await;
+}
+
+/// Events of `stream` until its first text delta (the turn is running).
+async fn until_running(stream: &mut tonic::Streaming<gw::ChatEvent>) {
+    loop {
+        let event = tokio::time::timeout(Duration::from_secs(10), stream.message())
+            .await
+            .expect("an event within 10 s")
+            .expect("stream ok")
+            .expect("not ended");
+        if matches!(event.event, Some(gw::chat_event::Event::TextDelta(_))) {
+            return;
+        }
+    }
+}
+
+#[tokio::test]
+async fn limits_hold_across_two_gateway_processes_and_a_killed_one_frees_its_slots() {
+    let Some((database_url, schema)) = crate::postgres::fresh_schema(
+        "quotas::limits_hold_across_two_gateway_processes_and_a_killed_one_frees_its_slots",
+    )
+    .await
+    else {
+        return;
+    };
+    let options = Options::default();
+    let (runner, runner_addr, parser_addr) = crate::harness::start_upstreams(&options).await;
+    let dir = tempfile::tempdir().expect("temp dir");
+    let config = crate::harness::process::ProcessConfig {
+        database_url,
+        runner: runner_addr,
+        parser: parser_addr,
+        lease_renew: Duration::from_millis(200),
+        lease_ttl: Duration::from_secs(1),
+        stream_ahead: 0,
+        per_user_concurrent_turns: 1,
+    };
+    let mut a = crate::harness::process::GatewayProcess::start(&config, dir.path(), "a").await;
+    let mut b = crate::harness::process::GatewayProcess::start(&config, dir.path(), "b").await;
+
+    // The dev user's one turn runs on A (and never ends by itself).
+    runner.push(Reply::Steps(vec![
+        Step::Send(run_event::Event::TextDelta("Working".into())),
+        Step::Hang,
+    ]));
+    let mut on_a = a
+        .client
+        .chat(chat_request("", "A long job", "tables_list"))
+        .await
+        .expect("admitted on A")
+        .into_inner();
+    until_running(&mut on_a).await;
+
+    // B counts it: the user's second turn is refused there.
+    let refused = b
+        .client
+        .chat(chat_request("", "Another", "tables_list"))
+        .await
+        .expect_err("over the limit on B too");
+    let (subject, _, _) = quota_refusal(&refused);
+    assert_eq!(subject, "user");
+
+    // A dies with the turn running: once its lease expires, B's sweep ends
+    // the turn and the slot is free again (bounded wait, no timing claim).
+    a.kill().await;
+    drop(on_a);
+    let admitted = tokio::time::timeout(Duration::from_secs(20), async {
+        loop {
+            match b
+                .client
+                .chat(chat_request("", "After the crash", "tables_list"))
+                .await
+            {
+                Ok(stream) => return collect(stream.into_inner()).await,
+                Err(status) => {
+                    assert_eq!(reason(&status), "QUOTA_EXCEEDED", "{status:?}");
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                }
+            }
+        }
+    })
+    .await
+    .expect("the dead replica's slot is freed by the sweep");
+    assert!(admitted.complete.success);
+    b.kill().await;
+    crate::postgres::drop_schema(&schema).await;
+}
