@@ -15,7 +15,9 @@ use std::{
 };
 
 use futures::Stream;
-use parley_proto::runner::v1::{RunEvent, RunRequest, agent_runner_server::AgentRunner};
+use parley_proto::runner::v1::{
+    ListToolsRequest, ListToolsResponse, RunEvent, RunRequest, agent_runner_server::AgentRunner,
+};
 use tokio::sync::{Semaphore, mpsc};
 use tokio_util::sync::{CancellationToken, DropGuard};
 use tonic::{Request, Response, Status};
@@ -106,5 +108,13 @@ impl AgentRunner for RunnerService {
             rx,
             _cancel_on_drop: cancel.drop_guard(),
         }))
+    }
+
+    async fn list_tools(
+        &self,
+        _request: Request<ListToolsRequest>,
+    ) -> Result<Response<ListToolsResponse>, Status> {
+        // No MCP server is configured yet.
+        Ok(Response::new(ListToolsResponse::default()))
     }
 }

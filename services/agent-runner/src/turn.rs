@@ -77,6 +77,13 @@ pub enum ToolEndpoint {
     Builtin(String),
     /// A `parley.tools.v1.ToolService` address.
     Grpc(String),
+    /// A tool of an MCP server configured in the runner.
+    Mcp {
+        /// The server's name in `[mcp_servers.NAME]`.
+        server: String,
+        /// The tool's name on that server.
+        tool: String,
+    },
 }
 
 /// Bounds on one turn.

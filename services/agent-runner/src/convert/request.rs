@@ -185,10 +185,23 @@ fn tool_def(
     let endpoint = match tool.endpoint.and_then(|e| e.kind) {
         Some(Kind::Builtin(name)) => ToolEndpoint::Builtin(name),
         Some(Kind::Grpc(address)) => ToolEndpoint::Grpc(address),
+        Some(Kind::Mcp(reference)) => match reference.split_once('/') {
+            Some((server, tool)) if !server.is_empty() && !tool.is_empty() => ToolEndpoint::Mcp {
+                server: server.to_owned(),
+                tool: tool.to_owned(),
+            },
+            _ => {
+                violations.push(Violation::new(
+                    field("endpoint.mcp"),
+                    format!("`{reference}` is not SERVER/TOOL"),
+                ));
+                return None;
+            }
+        },
         None => {
             violations.push(Violation::new(
                 field("endpoint"),
-                "a tool needs a builtin or grpc endpoint",
+                "a tool needs a builtin, grpc or mcp endpoint",
             ));
             return None;
         }

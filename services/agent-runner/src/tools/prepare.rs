@@ -96,6 +96,13 @@ impl TurnTools {
                         serde_json::json!({"type": "object"}),
                     )
                 }
+                ToolEndpoint::Mcp { server, .. } => {
+                    violations.push(Violation::new(
+                        field("endpoint.mcp"),
+                        format!("no MCP server `{server}` is configured in the runner"),
+                    ));
+                    continue;
+                }
             };
             let schema = if def.input_schema.is_null()
                 || def.input_schema == Value::Object(Default::default())

@@ -176,6 +176,13 @@ impl FakeRunner {
 impl AgentRunner for FakeRunner {
     type RunStream = ReceiverStream<Result<RunEvent, Status>>;
 
+    async fn list_tools(
+        &self,
+        _request: Request<parley_proto::runner::v1::ListToolsRequest>,
+    ) -> Result<Response<parley_proto::runner::v1::ListToolsResponse>, Status> {
+        Ok(Response::new(Default::default()))
+    }
+
     async fn run(&self, request: Request<RunRequest>) -> Result<Response<Self::RunStream>, Status> {
         let timeout = parley_grpc::deadline::grpc_timeout(request.metadata());
         let request = request.into_inner();
