@@ -154,6 +154,11 @@ pub struct TurnConfig {
     /// Whether tool calls the model writes into its text are run
     /// (docs/output-format.md#tool-calls-in-the-text).
     pub text_tool_calls: bool,
+    /// How long a turn runs on once no client follows it (its `Chat`
+    /// stream was dropped and nobody resumed it, on any replica) before it
+    /// is cancelled and stored with its partial answer; `0s` never cancels.
+    #[serde(with = "duration")]
+    pub abandoned_turn_grace: Duration,
     /// `[turns.per_user]`: what each user may start (0: unlimited); the
     /// counts hold across replicas (they live in the store).
     pub per_user: Quota,
@@ -183,6 +188,7 @@ impl Default for TurnConfig {
             stream_ahead: 32,
             log_interval: Duration::from_millis(50),
             text_tool_calls: false,
+            abandoned_turn_grace: Duration::from_secs(60),
             per_user: Quota {
                 concurrent_turns: 4,
                 turns_per_minute: 30,

@@ -280,6 +280,11 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
         "quotas",
         include_str!("store/migrations/0005_quotas.sql"),
     ),
+    (
+        6,
+        "watched",
+        include_str!("store/migrations/0006_watched.sql"),
+    ),
 ];
 
 /// Makes the store's writes fail on demand, as a full disk or a lost

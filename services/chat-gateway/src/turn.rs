@@ -181,6 +181,8 @@ impl Engine {
             owner: owner.to_owned(),
             turn_id: turn_id.to_owned(),
             poll: FOLLOW_POLL,
+            heartbeat: self.config.lease_renew,
+            watch_for: self.config.lease_ttl,
         }
     }
 
@@ -202,8 +204,21 @@ impl Engine {
     /// from its first event, a finished one replayed.
     pub async fn start_turn(
         self: &Arc<Self>,
-        mut start: StartTurn,
+        start: StartTurn,
     ) -> Result<EventStream, GatewayError> {
+        let tenant = start.principal.tenant.clone();
+        let started = self.begin(start).await;
+        if let Err(refused) = &started {
+            let m = parley_grpc::telemetry::metrics();
+            m.tenant_rejected
+                .with_label_values(&[m.tenant_label(tenant.as_deref()), refused.reason()])
+                .inc();
+        }
+        started
+    }
+
+    /// [`Engine::start_turn`] without the counting of refusals.
+    async fn begin(self: &Arc<Self>, mut start: StartTurn) -> Result<EventStream, GatewayError> {
         if let Some(request_id) = &start.request_id
             && let Some(turn) = self
                 .store

@@ -79,6 +79,16 @@ pub struct Metrics {
     pub fallbacks: IntCounterVec,
     /// Parse diagnostics, by kind.
     pub parser_diagnostics: IntCounterVec,
+    /// The gateway's turns, by tenant and outcome.
+    pub tenant_turns: IntCounterVec,
+    /// The gateway's turns' tokens, by tenant.
+    pub tenant_tokens: IntCounterVec,
+    /// Turns refused before they started, by tenant and reason.
+    pub tenant_rejected: IntCounterVec,
+    /// Turns cancelled because nobody followed them, by tenant.
+    pub tenant_abandoned: IntCounterVec,
+    /// Caps the tenant label values.
+    pub tenants: LabelCap,
     /// Caps the model label values.
     pub models: LabelCap,
     /// Caps the tool label values.
@@ -200,8 +210,33 @@ impl Metrics {
                 "Diagnostics of the parses this process made, by kind.",
                 &[sc::LABEL_KIND],
             ),
+            tenant_turns: counter(
+                r,
+                sc::METRIC_TENANT_TURNS,
+                "The gateway's turns by the caller's tenant (empty: none) and how they ended.",
+                &[sc::LABEL_TENANT, sc::LABEL_OUTCOME],
+            ),
+            tenant_tokens: counter(
+                r,
+                sc::METRIC_TENANT_TOKENS,
+                "Input + output tokens of the gateway's turns, by the caller's tenant.",
+                &[sc::LABEL_TENANT],
+            ),
+            tenant_rejected: counter(
+                r,
+                sc::METRIC_TENANT_REJECTED,
+                "Turns refused before they started, by the caller's tenant and the reason.",
+                &[sc::LABEL_TENANT, sc::LABEL_REASON],
+            ),
+            tenant_abandoned: counter(
+                r,
+                sc::METRIC_TENANT_ABANDONED,
+                "Turns cancelled after abandoned_turn_grace without anyone following them, by tenant.",
+                &[sc::LABEL_TENANT],
+            ),
             models: LabelCap::default(),
             tools: LabelCap::default(),
+            tenants: LabelCap::default(),
             registry,
         }
     }
@@ -213,6 +248,11 @@ impl Metrics {
         self.parser_diagnostics
             .with_label_values(&[diagnostic_kind_label(kind)])
             .inc();
+    }
+
+    /// The tenant label of `tenant` (empty without one), capped.
+    pub fn tenant_label<'a>(&self, tenant: Option<&'a str>) -> &'a str {
+        self.tenants.admit(tenant.unwrap_or_default())
     }
 
     /// The Prometheus text exposition of every family observed so far.

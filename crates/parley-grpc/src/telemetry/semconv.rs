@@ -104,6 +104,14 @@ pub const METRIC_RPC_CLIENT_DURATION: &str = "rpc_client_call_duration_seconds";
 pub const METRIC_RPC_ACTIVE: &str = "parley_rpc_server_active_streams";
 /// Turns by how they ended.
 pub const METRIC_TURNS: &str = "parley_turns_total";
+/// The gateway's turns by tenant and how they ended.
+pub const METRIC_TENANT_TURNS: &str = "parley_tenant_turns_total";
+/// Input + output tokens of the gateway's turns, by tenant.
+pub const METRIC_TENANT_TOKENS: &str = "parley_tenant_tokens_total";
+/// Turns the gateway refused before they started, by tenant and reason.
+pub const METRIC_TENANT_REJECTED: &str = "parley_tenant_turns_rejected_total";
+/// Turns cancelled because nobody followed them any more, by tenant.
+pub const METRIC_TENANT_ABANDONED: &str = "parley_tenant_turns_abandoned_total";
 /// OTel `gen_ai.client.token.usage`.
 pub const METRIC_TOKEN_USAGE: &str = "gen_ai_client_token_usage";
 /// OTel `gen_ai.client.operation.duration` (seconds).
@@ -141,5 +149,7 @@ pub const LABEL_ERROR_TYPE: &str = "error_type";
 pub const LABEL_OUTCOME: &str = "outcome";
 /// Label: a stable UPPER_SNAKE reason.
 pub const LABEL_REASON: &str = "reason";
+/// The caller's tenant (empty without one; capped).
+pub const LABEL_TENANT: &str = "tenant";
 /// Label: a diagnostic kind.
 pub const LABEL_KIND: &str = "kind";

@@ -703,13 +703,24 @@ async fn wire_log_leases_and_reaping(store: Store) {
         Some(REPLICA)
     );
     let seen = Arc::new(std::sync::Mutex::new(None));
+    // A follower elsewhere says it is there (another owner cannot).
+    let watched = now_ms() + 5_000;
+    store
+        .watch_turn("mallory", &turn, watched + 1)
+        .await
+        .expect("watch");
+    store
+        .watch_turn("alice", &turn, watched)
+        .await
+        .expect("watch");
     // Held by its replica and not expired after a renewal: not swept.
     let held = store.renew_leases(REPLICA, lease()).await.expect("renew");
     assert_eq!(
         held,
         vec![HeldTurn {
             id: turn.clone(),
-            cancel_requested: true
+            cancel_requested: true,
+            watched_until: Some(watched),
         }]
     );
     assert!(

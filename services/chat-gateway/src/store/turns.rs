@@ -34,6 +34,9 @@ pub struct HeldTurn {
     pub id: String,
     /// Whether a `CancelTurn` asked for it to stop.
     pub cancel_requested: bool,
+    /// Until when a follower on another replica said it is there (Unix
+    /// ms; `None`: never).
+    pub watched_until: Option<i64>,
 }
 
 /// What the sweep knows of a turn it ends.
@@ -248,7 +251,7 @@ impl Write for Renew {
         Box::pin(async move {
             let rows = sqlx::query(
                 "UPDATE turns SET lease_until = $2 WHERE replica = $1 AND state = 'running' \
-                 RETURNING id, cancel_requested",
+                 RETURNING id, cancel_requested, watched_until",
             )
             .bind(self.replica.as_str())
             .bind(self.until)
@@ -259,9 +262,35 @@ impl Write for Renew {
                     Ok(HeldTurn {
                         id: row.try_get("id")?,
                         cancel_requested: row.try_get::<i64, _>("cancel_requested")? != 0,
+                        watched_until: row.try_get("watched_until")?,
                     })
                 })
                 .collect()
+        })
+    }
+}
+
+struct Watch {
+    owner: String,
+    turn_id: String,
+    until: i64,
+}
+
+impl Write for Watch {
+    type Output = ();
+
+    fn run<'c>(&'c self, conn: &'c mut AnyConnection) -> BoxFuture<'c, Result<(), StoreError>> {
+        Box::pin(async move {
+            sqlx::query(
+                "UPDATE turns SET watched_until = $3 \
+                 WHERE id = $1 AND owner = $2 AND state = 'running'",
+            )
+            .bind(self.turn_id.as_str())
+            .bind(self.owner.as_str())
+            .bind(self.until)
+            .execute(&mut *conn)
+            .await?;
+            Ok(())
         })
     }
 }
@@ -518,6 +547,23 @@ impl Store {
         .fetch_all(&self.pool)
         .await?;
         rows.iter().map(batch_from_row).collect()
+    }
+
+    /// Says that a client follows `turn_id` of `owner` from this replica
+    /// until `until` (Unix ms), so that the replica running it does not
+    /// take it for abandoned.
+    pub async fn watch_turn(
+        &self,
+        owner: &str,
+        turn_id: &str,
+        until: i64,
+    ) -> Result<(), StoreError> {
+        self.write(Watch {
+            owner: owner.to_owned(),
+            turn_id: turn_id.to_owned(),
+            until,
+        })
+        .await
     }
 
     /// Deletes the wire events stored before `before` (Unix ms): the

@@ -75,7 +75,9 @@ fn stopped(slot: &TurnSlot, journal: &Journal) -> Ending {
         None => {}
     }
     match slot.stop_cause() {
-        Some(StopCause::Cancelled | StopCause::Superseded) => Ending::Cancelled,
+        Some(StopCause::Cancelled | StopCause::Superseded | StopCause::Abandoned) => {
+            Ending::Cancelled
+        }
         Some(StopCause::Shutdown) | None => Ending::Failed(Failure::new(
             "SHUTDOWN",
             "the gateway shut down while the turn was running",
@@ -317,6 +319,14 @@ async fn finish(engine: &Engine, spec: &TurnSpec, ended: Ended<'_>, produced: Pr
         &ending,
         &diagnostics,
         fallback.is_some(),
+    );
+    observe::tenant_turn(
+        spec.start.principal.tenant.as_deref(),
+        &ending,
+        usage
+            .as_ref()
+            .map_or(0, |u| u.input_tokens.saturating_add(u.output_tokens)),
+        slot.stop_cause() == Some(StopCause::Abandoned),
     );
     let stored_text = parsed.message.clone();
     let parts = CompleteParts {

@@ -117,6 +117,12 @@ pub struct StoreSource {
     pub turn_id: String,
     /// The longest wait between reads when no notification comes.
     pub poll: Duration,
+    /// How often a follower of a turn running elsewhere tells the store it
+    /// is there (so that the turn is not taken for abandoned), and for how
+    /// long each time.
+    pub heartbeat: Duration,
+    /// See `heartbeat`.
+    pub watch_for: Duration,
 }
 
 enum Source {
@@ -134,6 +140,8 @@ struct Follower {
     /// The seq of the last event handed out (or skipped).
     sent: u64,
     pending: VecDeque<ChatEvent>,
+    /// When this follower last told the store it follows the turn.
+    heartbeat_at: Option<std::time::Instant>,
 }
 
 /// Follows a turn running on this replica from `after_seq`.
@@ -147,6 +155,7 @@ pub fn local(journal: Arc<Journal>, store: StoreSource, after_seq: u64) -> Event
         },
         sent: after_seq,
         pending: VecDeque::new(),
+        heartbeat_at: None,
     })
 }
 
@@ -156,6 +165,7 @@ pub fn stored(store: StoreSource, after_seq: u64) -> EventStream {
         source: Source::Stored(store),
         sent: after_seq,
         pending: VecDeque::new(),
+        heartbeat_at: None,
     })
 }
 
@@ -251,6 +261,22 @@ impl Follower {
                 }
             }
             return Ok(());
+        }
+        // Still running (elsewhere): say this client is here, so that the
+        // replica running it does not take it for abandoned.
+        if self
+            .heartbeat_at
+            .is_none_or(|at| at.elapsed() >= source.heartbeat)
+        {
+            self.heartbeat_at = Some(std::time::Instant::now());
+            let until = crate::store::now_ms() + super::millis(source.watch_for);
+            if let Err(error) = source
+                .store
+                .watch_turn(&source.owner, &source.turn_id, until)
+                .await
+            {
+                tracing::debug!(%error, turn = %source.turn_id, "could not record a follower");
+            }
         }
         let _ = tokio::time::timeout(source.poll, notified).await;
         Ok(())

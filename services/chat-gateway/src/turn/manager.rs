@@ -11,7 +11,7 @@
 use std::{
     collections::HashMap,
     sync::{Arc, Mutex, PoisonError},
-    time::Duration,
+    time::{Duration, Instant},
 };
 
 use tokio::sync::{OwnedSemaphorePermit, Semaphore, watch};
@@ -28,6 +28,8 @@ pub enum StopCause {
     Superseded,
     /// The gateway is shutting down and the drain time ran out.
     Shutdown,
+    /// Nobody followed it for `turns.abandoned_turn_grace`.
+    Abandoned,
 }
 
 #[derive(Debug)]
@@ -37,6 +39,8 @@ struct Running {
     cause: Arc<Mutex<Option<StopCause>>>,
     done: watch::Receiver<bool>,
     journal: Arc<Journal>,
+    /// Since when no client here has followed it.
+    unfollowed_since: Option<Instant>,
 }
 
 #[derive(Debug, Default)]
@@ -140,6 +144,7 @@ impl TurnManager {
                 cause: cause.clone(),
                 done: done_rx,
                 journal: journal.clone(),
+                unfollowed_since: None,
             },
         );
         inner
@@ -154,6 +159,26 @@ impl TurnManager {
             done: done_tx,
             _permit: permit,
         })
+    }
+
+    /// The turns running here that no client here has followed for
+    /// `grace` as of `now`. Each call notes the moment a turn lost its last
+    /// follower, so a turn is reported at most one call interval after its
+    /// grace.
+    pub fn unfollowed(&self, grace: Duration, now: Instant) -> Vec<String> {
+        let mut inner = lock(&self.inner);
+        let mut found = Vec::new();
+        for running in inner.by_conversation.values_mut() {
+            if running.journal.followed() {
+                running.unfollowed_since = None;
+                continue;
+            }
+            let since = *running.unfollowed_since.get_or_insert(now);
+            if now.saturating_duration_since(since) >= grace {
+                found.push(running.turn_id.clone());
+            }
+        }
+        found
     }
 
     /// The turn running on a conversation, if any.

@@ -27,6 +27,20 @@ pub fn turn_span(spec: &TurnSpec) -> Span {
     )
 }
 
+/// Counts a turn of `tenant` (how it ended, its tokens, whether it was
+/// abandoned) in the per-tenant metrics.
+pub fn tenant_turn(tenant: Option<&str>, ending: &Ending, tokens: u64, abandoned: bool) {
+    let m = metrics();
+    let tenant = m.tenant_label(tenant);
+    m.tenant_turns
+        .with_label_values(&[tenant, ending.state().as_str()])
+        .inc();
+    m.tenant_tokens.with_label_values(&[tenant]).inc_by(tokens);
+    if abandoned {
+        m.tenant_abandoned.with_label_values(&[tenant]).inc();
+    }
+}
+
 /// Records how the turn ended on `span` and in the metrics. The turn's
 /// diagnostics count as this process's parses only when the in-process
 /// parser answered (`fallback`); otherwise the sidecar counted them.

@@ -27,12 +27,23 @@ const PRUNE_EVERY: Duration = Duration::from_secs(60);
 impl Engine {
     /// Renews this replica's leases and handles what the renewal found.
     pub async fn renew_leases(&self) -> Result<(), StoreError> {
-        let until = now_ms() + millis(self.config.lease_ttl);
+        let now = now_ms();
+        let until = now + millis(self.config.lease_ttl);
         let held = self.store.renew_leases(&self.replica, until).await?;
+        let grace = self.config.abandoned_turn_grace;
+        let unfollowed = if grace.is_zero() {
+            Vec::new()
+        } else {
+            self.turns.unfollowed(grace, std::time::Instant::now())
+        };
         for turn in held {
             if self.turns.runs(&turn.id) {
                 if turn.cancel_requested {
                     self.turns.stop_turn(&turn.id, StopCause::Cancelled);
+                } else if unfollowed.contains(&turn.id)
+                    && turn.watched_until.is_none_or(|watched| watched < now)
+                {
+                    self.abandon(&turn.id);
                 }
                 continue;
             }
@@ -51,6 +62,23 @@ impl Engine {
             }
         }
         Ok(())
+    }
+
+    /// Cancels a turn nobody has followed for `turns.abandoned_turn_grace`
+    /// (its client went away and nobody resumed it, here or elsewhere): it
+    /// ends as cancelled with its partial answer stored.
+    fn abandon(&self, turn_id: &str) {
+        if self
+            .turns
+            .stop_turn(turn_id, StopCause::Abandoned)
+            .is_some()
+        {
+            tracing::info!(
+                turn = %turn_id,
+                grace_secs = self.config.abandoned_turn_grace.as_secs(),
+                "cancelled a turn nobody followed any more"
+            );
+        }
     }
 
     /// Ends the turns whose lease expired; returns how many this call ended.

@@ -3,6 +3,7 @@
 //! `real_stack`), the gateway on port 0 with SQLite in a temp dir, and a
 //! generated client.
 
+mod abandoned;
 mod auth;
 mod control;
 mod conversations;
