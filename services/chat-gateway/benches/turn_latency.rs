@@ -39,6 +39,12 @@
 //! `PARLEY_BENCH_STREAM_AHEAD` and `PARLEY_BENCH_LOG_INTERVAL_MS` set
 //! `turns.stream_ahead` and `turns.log_interval`.
 //!
+//! With `PARLEY_BENCH_SHED=on` it first measures load shedding: a gateway
+//! whose turn slots are all held by running turns, hammered by clients whose
+//! every `Chat` is refused (`TOO_MANY_TURNS`): refusals per second and
+//! process CPU per refused call (the idle CPU of the same window measured
+//! just before is subtracted).
+//!
 //! With `PARLEY_BENCH_TRACING=on` each level runs twice in the same
 //! process, with the gateway's span export paused and then on (OTLP to an
 //! in-process collector), and prints both and their ratio: what tracing
@@ -539,6 +545,10 @@ fn main() {
             None
         };
         store_writes(if full { 500 } else { 2 }, if full { 1000 } else { 10 }).await;
+        if !full || std::env::var("PARLEY_BENCH_SHED").is_ok_and(|v| v == "on") {
+            let window = if full { window } else { Duration::from_millis(200) };
+            shedding(window, 8, if full { 64 } else { 4 }).await;
+        }
         // `PARLEY_BENCH_PARSER=down`: no sidecar, every turn cleans its text
         // with the in-process parser (what the sidecar's hop costs).
         let parser = match std::env::var("PARLEY_BENCH_PARSER").as_deref() {
@@ -634,6 +644,80 @@ fn main() {
             }
         }
     });
+}
+
+/// Load shedding: `held` turns take every slot (they never end), then
+/// `callers` clients call `Chat` back to back for `window`, every call
+/// refused; prints refusals/s and µs of process CPU per refusal.
+async fn shedding(window: Duration, held: usize, callers: usize) {
+    let stack = Arc::new(
+        Harness::start(Options {
+            tweak: |config| {
+                config.turns.max_concurrent = 8;
+                config.turns.per_user = chat_gateway::config::Quota::UNLIMITED;
+            },
+            ..Options::default()
+        })
+        .await,
+    );
+    let mut holding = Vec::new();
+    for n in 0..held {
+        stack.runner.push(Reply::Steps(vec![
+            Step::Send(run_event::Event::TextDelta("Working".into())),
+            Step::Hang,
+        ]));
+        let mut client = stack.client.clone();
+        holding.push(
+            client
+                .chat(chat_request("", &format!("held {n}"), "tables_list"))
+                .await
+                .expect("a held turn")
+                .into_inner(),
+        );
+    }
+    // The idle cost of the same window (the held turns, the replica loop).
+    let idle_start = cpu_time();
+    tokio::time::sleep(window).await;
+    let idle = idle_start.zip(cpu_time()).map(|(a, b)| b.saturating_sub(a));
+    let stop = Arc::new(AtomicBool::new(false));
+    let refusals = Arc::new(std::sync::atomic::AtomicU64::new(0));
+    let tasks: Vec<_> = (0..callers)
+        .map(|_| {
+            let (stack, stop, refusals) = (stack.clone(), stop.clone(), refusals.clone());
+            tokio::spawn(async move {
+                let mut client = stack.client.clone();
+                while !stop.load(Ordering::Relaxed) {
+                    let refused = client
+                        .chat(chat_request("", "one more", "tables_list"))
+                        .await
+                        .expect_err("a full gateway refuses");
+                    assert_eq!(refused.code(), tonic::Code::ResourceExhausted);
+                    refusals.fetch_add(1, Ordering::Relaxed);
+                }
+            })
+        })
+        .collect();
+    let cpu_start = cpu_time();
+    let started = Instant::now();
+    tokio::time::sleep(window).await;
+    let cpu = cpu_start.zip(cpu_time()).map(|(a, b)| b.saturating_sub(a));
+    let elapsed = started.elapsed();
+    stop.store(true, Ordering::Relaxed);
+    for task in tasks {
+        task.await.expect("caller");
+    }
+    let refused = refusals.load(Ordering::Relaxed);
+    let work = cpu.zip(idle).map(|(busy, idle)| busy.saturating_sub(idle));
+    println!(
+        "shedding: {held} turns hold every slot, {callers} callers: {:.0} refusals/s, {:.1} us CPU per refused Chat (client and server in this process; idle {:.0} ms subtracted)",
+        refused as f64 / elapsed.as_secs_f64(),
+        work.map_or(f64::NAN, |work| us(work) / refused.max(1) as f64),
+        idle.map_or(f64::NAN, ms),
+    );
+    drop(holding);
+    if let Ok(stack) = Arc::try_unwrap(stack) {
+        stack.stop().await;
+    }
 }
 
 /// The ratio of two sorted samples' percentile `p`.

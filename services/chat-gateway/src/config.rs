@@ -112,6 +112,11 @@ pub struct TurnConfig {
     /// Turns running at once on this gateway; more are refused with
     /// `RESOURCE_EXHAUSTED` (`TOO_MANY_TURNS`).
     pub max_concurrent: usize,
+    /// Event streams open at once on this gateway (`Chat`, `ExecuteAction`
+    /// and `ResumeTurn`, each counted until the client's stream ends);
+    /// more are refused at once with `RESOURCE_EXHAUSTED`
+    /// (`TOO_MANY_STREAMS`), before any other work.
+    pub max_streams: usize,
     /// Longest a turn may run when the caller sets no (shorter) deadline.
     #[serde(with = "duration")]
     pub max_duration: Duration,
@@ -175,6 +180,7 @@ impl Default for TurnConfig {
     fn default() -> Self {
         Self {
             max_concurrent: 256,
+            max_streams: 1024,
             max_duration: Duration::from_secs(300),
             history_max_turns: 50,
             max_message_bytes: 32 * 1024,
@@ -325,6 +331,7 @@ impl GatewayConfig {
         positive_duration("upstream.parse_timeout", self.upstream.parse_timeout)?;
         let turns = &self.turns;
         positive("turns.max_concurrent", turns.max_concurrent as u64)?;
+        positive("turns.max_streams", turns.max_streams as u64)?;
         positive_duration("turns.max_duration", turns.max_duration)?;
         positive(
             "turns.history_max_turns",

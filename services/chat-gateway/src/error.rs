@@ -37,6 +37,9 @@ pub enum GatewayError {
     /// Too many turns are running on this gateway.
     #[error("too many turns are running; retry shortly")]
     TooManyTurns,
+    /// Too many event streams are open on this gateway.
+    #[error("too many streams are open; retry shortly")]
+    TooManyStreams,
     /// A limit of the caller (or its tenant) refused the turn.
     #[error("{}", over_quota_message(.0))]
     OverQuota(QuotaExceeded),
@@ -80,6 +83,7 @@ impl GatewayError {
             Self::TurnInProgress { .. } => "TURN_IN_PROGRESS",
             Self::TooManyTurns => "TOO_MANY_TURNS",
             Self::OverQuota(_) => "QUOTA_EXCEEDED",
+            Self::TooManyStreams => "TOO_MANY_STREAMS",
             Self::UnknownAction(_) => "UNKNOWN_ACTION",
             Self::ClientAction(_) => "CLIENT_ACTION",
             Self::ActionNotOnPage { .. } => "ACTION_NOT_ON_PAGE",
@@ -106,7 +110,7 @@ impl From<GatewayError> for Status {
                 "a turn is still running on this conversation; wait for it, cancel it, or set cancel_running",
                 [("turn_id".to_owned(), turn_id)].into_iter().collect(),
             ),
-            GatewayError::TooManyTurns => status::retryable(
+            GatewayError::TooManyTurns | GatewayError::TooManyStreams => status::retryable(
                 Code::ResourceExhausted,
                 reason,
                 error.to_string(),

@@ -24,7 +24,7 @@ use crate::{
     error::GatewayError,
     prompt::{PromptInput, build_system_prompt},
     registry::{ActionError, Handler, PageRef},
-    turn::{Engine, EventStream, StartTurn},
+    turn::{Engine, EventStream, StartTurn, follow},
 };
 
 /// The ChatGateway service.
@@ -94,6 +94,7 @@ impl ChatGateway for GatewayService {
         request: Request<gw::ChatRequest>,
     ) -> Result<Response<Self::ChatStream>, Status> {
         let principal = principal(&request)?;
+        let admitted = self.engine.admit_stream(true)?;
         let config = &self.engine.config;
         let deadline = validate::deadline(request.metadata(), config.max_duration);
         let request = request.into_inner();
@@ -120,7 +121,7 @@ impl ChatGateway for GatewayService {
                 deadline,
             })
             .await?;
-        Ok(Response::new(stream))
+        Ok(Response::new(follow::held(stream, admitted)))
     }
 
     async fn cancel_turn(
@@ -145,13 +146,14 @@ impl ChatGateway for GatewayService {
         request: Request<gw::ResumeTurnRequest>,
     ) -> Result<Response<Self::ResumeTurnStream>, Status> {
         let owner = caller(&request)?;
+        let admitted = self.engine.admit_stream(false)?;
         let request = request.into_inner();
         let turn = validate::turn_ref(&request.conversation_id, &request.turn_id)?;
         let stream = self
             .engine
             .resume_turn(&owner, &request.conversation_id, turn, request.after_seq)
             .await?;
-        Ok(Response::new(stream))
+        Ok(Response::new(follow::held(stream, admitted)))
     }
 
     async fn execute_action(
@@ -159,6 +161,7 @@ impl ChatGateway for GatewayService {
         request: Request<gw::ExecuteActionRequest>,
     ) -> Result<Response<Self::ExecuteActionStream>, Status> {
         let principal = principal(&request)?;
+        let admitted = self.engine.admit_stream(true)?;
         let config = &self.engine.config;
         let deadline = validate::deadline(request.metadata(), config.max_duration);
         let request = request.into_inner();
@@ -224,7 +227,7 @@ impl ChatGateway for GatewayService {
                 deadline,
             })
             .await?;
-        Ok(Response::new(stream))
+        Ok(Response::new(follow::held(stream, admitted)))
     }
 
     async fn get_conversation(

@@ -84,6 +84,8 @@ pub struct Engine {
     pub log: Option<Arc<EventLog>>,
     /// Cancelled when the gateway stops: ends the background work.
     pub closing: CancellationToken,
+    /// The event streams open at once (`turns.max_streams`).
+    streams: Arc<tokio::sync::Semaphore>,
 }
 
 /// A request to start a turn, validated, with the page it resolved to.
@@ -166,6 +168,7 @@ impl Engine {
             registry,
             upstreams,
             turns: TurnManager::new(config.max_concurrent),
+            streams: Arc::new(tokio::sync::Semaphore::new(config.max_streams.max(1))),
             config,
             replica,
             watchers: Arc::default(),
@@ -215,6 +218,25 @@ impl Engine {
                 .inc();
         }
         started
+    }
+
+    /// Admits one more event stream, or refuses at once when
+    /// `turns.max_streams` are open; a turn-starting call also finds out
+    /// here, cheaply, that no turn slot is free. The permit goes with the
+    /// stream ([`follow::held`]).
+    pub fn admit_stream(
+        &self,
+        starts_turn: bool,
+    ) -> Result<tokio::sync::OwnedSemaphorePermit, GatewayError> {
+        let permit = self
+            .streams
+            .clone()
+            .try_acquire_owned()
+            .map_err(|_| GatewayError::TooManyStreams)?;
+        if starts_turn && !self.turns.has_room() {
+            return Err(GatewayError::TooManyTurns);
+        }
+        Ok(permit)
     }
 
     /// [`Engine::start_turn`] without the counting of refusals.

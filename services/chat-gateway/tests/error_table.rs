@@ -41,6 +41,7 @@ fn built() -> Vec<(&'static str, String, Code)> {
             turn_id: "t".into(),
         },
         GatewayError::TooManyTurns,
+        GatewayError::TooManyStreams,
         GatewayError::OverQuota(chat_gateway::store::quota::QuotaExceeded {
             scope: chat_gateway::store::quota::Scope::User,
             limit: chat_gateway::store::quota::Limit::ConcurrentTurns,

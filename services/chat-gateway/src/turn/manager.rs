@@ -181,6 +181,12 @@ impl TurnManager {
         found
     }
 
+    /// Whether a new turn could take a slot now (a cheap check before any
+    /// work; [`TurnManager::reserve`] decides).
+    pub fn has_room(&self) -> bool {
+        self.permits.available_permits() > 0
+    }
+
     /// The turn running on a conversation, if any.
     pub fn running(&self, conversation_id: &str) -> Option<String> {
         lock(&self.inner)

@@ -13,6 +13,7 @@ mod flow;
 #[allow(dead_code)]
 mod harness;
 mod postgres;
+mod overload;
 mod python_client;
 mod quotas;
 mod real_stack;
