@@ -962,9 +962,8 @@ async fn rows_from_before_scoped_owners_wait_for_their_issuer(store: Store) {
     );
 }
 
-/// Begins a turn of `owner` (in `tenant`) on a new conversation under
-/// `admission`'s limits.
-async fn admit(store: &Store, owner: &str, tenant: Option<&str>, quota: quota::Quota) -> BeginTurn {
+/// Begins a turn of `owner` on a new conversation under `admission`.
+async fn admit_as(store: &Store, owner: &str, admission: &quota::Admission) -> BeginTurn {
     let message = user_message("hello there");
     store
         .begin_turn(&NewTurn {
@@ -978,14 +977,20 @@ async fn admit(store: &Store, owner: &str, tenant: Option<&str>, quota: quota::Q
             request_id: None,
             user_message: &message,
             title: "hello there",
-            admission: &quota::Admission {
-                tenant: tenant.map(str::to_owned),
-                user: quota,
-                tenant_quota: quota,
-            },
+            admission,
         })
         .await
         .expect("begin turn")
+}
+
+/// Begins a turn of `owner` (in `tenant`), `quota` for user and tenant.
+async fn admit(store: &Store, owner: &str, tenant: Option<&str>, quota: quota::Quota) -> BeginTurn {
+    let admission = quota::Admission {
+        tenant: tenant.map(str::to_owned),
+        user: quota,
+        tenant_quota: quota,
+    };
+    admit_as(store, owner, &admission).await
 }
 
 fn refused(begun: &BeginTurn) -> Option<(quota::Scope, quota::Limit)> {
@@ -1135,23 +1140,7 @@ async fn users_and_tenants_have_limits(store: Store) {
         ("grace", Some("globex"), None),
         ("heidi", None, None),
     ] {
-        let message = user_message("hello there");
-        let begun = store
-            .begin_turn(&NewTurn {
-                owner,
-                conversation_id: &id(),
-                create: true,
-                turn_id: &id(),
-                replica: REPLICA,
-                lease_until: lease(),
-                stream_ahead: 0,
-                request_id: None,
-                user_message: &message,
-                title: "hello there",
-                admission: &admission(tenant),
-            })
-            .await
-            .expect("begin");
+        let begun = admit_as(&store, owner, &admission(tenant)).await;
         assert_eq!(refused(&begun), expected, "{owner}");
     }
 }

@@ -1,10 +1,7 @@
 //! Turns whose client went away: cancelled after `abandoned_turn_grace`
 //! with their partial answer stored, unless someone resumes them.
 
-use std::{
-    sync::Arc,
-    time::{Duration, Instant},
-};
+use std::{sync::Arc, time::Duration};
 
 use parley_proto::{
     gateway::v1::{self as gw, ChatEvent, chat_event::Event},
@@ -14,8 +11,9 @@ use tokio::sync::Notify;
 use tonic::Streaming;
 
 use crate::harness::{
-    Harness, Options, chat_request,
+    Harness, Options, answered, chat_request,
     fake_runner::{Reply, Step, finished},
+    until_text,
 };
 
 /// A one-second grace, checked every 100 ms.
@@ -23,53 +21,6 @@ fn short_grace(config: &mut chat_gateway::config::GatewayConfig) {
     config.turns.abandoned_turn_grace = Duration::from_secs(1);
     config.turns.lease_renew = Duration::from_millis(100);
     config.turns.lease_ttl = Duration::from_secs(5);
-}
-
-/// Reads until the first text delta; returns the conversation and turn ids
-/// and the seq of the last event read.
-async fn until_text(stream: &mut Streaming<ChatEvent>) -> (String, String, u64) {
-    let mut ids = (String::new(), String::new());
-    loop {
-        let event = tokio::time::timeout(Duration::from_secs(10), stream.message())
-            .await
-            .expect("an event within 10 s")
-            .expect("stream ok")
-            .expect("not ended");
-        match event.event {
-            Some(Event::Status(status)) if ids.0.is_empty() => {
-                ids = (status.conversation_id, status.turn_id)
-            }
-            Some(Event::TextDelta(_)) => return (ids.0, ids.1, event.seq),
-            _ => {}
-        }
-    }
-}
-
-/// The stored turn's last message once it is no longer running (bounded
-/// wait).
-async fn stored_answer(stack: &mut Harness, conversation_id: &str) -> gw::ConversationMessage {
-    let deadline = Instant::now() + Duration::from_secs(15);
-    loop {
-        let stored = stack
-            .client
-            .get_conversation(gw::GetConversationRequest {
-                conversation_id: conversation_id.into(),
-            })
-            .await
-            .expect("get")
-            .into_inner();
-        if let Some(last) = stored.messages.last()
-            && last.role == gw::MessageRole::Assistant as i32
-            && last.state != gw::TurnState::Running as i32
-        {
-            return last.clone();
-        }
-        assert!(
-            Instant::now() < deadline,
-            "the turn never ended: {stored:?}"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
 }
 
 fn abandoned_count() -> u64 {
@@ -98,7 +49,7 @@ async fn a_turn_nobody_follows_is_cancelled_after_the_grace_with_its_partial_ans
     let (conversation, _, _) = until_text(&mut stream).await;
     // The client goes away.
     drop(stream);
-    let answer = stored_answer(&mut stack, &conversation).await;
+    let answer = answered(&mut stack.client, &conversation).await;
     assert_eq!(answer.state, gw::TurnState::Cancelled as i32);
     assert_eq!(answer.text, "Halfway");
     assert!(abandoned_count() > before, "the metric counts it");
@@ -150,7 +101,7 @@ async fn a_turn_resumed_within_the_grace_runs_to_its_end() {
     };
     assert!(complete.success, "{complete:?}");
     assert_eq!(
-        stored_answer(&mut stack, &conversation).await.text,
+        answered(&mut stack.client, &conversation).await.text,
         "Halfway there"
     );
     stack.stop().await;

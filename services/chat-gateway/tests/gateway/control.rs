@@ -14,9 +14,9 @@ use tokio::sync::Notify;
 use tonic::Code;
 
 use crate::harness::{
-    Harness, Options, chat, chat_request, collect,
+    Harness, Options, answered, chat, chat_request, collect,
     fake_runner::{Reply, Step, finished},
-    reason,
+    reason, until_text,
 };
 
 /// A reply that writes `first`, then waits for the gate, then finishes.
@@ -37,25 +37,6 @@ fn hanging(first: &str) -> Reply {
     ])
 }
 
-/// Reads events until the first text delta; returns the turn's ids.
-async fn until_text(stream: &mut tonic::Streaming<gw::ChatEvent>) -> (String, String) {
-    let mut ids = (String::new(), String::new());
-    loop {
-        let event = tokio::time::timeout(Duration::from_secs(10), stream.message())
-            .await
-            .expect("an event within 10 s")
-            .expect("stream ok")
-            .expect("not ended");
-        match event.event {
-            Some(Event::Status(status)) if ids.0.is_empty() => {
-                ids = (status.conversation_id, status.turn_id)
-            }
-            Some(Event::TextDelta(_)) => return ids,
-            _ => {}
-        }
-    }
-}
-
 async fn conversation(stack: &mut Harness, id: &str) -> gw::GetConversationResponse {
     stack
         .client
@@ -65,25 +46,6 @@ async fn conversation(stack: &mut Harness, id: &str) -> gw::GetConversationRespo
         .await
         .expect("get")
         .into_inner()
-}
-
-/// Polls until the conversation's last message is a finished answer.
-async fn answered(stack: &mut Harness, id: &str) -> gw::ConversationMessage {
-    let deadline = Instant::now() + Duration::from_secs(10);
-    loop {
-        let stored = conversation(stack, id).await;
-        if let Some(last) = stored.messages.last()
-            && last.role == gw::MessageRole::Assistant as i32
-            && last.state != gw::TurnState::Running as i32
-        {
-            return last.clone();
-        }
-        assert!(
-            Instant::now() < deadline,
-            "the turn was not stored within 10 s: {stored:?}"
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
 }
 
 #[tokio::test]
@@ -99,7 +61,7 @@ async fn a_client_that_disconnects_still_gets_its_answer_stored() {
         .await
         .expect("chat")
         .into_inner();
-    let (conversation_id, _) = until_text(&mut stream).await;
+    let (conversation_id, _, _) = until_text(&mut stream).await;
     drop(stream);
     // While the turn waits, the conversation shows it running.
     let running = conversation(&mut stack, &conversation_id).await;
@@ -108,7 +70,7 @@ async fn a_client_that_disconnects_still_gets_its_answer_stored() {
         Some(gw::TurnState::Running as i32)
     );
     gate.notify_one();
-    let answer = answered(&mut stack, &conversation_id).await;
+    let answer = answered(&mut stack.client, &conversation_id).await;
     assert_eq!(answer.text, "The answer is forty-two.");
     assert_eq!(answer.state, gw::TurnState::Completed as i32);
     assert_eq!(
@@ -129,7 +91,7 @@ async fn cancel_stops_the_runner_and_keeps_the_partial_answer() {
         .await
         .expect("chat")
         .into_inner();
-    let (conversation_id, turn_id) = until_text(&mut stream).await;
+    let (conversation_id, turn_id, _) = until_text(&mut stream).await;
 
     let asked = Instant::now();
     let response = stack
@@ -213,7 +175,7 @@ async fn the_deadline_bounds_the_turn_and_reaches_the_runner() {
     request.set_timeout(Duration::from_secs(2));
     // The client's own deadline ends its call; the turn ends on the server.
     let mut stream = stack.client.chat(request).await.expect("chat").into_inner();
-    let (conversation_id, _) = until_text(&mut stream).await;
+    let (conversation_id, _, _) = until_text(&mut stream).await;
     while let Ok(Some(_)) = stream.message().await {}
 
     stack.runner.dropped(1).await;
@@ -224,7 +186,7 @@ async fn the_deadline_bounds_the_turn_and_reaches_the_runner() {
         timeout > Duration::ZERO && timeout <= Duration::from_secs(2),
         "{timeout:?}"
     );
-    let answer = answered(&mut stack, &conversation_id).await;
+    let answer = answered(&mut stack.client, &conversation_id).await;
     assert_eq!(answer.state, gw::TurnState::Failed as i32);
     assert_eq!(answer.text, "Thinking about it");
     stack.stop().await;
@@ -240,7 +202,7 @@ async fn a_second_message_while_a_turn_runs_is_refused_unless_it_cancels() {
         .await
         .expect("chat")
         .into_inner();
-    let (conversation_id, turn_id) = until_text(&mut first).await;
+    let (conversation_id, turn_id, _) = until_text(&mut first).await;
 
     let refused = stack
         .client
@@ -377,7 +339,7 @@ async fn the_concurrency_limit_refuses_with_a_retryable_status() {
         .await
         .expect("chat")
         .into_inner();
-    let (conversation_id, _) = until_text(&mut first).await;
+    let (conversation_id, _, _) = until_text(&mut first).await;
     let refused = stack
         .client
         .chat(chat_request("", "Another conversation", "tables_list"))
@@ -420,7 +382,7 @@ async fn shutdown_stores_a_turn_that_outlives_the_drain_as_failed() {
         .await
         .expect("chat")
         .into_inner();
-    let (conversation_id, turn_id) = until_text(&mut stream).await;
+    let (conversation_id, turn_id, _) = until_text(&mut stream).await;
     drop(stream);
     let url = stack.database_url.clone();
     let _dir = stack.stop().await;

@@ -12,8 +12,8 @@ mod flow;
 // Shared with benches/turn_latency.rs; each uses a part.
 #[allow(dead_code)]
 mod harness;
-mod postgres;
 mod overload;
+mod postgres;
 mod python_client;
 mod quotas;
 mod real_stack;

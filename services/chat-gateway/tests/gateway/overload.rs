@@ -79,7 +79,11 @@ async fn a_full_gateway_sheds_the_excess_and_finishes_what_it_admitted() {
     for refused in futures::future::join_all(excess).await {
         assert_shed(&refused, "TOO_MANY_TURNS");
     }
-    assert_eq!(stack.runner.seen().len(), 2, "the runner saw only the admitted turns");
+    assert_eq!(
+        stack.runner.seen().len(),
+        2,
+        "the runner saw only the admitted turns"
+    );
 
     // A third stream (a follower) fills the stream limit: then even a
     // follower is refused.
@@ -132,7 +136,10 @@ async fn a_full_gateway_sheds_the_excess_and_finishes_what_it_admitted() {
                 break;
             }
             Err(status) => {
-                assert!(tokio::time::Instant::now() < deadline, "never admitted: {status:?}");
+                assert!(
+                    tokio::time::Instant::now() < deadline,
+                    "never admitted: {status:?}"
+                );
                 tokio::time::sleep(Duration::from_millis(20)).await;
             }
         }

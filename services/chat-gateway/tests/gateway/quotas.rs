@@ -14,7 +14,7 @@ use crate::{
     harness::{
         Harness, Options, chat, chat_request, collect,
         fake_runner::{Reply, Step, finished},
-        reason, with_token,
+        reason, until_text, with_token,
     },
 };
 
@@ -146,20 +146,6 @@ async fn a_spent_daily_token_budget_refuses_until_midnight_utc() {
     stack.stop().await;
 }
 
-/// Events of `stream` until its first text delta (the turn is running).
-async fn until_running(stream: &mut tonic::Streaming<gw::ChatEvent>) {
-    loop {
-        let event = tokio::time::timeout(Duration::from_secs(10), stream.message())
-            .await
-            .expect("an event within 10 s")
-            .expect("stream ok")
-            .expect("not ended");
-        if matches!(event.event, Some(gw::chat_event::Event::TextDelta(_))) {
-            return;
-        }
-    }
-}
-
 #[tokio::test]
 async fn limits_hold_across_two_gateway_processes_and_a_killed_one_frees_its_slots() {
     let Some((database_url, schema)) = crate::postgres::fresh_schema(
@@ -195,7 +181,7 @@ async fn limits_hold_across_two_gateway_processes_and_a_killed_one_frees_its_slo
         .await
         .expect("admitted on A")
         .into_inner();
-    until_running(&mut on_a).await;
+    until_text(&mut on_a).await;
 
     // B counts it: the user's second turn is refused there.
     let refused = b

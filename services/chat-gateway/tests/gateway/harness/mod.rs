@@ -333,3 +333,53 @@ pub async fn chat(
 pub fn reason(status: &Status) -> String {
     parley_grpc::status::reason(status).unwrap_or_default()
 }
+
+/// Reads `stream` until its first text delta (the turn is running and has
+/// written); returns the conversation and turn ids and that event's seq.
+pub async fn until_text(stream: &mut Streaming<ChatEvent>) -> (String, String, u64) {
+    let mut ids = (String::new(), String::new());
+    loop {
+        let event = tokio::time::timeout(Duration::from_secs(10), stream.message())
+            .await
+            .expect("an event within 10 s")
+            .expect("stream ok")
+            .expect("not ended");
+        match event.event {
+            Some(Event::Status(status)) if ids.0.is_empty() => {
+                ids = (status.conversation_id, status.turn_id)
+            }
+            Some(Event::TextDelta(_)) => return (ids.0, ids.1, event.seq),
+            _ => {}
+        }
+    }
+}
+
+/// Polls (at most 15 s) until the conversation's last message is a
+/// finished answer, and returns it.
+pub async fn answered(
+    client: &mut ChatGatewayClient<Channel>,
+    conversation_id: &str,
+) -> parley_proto::gateway::v1::ConversationMessage {
+    use parley_proto::gateway::v1 as gw;
+    let deadline = std::time::Instant::now() + Duration::from_secs(15);
+    loop {
+        let stored = client
+            .get_conversation(gw::GetConversationRequest {
+                conversation_id: conversation_id.into(),
+            })
+            .await
+            .expect("get")
+            .into_inner();
+        if let Some(last) = stored.messages.last()
+            && last.role == gw::MessageRole::Assistant as i32
+            && last.state != gw::TurnState::Running as i32
+        {
+            return last.clone();
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the turn was not stored within 15 s: {stored:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
