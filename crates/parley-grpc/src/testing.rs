@@ -1,5 +1,6 @@
 //! For tests only: what a test does when something it needs is missing
-//! here (Docker, the images, PostgreSQL, Python with grpcio-tools).
+//! here (Docker, the images, PostgreSQL, Python with grpcio-tools, the
+//! Python MCP servers).
 //!
 //! Under `CI=true`, where every test must run, it fails. Elsewhere it
 //! prints `NOT RUN: <test>: <why>` straight to the process's stderr (the
@@ -22,6 +23,40 @@ pub fn not_run(test: &str, why: &str) {
         panic!("{test}: CI=true, so this test must run, but {why}");
     }
     let _ = writeln!(std::io::stderr(), "NOT RUN: {test}: {why}");
+}
+
+/// The python of the MCP tests' virtual environment (PyPI `mcp` and
+/// `mcp-server-time`): `PARLEY_MCP_PYTHON`, else what `scripts/mcp.sh`
+/// installs (it is idempotent); `None` after [`not_run`] when neither works.
+pub fn mcp_python(test: &str) -> Option<std::path::PathBuf> {
+    if let Some(python) = std::env::var_os("PARLEY_MCP_PYTHON") {
+        return Some(python.into());
+    }
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let output = std::process::Command::new("bash")
+        .arg(root.join("scripts/mcp.sh"))
+        .stderr(std::process::Stdio::inherit())
+        .output();
+    match output {
+        Ok(output) if output.status.success() => {
+            let path = String::from_utf8_lossy(&output.stdout).trim().to_owned();
+            Some(path.into())
+        }
+        Ok(output) => {
+            not_run(
+                test,
+                &format!(
+                    "scripts/mcp.sh could not install the MCP servers ({})",
+                    output.status
+                ),
+            );
+            None
+        }
+        Err(error) => {
+            not_run(test, &format!("cannot run scripts/mcp.sh: {error}"));
+            None
+        }
+    }
 }
 
 /// Calls over real gRPC with hand-made request bytes: what a client with a

@@ -5,7 +5,7 @@
 //! The binary, the gateway's whole-stack test and the runner bench all
 //! start the runner here, so they run the same thing.
 
-use std::{future::Future, sync::Arc, time::Duration};
+use std::{collections::HashMap, future::Future, sync::Arc, time::Duration};
 
 use parley_proto::runner::v1::agent_runner_server::AgentRunnerServer;
 use tokio::net::TcpListener;
@@ -13,6 +13,7 @@ use tokio::net::TcpListener;
 use crate::{
     agent_loop::Runner,
     config::{ConfigError, RunnerConfig},
+    mcp::McpServers,
     provider::Providers,
     service::RunnerService,
     tools::ToolRuntime,
@@ -44,22 +45,54 @@ impl RunnerApp {
         lookup: impl Fn(&str) -> Option<String>,
     ) -> Result<Self, StartError> {
         config.validate()?;
-        let providers = config.build_providers(lookup)?;
+        let providers = config.build_providers(&lookup)?;
         tracing::info!(
             default_provider = %config.default_provider,
             providers = ?providers.names().collect::<Vec<_>>(),
             "configuration loaded"
         );
-        Ok(Self::with_providers(config, providers))
+        // The variables the MCP servers read, read now.
+        let variables: HashMap<String, String> = config
+            .mcp_servers
+            .values()
+            .flat_map(|server| server.env.values().chain(server.headers.values()))
+            .map(String::as_str)
+            .chain(crate::mcp::server::PASSED_VARIABLES)
+            .filter_map(|name| Some((name.to_owned(), lookup(name)?)))
+            .collect();
+        Ok(Self::assemble(
+            config,
+            providers,
+            Arc::new(move |name: &str| variables.get(name).cloned()),
+        ))
     }
 
-    /// The runner of `config` (limits, retry policy, admission) with
-    /// `providers` instead of the configured ones, for benches and tests
-    /// that bring their own provider. `config` is not validated.
+    /// The runner of `config` (limits, retry policy, admission, MCP
+    /// servers reading the process's environment) with `providers` instead
+    /// of the configured ones, for benches and tests that bring their own
+    /// provider. `config` is not validated.
     pub fn with_providers(config: &RunnerConfig, providers: Providers) -> Self {
+        Self::assemble(
+            config,
+            providers,
+            Arc::new(|name: &str| std::env::var(name).ok()),
+        )
+    }
+
+    fn assemble(config: &RunnerConfig, providers: Providers, lookup: crate::mcp::Lookup) -> Self {
+        let mut tools = ToolRuntime::with_builtins();
+        if !config.mcp_servers.is_empty() {
+            let reserved = tools.local_names().map(str::to_owned).collect();
+            tools = tools.with_mcp(McpServers::start(
+                &config.mcp_servers,
+                &config.base_dir,
+                lookup,
+                reserved,
+            ));
+        }
         let runner = Arc::new(Runner {
             providers: Arc::new(providers),
-            tools: ToolRuntime::with_builtins(),
+            tools,
             retry: config.retry_policy(),
         });
         let service = RunnerService::new(

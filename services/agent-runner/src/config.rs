@@ -30,6 +30,9 @@
 //! structured_output = true
 //! no_structured_output_models = ["gpt-3.5*"]
 //! headers = { "OpenAI-Organization" = "org-..." }
+//!
+//! [mcp_servers.time]                    # an MCP server's tools (see `mcp::config`)
+//! command = ["uvx", "mcp-server-time"]
 //! ```
 //!
 //! A configuration that names no provider (no file, say) gets one: the
@@ -50,6 +53,7 @@ use secrecy::SecretString;
 use serde::{Deserialize, Serialize};
 
 use crate::{
+    mcp::McpServerConfig,
     provider::{
         Provider,
         anthropic::AnthropicProvider,
@@ -87,6 +91,8 @@ pub struct RunnerConfig {
     pub retry: RetryConfig,
     /// The providers, by name.
     pub providers: BTreeMap<String, ProviderConfig>,
+    /// The MCP servers whose tools requests may use, by name.
+    pub mcp_servers: BTreeMap<String, McpServerConfig>,
     /// The directory relative paths are resolved against (the file's own).
     #[serde(skip)]
     pub base_dir: PathBuf,
@@ -102,6 +108,7 @@ impl Default for RunnerConfig {
             limits: LimitsConfig::default(),
             retry: RetryConfig::default(),
             providers: BTreeMap::new(),
+            mcp_servers: BTreeMap::new(),
             base_dir: PathBuf::new(),
         }
     }
@@ -318,6 +325,9 @@ impl RunnerConfig {
         positive_duration("limits.idle_timeout", l.idle_timeout)?;
         positive_duration("limits.total_timeout", l.total_timeout)?;
         positive("retry.max_attempts", u64::from(self.retry.max_attempts))?;
+        for (name, server) in &self.mcp_servers {
+            server.validate(name)?;
+        }
         for (name, provider) in &self.providers {
             if provider.kind == ProviderKind::Scripted {
                 continue;

@@ -114,7 +114,6 @@ impl AgentRunner for RunnerService {
         &self,
         _request: Request<ListToolsRequest>,
     ) -> Result<Response<ListToolsResponse>, Status> {
-        // No MCP server is configured yet.
-        Ok(Response::new(ListToolsResponse::default()))
+        Ok(Response::new(self.runner.tools.mcp.list()))
     }
 }

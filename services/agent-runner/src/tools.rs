@@ -2,13 +2,13 @@
 //!
 //! A turn's tools are declared in the request and prepared once ([`prepare`]):
 //! names checked, schemas compiled, each bound to a local tool (the
-//! built-ins, [`builtin`]) or a remote `parley.tools.v1.ToolService`
-//! ([`remote`]). [`execute`] runs one round of the model's calls: unknown
+//! built-ins, [`builtin`]), a remote `parley.tools.v1.ToolService`
+//! ([`remote`]) or a tool of a configured MCP server ([`crate::mcp`]). [`execute`] runs one round of the model's calls: unknown
 //! names and invalid inputs are answered as tool errors without running
 //! anything, valid calls run in parallel (bounded), each with its own
 //! timeout, their progress streamed, and every outcome is fed back to the
 //! model. Nothing runs that the request did not register: no shell, no URL
-//! fetch.
+//! fetch, no MCP server the runner's configuration does not name.
 
 pub mod builtin;
 pub mod calculator;
@@ -168,6 +168,8 @@ pub struct ToolRuntime {
     local: BTreeMap<String, Arc<dyn LocalTool>>,
     /// Cached channels to remote tool servers.
     pub channels: Arc<remote::Channels>,
+    /// The configured MCP servers.
+    pub mcp: Arc<crate::mcp::McpServers>,
 }
 
 impl ToolRuntime {
@@ -176,11 +178,18 @@ impl ToolRuntime {
         let mut runtime = Self {
             local: BTreeMap::new(),
             channels: Arc::new(remote::Channels::default()),
+            mcp: Arc::default(),
         };
         for tool in builtin::all() {
             runtime.register(tool);
         }
         runtime
+    }
+
+    /// With `servers` as its MCP servers.
+    pub fn with_mcp(mut self, servers: crate::mcp::McpServers) -> Self {
+        self.mcp = Arc::new(servers);
+        self
     }
 
     /// Adds (or replaces) a local tool.

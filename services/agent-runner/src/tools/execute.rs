@@ -153,7 +153,7 @@ impl Round<'_> {
                     let call = &calls[index].call;
                     async move {
                         let _permit = permits.acquire_owned().await;
-                        let remote = matches!(tool.target, Target::Remote(_));
+                        let remote = matches!(tool.target, Target::Remote(_) | Target::Mcp { .. });
                         let span =
                             observe::tool_span(&call.name, &call.id, Some(remote), &call.input);
                         let started = Instant::now();
@@ -238,6 +238,9 @@ impl Round<'_> {
                 Target::Remote(address) => {
                     let channel = self.runtime.channels.get(address)?;
                     remote::execute(channel, &call.name, &call.input, ctx, &progress).await
+                }
+                Target::Mcp { server, tool } => {
+                    crate::mcp::call::call(server, tool, &call.input, &ctx, &progress).await
                 }
             }
         };

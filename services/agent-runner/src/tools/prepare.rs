@@ -26,6 +26,13 @@ pub enum Target {
     Local(Arc<dyn LocalTool>),
     /// On a `ToolService` at this address.
     Remote(String),
+    /// On a configured MCP server.
+    Mcp {
+        /// The server.
+        server: Arc<crate::mcp::McpServer>,
+        /// The server's name for the tool.
+        tool: String,
+    },
 }
 
 /// One tool, ready to validate input and run.
@@ -66,6 +73,7 @@ impl TurnTools {
                 ));
                 continue;
             }
+            let mut server_schema = None;
             let (target, fallback_description, fallback_schema) = match &def.endpoint {
                 ToolEndpoint::Builtin(builtin) => match runtime.local(builtin) {
                     Some(tool) => (
@@ -96,15 +104,39 @@ impl TurnTools {
                         serde_json::json!({"type": "object"}),
                     )
                 }
-                ToolEndpoint::Mcp { server, .. } => {
-                    violations.push(Violation::new(
-                        field("endpoint.mcp"),
-                        format!("no MCP server `{server}` is configured in the runner"),
-                    ));
-                    continue;
-                }
+                ToolEndpoint::Mcp { server, tool } => match runtime.mcp.get(server) {
+                    // The server's own description and schema when it is up;
+                    // otherwise the request's, and the call fails while it is down.
+                    Some(handle) => {
+                        let listed = handle.snapshot().tools.get(tool).cloned();
+                        let target = Target::Mcp {
+                            server: handle.clone(),
+                            tool: tool.clone(),
+                        };
+                        match listed {
+                            Some(listed) => {
+                                server_schema = Some(listed.input_schema.clone());
+                                (
+                                    target,
+                                    listed.description.clone(),
+                                    listed.input_schema.clone(),
+                                )
+                            }
+                            None => (target, String::new(), serde_json::json!({"type": "object"})),
+                        }
+                    }
+                    None => {
+                        violations.push(Violation::new(
+                            field("endpoint.mcp"),
+                            format!("no MCP server `{server}` is configured in the runner"),
+                        ));
+                        continue;
+                    }
+                },
             };
-            let schema = if def.input_schema.is_null()
+            let schema = if let Some(schema) = server_schema {
+                schema
+            } else if def.input_schema.is_null()
                 || def.input_schema == Value::Object(Default::default())
             {
                 fallback_schema

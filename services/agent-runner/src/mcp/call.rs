@@ -1,0 +1,388 @@
+//! One `tools/call`: checked, traced, its progress forwarded, its result
+//! mapped for the model and the UI.
+
+use std::sync::PoisonError;
+
+use parley_proto::parser::v1::Payload;
+use rmcp::{
+    model::{
+        CallToolRequest, CallToolRequestParams, CallToolResult, CancelledNotificationParam,
+        ClientRequest, ContentBlock, ProgressToken, RequestId, RequestMetaObject, ServerResult,
+    },
+    service::{Peer, PeerRequestOptions, RoleClient, ServiceError},
+};
+use serde_json::{Map, Value, json};
+use tokio_util::sync::CancellationToken;
+
+use super::server::{McpServer, ProgressRoutes, ServerState};
+use crate::tools::{CallContext, FailureReason, ProgressSender, ToolFailure, ToolOutput};
+
+/// The payload type of results with images, audio or resources.
+pub const CONTENT_PAYLOAD: &str = "mcp_content";
+
+/// Calls `tool` on `server` with `input`; see the module doc of `mcp`.
+pub async fn call(
+    server: &McpServer,
+    tool: &str,
+    input: &Value,
+    ctx: &CallContext,
+    progress: &ProgressSender,
+) -> Result<ToolOutput, ToolFailure> {
+    let snapshot = server.snapshot();
+    let name = server.name();
+    let peer = match (&snapshot.state, &snapshot.peer) {
+        (ServerState::Ready, Some(peer)) => peer.clone(),
+        (state, _) => {
+            let why = if snapshot.error.is_empty() {
+                String::new()
+            } else {
+                format!(" ({})", snapshot.error)
+            };
+            let state = match state {
+                ServerState::Connecting => "starting",
+                _ => "down",
+            };
+            return Err(ToolFailure::new(
+                FailureReason::Unavailable,
+                format!(
+                    "the MCP server `{name}` is {state}{why}; its tools cannot be called until it is back"
+                ),
+            ));
+        }
+    };
+    let Some(definition) = snapshot.tools.get(tool) else {
+        return Err(ToolFailure::new(
+            FailureReason::Unavailable,
+            format!("the MCP server `{name}` does not offer a tool `{tool}`"),
+        ));
+    };
+    // The server's schema as it is now, even if the turn was prepared with
+    // an older one.
+    let problems: Vec<String> = definition
+        .validator
+        .iter_errors(input)
+        .take(8)
+        .map(|error| format!("{}: {error}", error.instance_path()))
+        .collect();
+    if !problems.is_empty() {
+        return Err(ToolFailure::new(
+            FailureReason::InvalidInput,
+            format!("invalid input: {}", problems.join("; ")),
+        ));
+    }
+    let Value::Object(arguments) = input.clone() else {
+        return Err(ToolFailure::new(
+            FailureReason::InvalidInput,
+            "invalid input: the arguments must be an object",
+        ));
+    };
+
+    tracing::debug!(call_id = %ctx.call_id, server = %name, tool, "MCP tools/call");
+    let params = CallToolRequestParams::new(tool.to_owned()).with_arguments(arguments);
+    let mut options = PeerRequestOptions::no_options();
+    let mut meta = RequestMetaObject::new();
+    trace_context(&mut meta);
+    options.meta = Some(meta);
+    // The SDK gives every request its own progress token; route it before
+    // the first notification can be handled (they are handled in tasks of
+    // their own, after the request was written).
+    let handle = peer
+        .send_request_with_option(
+            ClientRequest::CallToolRequest(CallToolRequest::new(params)),
+            options,
+        )
+        .await
+        .map_err(|error| failure(server, &snapshot.broken, error))?;
+    let _route = Route::add(
+        &server.progress,
+        handle.progress_token.clone(),
+        progress.clone(),
+    );
+    // Dropping this future (the tool's time-out, a cancelled turn) sends
+    // notifications/cancelled for the request.
+    let mut guard = CancelOnDrop {
+        peer: peer.clone(),
+        id: Some(handle.id.clone()),
+    };
+    let response = handle.await_response().await;
+    guard.id = None;
+    match response {
+        Ok(ServerResult::CallToolResult(result)) => {
+            output(name, tool, result, server.config().max_output_bytes)
+        }
+        Ok(_) => Err(ToolFailure::new(
+            FailureReason::ToolError,
+            format!("the MCP server `{name}` answered tools/call with something else"),
+        )),
+        Err(error) => Err(failure(server, &snapshot.broken, error)),
+    }
+}
+
+/// Sends notifications/cancelled for a request abandoned before its answer.
+struct CancelOnDrop {
+    peer: Peer<RoleClient>,
+    id: Option<RequestId>,
+}
+
+impl Drop for CancelOnDrop {
+    fn drop(&mut self) {
+        let Some(id) = self.id.take() else {
+            return;
+        };
+        let peer = self.peer.clone();
+        if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+            runtime.spawn(async move {
+                let _ = peer
+                    .notify_cancelled(CancelledNotificationParam::new(
+                        Some(id),
+                        Some("the turn was cancelled or the tool timed out".to_owned()),
+                    ))
+                    .await;
+            });
+        }
+    }
+}
+
+/// Keeps a call's progress token routed while the call runs.
+struct Route {
+    routes: ProgressRoutes,
+    token: ProgressToken,
+}
+
+impl Route {
+    fn add(routes: &ProgressRoutes, token: ProgressToken, sender: ProgressSender) -> Self {
+        routes
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .insert(token.clone(), sender);
+        Self {
+            routes: routes.clone(),
+            token,
+        }
+    }
+}
+
+impl Drop for Route {
+    fn drop(&mut self) {
+        self.routes
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .remove(&self.token);
+    }
+}
+
+/// `traceparent` and `tracestate` of the current span (`execute_tool`) in
+/// `_meta`, where servers that trace read them; nothing when tracing is off.
+fn trace_context(meta: &mut RequestMetaObject) {
+    let mut headers = http_headers();
+    parley_grpc::telemetry::propagation::inject_current(&mut headers);
+    for key in ["traceparent", "tracestate"] {
+        if let Some(value) = headers.get(key).and_then(|v| v.to_str().ok()) {
+            meta.0
+                .0
+                .insert(key.to_owned(), Value::String(value.to_owned()));
+        }
+    }
+}
+
+fn http_headers() -> reqwest::header::HeaderMap {
+    reqwest::header::HeaderMap::new()
+}
+
+/// `broken` is the connection's: a transport error has it replaced.
+fn failure(server: &McpServer, broken: &CancellationToken, error: ServiceError) -> ToolFailure {
+    let name = server.name();
+    match error {
+        ServiceError::McpError(error) => ToolFailure::new(
+            FailureReason::ToolError,
+            format!(
+                "the MCP server `{name}` refused the call: {} (code {})",
+                error.message, error.code.0
+            ),
+        ),
+        ServiceError::TransportSend(_) | ServiceError::TransportClosed => {
+            broken.cancel();
+            ToolFailure::new(
+                FailureReason::Unavailable,
+                format!(
+                    "the MCP server `{name}` went away during the call ({error}); it is being restarted"
+                ),
+            )
+        }
+        ServiceError::Cancelled { .. } => {
+            ToolFailure::new(FailureReason::Cancelled, "the tool call was cancelled")
+        }
+        ServiceError::Timeout { .. } => {
+            ToolFailure::new(FailureReason::Timeout, "the tool did not finish in time")
+        }
+        other => ToolFailure::new(
+            FailureReason::ToolError,
+            format!("the MCP server `{name}` failed the call: {other}"),
+        ),
+    }
+}
+
+/// Maps a result: `isError` → a tool error with its text; otherwise the
+/// text is `structuredContent` as JSON when present, else the text blocks;
+/// other blocks go to an `mcp_content` payload and are named in the text.
+pub fn output(
+    server: &str,
+    tool: &str,
+    result: CallToolResult,
+    max_bytes: usize,
+) -> Result<ToolOutput, ToolFailure> {
+    let mut texts: Vec<String> = Vec::new();
+    let mut others: Vec<Value> = Vec::new();
+    let mut size = 0usize;
+    for block in result.content {
+        match block {
+            ContentBlock::Text(text) => {
+                size = size.saturating_add(text.text.len());
+                texts.push(text.text);
+            }
+            other => {
+                let value = serde_json::to_value(&other).unwrap_or(Value::Null);
+                size = size.saturating_add(value.to_string().len());
+                texts.push(describe(&other));
+                others.push(value);
+            }
+        }
+    }
+    let structured = result
+        .structured_content
+        .map(|value| serde_json::to_string(&value).unwrap_or_default());
+    size = size.saturating_add(structured.as_ref().map_or(0, String::len));
+    if size > max_bytes {
+        return Err(ToolFailure::new(
+            FailureReason::ToolError,
+            format!(
+                "the result is {size} bytes, more than this server's max_output_bytes ({max_bytes})"
+            ),
+        ));
+    }
+    if result.is_error == Some(true) {
+        let message = texts.join("\n");
+        return Err(ToolFailure::new(
+            FailureReason::ToolError,
+            if message.trim().is_empty() {
+                "the tool reported an error without a message".to_owned()
+            } else {
+                message
+            },
+        ));
+    }
+    let text = match structured {
+        Some(json) => json,
+        None => texts.join("\n"),
+    };
+    let payload = (!others.is_empty()).then(|| {
+        let mut data = Map::new();
+        data.insert("server".into(), json!(server));
+        data.insert("tool".into(), json!(tool));
+        data.insert("content".into(), Value::Array(others));
+        Payload {
+            r#type: CONTENT_PAYLOAD.to_owned(),
+            data: Some(parley_proto::json::to_struct(&data)),
+            typed: None,
+        }
+    });
+    Ok(ToolOutput { text, payload })
+}
+
+/// How a non-text block is named in the model's text.
+fn describe(block: &ContentBlock) -> String {
+    match block {
+        ContentBlock::Text(text) => text.text.clone(),
+        ContentBlock::Image(image) => format!(
+            "[image {}, {} bytes of base64, shown to the user]",
+            image.mime_type,
+            image.data.len()
+        ),
+        ContentBlock::Audio(audio) => format!(
+            "[audio {}, {} bytes of base64, given to the user]",
+            audio.mime_type,
+            audio.data.len()
+        ),
+        ContentBlock::Resource(_) => "[an embedded resource, given to the user]".to_owned(),
+        ContentBlock::ResourceLink(link) => format!("[a link to the resource {}]", link.uri),
+        _ => "[content of a kind this runner does not know, given to the user]".to_owned(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn result(value: Value) -> CallToolResult {
+        serde_json::from_value(value).expect("a CallToolResult")
+    }
+
+    #[test]
+    fn structured_content_is_the_result() {
+        let out = output(
+            "s",
+            "t",
+            result(json!({"content": [{"type": "text", "text": "{\"a\": 1}"}], "structuredContent": {"a": 1}})),
+            1000,
+        )
+        .expect("ok");
+        assert_eq!(out.text, r#"{"a":1}"#);
+        assert!(out.payload.is_none());
+    }
+
+    #[test]
+    fn text_blocks_are_joined_and_errors_are_tool_errors() {
+        let out = output(
+            "s",
+            "t",
+            result(json!({"content": [{"type": "text", "text": "one"}, {"type": "text", "text": "two"}]})),
+            1000,
+        )
+        .expect("ok");
+        assert_eq!(out.text, "one\ntwo");
+        let failure = output(
+            "s",
+            "t",
+            result(json!({"content": [{"type": "text", "text": "no such city"}], "isError": true})),
+            1000,
+        )
+        .expect_err("an error");
+        assert_eq!(failure.reason, FailureReason::ToolError);
+        assert_eq!(failure.message, "no such city");
+    }
+
+    #[test]
+    fn images_are_kept_typed_in_the_payload() {
+        let out = output(
+            "s",
+            "t",
+            result(json!({"content": [
+                {"type": "text", "text": "a chart"},
+                {"type": "image", "data": "aGVsbG8=", "mimeType": "image/png"}
+            ]})),
+            1000,
+        )
+        .expect("ok");
+        assert_eq!(
+            out.text,
+            "a chart\n[image image/png, 8 bytes of base64, shown to the user]"
+        );
+        let payload = out.payload.expect("a payload");
+        assert_eq!(payload.r#type, CONTENT_PAYLOAD);
+        let data = parley_proto::json::from_struct(&payload.data.expect("data"));
+        assert_eq!(data["content"][0]["mimeType"], "image/png");
+        assert_eq!(data["content"][0]["data"], "aGVsbG8=");
+    }
+
+    #[test]
+    fn a_result_over_the_limit_fails() {
+        let failure = output(
+            "s",
+            "t",
+            result(json!({"content": [{"type": "text", "text": "x".repeat(101)}]})),
+            100,
+        )
+        .expect_err("too large");
+        assert!(failure.message.contains("101 bytes"), "{}", failure.message);
+    }
+}
