@@ -112,6 +112,11 @@ impl Gateway {
                 "DEV AUTH IS ON: no token is checked and every caller is user `dev`; configure [auth] before exposing this gateway"
             );
         }
+        // The runner's MCP tools, for the pages that allow them.
+        registry.mcp_catalog().spawn_refresh(
+            upstreams.runner.clone(),
+            registry.limits().mcp_tools_refresh,
+        );
         let engine = Arc::new(Engine::new(
             store,
             Arc::new(registry),

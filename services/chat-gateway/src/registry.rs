@@ -12,6 +12,7 @@
 
 mod error;
 mod file;
+pub mod mcp;
 mod model;
 mod resolve;
 mod templates;
@@ -59,6 +60,8 @@ pub struct Registry {
     payload_schema_texts: HashMap<String, String>,
     /// Action params schemas as canonical one-line JSON, rendered once.
     params_schema_texts: HashMap<String, String>,
+    /// The runner's MCP tools, for the pages' `SERVER/TOOL` rules.
+    mcp: Arc<mcp::McpCatalog>,
 }
 
 /// Why an action's params were refused.
@@ -138,6 +141,7 @@ impl Registry {
             param_validators: built.param_validators,
             payload_schema_texts,
             params_schema_texts,
+            mcp: Arc::default(),
         })
     }
 
@@ -171,7 +175,13 @@ impl Registry {
         &self.help
     }
 
-    /// What `page` resolves to: global + page + tab + subtab.
+    /// The runner's MCP tools as last read.
+    pub fn mcp_catalog(&self) -> &Arc<mcp::McpCatalog> {
+        &self.mcp
+    }
+
+    /// What `page` resolves to: global + page + tab + subtab; the MCP
+    /// tools of their rules as the runner last listed them.
     pub fn resolve(&self, page: &PageRef) -> ResolvedPage {
         let mut out = ResolvedPage::globals(
             page.clone(),
@@ -183,7 +193,7 @@ impl Registry {
             return out;
         };
         out.known = true;
-        out.add_scope(&def.scope);
+        out.add_scope(&def.scope, &self.mcp);
         let Some((_, tab)) = def
             .tabs
             .iter()
@@ -192,14 +202,14 @@ impl Registry {
             return out;
         };
         out.tab_known = true;
-        out.add_scope(&tab.scope);
+        out.add_scope(&tab.scope, &self.mcp);
         if let Some((_, sub)) = tab
             .subtabs
             .iter()
             .find(|(name, _)| !page.subtab.is_empty() && *name == page.subtab)
         {
             out.subtab_known = true;
-            out.add_scope(&sub.scope);
+            out.add_scope(&sub.scope, &self.mcp);
         }
         out
     }

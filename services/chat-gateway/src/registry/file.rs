@@ -119,6 +119,9 @@ pub struct FileLimits {
     pub max_summary_chars: Option<usize>,
     /// Template fuel: bounds the work one template rendering may do.
     pub template_fuel: Option<u64>,
+    /// How often the runner's MCP tools are read again (`ListTools`).
+    #[serde(default, with = "parley_grpc::config::duration::option")]
+    pub mcp_tools_refresh: Option<std::time::Duration>,
 }
 
 /// A payload type definition (knows nothing of pages).

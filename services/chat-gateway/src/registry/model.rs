@@ -45,6 +45,19 @@ pub enum ToolEndpointDef {
     Builtin(String),
     /// An app's `parley.tools.v1.ToolService` at this `http(s)://` address.
     Grpc(String),
+    /// A tool of an MCP server configured in the runner, `SERVER/TOOL`;
+    /// learned from the runner's `ListTools`, never defined in the file.
+    Mcp(String),
+}
+
+/// A page's rule allowing MCP tools: `SERVER/TOOL`, or `SERVER/*` for all
+/// of the server's tools.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct McpRule {
+    /// The runner's name for the server.
+    pub server: String,
+    /// The tool, or `None` for every tool of the server.
+    pub tool: Option<String>,
 }
 
 /// A tool the model may call.
@@ -152,6 +165,8 @@ pub struct Limits {
     pub max_summary_chars: usize,
     /// Bounds the work of one template rendering (minijinja fuel).
     pub template_fuel: u64,
+    /// How often the runner's MCP tools are read again.
+    pub mcp_tools_refresh: Duration,
 }
 
 impl Default for Limits {
@@ -161,6 +176,7 @@ impl Default for Limits {
             max_manifest_entries: 20,
             max_summary_chars: 300,
             template_fuel: 50_000,
+            mcp_tools_refresh: Duration::from_secs(10),
         }
     }
 }
@@ -176,6 +192,8 @@ pub(crate) struct Scope {
     pub payload_types: Vec<Arc<PayloadTypeDef>>,
     /// Tools in the order listed.
     pub tools: Vec<Arc<ToolDef>>,
+    /// MCP tools allowed here, in the order listed (after `tools`).
+    pub mcp: Vec<McpRule>,
     /// Actions in the order listed.
     pub actions: Vec<Arc<ActionDef>>,
 }

@@ -12,6 +12,7 @@ use parley_proto::gateway::v1 as gw;
 use parley_proto::parser::v1 as parser;
 use parley_proto::runner::v1 as runner;
 
+use super::mcp::McpCatalog;
 use super::model::{
     ActionDef, Handler, PageRef, PayloadTypeDef, Scope, TemplateRef, ToolDef, ToolEndpointDef,
 };
@@ -77,11 +78,14 @@ impl ResolvedPage {
     }
 
     /// Adds one scope (page, tab or subtab) after what is already there.
-    pub(crate) fn add_scope(&mut self, scope: &Scope) {
+    pub(crate) fn add_scope(&mut self, scope: &Scope, mcp: &McpCatalog) {
         extend(&mut self.payload_types, scope.payload_types.iter(), |p| {
             &p.name
         });
         extend(&mut self.tools, scope.tools.iter(), |t| &t.name);
+        for rule in &scope.mcp {
+            extend(&mut self.tools, mcp.matching(rule).iter(), |t| &t.name);
+        }
         extend(&mut self.actions, scope.actions.iter(), |a| &a.action);
         if !scope.instructions.is_empty() {
             self.instructions.push(scope.instructions.clone());
@@ -143,6 +147,9 @@ impl ResolvedPage {
                         }
                         ToolEndpointDef::Grpc(url) => {
                             runner::tool_endpoint::Kind::Grpc(url.clone())
+                        }
+                        ToolEndpointDef::Mcp(reference) => {
+                            runner::tool_endpoint::Kind::Mcp(reference.clone())
                         }
                     }),
                 }),

@@ -419,3 +419,83 @@ fn data_proposal_schema_follows_seed_000() {
     bad.as_object_mut().expect("object").remove("operations");
     assert!(!v.is_valid(&bad), "no operations");
 }
+
+// ---- MCP tools ------------------------------------------------------------
+
+#[test]
+fn pages_allow_the_runners_mcp_tools_by_rule() {
+    use parley_proto::runner::v1 as pb;
+    let r = Registry::example();
+    // Until the runner has listed them, the rule allows nothing.
+    let before = resolve(&r, "table_view", "", "");
+    assert_eq!(
+        names(&before.tools, |t| &t.name),
+        vec!["current_time", "calculator", "lookup_rows"]
+    );
+    let listed = |name: &str, reference: &str| pb::ToolDefinition {
+        name: name.into(),
+        description: "Get current time in a specific timezone".into(),
+        input_schema: wire::json_to_struct(
+            &json!({"type": "object", "required": ["timezone"], "properties": {"timezone": {"type": "string"}}}),
+        ),
+        endpoint: Some(pb::ToolEndpoint {
+            kind: Some(Kind::Mcp(reference.into())),
+        }),
+        timeout: None,
+    };
+    r.mcp_catalog().replace(pb::ListToolsResponse {
+        tools: vec![
+            listed("time__get_current_time", "time/get_current_time"),
+            listed("time__convert_time", "time/convert_time"),
+        ],
+        servers: Vec::new(),
+    });
+    let page = resolve(&r, "table_view", "", "");
+    assert_eq!(
+        names(&page.tools, |t| &t.name),
+        vec![
+            "current_time",
+            "calculator",
+            "lookup_rows",
+            "time__get_current_time"
+        ]
+    );
+    let runner = page.runner_tools();
+    assert_eq!(
+        runner[3].endpoint.as_ref().and_then(|e| e.kind.clone()),
+        Some(Kind::Mcp("time/get_current_time".into()))
+    );
+    let described = page.describe();
+    assert_eq!(
+        described.tools[3].description,
+        "Get current time in a specific timezone"
+    );
+    assert!(described.tools[3].input_schema.is_some());
+    // Other pages have no MCP rule.
+    assert!(
+        resolve(&r, "tables_list", "", "")
+            .tools
+            .iter()
+            .all(|t| !t.name.starts_with("time__"))
+    );
+}
+
+#[test]
+fn mcp_rules_are_checked() {
+    let text = |rule: &str| format!("version: 1\npages:\n  p:\n    tools: [\"{rule}\"]\n");
+    assert!(Registry::from_str(&text("time/*"), "t").is_ok());
+    for bad in ["time/", "/x", "a__b/x", "time/a/b", "ti me/x"] {
+        let error = Registry::from_str(&text(bad), "t").expect_err(bad);
+        assert!(
+            error.to_string().contains("pages.p.tools[0]"),
+            "{bad}: {error}"
+        );
+    }
+    let twice = "version: 1\npages:\n  p:\n    tools: [\"time/*\", \"time/*\"]\n";
+    assert!(
+        Registry::from_str(twice, "t")
+            .expect_err("twice")
+            .to_string()
+            .contains("listed twice")
+    );
+}

@@ -134,6 +134,14 @@ impl Validator {
                 d.max_summary_chars as u64,
             ) as usize,
             template_fuel: positive("template_fuel", file.template_fuel, d.template_fuel),
+            mcp_tools_refresh: match file.mcp_tools_refresh {
+                Some(refresh) if refresh.is_zero() => {
+                    self.problem("limits.mcp_tools_refresh", "must be greater than 0");
+                    d.mcp_tools_refresh
+                }
+                Some(refresh) => refresh,
+                None => d.mcp_tools_refresh,
+            },
         }
     }
 

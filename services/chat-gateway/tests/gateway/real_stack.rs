@@ -106,3 +106,156 @@ async fn a_two_turn_conversation_through_the_whole_stack() {
     assert_eq!(stored.conversation.expect("summary").turn_count, 2);
     stack.stop().await;
 }
+
+/// PyPI's reference MCP server `mcp-server-time` in the real runner, allowed
+/// on `table_view` by the example registry's `time/get_current_time` rule:
+/// the gateway learns the tool from the runner's `ListTools` (DescribePage
+/// shows the server's description and schema), and a whole Chat turn with
+/// the scripted model calls it; its result reaches the client as
+/// `tool_complete` and is stored with the turn.
+#[tokio::test]
+async fn an_mcp_servers_tool_through_a_whole_chat_turn() {
+    use agent_runner::{config::ProviderConfig, mcp::McpServerConfig};
+    use std::time::Duration;
+
+    let Some(python) = parley_grpc::testing::mcp_python("gateway_mcp_time") else {
+        return;
+    };
+    let dir = tempfile::tempdir().expect("tempdir");
+    let script = dir.path().join("script.toml");
+    std::fs::write(
+        &script,
+        r#"
+model = "mcp-time"
+[[turns]]
+match = { contains = "time" }
+steps = [
+  { tool_call = { name = "time__get_current_time", input = { timezone = "Europe/Paris" } } },
+  { text = "Here is the time in Paris." },
+]
+[default]
+steps = [{ text = "Nothing to do." }]
+"#,
+    )
+    .expect("script");
+    let mut config = RunnerConfig::scripted_demo();
+    config
+        .providers
+        .insert("scripted".into(), ProviderConfig::scripted(Some(script)));
+    config.mcp_servers.insert(
+        "time".into(),
+        McpServerConfig::stdio(vec![
+            python.display().to_string(),
+            "-m".into(),
+            "mcp_server_time".into(),
+            "--local-timezone".into(),
+            "UTC".into(),
+        ]),
+    );
+    let app = RunnerApp::build(&config, |name| std::env::var(name).ok()).expect("runner");
+    let server = app
+        .runner()
+        .tools
+        .mcp
+        .get("time")
+        .expect("configured")
+        .clone();
+    let mut state = server.watch();
+    let ready = tokio::time::timeout(
+        Duration::from_secs(60),
+        state.wait_for(|s| s.state == agent_runner::mcp::ServerState::Ready),
+    )
+    .await;
+    assert!(
+        ready.is_ok(),
+        "mcp-server-time is not ready: {:?}",
+        server.snapshot()
+    );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let addr = listener.local_addr().expect("addr");
+    let routes = app.routes();
+    tokio::spawn(async move {
+        let _ = tonic::transport::Server::builder()
+            .add_routes(routes)
+            .serve_with_incoming(incoming(listener))
+            .await;
+    });
+    let mut stack = Harness::start(Options {
+        runner_url: Some(format!("http://{addr}")),
+        ..Options::default()
+    })
+    .await;
+
+    // The gateway reads the runner's tools at start-up: wait for that read.
+    let describe = gw::DescribePageRequest {
+        page: Some(gw::PageContext {
+            page: "table_view".into(),
+            ..Default::default()
+        }),
+        include_system_prompt: true,
+    };
+    let mut page = None;
+    for _ in 0..600 {
+        let described = stack
+            .client
+            .describe_page(describe.clone())
+            .await
+            .expect("DescribePage")
+            .into_inner();
+        if described
+            .tools
+            .iter()
+            .any(|t| t.name == "time__get_current_time")
+        {
+            page = Some(described);
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let page = page.expect("the gateway never listed the MCP tool");
+    let tool = page
+        .tools
+        .iter()
+        .find(|t| t.name == "time__get_current_time")
+        .expect("listed");
+    assert_eq!(tool.description, "Get current time in a specific timezone");
+    let schema = parley_proto::json::from_struct_value(tool.input_schema.as_ref().expect("schema"));
+    assert_eq!(schema["required"], serde_json::json!(["timezone"]));
+    assert!(
+        page.system_prompt.contains("time__get_current_time"),
+        "the prompt's tool section names it"
+    );
+    assert!(
+        !page.tools.iter().any(|t| t.name == "time__convert_time"),
+        "only the tool the rule names"
+    );
+
+    let turn = chat(
+        &mut stack.client,
+        chat_request("", "What time is it in Paris?", "table_view"),
+    )
+    .await;
+    assert!(turn.complete.success, "{:?}", turn.complete);
+    let complete = turn
+        .events
+        .iter()
+        .find_map(|e| match &e.event {
+            Some(Event::ToolComplete(c)) => Some(c.clone()),
+            _ => None,
+        })
+        .expect("tool_complete");
+    assert_eq!(complete.name, "time__get_current_time");
+    assert!(complete.success, "{complete:?}");
+    let result: serde_json::Value =
+        serde_json::from_str(&complete.result_text).expect("structured JSON");
+    assert_eq!(result["timezone"], "Europe/Paris", "{result}");
+    assert!(
+        result["datetime"].as_str().is_some_and(|d| d.contains('T')),
+        "{result}"
+    );
+    assert_eq!(turn.text, "Here is the time in Paris.");
+    assert_eq!(turn.complete.tool_history[0].name, "time__get_current_time");
+    stack.stop().await;
+}

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use super::rules::plain_id;
 use super::{Refs, Validator};
 use crate::registry::file::{NamedMap, PageEntry, ScopeView};
-use crate::registry::model::{PageDef, Scope, SubtabDef, TabDef, TemplateRef};
+use crate::registry::model::{McpRule, PageDef, Scope, SubtabDef, TabDef, TemplateRef};
 use crate::registry::templates::TemplateSet;
 
 impl Validator {
@@ -63,6 +63,23 @@ impl Validator {
                 source: src.to_owned(),
             }
         });
+        // `SERVER/TOOL` and `SERVER/*` allow MCP tools of the runner.
+        let mcp_names = view
+            .tools
+            .iter()
+            .enumerate()
+            .filter(|(_, name)| name.contains('/'));
+        let mut mcp: Vec<McpRule> = Vec::new();
+        for (i, name) in mcp_names {
+            let at = format!("{entry}.tools[{i}]");
+            match mcp_rule(name) {
+                Ok(rule) if mcp.contains(&rule) => {
+                    self.problem(at, format!("tool `{name}` is listed twice"))
+                }
+                Ok(rule) => mcp.push(rule),
+                Err(problem) => self.problem(at, problem),
+            }
+        }
         Scope {
             instructions: view.instructions.trim().to_owned(),
             context_template,
@@ -74,6 +91,7 @@ impl Validator {
                 &refs.payload_types,
             ),
             tools: self.refs(entry, "tools", "tool", view.tools, &refs.tools),
+            mcp,
             actions: self.refs(entry, "actions", "action", view.actions, &refs.actions),
         }
     }
@@ -90,6 +108,9 @@ impl Validator {
         let mut out = Vec::new();
         for (i, name) in names.iter().enumerate() {
             let at = format!("{entry}.{field}[{i}]");
+            if field == "tools" && name.contains('/') {
+                continue; // an MCP rule, checked by `scope`
+            }
             if names[..i].contains(name) {
                 self.problem(at, format!("{what} `{name}` is listed twice"));
                 continue;
@@ -101,4 +122,28 @@ impl Validator {
         }
         out
     }
+}
+
+/// `SERVER/TOOL` or `SERVER/*`: a server name of letters, digits, `-` and
+/// single `_`, and a tool name without `/` or spaces.
+fn mcp_rule(name: &str) -> Result<McpRule, String> {
+    let bad = || format!("`{name}` is not an MCP tool rule: write `SERVER/TOOL` or `SERVER/*`");
+    let (server, tool) = name.split_once('/').ok_or_else(bad)?;
+    let server_ok = !server.is_empty()
+        && server.len() <= 32
+        && !server.contains("__")
+        && server
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-');
+    let tool_ok = !tool.is_empty()
+        && tool.len() <= 128
+        && !tool.contains('/')
+        && !tool.chars().any(char::is_whitespace);
+    if !server_ok || !tool_ok {
+        return Err(bad());
+    }
+    Ok(McpRule {
+        server: server.to_owned(),
+        tool: (tool != "*").then(|| tool.to_owned()),
+    })
 }
