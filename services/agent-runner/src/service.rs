@@ -18,7 +18,7 @@ use futures::Stream;
 use parley_proto::runner::v1::{
     ListToolsRequest, ListToolsResponse, RunEvent, RunRequest, agent_runner_server::AgentRunner,
 };
-use tokio::sync::{Semaphore, mpsc};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc};
 use tokio_util::sync::{CancellationToken, DropGuard};
 use tonic::{Request, Response, Status};
 use tracing::Instrument;
@@ -63,6 +63,8 @@ impl RunnerService {
 pub struct RunEventStream {
     rx: mpsc::Receiver<Event>,
     _cancel_on_drop: DropGuard,
+    /// The turn's admission (`max_concurrent_runs`), shared with its task.
+    _admitted: Arc<OwnedSemaphorePermit>,
 }
 
 impl Stream for RunEventStream {
@@ -80,17 +82,21 @@ impl AgentRunner for RunnerService {
     type RunStream = RunEventStream;
 
     async fn run(&self, request: Request<RunRequest>) -> Result<Response<Self::RunStream>, Status> {
+        // A full runner refuses first, before converting the request. The
+        // admission is held by the turn's task and by its stream, so it
+        // counts until the turn has ended and its client is done reading.
+        let permit = Arc::new(
+            self.permits
+                .clone()
+                .try_acquire_owned()
+                .map_err(|_| RunError::Busy)?,
+        );
         let deadline = parley_grpc::deadline::grpc_timeout(request.metadata());
         let turn =
             convert::request::turn_from_request(request.into_inner(), &self.defaults, deadline)
                 .map_err(RunError::Invalid)?;
         let turn_id = turn.turn_id.clone();
         let prepared = self.runner.prepare(turn)?;
-        let permit = self
-            .permits
-            .clone()
-            .try_acquire_owned()
-            .map_err(|_| RunError::Busy)?;
         let (tx, rx) = mpsc::channel(self.event_buffer);
         let cancel = CancellationToken::new();
         let runner = self.runner.clone();
@@ -98,15 +104,19 @@ impl AgentRunner for RunnerService {
         tracing::info!(turn_id = %turn_id, model = %prepared.candidates()[0].model, "turn started");
         // In the call's span, so the turn's spans are children of the RPC's.
         tokio::spawn(
-            async move {
-                let _permit = permit;
-                runner.run(prepared, EventSink::new(tx), task_cancel).await;
+            {
+                let permit = permit.clone();
+                async move {
+                    let _admitted = permit;
+                    runner.run(prepared, EventSink::new(tx), task_cancel).await;
+                }
             }
             .in_current_span(),
         );
         Ok(Response::new(RunEventStream {
             rx,
             _cancel_on_drop: cancel.drop_guard(),
+            _admitted: permit,
         }))
     }
 

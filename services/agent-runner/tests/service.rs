@@ -326,6 +326,52 @@ async fn turns_beyond_the_limit_are_refused_as_busy() {
     assert!(released.is_ok(), "the permit is released with the turn");
 }
 
+#[tokio::test]
+async fn a_full_runner_refuses_first_and_counts_a_turn_until_its_stream_is_done() {
+    let provider = scripted("[default]\nsteps = [{ text = \"done\" }]");
+    let svc = service(provider, ToolRuntime::with_builtins(), 1);
+    let mut first = svc
+        .run(Request::new(request("a", vec![])))
+        .await
+        .expect("accepted")
+        .into_inner();
+    // The turn ends at once, but its client has not read its events: it
+    // still counts.
+    while let Some(event) = first.next().await {
+        if matches!(event.expect("event").event, Some(Ev::Finished(_))) {
+            break;
+        }
+    }
+    // Refused before the request is even read: an invalid request gets
+    // RUNNER_BUSY, not INVALID_REQUEST.
+    let invalid = RunRequest::default();
+    let busy = svc.run(Request::new(invalid)).await.err().expect("refused");
+    assert_eq!(
+        parley_grpc::status::reason(&busy).as_deref(),
+        Some("RUNNER_BUSY")
+    );
+    drop(first);
+    // The stream is done (and its task ends): the slot frees and requests
+    // are read again (polled, bounded).
+    let reason = tokio::time::timeout(Duration::from_secs(10), async {
+        loop {
+            let refused = svc
+                .run(Request::new(RunRequest::default()))
+                .await
+                .err()
+                .expect("an invalid request");
+            let reason = parley_grpc::status::reason(&refused).unwrap_or_default();
+            if reason != "RUNNER_BUSY" {
+                return reason;
+            }
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    })
+    .await
+    .expect("the slot is freed");
+    assert_eq!(reason, "INVALID_REQUEST");
+}
+
 /// Starts the service on port 0 and returns a client.
 async fn serve(svc: RunnerService) -> AgentRunnerClient<tonic::transport::Channel> {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
