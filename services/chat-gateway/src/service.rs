@@ -117,6 +117,7 @@ impl ChatGateway for GatewayService {
                 model,
                 request_id: Some(request.request_id).filter(|id| !id.is_empty()),
                 cancel_running: request.cancel_running,
+                mid_answer_failover: request.mid_answer_failover,
                 action: None,
                 deadline,
             })
@@ -223,6 +224,7 @@ impl ChatGateway for GatewayService {
                 model: None,
                 request_id: Some(request.request_id).filter(|id| !id.is_empty()),
                 cancel_running: false,
+                mid_answer_failover: false,
                 action: Some(request.action),
                 deadline,
             })

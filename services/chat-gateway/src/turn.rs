@@ -21,6 +21,7 @@ pub mod manager;
 pub mod observe;
 pub mod outcome;
 pub mod parse;
+pub mod partials;
 pub mod recover;
 pub mod relay;
 pub mod replica;
@@ -110,6 +111,9 @@ pub struct StartTurn {
     pub request_id: Option<String>,
     /// Cancel a running turn instead of refusing.
     pub cancel_running: bool,
+    /// Run a model call that fails midway again (`step_reset`) instead of
+    /// failing the turn.
+    pub mid_answer_failover: bool,
     /// The server action the message was rendered from, when any.
     pub action: Option<String>,
     /// When the turn must end.

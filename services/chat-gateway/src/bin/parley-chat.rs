@@ -322,6 +322,13 @@ impl<'a> Renderer<'a> {
         let style = self.style;
         match event {
             Some(Event::Status(_)) | None => {}
+            Some(
+                Event::PayloadPartial(_)
+                | Event::SuggestedValues(_)
+                | Event::SuggestedActions(_)
+                | Event::StructuredPartial(_)
+                | Event::StepReset(_),
+            ) => {}
             Some(Event::TextDelta(text)) => {
                 self.stream(Part::Text, &style.cyan("parley ›"), &text, false)
             }

@@ -14,20 +14,42 @@
 //! [`TextCleaner::sync`] sends a checkpoint and waits for its answer: every
 //! output for the text before it has then arrived. The relay syncs before it
 //! passes on an event that came after some text.
+//!
+//! Besides the text, the cleaner hands out what the client is shown of the
+//! answer's elements while they are written ([`super::partials`]): payload
+//! cards growing, and the suggested values and actions once their list
+//! closed. Everything ready at one flush ([`TextCleaner::take_ready`],
+//! [`TextCleaner::next`]) travels as one text delta followed by the
+//! elements in order, with at most one `payload_partial` per payload (the
+//! latest). The in-process parser runs with partial payloads on too; when
+//! it takes over it re-reads the text, and what the client was already
+//! shown is not sent again.
+//!
+//! A `step_reset` ([`TextCleaner::reset_step`]) discards the model text of
+//! the step since [`TextCleaner::mark_step`]: the parser starts again on
+//! the text before it (a new `ParseStream`, or the library), and what it
+//! repeats is not sent again.
 
 use std::{collections::VecDeque, sync::Arc, time::Duration};
 
 use futures::FutureExt;
-use parley_proto::parser::v1::{
-    ParseProfile, ParseResponse, ParseStreamRequest, ParseStreamResponse,
-    parse_stream_request::Input, parse_stream_response::Output,
+use parley_proto::{
+    gateway::v1::chat_event::Event,
+    parser::v1::{
+        ParseProfile, ParseResponse, ParseStreamRequest, ParseStreamResponse, PayloadPartial,
+        parse_stream_request::Input, parse_stream_response::Output,
+        payload_parser_client::PayloadParserClient,
+    },
 };
 use payload_parser::{Limits, ProfileCache, StreamParser};
 use tokio::sync::mpsc;
 use tokio_stream::wrappers::ReceiverStream;
 
-use super::parse::{local_profile, parse_locally, short, unparsed};
-use crate::clients::Upstreams;
+use super::{
+    parse::{local_profile, parse_locally, short, unparsed},
+    partials::Shown,
+};
+use crate::clients::{Traced, Upstreams};
 
 /// Requests buffered towards the sidecar.
 const REQUEST_BUFFER: usize = 64;
@@ -48,13 +70,20 @@ enum Mode {
     Stopped,
 }
 
-/// The text items of a stream parser's output (elements and diagnostics
-/// come again in the final parse).
-fn texts(items: Vec<payload_parser::StreamItem>) -> impl Iterator<Item = String> {
-    items.into_iter().filter_map(|item| match item {
-        payload_parser::StreamItem::Text(text) => Some(text),
-        _ => None,
-    })
+/// Something ready for the client, before [`Shown`] decides what of it
+/// is new.
+#[derive(Debug)]
+enum Ready {
+    Text(String),
+    Partial(PayloadPartial),
+    Element(Box<Output>),
+}
+
+/// Where a step's model text starts.
+#[derive(Debug, Clone, Copy, Default)]
+struct StepMark {
+    raw: usize,
+    emitted: usize,
 }
 
 /// The streaming cleaner of one turn.
@@ -62,6 +91,8 @@ pub struct TextCleaner {
     profile: ParseProfile,
     /// Where the in-process parser finds the profile compiled.
     compiled: Arc<ProfileCache>,
+    /// The sidecar, for a `ParseStream` opened again after a step reset.
+    parser: Option<PayloadParserClient<Traced>>,
     mode: Mode,
     /// Longest wait for the sidecar: opening the stream, a checkpoint, the
     /// final parse. Past it the library takes over.
@@ -70,8 +101,19 @@ pub struct TextCleaner {
     raw: String,
     /// Every cleaned delta handed out.
     emitted: String,
-    /// Cleaned text ready to hand out.
-    ready: VecDeque<String>,
+    /// Cleaned text and elements ready to hand out.
+    ready: VecDeque<Ready>,
+    /// While a restarted parser repeats the cleaned text already handed
+    /// out: how much of `emitted` it has repeated. Equal to `emitted.len()`
+    /// otherwise.
+    repeated: usize,
+    /// The restarted parser's text does not continue what was handed out:
+    /// nothing more is handed out, the final parse decides.
+    diverged: bool,
+    /// What the client was shown of the elements.
+    shown: Shown,
+    /// Where the current step's text starts.
+    step: StepMark,
     /// Whether text went to the sidecar since its last answered checkpoint.
     unsynced: bool,
     /// The last checkpoint sent.
@@ -97,11 +139,16 @@ impl TextCleaner {
         Self {
             profile,
             compiled,
+            parser: None,
             mode: Mode::Stopped,
             wait,
             raw: String::new(),
             emitted: String::new(),
             ready: VecDeque::new(),
+            repeated: 0,
+            diverged: false,
+            shown: Shown::default(),
+            step: StepMark::default(),
             unsynced: false,
             checkpoint_sent: 0,
             checkpoint_answered: 0,
@@ -117,27 +164,46 @@ impl TextCleaner {
             upstreams.compiled_profiles.clone(),
             upstreams.parse_timeout,
         );
+        cleaner.parser = Some(upstreams.parser.clone());
+        cleaner.open_remote(None).await;
+        cleaner
+    }
+
+    /// Opens a `ParseStream` (sending `text` first, when given), or the
+    /// library when that fails.
+    async fn open_remote(&mut self, text: Option<String>) {
+        let Some(mut client) = self.parser.clone() else {
+            self.switch_to_local("no parser sidecar".into());
+            return;
+        };
         let (tx, rx) = mpsc::channel(REQUEST_BUFFER);
         let first = ParseStreamRequest {
-            input: Some(Input::Profile(cleaner.profile.clone())),
+            input: Some(Input::Profile(self.profile.clone())),
         };
-        if tx.try_send(first).is_err() {
-            cleaner.switch_to_local("request channel closed".into());
-            return cleaner;
+        let mut queued = tx.try_send(first).is_ok();
+        if let Some(text) = text.filter(|text| !text.is_empty()) {
+            queued &= tx
+                .try_send(ParseStreamRequest {
+                    input: Some(Input::Text(text)),
+                })
+                .is_ok();
+            self.unsynced = true;
         }
-        let mut client = upstreams.parser.clone();
+        if !queued {
+            self.switch_to_local("request channel closed".into());
+            return;
+        }
         let call = client.parse_stream(ReceiverStream::new(rx));
-        match tokio::time::timeout(cleaner.wait, call).await {
+        match tokio::time::timeout(self.wait, call).await {
             Ok(Ok(response)) => {
-                cleaner.mode = Mode::Remote(Box::new(Remote {
+                self.mode = Mode::Remote(Box::new(Remote {
                     tx,
                     rx: response.into_inner(),
                 }))
             }
-            Ok(Err(status)) => cleaner.switch_to_local(short(&status)),
-            Err(_) => cleaner.switch_to_local("timed out opening ParseStream".into()),
+            Ok(Err(status)) => self.switch_to_local(short(&status)),
+            Err(_) => self.switch_to_local("timed out opening ParseStream".into()),
         }
-        cleaner
     }
 
     /// An in-process cleaner (the sidecar is not even tried).
@@ -152,16 +218,41 @@ impl TextCleaner {
         self.fallback.as_deref()
     }
 
+    /// Hands out cleaned text; while a restarted parser repeats what was
+    /// already handed out, the repeated part is skipped.
     fn hand_out(&mut self, text: String) {
+        if text.is_empty() || self.diverged {
+            return;
+        }
+        let expected = &self.emitted[self.repeated..];
+        let text = if expected.is_empty() {
+            text
+        } else if expected.starts_with(text.as_str()) {
+            self.repeated += text.len();
+            return;
+        } else if let Some(rest) = text.strip_prefix(expected) {
+            let rest = rest.to_owned();
+            self.repeated = self.emitted.len();
+            rest
+        } else {
+            tracing::warn!(
+                "the restarted parser's text diverged from what was sent; final parse decides"
+            );
+            self.diverged = true;
+            return;
+        };
         if !text.is_empty() {
             self.emitted.push_str(&text);
-            self.ready.push_back(text);
+            self.repeated = self.emitted.len();
+            self.ready.push_back(Ready::Text(text));
         }
     }
 
     fn hand_out_items(&mut self, items: Vec<payload_parser::StreamItem>) {
-        for text in texts(items) {
-            self.hand_out(text);
+        for item in items {
+            if let Some(output) = item.into_proto().output {
+                self.take_output(output);
+            }
         }
     }
 
@@ -170,39 +261,56 @@ impl TextCleaner {
     fn switch_to_local(&mut self, reason: String) {
         tracing::warn!(%reason, "payload-parser unavailable, parsing in-process");
         self.fallback.get_or_insert(reason);
+        self.restart_local();
+    }
+
+    /// A new in-process parser, fed the raw text: what it repeats of the
+    /// output already handed out is skipped.
+    fn restart_local(&mut self) {
         self.mode = Mode::Stopped;
+        self.repeated = 0;
+        self.checkpoint_sent = 0;
+        self.checkpoint_answered = 0;
+        self.unsynced = false;
         let Ok(profile) = local_profile(&self.profile, &self.compiled) else {
             return;
         };
-        let mut parser = StreamParser::new(profile, Limits::default());
-        let replayed: String = match parser.push(&self.raw) {
-            Ok(items) => texts(items).collect(),
+        let mut parser = StreamParser::new(profile, Limits::default()).with_partial_payloads();
+        match parser.push(&self.raw) {
+            Ok(items) => self.hand_out_items(items),
             Err(error) => {
                 tracing::warn!(%error, "in-process parser refused the text");
                 return;
             }
-        };
-        // What the sidecar already produced is a prefix of the same output.
-        let Some(rest) = replayed.strip_prefix(self.emitted.as_str()) else {
-            tracing::warn!(
-                "in-process parser output diverged from the sidecar's; final parse decides"
-            );
+        }
+        if self.diverged {
             return;
-        };
-        let rest = rest.to_owned();
-        self.hand_out(rest);
+        }
         self.mode = Mode::Local(Box::new(parser));
     }
 
-    fn take_remote(&mut self, response: ParseStreamResponse) {
-        match response.output {
-            Some(Output::Text(text)) => self.hand_out(text),
-            Some(Output::Final(response)) => self.final_response = Some(response),
-            Some(Output::Checkpoint(mark)) => {
+    /// One output of the parser (sidecar or library).
+    fn take_output(&mut self, output: Output) {
+        match output {
+            Output::Text(text) => self.hand_out(text),
+            Output::Final(response) => self.final_response = Some(response),
+            Output::Checkpoint(mark) => {
                 self.checkpoint_answered = self.checkpoint_answered.max(mark);
             }
-            // Elements and diagnostics arrive again in the final response.
-            _ => {}
+            Output::Partial(partial) => self.ready.push_back(Ready::Partial(partial)),
+            Output::Diagnostic(diagnostic) => self.shown.diagnostic(diagnostic),
+            element @ (Output::SuggestedValues(_) | Output::SuggestedActions(_)) => {
+                self.ready.push_back(Ready::Element(Box::new(element)));
+            }
+            // Payload candidates and text tool calls arrive again in the
+            // final response; the partials show the payloads meanwhile.
+            Output::CustomPayload(_) | Output::ToolCall(_) => {}
+        }
+    }
+
+    fn take_remote(&mut self, response: ParseStreamResponse) {
+        if let Some(output) = response.output {
+            self.take_output(output);
         }
     }
 
@@ -312,22 +420,48 @@ impl TextCleaner {
         }
     }
 
-    /// The cleaned text ready now, as one delta; `None` when there is none.
-    pub fn take_ready(&mut self) -> Option<String> {
-        let mut text = self.ready.pop_front()?;
-        while let Some(more) = self.ready.pop_front() {
-            text.push_str(&more);
+    /// The events ready now (empty when there are none): the cleaned text
+    /// as one delta, then the elements in order, with only the latest
+    /// partial of each payload, and nothing the client was already shown.
+    pub fn take_ready(&mut self) -> Vec<Event> {
+        let mut text = String::new();
+        let mut elements: Vec<Ready> = Vec::new();
+        while let Some(ready) = self.ready.pop_front() {
+            match ready {
+                Ready::Text(more) => text.push_str(&more),
+                Ready::Partial(partial) => {
+                    elements.retain(|earlier| {
+                        !matches!(earlier, Ready::Partial(p) if p.offset == partial.offset)
+                    });
+                    elements.push(Ready::Partial(partial));
+                }
+                element => elements.push(element),
+            }
         }
-        Some(text)
+        let mut events = Vec::with_capacity(1 + elements.len());
+        if !text.is_empty() {
+            events.push(Event::TextDelta(text));
+        }
+        events.extend(elements.into_iter().filter_map(|element| match element {
+            Ready::Partial(partial) => self.shown.partial(partial),
+            Ready::Element(element) => match *element {
+                Output::SuggestedValues(values) => self.shown.values(values),
+                Output::SuggestedActions(actions) => self.shown.actions(actions),
+                _ => None,
+            },
+            Ready::Text(_) => None,
+        }));
+        events
     }
 
-    /// The cleaned text ready now, as one delta (everything queued up
-    /// since the last call). Pending until there is some, so it can sit in
+    /// The events ready now, as [`Self::take_ready`] (everything queued up
+    /// since the last call). Pending until there are some, so it can sit in
     /// a `select!` beside the runner's stream.
-    pub async fn next(&mut self) -> String {
+    pub async fn next(&mut self) -> Vec<Event> {
         loop {
-            if let Some(text) = self.take_ready() {
-                return text;
+            let events = self.take_ready();
+            if !events.is_empty() {
+                return events;
             }
             let Mode::Remote(remote) = &mut self.mode else {
                 return std::future::pending().await;
@@ -354,8 +488,6 @@ impl TextCleaner {
     /// Ends the stream: returns the held-back tail of the cleaned text and
     /// the parse of everything received (sidecar's final, else library's).
     pub async fn finish(mut self) -> CleanedText {
-        let unsent: usize = self.ready.drain(..).map(|text| text.len()).sum();
-        let already = self.emitted.len() - unsent;
         let mut response = None;
         let mut local = None;
         match std::mem::replace(&mut self.mode, Mode::Stopped) {
@@ -365,7 +497,11 @@ impl TextCleaner {
         }
         let response = match (response, local) {
             (Some(response), _) => response,
-            (None, Some(parser)) => parser.finish().into_proto(),
+            (None, Some(parser)) => {
+                let (items, parsed) = parser.finish_with_items();
+                self.hand_out_items(items);
+                parsed.into_proto()
+            }
             (None, None) => {
                 self.fallback
                     .get_or_insert_with(|| "in-process parser in use".into());
@@ -374,7 +510,16 @@ impl TextCleaner {
             }
         };
         // The final message decides; hand out whatever of it the client has
-        // not seen yet.
+        // not seen yet, then the elements still ready.
+        let unsent: usize = self
+            .ready
+            .iter()
+            .map(|ready| match ready {
+                Ready::Text(text) => text.len(),
+                _ => 0,
+            })
+            .sum();
+        let already = self.emitted.len() - unsent;
         let seen = &self.emitted[..already];
         let tail = match response.message.strip_prefix(seen) {
             Some(rest) => rest.to_owned(),
@@ -383,11 +528,58 @@ impl TextCleaner {
                 self.emitted[already..].to_owned()
             }
         };
+        self.ready.retain(|ready| !matches!(ready, Ready::Text(_)));
+        let mut events = Vec::new();
+        if !tail.is_empty() {
+            events.push(Event::TextDelta(tail.clone()));
+        }
+        events.extend(self.take_ready());
+        events.extend(self.shown.settle(&response));
         CleanedText {
             tail,
+            events,
             response,
             raw: self.raw,
             fallback: self.fallback,
+            shown: self.shown,
+        }
+    }
+
+    /// A model call (step) starts: its text begins after what was pushed so
+    /// far. Call it with nothing ready (after [`Self::sync`] and
+    /// [`Self::take_ready`]).
+    pub fn mark_step(&mut self, step: u32) {
+        self.step = StepMark {
+            raw: self.raw.len(),
+            emitted: self.emitted.len(),
+        };
+        self.shown.begin_step(step);
+    }
+
+    /// Discards the current step's text: what it made ready and did not
+    /// hand out yet, and the parser's state, which starts again on the text
+    /// before the step. The sidecar gets a new `ParseStream`.
+    pub async fn reset_step(&mut self) {
+        let StepMark { raw, emitted } = self.step;
+        self.raw.truncate(raw);
+        self.emitted.truncate(emitted);
+        self.ready.clear();
+        self.shown.reset(raw as u64);
+        self.repeated = self.emitted.len();
+        self.diverged = false;
+        let was_remote = matches!(self.mode, Mode::Remote(_));
+        // Dropping the old stream's sender ends that call.
+        self.mode = Mode::Stopped;
+        self.final_response = None;
+        if was_remote {
+            self.repeated = 0;
+            self.checkpoint_sent = 0;
+            self.checkpoint_answered = 0;
+            self.unsynced = false;
+            let text = self.raw.clone();
+            self.open_remote(Some(text)).await;
+        } else if self.fallback.is_some() {
+            self.restart_local();
         }
     }
 
@@ -425,6 +617,13 @@ impl TextCleaner {
 pub struct CleanedText {
     /// Cleaned text not yet sent to the client.
     pub tail: String,
+    /// The events still to send: the `tail` as a text delta, the elements
+    /// still ready, and the payload cards to take down because the final
+    /// parse does not end with them.
+    pub events: Vec<Event>,
+    /// What the client was shown of the elements, to settle against a
+    /// parse of a different text ([`Shown::settle`]).
+    pub shown: Shown,
     /// The parse of the whole raw text.
     pub response: ParseResponse,
     /// The whole raw text.
@@ -473,6 +672,130 @@ mod tests {
         format!("http://{addr}")
     }
 
+    /// The text deltas of `events`, joined.
+    fn texts(events: Vec<Event>) -> String {
+        events
+            .into_iter()
+            .filter_map(|event| match event {
+                Event::TextDelta(text) => Some(text),
+                _ => None,
+            })
+            .collect()
+    }
+
+    /// The `(offset, revision, data)` of the payload partials of `events`.
+    fn partials(events: &[Event]) -> Vec<(u64, u32, Option<serde_json::Value>)> {
+        events
+            .iter()
+            .filter_map(|event| match event {
+                Event::PayloadPartial(p) => Some((
+                    p.offset,
+                    p.revision,
+                    p.data.as_ref().map(parley_proto::json::from_struct_value),
+                )),
+                _ => None,
+            })
+            .collect()
+    }
+
+    const PROPOSAL_TEXT: [&str; 4] = [
+        "Here.\n\nSCHEMA_PROPOSAL: {\"mode\": \"upd",
+        "ate\", \"operations\": [{\"action\": \"remove\"",
+        ", \"column_id\": \"col_notes\"}]",
+        "}\n\nSUGGESTED_VALUES: [{\"label\": \"More\", \"value\": \"Tell me more\"}]",
+    ];
+
+    async fn partials_while_streaming(mut cleaner: TextCleaner) {
+        let mut events = Vec::new();
+        for delta in PROPOSAL_TEXT {
+            cleaner.push(delta).await;
+            cleaner.sync().await;
+            let ready = cleaner.take_ready();
+            assert!(
+                partials(&ready).len() <= 1,
+                "one partial per payload per flush: {ready:?}"
+            );
+            events.extend(ready);
+        }
+        let done = cleaner.finish().await;
+        events.extend(done.events);
+        let shown = partials(&events);
+        let revisions: Vec<u32> = shown.iter().map(|p| p.1).collect();
+        assert_eq!(revisions, [1, 2, 3, 4], "{shown:?}");
+        assert_eq!(shown[0].2, Some(serde_json::json!({"mode": "upd"})));
+        let last = shown[3].2.clone().expect("whole");
+        let payload = done.response.custom_payload.expect("the payload");
+        assert_eq!(
+            Some(last),
+            payload
+                .data
+                .as_ref()
+                .map(parley_proto::json::from_struct_value)
+        );
+        let lists: Vec<&Event> = events
+            .iter()
+            .filter(|e| matches!(e, Event::SuggestedValues(_)))
+            .collect();
+        assert_eq!(lists.len(), 1, "{events:?}");
+    }
+
+    #[tokio::test]
+    async fn payloads_show_growing_from_the_sidecar_and_the_library() {
+        let upstreams = upstreams(&sidecar().await);
+        partials_while_streaming(TextCleaner::open(&upstreams, profile()).await).await;
+        partials_while_streaming(TextCleaner::local(profile(), Arc::default(), "test")).await;
+    }
+
+    #[tokio::test]
+    async fn partials_that_queued_up_travel_as_the_latest_one() {
+        let mut cleaner = TextCleaner::local(profile(), Arc::default(), "test");
+        cleaner.push(PROPOSAL_TEXT[0]).await;
+        cleaner.push(PROPOSAL_TEXT[1]).await;
+        let ready = cleaner.take_ready();
+        assert_eq!(
+            partials(&ready),
+            [(
+                7,
+                1,
+                Some(serde_json::json!({"mode": "update", "operations": [{"action": "remove"}]}))
+            )]
+        );
+    }
+
+    #[tokio::test]
+    async fn a_step_reset_drops_the_steps_text_and_cards_and_reparses() {
+        let upstreams = upstreams(&sidecar().await);
+        for mut cleaner in [
+            TextCleaner::open(&upstreams, profile()).await,
+            TextCleaner::local(profile(), Arc::default(), "test"),
+        ] {
+            cleaner.mark_step(1);
+            cleaner.push("Let me look. ").await;
+            cleaner.sync().await;
+            let mut seen = texts(cleaner.take_ready());
+            cleaner.mark_step(2);
+            cleaner
+                .push("\n\nHere.\n\nSCHEMA_PROPOSAL: {\"mode\": \"upd")
+                .await;
+            cleaner.sync().await;
+            let step = cleaner.take_ready();
+            assert_eq!(partials(&step).len(), 1, "{step:?}");
+            // The step fails: the client discards what it showed.
+            cleaner.reset_step().await;
+            cleaner.push("\n\nDone, nothing to change.").await;
+            cleaner.sync().await;
+            let after = cleaner.take_ready();
+            assert!(partials(&after).is_empty(), "{after:?}");
+            seen.push_str(&texts(after));
+            let done = cleaner.finish().await;
+            seen.push_str(&done.tail);
+            assert_eq!(done.raw, "Let me look. \n\nDone, nothing to change.");
+            assert_eq!(seen, done.response.message);
+            assert!(done.response.custom_payload.is_none());
+            assert!(partials(&done.events).is_empty(), "{:?}", done.events);
+        }
+    }
+
     const TEXT: &str = "Sure, here it is.\n\n**SUGGESTED_VALUES:** [{\"label\": \"More\", \"value\": \"Tell me more\"}]";
 
     #[tokio::test]
@@ -483,13 +806,12 @@ mod tests {
             let chars: Vec<char> = TEXT.chars().collect();
             for chunk in chars.chunks(size) {
                 cleaner.push(&chunk.iter().collect::<String>()).await;
-                while let Some(text) = cleaner.take_ready() {
-                    assert!(
-                        !text.contains("SUGGESTED") && !text.contains('['),
-                        "{text:?} leaks"
-                    );
-                    seen.push_str(&text);
-                }
+                let text = texts(cleaner.take_ready());
+                assert!(
+                    !text.contains("SUGGESTED") && !text.contains('['),
+                    "{text:?} leaks"
+                );
+                seen.push_str(&text);
             }
             let done = cleaner.finish().await;
             seen.push_str(&done.tail);
@@ -524,7 +846,7 @@ mod tests {
             // (but the trailing space, which may still touch a removed
             // element), without waiting on `next`.
             cleaner.sync().await;
-            seen.push_str(&cleaner.take_ready().unwrap_or_default());
+            seen.push_str(&texts(cleaner.take_ready()));
             let expected = [
                 "Let me check",
                 "Let me check the time.",

@@ -159,6 +159,7 @@ async fn produce(
         tenant: spec.start.principal.tenant.clone().unwrap_or_default(),
         text_tool_calls: engine.config.text_tool_calls,
         context: spec.start.page.state.as_ref().map(json::to_struct_wrapped),
+        mid_answer_failover: spec.start.mid_answer_failover,
     };
 
     // Open the parser stream and the runner call together.
@@ -190,9 +191,9 @@ async fn produce(
     };
 
     let relayed = relay::relay(stream, cleaner, sink, ids, &stop, spec.start.deadline).await;
-    let cleaned = relayed.cleaner.finish().await;
-    if !cleaned.tail.is_empty() {
-        sink.push(Event::TextDelta(cleaned.tail.clone()));
+    let mut cleaned = relayed.cleaner.finish().await;
+    for event in std::mem::take(&mut cleaned.events) {
+        sink.push(event);
     }
     let partial_structured = (!relayed.structured.is_empty()).then(|| StructuredResult {
         value: None,
@@ -218,6 +219,9 @@ async fn produce(
             if finished.text != cleaned.raw {
                 let (parsed, fallback) =
                     parse::parse_text(&engine.upstreams, &finished.text, &profile).await;
+                for event in cleaned.shown.settle(&parsed) {
+                    sink.push(event);
+                }
                 return Produced {
                     ending: Ending::Completed { stop_reason },
                     parsed,

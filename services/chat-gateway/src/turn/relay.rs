@@ -10,6 +10,19 @@
 //! nothing when idle. The loop ends when the runner finishes or fails, when the turn is stopped
 //! (the runner's stream is then dropped at once, which cancels the model
 //! call and the tools), or when the deadline passes.
+//!
+//! What the client is shown of the answer's elements while they are written
+//! comes out of the cleaner with the text (`payload_partial`,
+//! `suggested_values`, `suggested_actions`; see [`super::partials`]); a
+//! structured answer's text is also read as it streams into
+//! `structured_partial` events.
+//!
+//! A runner `step_reset` (the model call failed midway and runs again, with
+//! `mid_answer_failover`) discards what that call streamed: the cleaner
+//! drops the step's text and re-parses what came before it, the reasoning
+//! and structured text go back to where the step began, and the client gets
+//! a `step_reset`. Tool records and usage stay (the runner does not run
+//! tools again, and the failed call's usage counts).
 
 use std::collections::HashMap;
 
@@ -21,7 +34,7 @@ use parley_proto::{
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use super::{cleaner::TextCleaner, journal::Journal, parse::short};
+use super::{cleaner::TextCleaner, journal::Journal, parse::short, partials::StructuredPartials};
 
 /// How the runner's stream ended.
 #[derive(Debug)]
@@ -167,9 +180,20 @@ fn take_ready_text(
 /// order the model produced them.
 async fn text_first(cleaner: &mut TextCleaner, sink: &Journal) {
     cleaner.sync().await;
-    if let Some(text) = cleaner.take_ready() {
-        sink.push(Event::TextDelta(text));
+    push_all(sink, cleaner.take_ready());
+}
+
+fn push_all(sink: &Journal, events: Vec<Event>) {
+    for event in events {
+        sink.push(event);
     }
+}
+
+/// Where the current step's reasoning and structured text begin.
+#[derive(Debug, Default, Clone, Copy)]
+struct StepStart {
+    reasoning: usize,
+    structured: usize,
 }
 
 /// Relays until the runner's stream ends, the turn is stopped or the
@@ -186,6 +210,8 @@ pub async fn relay(
     let mut structured = String::new();
     let mut tools = ToolLog::default();
     let mut usage = gw::Usage::default();
+    let mut structured_partials = StructuredPartials::default();
+    let mut step = StepStart::default();
     let expired = tokio::time::sleep_until(deadline);
     tokio::pin!(expired);
     // A message read ahead while batching text deltas.
@@ -197,8 +223,8 @@ pub async fn relay(
                 biased;
                 () = stop.cancelled() => break RunEnd::Stopped,
                 () = &mut expired => break RunEnd::DeadlineExceeded,
-                text = cleaner.next() => {
-                    sink.push(Event::TextDelta(text));
+                events = cleaner.next() => {
+                    push_all(sink, events);
                     continue;
                 }
                 message = stream.message() => message,
@@ -222,7 +248,11 @@ pub async fn relay(
             Some(run_event::Event::StructuredDelta(text)) => {
                 text_first(&mut cleaner, sink).await;
                 structured.push_str(&text);
+                let partial = structured_partials.feed(&text);
                 sink.push(Event::StructuredDelta(text));
+                if let Some(partial) = partial {
+                    sink.push(partial);
+                }
             }
             Some(run_event::Event::ToolStart(start)) => {
                 text_first(&mut cleaner, sink).await;
@@ -258,8 +288,26 @@ pub async fn relay(
             Some(run_event::Event::Status(status)) => {
                 if let Some(phase) = phase(status.phase) {
                     text_first(&mut cleaner, sink).await;
+                    if status.phase == runner::Phase::ModelCall as i32 {
+                        cleaner.mark_step(status.iteration);
+                        step = StepStart {
+                            reasoning: reasoning.len(),
+                            structured: structured.len(),
+                        };
+                    }
                     sink.push(ids.status(phase, status.message));
                 }
+            }
+            Some(run_event::Event::StepReset(reset)) => {
+                cleaner.reset_step().await;
+                reasoning.truncate(step.reasoning);
+                structured.truncate(step.structured);
+                structured_partials.restart(&structured);
+                sink.push(Event::StepReset(gw::StepReset {
+                    step: reset.iteration,
+                    reason: reset.reason,
+                    message: reset.message,
+                }));
             }
             Some(run_event::Event::Usage(call)) => add_usage(&mut usage, &call),
             Some(run_event::Event::Finished(finished)) => break RunEnd::Finished(finished),

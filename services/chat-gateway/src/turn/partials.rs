@@ -1,0 +1,381 @@
+//! What the client is shown of the answer's elements while the model
+//! writes them: payload cards growing (`payload_partial`), the suggested
+//! values and actions once their list closed, and the structured answer
+//! growing (`structured_partial`).
+//!
+//! The parser (sidecar or library) says what each payload looks like so
+//! far; [`Shown`] decides what reaches the client, so the rules hold
+//! whichever parser answered and however often it restarted (the library
+//! taking over from the sidecar re-reads the text, a `step_reset` re-parses
+//! it):
+//!
+//! - a partial equal to the last one shown of its payload (same data and
+//!   complete paths) is not sent again: a parser that re-reads the text
+//!   repeats what was already shown, and that is skipped;
+//! - the revisions a client sees are the gateway's own: 1, 2, 3... per
+//!   payload, without gaps, however many the parser's flushes coalesced;
+//! - a payload taken down stays down, and its last event carries the
+//!   diagnostic that says why (the parser sends it first, or the final
+//!   parse lists it);
+//! - at the end, a payload still shown that is not the final answer's
+//!   payload is taken down ([`Shown::settle`]), so a UI never keeps a card
+//!   the turn did not end with.
+//!
+//! A `step_reset` discards what the step showed ([`Shown::reset`]): the
+//! client drops those cards and lists, and the gateway forgets them.
+
+use std::collections::HashMap;
+
+use parley_proto::{
+    gateway::v1::{self as gw, chat_event::Event},
+    json,
+    parser::v1::{self as pb, Diagnostic, ParseResponse},
+};
+use payload_parser::{Limits, partial::PartialJson};
+
+/// One payload as the client last saw it.
+#[derive(Debug, Clone)]
+struct Card {
+    payload_type: String,
+    revision: u32,
+    data: Option<prost_types::Struct>,
+    complete_paths: Vec<String>,
+    /// The step the card was first shown in.
+    step: u32,
+}
+
+impl Card {
+    fn is_down(&self) -> bool {
+        self.revision > 0 && self.data.is_none()
+    }
+}
+
+/// The elements shown to the client so far in one turn.
+#[derive(Debug, Default)]
+pub struct Shown {
+    /// By the payload's offset in the turn's model text.
+    cards: HashMap<u64, Card>,
+    /// The latest diagnostic about each offset.
+    diagnostics: HashMap<u64, Diagnostic>,
+    /// The step the suggested values were shown in, once they were.
+    values: Option<u32>,
+    /// The step the suggested actions were shown in, once they were.
+    actions: Option<u32>,
+    /// The current model call (1-based; 0 before the first).
+    step: u32,
+}
+
+impl Shown {
+    /// A model call starts.
+    pub fn begin_step(&mut self, step: u32) {
+        self.step = step;
+    }
+
+    /// Notes a diagnostic: a payload taken down later carries it.
+    pub fn diagnostic(&mut self, diagnostic: Diagnostic) {
+        self.diagnostics.insert(diagnostic.offset, diagnostic);
+    }
+
+    /// The event for the parser's `partial`, or `None` when it shows
+    /// nothing new.
+    pub fn partial(&mut self, partial: pb::PayloadPartial) -> Option<Event> {
+        let step = self.step;
+        let card = self.cards.entry(partial.offset).or_insert_with(|| Card {
+            payload_type: partial.r#type.clone(),
+            revision: 0,
+            data: None,
+            complete_paths: Vec::new(),
+            step,
+        });
+        if card.is_down() {
+            return None;
+        }
+        match partial.data {
+            // A withdrawal of a card never shown takes nothing down.
+            None if card.revision == 0 => None,
+            None => {
+                card.data = None;
+                card.complete_paths.clear();
+                card.revision += 1;
+                Some(self.event(partial.offset))
+            }
+            Some(data) => {
+                if card.revision > 0
+                    && card.data.as_ref() == Some(&data)
+                    && card.complete_paths == partial.complete_paths
+                {
+                    return None;
+                }
+                card.data = Some(data);
+                card.complete_paths = partial.complete_paths;
+                card.revision += 1;
+                Some(self.event(partial.offset))
+            }
+        }
+    }
+
+    fn event(&self, offset: u64) -> Event {
+        let card = &self.cards[&offset];
+        Event::PayloadPartial(gw::PayloadPartial {
+            r#type: card.payload_type.clone(),
+            data: card.data.clone(),
+            complete_paths: card.complete_paths.clone(),
+            revision: card.revision,
+            offset,
+            diagnostic: if card.data.is_none() {
+                self.diagnostics.get(&offset).cloned()
+            } else {
+                None
+            },
+        })
+    }
+
+    /// The event for the suggested values, the first time they arrive.
+    pub fn values(&mut self, values: pb::SuggestedValues) -> Option<Event> {
+        if self.values.is_some() {
+            return None;
+        }
+        self.values = Some(self.step);
+        Some(Event::SuggestedValues(values))
+    }
+
+    /// The event for the suggested actions, the first time they arrive.
+    pub fn actions(&mut self, actions: pb::SuggestedActions) -> Option<Event> {
+        if self.actions.is_some() {
+            return None;
+        }
+        self.actions = Some(self.step);
+        Some(Event::SuggestedActions(actions))
+    }
+
+    /// Forgets what was first shown in the current step (the client
+    /// discards it on `step_reset`), and the diagnostics at or after
+    /// `from`, the step's first byte of model text.
+    pub fn reset(&mut self, from: u64) {
+        let step = self.step;
+        self.cards.retain(|_, card| card.step != step);
+        self.diagnostics.retain(|offset, _| *offset < from);
+        if self.values == Some(step) {
+            self.values = None;
+        }
+        if self.actions == Some(step) {
+            self.actions = None;
+        }
+    }
+
+    /// Takes down every card still shown that the final parse does not end
+    /// with: a card that is not shown whole, or whose data is not the final
+    /// payload's. Its diagnostic comes from the final parse when it lists
+    /// one at the card's offset.
+    pub fn settle(&mut self, parsed: &ParseResponse) -> Vec<Event> {
+        for diagnostic in &parsed.diagnostics {
+            self.diagnostics
+                .insert(diagnostic.offset, diagnostic.clone());
+        }
+        let kept = parsed
+            .custom_payload
+            .as_ref()
+            .and_then(|payload| payload.data.as_ref());
+        let mut offsets: Vec<u64> = self
+            .cards
+            .iter()
+            .filter(|(_, card)| {
+                !card.is_down()
+                    && card.revision > 0
+                    && !(card.complete_paths == [""]
+                        && kept.is_some()
+                        && card.data.as_ref() == kept)
+            })
+            .map(|(offset, _)| *offset)
+            .collect();
+        offsets.sort_unstable();
+        offsets
+            .into_iter()
+            .filter_map(|offset| {
+                let card = self.cards.get(&offset)?;
+                self.partial(pb::PayloadPartial {
+                    r#type: card.payload_type.clone(),
+                    data: None,
+                    complete_paths: Vec::new(),
+                    revision: 0,
+                    offset,
+                })
+            })
+            .collect()
+    }
+}
+
+/// The structured answer (a request with `response_schema`) as it streams:
+/// its `structured_delta` text fed to a [`PartialJson`].
+#[derive(Debug)]
+pub struct StructuredPartials {
+    json: PartialJson,
+    /// `json.version()` of the last event sent.
+    shown: Option<u64>,
+    revision: u32,
+}
+
+impl Default for StructuredPartials {
+    fn default() -> Self {
+        Self {
+            json: PartialJson::new(Limits::default()),
+            shown: None,
+            revision: 0,
+        }
+    }
+}
+
+impl StructuredPartials {
+    /// Starts again from `text` (after a `step_reset`): the next event is
+    /// revision 1.
+    pub fn restart(&mut self, text: &str) {
+        *self = Self::default();
+        // Leading whitespace and the like are fine; a closer that stops
+        // keeps its value and the final validation decides.
+        let _ = self.json.feed(text.as_bytes());
+        self.shown = Some(self.json.version());
+    }
+
+    /// Feeds more structured text; the event to send when the value so far
+    /// changed. Text the closer cannot follow (not JSON) stops the events;
+    /// `complete.structured` still says what the answer was.
+    pub fn feed(&mut self, text: &str) -> Option<Event> {
+        if self.json.feed(text.as_bytes()).is_err() {
+            return None;
+        }
+        let version = self.json.version();
+        if self.shown == Some(version) {
+            return None;
+        }
+        let value = self.json.value()?;
+        self.shown = Some(version);
+        self.revision += 1;
+        Some(Event::StructuredPartial(gw::StructuredPartial {
+            data: Some(json::to_value(&value)),
+            complete_paths: self.json.complete_paths().to_vec(),
+            revision: self.revision,
+        }))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    fn partial(offset: u64, data: Option<serde_json::Value>, paths: &[&str]) -> pb::PayloadPartial {
+        pb::PayloadPartial {
+            r#type: "schema_proposal".into(),
+            data: data.as_ref().map(json::to_struct_wrapped),
+            complete_paths: paths.iter().map(|p| (*p).to_owned()).collect(),
+            revision: 0,
+            offset,
+        }
+    }
+
+    fn revision(event: Option<Event>) -> Option<(u32, bool)> {
+        match event? {
+            Event::PayloadPartial(p) => Some((p.revision, p.data.is_some())),
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn repeats_are_skipped_and_revisions_are_the_gateways() {
+        let mut shown = Shown::default();
+        shown.begin_step(1);
+        let a = partial(5, Some(json!({"mode": "cr"})), &[]);
+        assert_eq!(revision(shown.partial(a.clone())), Some((1, true)));
+        // A parser that re-read the text says the same again.
+        assert_eq!(revision(shown.partial(a)), None);
+        let b = partial(5, Some(json!({"mode": "create"})), &["/mode"]);
+        assert_eq!(revision(shown.partial(b)), Some((2, true)));
+        // Withdrawn: down once, with the diagnostic noted before.
+        shown.diagnostic(Diagnostic {
+            kind: pb::DiagnosticKind::SchemaViolation as i32,
+            offset: 5,
+            ..Default::default()
+        });
+        let Some(Event::PayloadPartial(down)) = shown.partial(partial(5, None, &[])) else {
+            panic!("taken down")
+        };
+        assert_eq!((down.revision, down.data), (3, None));
+        assert_eq!(down.diagnostic.map(|d| d.offset), Some(5));
+        assert_eq!(revision(shown.partial(partial(5, None, &[]))), None);
+        // A withdrawal of a card never shown is not sent.
+        assert_eq!(revision(shown.partial(partial(9, None, &[]))), None);
+    }
+
+    #[test]
+    fn settle_takes_down_what_the_answer_does_not_end_with() {
+        let mut shown = Shown::default();
+        let whole = json!({"mode": "create"});
+        shown.partial(partial(1, Some(whole.clone()), &[""]));
+        shown.partial(partial(40, Some(json!({"mode": "upd"})), &[]));
+        let parsed = ParseResponse {
+            custom_payload: Some(pb::Payload {
+                r#type: "schema_proposal".into(),
+                data: Some(json::to_struct_wrapped(&whole)),
+                typed: None,
+            }),
+            ..Default::default()
+        };
+        let down = shown.settle(&parsed);
+        assert_eq!(down.len(), 1, "{down:?}");
+        let Event::PayloadPartial(down) = &down[0] else {
+            panic!("{down:?}")
+        };
+        assert_eq!((down.offset, down.data.is_none()), (40, true));
+        // Without a final payload, the whole one goes too.
+        assert_eq!(shown.settle(&ParseResponse::default()).len(), 1);
+    }
+
+    #[test]
+    fn a_reset_forgets_the_steps_cards_and_lists() {
+        let mut shown = Shown::default();
+        shown.begin_step(1);
+        shown.partial(partial(1, Some(json!({"a": 1})), &["/a"]));
+        shown.begin_step(2);
+        shown.partial(partial(30, Some(json!({"b": 1})), &["/b"]));
+        assert!(shown.values(pb::SuggestedValues::default()).is_some());
+        assert!(shown.values(pb::SuggestedValues::default()).is_none());
+        shown.reset(30);
+        assert!(shown.values(pb::SuggestedValues::default()).is_some());
+        assert_eq!(
+            revision(shown.partial(partial(30, Some(json!({"c": 1})), &[]))),
+            Some((1, true)),
+            "a new payload at a reset offset starts again"
+        );
+        assert_eq!(
+            revision(shown.partial(partial(1, Some(json!({"a": 1, "x": 2})), &[]))),
+            Some((2, true))
+        );
+    }
+
+    #[test]
+    fn structured_partials_grow_and_restart() {
+        let mut structured = StructuredPartials::default();
+        let Some(Event::StructuredPartial(first)) = structured.feed(r#"{"title": "Q"#) else {
+            panic!("a first partial")
+        };
+        assert_eq!(first.revision, 1);
+        assert_eq!(
+            first.data.as_ref().map(json::from_value),
+            Some(json!({"title": "Q"}))
+        );
+        assert!(structured.feed("").is_none(), "nothing new");
+        let Some(Event::StructuredPartial(second)) = structured.feed(r#"3", "n": [1, 2]}"#) else {
+            panic!("a second partial")
+        };
+        assert_eq!(
+            (second.revision, second.complete_paths),
+            (2, vec![String::new()])
+        );
+        structured.restart("");
+        let Some(Event::StructuredPartial(again)) = structured.feed("[") else {
+            panic!("after a restart")
+        };
+        assert_eq!(again.revision, 1);
+    }
+}
