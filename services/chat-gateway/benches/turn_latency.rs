@@ -39,6 +39,12 @@
 //! `PARLEY_BENCH_STREAM_AHEAD` and `PARLEY_BENCH_LOG_INTERVAL_MS` set
 //! `turns.stream_ahead` and `turns.log_interval`.
 //!
+//! With `PARLEY_BENCH_EXCESS=N` and `PARLEY_BENCH_MAX_TURNS` set to the
+//! level's streams (the gateway is full), each level runs alone and then
+//! beside N callers calling `Chat` back to back, refused (`TOO_MANY_TURNS`)
+//! unless they catch a slot a client just freed (the clients then retry):
+//! what the excess does to the admitted streams' latency.
+//!
 //! With `PARLEY_BENCH_SHED=on` it first measures load shedding: a gateway
 //! whose turn slots are all held by running turns, hammered by clients whose
 //! every `Chat` is refused (`TOO_MANY_TURNS`): refusals per second and
@@ -145,12 +151,21 @@ async fn client(
     let mut client = stack.client.clone();
     while !stop.load(Ordering::Relaxed) && samples.len() < max_turns {
         stack.runner.push(model.reply(draws.next()));
-        let called = Instant::now();
-        let mut stream = client
-            .chat(chat_request(&conversation, "next question", "tables_list"))
-            .await
-            .expect("chat accepted")
-            .into_inner();
+        // A full gateway refuses (the overload measurement's excess callers
+        // can take a freed slot first): try again, as clients do.
+        let (called, mut stream) = loop {
+            let called = Instant::now();
+            match client
+                .chat(chat_request(&conversation, "next question", "tables_list"))
+                .await
+            {
+                Ok(stream) => break (called, stream.into_inner()),
+                Err(status) if status.code() == tonic::Code::ResourceExhausted => {
+                    tokio::task::yield_now().await
+                }
+                Err(status) => panic!("chat refused: {status:?}"),
+            }
+        };
         let (mut turn_id, mut first_text, mut events) = (String::new(), None, 0);
         while let Some(event) = stream.message().await.expect("stream ok") {
             events += 1;
@@ -196,6 +211,8 @@ struct Level {
     elapsed: Duration,
     /// CPU time of the whole process over the window.
     cpu: Option<Duration>,
+    /// Calls of the excess callers refused.
+    refused: u64,
 }
 
 /// How long a level runs.
@@ -207,9 +224,43 @@ enum Length {
     Window(Duration),
 }
 
-/// Runs `streams` clients and gathers the samples measured after warm-up.
-async fn level(stack: &Arc<Harness>, model: Model, streams: usize, length: Length) -> Level {
+/// Runs `streams` clients and gathers the samples measured after warm-up;
+/// with `excess` callers beside them, each calling `Chat` back to back on
+/// a gateway that admits only the clients' turns (refusals counted in
+/// `Level::refused`).
+async fn level(
+    stack: &Arc<Harness>,
+    model: Model,
+    streams: usize,
+    length: Length,
+    excess: usize,
+) -> Level {
     let stop = Arc::new(AtomicBool::new(false));
+    let refused = Arc::new(std::sync::atomic::AtomicU64::new(0));
+    let callers: Vec<_> = (0..excess)
+        .map(|_| {
+            let (stack, stop, refused) = (stack.clone(), stop.clone(), refused.clone());
+            tokio::spawn(async move {
+                let mut client = stack.client.clone();
+                while !stop.load(Ordering::Relaxed) {
+                    match client
+                        .chat(chat_request("", "one more", "tables_list"))
+                        .await
+                    {
+                        Err(_) => {
+                            refused.fetch_add(1, Ordering::Relaxed);
+                        }
+                        // It took a slot a client had just freed: read its
+                        // answer like a client would.
+                        Ok(stream) => {
+                            let mut stream = stream.into_inner();
+                            while let Ok(Some(_)) = stream.message().await {}
+                        }
+                    }
+                }
+            })
+        })
+        .collect();
     let stagger = model.turn_length();
     let max_turns = match length {
         Length::Turns(turns) => turns + 1,
@@ -270,6 +321,11 @@ async fn level(stack: &Arc<Harness>, model: Model, streams: usize, length: Lengt
         cpu_end = cpu_time();
     }
     level.elapsed = window_start.elapsed();
+    stop.store(true, Ordering::Relaxed);
+    for caller in callers {
+        caller.await.expect("caller");
+    }
+    level.refused = refused.load(Ordering::Relaxed);
     level.cpu = cpu_start
         .zip(cpu_end)
         .map(|(start, end)| end.saturating_sub(start));
@@ -475,11 +531,11 @@ async fn start_tracing() -> (parley_grpc::telemetry::Telemetry, trace_collector:
 /// The gateway stack of the benchmark, with the turn event log on or off.
 async fn bench_stack(parser: ParserMode, event_log: bool) -> Harness {
     fn common(config: &mut chat_gateway::config::GatewayConfig) {
-        config.turns.max_concurrent = 4096;
+        let number = |name: &str| std::env::var(name).ok().and_then(|v| v.parse::<u64>().ok());
+        config.turns.max_concurrent = number("PARLEY_BENCH_MAX_TURNS").map_or(4096, |n| n as usize);
         // Every stream is the one dev user: its limits are off.
         config.turns.per_user = chat_gateway::config::Quota::UNLIMITED;
         config.store.acquire_timeout = Duration::from_secs(60);
-        let number = |name: &str| std::env::var(name).ok().and_then(|v| v.parse::<u64>().ok());
         if let Some(ahead) = number("PARLEY_BENCH_STREAM_AHEAD") {
             config.turns.stream_ahead = ahead;
         }
@@ -585,6 +641,13 @@ fn main() {
             model.deltas,
             model.gap.as_millis()
         );
+        // `PARLEY_BENCH_EXCESS=N` (with `PARLEY_BENCH_MAX_TURNS` = the
+        // streams, so the gateway is full): each level runs alone, then
+        // with N callers whose calls the full gateway refuses.
+        let excess: usize = std::env::var("PARLEY_BENCH_EXCESS")
+            .ok()
+            .and_then(|value| value.parse().ok())
+            .unwrap_or(0);
         let only: Option<usize> = std::env::var("PARLEY_BENCH_STREAMS")
             .ok()
             .and_then(|value| value.parse().ok());
@@ -603,8 +666,8 @@ fn main() {
             .filter(|(streams, _)| only.is_none_or(|only| only == *streams))
         {
             if let Some(unlogged) = &unlogged {
-                let mut off = level(unlogged, model, streams, length).await;
-                let mut on = level(&stack, model, streams, length).await;
+                let mut off = level(unlogged, model, streams, length, 0).await;
+                let mut on = level(&stack, model, streams, length, 0).await;
                 report(streams, " (event log off)", &mut off);
                 report(streams, " (event log on) ", &mut on);
                 println!(
@@ -616,13 +679,28 @@ fn main() {
                 );
                 continue;
             }
+            if excess > 0 {
+                let mut calm = level(&stack, model, streams, length, 0).await;
+                let mut loaded = level(&stack, model, streams, length, excess).await;
+                report(streams, " (alone)        ", &mut calm);
+                report(streams, " (+ excess load)", &mut loaded);
+                println!(
+                    "        {excess} excess callers: {:.0} refusals/s; admitted relay p50 {:.2}x p99 {:.2}x, first text added p50 {:.2}x p99 {:.2}x",
+                    loaded.refused as f64 / loaded.elapsed.as_secs_f64(),
+                    ratio(&loaded.relay, &calm.relay, 0.50),
+                    ratio(&loaded.relay, &calm.relay, 0.99),
+                    ratio(&loaded.added, &calm.added, 0.50),
+                    ratio(&loaded.added, &calm.added, 0.99),
+                );
+                continue;
+            }
             let Some((telemetry, _)) = &tracing else {
-                report(streams, "", &mut level(&stack, model, streams, length).await);
+                report(streams, "", &mut level(&stack, model, streams, length, 0).await);
                 continue;
             };
-            let mut off = level(&stack, model, streams, length).await;
+            let mut off = level(&stack, model, streams, length, 0).await;
             telemetry.set_exporting(true);
-            let mut on = level(&stack, model, streams, length).await;
+            let mut on = level(&stack, model, streams, length, 0).await;
             telemetry.set_exporting(false);
             report(streams, " (tracing off)", &mut off);
             report(streams, " (tracing on) ", &mut on);
