@@ -141,6 +141,7 @@ fn turn() -> Turn {
         user_issuer: String::new(),
         tenant: String::new(),
         text_tool_calls: false,
+        mid_answer_failover: false,
         context: None,
     }
 }

@@ -261,6 +261,7 @@ impl Runner {
                 .call(candidates, current, &request, iteration, out)
                 .await?;
             current = outcome.candidate;
+            add_usage(&mut total, outcome.reset_usage);
             let model = &candidates[current];
             if let Some(usage) = outcome.usage {
                 add_usage(&mut total, usage);
@@ -324,6 +325,7 @@ impl Runner {
             deadline,
             cancel,
             conversation_id: &turn.conversation_id,
+            mid_answer_failover: turn.mid_answer_failover,
         }
     }
 

@@ -46,6 +46,21 @@ pub enum EventKind {
     Finished(Finished),
     /// The turn failed; last.
     Error(TurnError),
+    /// The current model call failed midway and runs again: what it
+    /// streamed is void.
+    StepReset(StepReset),
+}
+
+/// A model call failed after streaming part of its answer and is tried
+/// again (`mid_answer_failover`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct StepReset {
+    /// Which model call of the turn (1-based).
+    pub iteration: u32,
+    /// A stable UPPER_SNAKE reason of the failure.
+    pub reason: String,
+    /// A human-readable message.
+    pub message: String,
 }
 
 /// Phases of a turn.
@@ -241,6 +256,14 @@ impl EventSink {
     /// Everything sent as text deltas so far.
     pub fn text(&self) -> &str {
         &self.text
+    }
+
+    /// Forgets the text sent after its first `len` bytes (a `StepReset`
+    /// voided it), so `Finished.text` is what the client keeps.
+    pub fn truncate_text(&mut self, len: usize) {
+        if self.text.is_char_boundary(len) {
+            self.text.truncate(len);
+        }
     }
 
     /// The number of events sent so far.

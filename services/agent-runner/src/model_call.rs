@@ -4,7 +4,15 @@
 //! then each fallback model in order, but only while nothing of this call
 //! has been sent to the client: once a text or reasoning delta is out, a
 //! failure ends the turn with an error event instead of silently restarting
-//! the answer. The first-token timeout bounds the time from sending the
+//! the answer.
+//!
+//! With `mid_answer_failover` (opt-in, per request) a failure after output
+//! is tried again by the same rules, when another attempt is possible: the
+//! failed attempt's usage (zero when the provider reported none) goes out
+//! as a `Usage` event and counts in the turn's total, a `StepReset` tells
+//! the client to discard what the call streamed, the turn's text forgets
+//! it, and the call streams again. Tools already run are not run again:
+//! only the model call repeats. The first-token timeout bounds the time from sending the
 //! request to the first streamed event, the idle timeout the silence between
 //! two events; the turn deadline and the cancellation token bound everything,
 //! including the waits between attempts.
@@ -22,7 +30,7 @@ use tracing::Instrument;
 use self::failure::AttemptError;
 use crate::{
     agent_loop::output::TurnOutput,
-    events::{EventKind, Phase, Status, TurnError},
+    events::{EventKind, Phase, Status, StepReset, TurnError, UsageReport},
     observe::{self, ChatCall},
     provider::Providers,
     provider::{ChatRequest, Finish, ReasoningBlock, StreamEvent, ToolCall, Usage},
@@ -43,6 +51,9 @@ pub struct CallOutcome {
     pub finish: Finish,
     /// Which candidate answered (0 = the primary model).
     pub candidate: usize,
+    /// The usage of attempts that failed after streaming and were reset
+    /// (`mid_answer_failover`); it counts in the turn's usage.
+    pub reset_usage: Usage,
 }
 
 /// Why a call ended without an outcome.
@@ -103,6 +114,8 @@ pub struct ModelCaller<'a> {
     pub cancel: &'a CancellationToken,
     /// The conversation, for the `chat` spans.
     pub conversation_id: &'a str,
+    /// Whether a call that fails after streaming may run again.
+    pub mid_answer_failover: bool,
 }
 
 /// What one attempt ended with.
@@ -124,6 +137,7 @@ impl ModelCaller<'_> {
     ) -> Result<CallOutcome, CallError> {
         let mut last_error: Option<AttemptError> = None;
         let mut last_provider: Option<&'static str> = None;
+        let mut reset_usage = Usage::default();
         for (index, candidate) in candidates.iter().enumerate().skip(start) {
             if let Some(error) = &last_error {
                 observe::fell_back(last_provider.unwrap_or(semconv::OTHER), &error.kind());
@@ -152,12 +166,23 @@ impl ModelCaller<'_> {
             let max_attempts = self.policy.max_attempts.max(1);
             for attempt in 1..=max_attempts {
                 out.begin_call();
-                match self
+                let error = match self
                     .attempt(provider.as_ref(), request.clone(), index, out)
                     .await?
                 {
-                    Attempt::Done(outcome) => return Ok(outcome),
-                    Attempt::Failed(error) if out.call_emitted() => {
+                    Attempt::Done(mut outcome) => {
+                        outcome.reset_usage = reset_usage;
+                        return Ok(outcome);
+                    }
+                    Attempt::Failed(error) => error,
+                };
+                let retry = attempt < max_attempts
+                    && error.is_retryable(&self.policy)
+                    && Instant::now() + self.policy.delay(attempt, error.retry_after())
+                        < self.deadline;
+                if out.call_emitted() {
+                    let again = retry || index + 1 < candidates.len();
+                    if !(self.mid_answer_failover && again) {
                         tracing::warn!(provider = %candidate.provider, model = %candidate.model, reason = %error.short(), "model call failed after emitting");
                         let partial = out.text().to_owned();
                         return Err(CallError::Failed(error.into_turn_error(
@@ -166,29 +191,27 @@ impl ModelCaller<'_> {
                             true,
                         )));
                     }
-                    Attempt::Failed(error) => {
-                        let retry = attempt < max_attempts && error.is_retryable(&self.policy);
-                        if !retry {
-                            last_error = Some(error);
-                            break;
-                        }
-                        let delay = self.policy.delay(attempt, error.retry_after());
-                        if Instant::now() + delay >= self.deadline {
-                            last_error = Some(error);
-                            break;
-                        }
-                        let message = format!(
-                            "Retrying after {} (attempt {} of {max_attempts})",
-                            error.short(),
-                            attempt + 1
-                        );
-                        tracing::info!(provider = %candidate.provider, model = %candidate.model, attempt, delay_ms = delay.as_millis() as u64, reason = %error.short(), "retrying model call");
-                        observe::retried(provider.system(), &error.kind());
-                        emit_status(out, Phase::Retrying, message, iteration, candidate).await?;
-                        guarded(self.cancel, self.deadline, tokio::time::sleep(delay)).await?;
-                        last_error = Some(error);
-                    }
+                    tracing::warn!(provider = %candidate.provider, model = %candidate.model, reason = %error.short(), "model call failed after emitting; resetting the step");
+                    let usage = out.reported_usage().unwrap_or_default();
+                    add_usage(&mut reset_usage, usage);
+                    self.reset_step(out, &error, usage, iteration, candidate)
+                        .await?;
                 }
+                if !retry {
+                    last_error = Some(error);
+                    break;
+                }
+                let delay = self.policy.delay(attempt, error.retry_after());
+                let message = format!(
+                    "Retrying after {} (attempt {} of {max_attempts})",
+                    error.short(),
+                    attempt + 1
+                );
+                tracing::info!(provider = %candidate.provider, model = %candidate.model, attempt, delay_ms = delay.as_millis() as u64, reason = %error.short(), "retrying model call");
+                observe::retried(provider.system(), &error.kind());
+                emit_status(out, Phase::Retrying, message, iteration, candidate).await?;
+                guarded(self.cancel, self.deadline, tokio::time::sleep(delay)).await?;
+                last_error = Some(error);
             }
         }
         let error = last_error.unwrap_or(AttemptError::Provider(
@@ -199,6 +222,40 @@ impl ModelCaller<'_> {
             out.text().to_owned(),
             false,
         )))
+    }
+
+    /// Tells the client to discard what the failed attempt streamed: its
+    /// usage first (it counts), then the `StepReset`; the turn's text
+    /// forgets the attempt's.
+    async fn reset_step(
+        &self,
+        out: &mut TurnOutput,
+        error: &AttemptError,
+        usage: Usage,
+        iteration: u32,
+        candidate: &ModelChoice,
+    ) -> Result<(), CallError> {
+        let reason = error
+            .clone()
+            .into_turn_error(&self.policy, String::new(), true)
+            .reason;
+        out.emit(EventKind::Usage(UsageReport {
+            usage,
+            model: Some(candidate.clone()),
+        }))
+        .await
+        .map_err(|_| CallError::Cancelled)?;
+        out.reset_call();
+        out.emit(EventKind::StepReset(StepReset {
+            iteration,
+            reason,
+            message: format!(
+                "The model call failed midway ({}); trying again",
+                error.short()
+            ),
+        }))
+        .await
+        .map_err(|_| CallError::Cancelled)
     }
 
     /// One attempt against one provider, in its own `chat {model}` span.
@@ -299,6 +356,7 @@ impl ModelCaller<'_> {
                 }
                 StreamEvent::Usage(reported) => {
                     usage = Some(reported);
+                    out.attempt_usage(reported);
                     Ok(())
                 }
                 StreamEvent::Finish(finish) => {
@@ -308,6 +366,7 @@ impl ModelCaller<'_> {
                         usage,
                         finish,
                         candidate,
+                        reset_usage: Usage::default(),
                     }));
                 }
             };
@@ -315,6 +374,13 @@ impl ModelCaller<'_> {
             sent.map_err(|_| CallError::Cancelled)?;
         }
     }
+}
+
+fn add_usage(total: &mut Usage, usage: Usage) {
+    total.input_tokens += usage.input_tokens;
+    total.output_tokens += usage.output_tokens;
+    total.cached_input_tokens += usage.cached_input_tokens;
+    total.reasoning_tokens += usage.reasoning_tokens;
 }
 
 async fn emit_status(

@@ -40,6 +40,9 @@ pub struct Turn {
     /// Whether tool calls written into the text are recognised
     /// (docs/output-format.md#tool-calls-in-the-text).
     pub text_tool_calls: bool,
+    /// Run a model call that fails after streaming part of its answer
+    /// again (a `StepReset` first) instead of failing the turn.
+    pub mid_answer_failover: bool,
     /// The page's UI state, passed to tools.
     pub context: Option<Value>,
 }

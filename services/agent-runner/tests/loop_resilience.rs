@@ -260,3 +260,103 @@ async fn a_second_provider_serves_as_fallback() {
     assert_eq!(statuses(&events, Phase::Fallback).len(), 1);
     assert_eq!(finished(&events).text, "ok");
 }
+
+fn resets(events: &[agent_runner::events::Event]) -> Vec<(u32, String)> {
+    pick(events, |k| match k {
+        EventKind::StepReset(reset) => Some((reset.iteration, reset.reason.clone())),
+        _ => None,
+    })
+}
+
+#[tokio::test(start_paused = true)]
+async fn with_failover_a_call_that_fails_midway_runs_again_and_tools_do_not() {
+    let provider = scripted(
+        r#"
+        [default]
+        steps = [
+            { text = "Checking." },
+            { tool_call = { name = "current_time", input = {} } },
+            { text = "It is" },
+            { stream_error = { kind = "overloaded_error", message = "Overloaded", retryable = true, times = 1 } },
+            { text = " noon." },
+        ]
+        "#,
+    );
+    let runner = runner(provider.clone());
+    let mut turn = turn("what time is it?");
+    turn.tools = vec![builtin("current_time", "current_time")];
+    turn.mid_answer_failover = true;
+    let events = run(&runner, turn).await;
+    assert_eq!(provider.calls(), 3, "the second call ran twice");
+    assert_eq!(resets(&events), [(2, "PROVIDER_STREAM_ERROR".to_owned())]);
+    let tool_starts = pick(&events, |k| match k {
+        EventKind::ToolStart(start) => Some(start.name.clone()),
+        _ => None,
+    });
+    assert_eq!(tool_starts, ["current_time"], "the tool ran once");
+    let finished = finished(&events);
+    assert_eq!(finished.text, "Checking.\n\nIt is noon.");
+    // The failed call counts: three usage events, summed in the total.
+    let usages = pick(&events, |k| match k {
+        EventKind::Usage(report) => Some(report.usage),
+        _ => None,
+    });
+    assert_eq!(usages.len(), 3);
+    assert_eq!(
+        finished.usage.output_tokens,
+        usages.iter().map(|u| u.output_tokens).sum::<u64>()
+    );
+    // The reset's text went out before it; the retry's after it.
+    let reset_at = events
+        .iter()
+        .position(|e| matches!(e.kind, EventKind::StepReset(_)))
+        .expect("a reset");
+    let before: String = text_of(&events[..reset_at]);
+    assert!(before.ends_with("It is"), "{before:?}");
+}
+
+#[tokio::test(start_paused = true)]
+async fn with_failover_a_model_that_keeps_failing_midway_falls_back() {
+    let provider = scripted(
+        r#"
+        [default]
+        steps = [{ text = "The answer is" }, { stream_error = { kind = "overloaded_error", message = "Overloaded", retryable = true } }]
+        [[turns]]
+        match = { model = "backup" }
+        steps = [{ text = "Forty-two." }]
+        "#,
+    );
+    let runner = runner(provider.clone());
+    let mut turn = turn("hi");
+    turn.mid_answer_failover = true;
+    turn.fallbacks = vec![ModelChoice {
+        provider: String::new(),
+        model: "backup".into(),
+        params: Default::default(),
+    }];
+    let events = run(&runner, turn).await;
+    assert_eq!(provider.calls(), 4, "three attempts, then the fallback");
+    assert_eq!(resets(&events).len(), 3);
+    assert_eq!(statuses(&events, Phase::Fallback).len(), 1);
+    assert_eq!(finished(&events).text, "Forty-two.");
+}
+
+#[tokio::test(start_paused = true)]
+async fn with_failover_but_nothing_left_to_try_the_error_stays() {
+    let provider = scripted(
+        r#"
+        [default]
+        steps = [{ text = "The answer is" }, { stream_error = { kind = "invalid_request_error", message = "bad", retryable = false } }]
+        "#,
+    );
+    let runner = runner(provider.clone());
+    let mut turn = turn("hi");
+    turn.mid_answer_failover = true;
+    let events = run(&runner, turn).await;
+    assert_eq!(provider.calls(), 1);
+    assert!(
+        resets(&events).is_empty(),
+        "no reset without another attempt"
+    );
+    assert_eq!(error(&events).partial_text, "The answer is");
+}

@@ -6,7 +6,7 @@
 
 mod support;
 
-use std::time::Duration;
+use std::{sync::Arc, time::Duration};
 
 use agent_runner::provider::{
     FinishReason, Provider, ProviderError, anthropic::AnthropicProvider, gemini::GeminiProvider,
@@ -253,6 +253,105 @@ async fn an_error_object_mid_stream_is_a_retryable_stream_error() {
             }
             other => panic!("{}: unexpected {other:?}", case.name),
         }
+    }
+}
+
+/// With `mid_answer_failover`, the whole loop over the real adapter: the
+/// provider's error object after some text resets the step, the retry
+/// answers, and only the retry's text is the answer.
+#[tokio::test]
+async fn with_failover_a_mid_stream_error_resets_the_step_and_the_retry_answers() {
+    use agent_runner::{
+        agent_loop::Runner,
+        events::{EventKind, EventSink},
+        provider::{Message, Providers},
+        retry::RetryPolicy,
+        tools::ToolRuntime,
+        turn::{Limits, ModelChoice, Turn},
+    };
+    use tokio_util::sync::CancellationToken;
+
+    for case in cases() {
+        let name = case.name;
+        let server = ReplayServer::start(vec![
+            (case.mid_stream_error.reply)(),
+            Reply::sse_fixture(&format!("{name}/text.sse")),
+        ])
+        .await;
+        let provider: Arc<dyn Provider> = Arc::from((case.provider)(&server));
+        let runner = Runner {
+            providers: Arc::new(Providers::single(name, provider, case.model)),
+            tools: ToolRuntime::with_builtins(),
+            // No wait between attempts: the test covers what is sent.
+            retry: RetryPolicy {
+                base_delay: Duration::ZERO,
+                ..RetryPolicy::default()
+            },
+        };
+        let turn = Turn {
+            system: String::new(),
+            messages: vec![Message::User { text: "hi".into() }],
+            tools: Vec::new(),
+            model: ModelChoice {
+                provider: name.into(),
+                model: case.model.into(),
+                params: Default::default(),
+            },
+            fallbacks: Vec::new(),
+            output_schema: None,
+            output_schema_name: String::new(),
+            limits: Limits::default(),
+            conversation_id: "conv-1".into(),
+            turn_id: "turn-1".into(),
+            user_id: "user-1".into(),
+            user_issuer: "static".into(),
+            tenant: String::new(),
+            text_tool_calls: false,
+            mid_answer_failover: true,
+            context: None,
+        };
+        let prepared = runner.prepare(turn).expect("turn is valid");
+        let (tx, mut rx) = tokio::sync::mpsc::channel(1024);
+        runner
+            .run(prepared, EventSink::new(tx), CancellationToken::new())
+            .await;
+        let mut kinds = Vec::new();
+        while let Ok(event) = rx.try_recv() {
+            kinds.push(event.kind);
+        }
+        let reset = kinds
+            .iter()
+            .position(|k| matches!(k, EventKind::StepReset(_)))
+            .unwrap_or_else(|| panic!("{name}: no step reset in {kinds:#?}"));
+        let texts = |kinds: &[EventKind]| -> String {
+            kinds
+                .iter()
+                .filter_map(|k| match k {
+                    EventKind::TextDelta(text) => Some(text.as_str()),
+                    _ => None,
+                })
+                .collect()
+        };
+        assert_eq!(texts(&kinds[..reset]), case.mid_stream_error.text, "{name}");
+        let EventKind::StepReset(step) = &kinds[reset] else {
+            unreachable!()
+        };
+        assert_eq!(
+            (step.iteration, step.reason.as_str()),
+            (1, "PROVIDER_STREAM_ERROR"),
+            "{name}"
+        );
+        assert_eq!(texts(&kinds[reset..]), case.answer, "{name}");
+        let Some(EventKind::Finished(finished)) = kinds.last() else {
+            panic!("{name}: {kinds:#?}")
+        };
+        assert_eq!(finished.text, case.answer, "{name}: only the retry's text");
+        let usages = kinds
+            .iter()
+            .filter(|k| matches!(k, EventKind::Usage(_)))
+            .count();
+        assert_eq!(usages, 2, "{name}: both calls count");
+        assert_eq!(server.requests().len(), 2, "{name}");
     }
 }
 

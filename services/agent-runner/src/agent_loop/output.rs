@@ -7,11 +7,14 @@
 //! `Finished.text` equal to the concatenation of the text deltas by inserting
 //! a `"\n\n"` delta between two model calls' texts when both are non-empty,
 //! and it records whether the current call has emitted anything, which is
-//! what decides whether a failure may still be retried.
+//! what decides whether a failure may still be retried. With
+//! `mid_answer_failover` a call that emitted may run again:
+//! [`TurnOutput::reset_call`] then forgets its text.
 
 use crate::{
     events::{Closed, EventKind, EventSink},
     parsing::{TextCall, TextCallParser, TextItem, ToolProfile},
+    provider::Usage,
 };
 
 /// What a model text delta becomes.
@@ -38,6 +41,11 @@ pub struct TurnOutput {
     found: Vec<TextCall>,
     /// Whether the current call has sent visible text (the separator is due once).
     visible_in_call: bool,
+    /// The length of the turn's text when the current call began.
+    call_start: usize,
+    /// The usage the current attempt reported, if any (kept for a failed
+    /// attempt, whose usage still counts).
+    attempt_usage: Option<Usage>,
 }
 
 impl TurnOutput {
@@ -51,6 +59,8 @@ impl TurnOutput {
             parser: None,
             found: Vec::new(),
             visible_in_call: false,
+            call_start: 0,
+            attempt_usage: None,
         }
     }
 
@@ -69,6 +79,8 @@ impl TurnOutput {
         self.call_text.clear();
         self.call_emitted = false;
         self.visible_in_call = false;
+        self.call_start = self.sink.text().len();
+        self.attempt_usage = None;
         self.found.clear();
         self.parser = match &self.mode {
             TextMode::TextCalls(profile) => Some(TextCallParser::new(profile)),
@@ -79,6 +91,24 @@ impl TurnOutput {
     /// Whether the current call has sent anything to the client.
     pub fn call_emitted(&self) -> bool {
         self.call_emitted
+    }
+
+    /// The current call failed midway and runs again: forgets the text it
+    /// sent (the client got a `StepReset`), so the turn's text is what it
+    /// was when the call began. Call [`Self::begin_call`] before the next
+    /// attempt.
+    pub fn reset_call(&mut self) {
+        self.sink.truncate_text(self.call_start);
+    }
+
+    /// Notes the usage the current attempt reported.
+    pub fn attempt_usage(&mut self, usage: Usage) {
+        self.attempt_usage = Some(usage);
+    }
+
+    /// The usage the current attempt reported, if any.
+    pub fn reported_usage(&self) -> Option<Usage> {
+        self.attempt_usage
     }
 
     /// A piece of the model's answer text.
@@ -198,6 +228,21 @@ mod tests {
             })
             .collect();
         assert_eq!(texts, out.text());
+    }
+
+    #[tokio::test]
+    async fn a_reset_call_leaves_the_turns_text_as_it_was() {
+        let (tx, _rx) = mpsc::channel(16);
+        let mut out = TurnOutput::new(EventSink::new(tx), TextMode::Stream);
+        out.begin_call();
+        out.model_text("Checking.".into()).await.expect("sent");
+        out.begin_call();
+        out.model_text("Half an ans".into()).await.expect("sent");
+        out.reset_call();
+        assert_eq!(out.text(), "Checking.");
+        out.begin_call();
+        out.model_text("Done.".into()).await.expect("sent");
+        assert_eq!(out.text(), "Checking.\n\nDone.");
     }
 
     #[tokio::test]

@@ -67,6 +67,11 @@ pub fn to_proto(event: Event) -> pb::RunEvent {
                 .retry_after
                 .and_then(|d| prost_types::Duration::try_from(d).ok()),
         }),
+        EventKind::StepReset(reset) => PbEvent::StepReset(pb::StepReset {
+            iteration: reset.iteration,
+            reason: reset.reason,
+            message: reset.message,
+        }),
     };
     pb::RunEvent {
         seq: event.seq,

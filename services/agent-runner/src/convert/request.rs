@@ -80,6 +80,7 @@ pub fn turn_from_request(
         user_issuer: request.user_issuer,
         tenant: request.tenant,
         text_tool_calls: request.text_tool_calls,
+        mid_answer_failover: request.mid_answer_failover,
         context: request.context.as_ref().map(from_struct_value),
     })
 }

@@ -18,7 +18,7 @@ use std::{
 
 use agent_runner::{
     agent_loop::Runner,
-    events::{Event, EventKind, EventSink, Finished, TurnError},
+    events::{Event, EventKind, EventSink, Finished, Phase, TurnError},
     provider::Providers,
     provider::{
         ChatRequest, EventStream, Message, Provider, ProviderError,
@@ -138,6 +138,7 @@ pub fn turn(user: &str) -> Turn {
         user_issuer: "static".into(),
         tenant: String::new(),
         text_tool_calls: false,
+        mid_answer_failover: false,
         context: None,
     }
 }
@@ -178,7 +179,7 @@ pub async fn run(runner: &Runner, turn: Turn) -> Vec<Event> {
 }
 
 /// seq 1..n without gaps; exactly one final event, last; final text equals
-/// the concatenated text deltas.
+/// the concatenated text deltas (less what a `StepReset` voided).
 pub fn check_invariants(events: &[Event]) {
     for (i, event) in events.iter().enumerate() {
         assert_eq!(event.seq, i as u64 + 1, "seq gap at {i}: {events:#?}");
@@ -200,15 +201,22 @@ pub fn check_invariants(events: &[Event]) {
     }
 }
 
-/// The concatenated text deltas.
+/// The concatenated text deltas, without those a `StepReset` voided (the
+/// text of its model call, since the call's `ModelCall` status).
 pub fn text_of(events: &[Event]) -> String {
-    events
-        .iter()
-        .filter_map(|e| match &e.kind {
-            EventKind::TextDelta(t) => Some(t.as_str()),
-            _ => None,
-        })
-        .collect()
+    let mut text = String::new();
+    let mut call_start = 0;
+    for event in events {
+        match &event.kind {
+            EventKind::TextDelta(delta) => text.push_str(delta),
+            EventKind::Status(status) if status.phase == Phase::ModelCall => {
+                call_start = text.len()
+            }
+            EventKind::StepReset(_) => text.truncate(call_start),
+            _ => {}
+        }
+    }
+    text
 }
 
 pub fn finished(events: &[Event]) -> &Finished {
