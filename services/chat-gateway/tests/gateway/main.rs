@@ -17,3 +17,4 @@ mod postgres;
 mod python_client;
 mod quotas;
 mod real_stack;
+mod streaming;

@@ -1,0 +1,483 @@
+//! What reaches the client while the model writes (Issue 15): a payload
+//! card growing (`payload_partial`) and taken down when it fails at the
+//! end, the suggestions as soon as their list closed, a structured answer
+//! growing (`structured_partial`), and mid-answer failover (`step_reset`).
+
+use agent_runner::{
+    app::RunnerApp,
+    config::{ProviderConfig, RunnerConfig},
+};
+use parley_proto::{
+    gateway::v1::{self as gw, chat_event::Event},
+    json,
+    parser::v1::DiagnosticKind,
+    runner::v1::{self as runner, run_event},
+};
+use serde_json::{Value, json};
+
+use crate::harness::{
+    Harness, Options, ParserMode, chat, chat_request,
+    fake_runner::{Reply, Step, finished},
+    incoming,
+};
+
+const PROPOSAL: &str = r#"{"mode": "create", "reasoning": "Track applications", "table_name": "Job Applications", "table_description": "Tracks job applications", "operations": [{"action": "add", "column": {"name": "Company", "type": "text", "required": true}}, {"action": "add", "column": {"name": "Status", "type": "select", "options": ["Applied", "Interview"]}}], "sample_rows": [{"Company": "Acme", "Status": "Applied"}]}"#;
+
+/// `create` without the table's name, description and rows: the schema
+/// refuses it once it is whole.
+const INVALID_PROPOSAL: &str = r#"{"mode": "create", "reasoning": "Track applications", "operations": [{"action": "add", "column": {"name": "Company", "type": "text"}}]}"#;
+
+fn answer(proposal: &str) -> String {
+    format!(
+        "Here is a table for your applications.\n\nSCHEMA_PROPOSAL: {proposal}\n\nSUGGESTED_VALUES: [{{\"label\": \"Add rows\", \"value\": \"Add some sample rows\"}}]"
+    )
+}
+
+/// `text` streamed in deltas of `size` characters. After each one the model
+/// "thinks" (an empty reasoning delta): the gateway hands out everything
+/// written before a reasoning event first, so each delta's effect reaches
+/// the client before the next delta, without relying on timing.
+fn flushed_deltas(text: &str, size: usize) -> Reply {
+    let chars: Vec<char> = text.chars().collect();
+    let mut steps = vec![Step::Send(run_event::Event::Status(runner::Status {
+        phase: runner::Phase::ModelCall as i32,
+        message: "Thinking...".into(),
+        iteration: 1,
+        model: None,
+    }))];
+    for chunk in chars.chunks(size) {
+        steps.push(Step::Send(run_event::Event::TextDelta(
+            chunk.iter().collect(),
+        )));
+        steps.push(Step::Send(run_event::Event::ReasoningDelta(String::new())));
+    }
+    steps.push(Step::Send(finished(text)));
+    Reply::Steps(steps)
+}
+
+/// The payload partials of a turn, in order.
+fn partials(turn: &crate::harness::Turn) -> Vec<(u64, gw::PayloadPartial)> {
+    turn.events
+        .iter()
+        .filter_map(|event| match &event.event {
+            Some(Event::PayloadPartial(partial)) => Some((event.seq, partial.clone())),
+            _ => None,
+        })
+        .collect()
+}
+
+fn data(partial: &gw::PayloadPartial) -> Option<Value> {
+    partial.data.as_ref().map(json::from_struct_value)
+}
+
+/// Whether `later` extends `earlier`: members and items only added, a
+/// string only growing at its end, anything else unchanged.
+fn extends(earlier: &Value, later: &Value) -> bool {
+    match (earlier, later) {
+        (Value::Object(a), Value::Object(b)) => a
+            .iter()
+            .all(|(key, value)| b.get(key).is_some_and(|next| extends(value, next))),
+        (Value::Array(a), Value::Array(b)) => {
+            a.len() <= b.len() && a.iter().zip(b).all(|(x, y)| extends(x, y))
+        }
+        (Value::String(a), Value::String(b)) => b.starts_with(a.as_str()),
+        (a, b) => a == b,
+    }
+}
+
+/// Checks the rules of one payload's partials: revisions 1, 2, 3...; each
+/// value extends the one before; a value at a complete path never changes.
+fn check_growing(shown: &[(u64, gw::PayloadPartial)]) {
+    for (n, (_, partial)) in shown.iter().enumerate() {
+        assert_eq!(partial.revision as usize, n + 1, "{shown:#?}");
+        assert_eq!(partial.r#type, "schema_proposal");
+    }
+    let values: Vec<(Value, Vec<String>)> = shown
+        .iter()
+        .filter_map(|(_, p)| Some((data(p)?, p.complete_paths.clone())))
+        .collect();
+    for pair in values.windows(2) {
+        let ((before, paths), (after, _)) = (&pair[0], &pair[1]);
+        assert!(extends(before, after), "{before} -> {after}");
+        for path in paths {
+            assert_eq!(
+                before.pointer(path),
+                after.pointer(path),
+                "{path} was complete in {before} and changed in {after}"
+            );
+        }
+    }
+}
+
+#[tokio::test]
+async fn a_proposal_streamed_in_small_chunks_grows_then_arrives_whole() {
+    for parser in [
+        ParserMode::Up,
+        ParserMode::Down,
+        // The library takes over mid-payload: what it repeats is skipped.
+        ParserMode::BreaksAfter(25),
+    ] {
+        let mut stack = Harness::start(Options {
+            parser,
+            ..Options::default()
+        })
+        .await;
+        stack.runner.push(flushed_deltas(&answer(PROPOSAL), 9));
+        let turn = chat(
+            &mut stack.client,
+            chat_request("", "Track my job applications", "tables_list"),
+        )
+        .await;
+        assert!(turn.complete.success, "{parser:?}: {:?}", turn.complete);
+        let shown = partials(&turn);
+        assert!(
+            shown.len() >= 10,
+            "{parser:?}: the card grows: {} partials",
+            shown.len()
+        );
+        assert!(
+            shown.iter().all(|(_, p)| p.offset == shown[0].1.offset),
+            "one payload"
+        );
+        check_growing(&shown);
+        let (last_seq, last) = shown.last().expect("partials");
+        assert_eq!(last.complete_paths, [""], "{parser:?}: shown whole last");
+        let payload = turn.complete.custom_payload.as_ref().expect("a payload");
+        assert_eq!(
+            data(last),
+            payload.data.as_ref().map(json::from_struct_value),
+            "{parser:?}: the last partial is the validated payload"
+        );
+        assert_eq!(
+            data(last),
+            serde_json::from_str::<Value>(PROPOSAL).ok(),
+            "{parser:?}"
+        );
+        // Before the answer ended: before the last text and the suggestions.
+        let seq_of = |pick: fn(&Event) -> bool| {
+            turn.events
+                .iter()
+                .filter(|e| e.event.as_ref().is_some_and(pick))
+                .map(|e| e.seq)
+                .collect::<Vec<_>>()
+        };
+        let values = seq_of(|e| matches!(e, Event::SuggestedValues(_)));
+        assert_eq!(values.len(), 1, "{parser:?}: suggestions once");
+        assert!(*last_seq < values[0], "{parser:?}");
+        let complete_seq = seq_of(|e| matches!(e, Event::Complete(_)))[0];
+        assert!(values[0] < complete_seq);
+        let Some(Event::SuggestedValues(list)) = turn
+            .events
+            .iter()
+            .find(|e| e.seq == values[0])
+            .and_then(|e| e.event.clone())
+        else {
+            unreachable!()
+        };
+        assert_eq!(list.values, turn.complete.suggested_values, "{parser:?}");
+        assert_eq!(turn.text, turn.complete.message, "{parser:?}");
+    }
+}
+
+#[tokio::test]
+async fn a_proposal_invalid_at_the_end_is_taken_down() {
+    for parser in [ParserMode::Up, ParserMode::Down] {
+        let mut stack = Harness::start(Options {
+            parser,
+            ..Options::default()
+        })
+        .await;
+        stack
+            .runner
+            .push(flushed_deltas(&answer(INVALID_PROPOSAL), 11));
+        let turn = chat(
+            &mut stack.client,
+            chat_request("", "Track my job applications", "tables_list"),
+        )
+        .await;
+        assert!(turn.complete.success);
+        assert_eq!(turn.complete.custom_payload, None);
+        let shown = partials(&turn);
+        assert!(shown.len() >= 3, "{parser:?}: it was shown growing");
+        check_growing(&shown);
+        let (_, last) = shown.last().expect("partials");
+        assert_eq!(last.data, None, "{parser:?}: taken down last");
+        assert!(last.complete_paths.is_empty());
+        let diagnostic = last.diagnostic.as_ref().expect("why");
+        assert_eq!(
+            diagnostic.kind,
+            DiagnosticKind::SchemaViolation as i32,
+            "{parser:?}"
+        );
+        assert_eq!(diagnostic.offset, last.offset);
+        assert!(
+            turn.complete
+                .diagnostics
+                .iter()
+                .any(|d| d.kind == DiagnosticKind::SchemaViolation as i32),
+            "complete lists it too"
+        );
+    }
+}
+
+#[tokio::test]
+async fn a_structured_answer_grows_besides_its_raw_text() {
+    let mut stack = Harness::start(Options::default()).await;
+    let raw = r#"{"name": "Ada", "skills": ["math", "poetry"]}"#;
+    let mut steps = Vec::new();
+    for piece in [
+        r#"{"name": "A"#,
+        r#"da", "skills": ["ma"#,
+        r#"th", "poetry"]}"#,
+    ] {
+        steps.push(Step::Send(run_event::Event::StructuredDelta(piece.into())));
+    }
+    let run_event::Event::Finished(mut done) = finished("") else {
+        unreachable!()
+    };
+    done.structured = Some(parley_proto::parser::v1::StructuredResult {
+        value: Some(json::to_value(
+            &serde_json::from_str::<Value>(raw).expect("json"),
+        )),
+        raw: raw.into(),
+        valid: true,
+        error: String::new(),
+    });
+    steps.push(Step::Send(run_event::Event::Finished(done)));
+    stack.runner.push(Reply::Steps(steps));
+    let mut request = chat_request("", "Who?", "tables_list");
+    request.response_schema = Some(json::to_struct_wrapped(&json!({"type": "object"})));
+    let turn = chat(&mut stack.client, request).await;
+    let shown: Vec<(u32, Value, Vec<String>)> = turn
+        .events
+        .iter()
+        .filter_map(|e| match &e.event {
+            Some(Event::StructuredPartial(p)) => Some((
+                p.revision,
+                json::from_value(p.data.as_ref()?),
+                p.complete_paths.clone(),
+            )),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(
+        shown,
+        [
+            (1, json!({"name": "A"}), vec![]),
+            (
+                2,
+                json!({"name": "Ada", "skills": ["ma"]}),
+                vec!["/name".to_owned()]
+            ),
+            (
+                3,
+                json!({"name": "Ada", "skills": ["math", "poetry"]}),
+                vec![String::new()]
+            ),
+        ]
+    );
+    assert!(turn.complete.structured.as_ref().is_some_and(|s| s.valid));
+}
+
+/// A fake runner's model call: its `ModelCall` status, then `text`.
+fn call(iteration: u32, text: &[&str]) -> Vec<Step> {
+    let mut steps = vec![Step::Send(run_event::Event::Status(runner::Status {
+        phase: runner::Phase::ModelCall as i32,
+        message: "Thinking...".into(),
+        iteration,
+        model: None,
+    }))];
+    for piece in text {
+        steps.push(Step::Send(run_event::Event::TextDelta((*piece).into())));
+        steps.push(Step::Send(run_event::Event::ReasoningDelta(String::new())));
+    }
+    steps
+}
+
+#[tokio::test]
+async fn a_step_reset_discards_the_steps_text_and_cards_from_what_is_stored() {
+    let mut stack = Harness::start(Options::default()).await;
+    let mut steps = call(
+        1,
+        &[
+            "Here is a table.\n\nSCHEMA_PROPOSAL: {\"mode\": \"cr",
+            "eate\", \"operations\": [",
+        ],
+    );
+    steps.push(Step::Send(run_event::Event::Usage(runner::Usage {
+        input_tokens: 100,
+        output_tokens: 5,
+        ..Default::default()
+    })));
+    steps.push(Step::Send(run_event::Event::StepReset(runner::StepReset {
+        iteration: 1,
+        reason: "PROVIDER_STREAM_ERROR".into(),
+        message: "The model call failed midway; trying again".into(),
+    })));
+    let retry = "I can do that. What columns do you need?";
+    steps.extend(call(1, &[retry]).into_iter().skip(1));
+    steps.push(Step::Send(run_event::Event::Usage(runner::Usage {
+        input_tokens: 100,
+        output_tokens: 10,
+        ..Default::default()
+    })));
+    steps.push(Step::Send(finished(retry)));
+    stack.runner.push(Reply::Steps(steps));
+    let mut request = chat_request("", "Track my job applications", "tables_list");
+    request.mid_answer_failover = true;
+    let turn = chat(&mut stack.client, request).await;
+    assert!(
+        stack.runner.seen()[0].request.mid_answer_failover,
+        "the opt-in reaches the runner"
+    );
+    let reset = turn
+        .events
+        .iter()
+        .position(|e| matches!(e.event, Some(Event::StepReset(_))))
+        .expect("a step_reset");
+    let Some(Event::StepReset(step)) = &turn.events[reset].event else {
+        unreachable!()
+    };
+    assert_eq!(
+        (step.step, step.reason.as_str()),
+        (1, "PROVIDER_STREAM_ERROR")
+    );
+    assert!(
+        turn.events[..reset]
+            .iter()
+            .any(|e| matches!(e.event, Some(Event::PayloadPartial(_)))),
+        "the card had started"
+    );
+    assert!(
+        !turn.events[reset..]
+            .iter()
+            .any(|e| matches!(e.event, Some(Event::PayloadPartial(_)))),
+        "nothing to take down after the reset: the client discarded it"
+    );
+    let after: String = turn.events[reset..]
+        .iter()
+        .filter_map(|e| match &e.event {
+            Some(Event::TextDelta(text)) => Some(text.as_str()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(after, retry);
+    assert!(turn.complete.success);
+    assert_eq!(turn.complete.message, retry);
+    assert_eq!(turn.complete.custom_payload, None);
+    let usage = turn.complete.usage.as_ref().expect("usage");
+    assert_eq!(usage.model_calls, 2, "both calls count");
+    let stored = stack
+        .client
+        .get_conversation(gw::GetConversationRequest {
+            conversation_id: turn.conversation_id(),
+        })
+        .await
+        .expect("get")
+        .into_inner();
+    assert_eq!(stored.messages[1].text, retry);
+}
+
+/// The real runner playing `script` with the scripted provider, on port 0.
+async fn scripted_runner(script: &str) -> (String, tempfile::TempDir) {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let path = dir.path().join("script.toml");
+    std::fs::write(&path, script).expect("script written");
+    let mut config = RunnerConfig::scripted_demo();
+    config
+        .providers
+        .insert("scripted".into(), ProviderConfig::scripted(Some(path)));
+    // No wait between attempts: the test is about what is sent.
+    config.retry.base_delay = std::time::Duration::ZERO;
+    let app = RunnerApp::build(&config, |_| None).expect("runner");
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let addr = listener.local_addr().expect("addr");
+    tokio::spawn(async move {
+        let _ = tonic::transport::Server::builder()
+            .add_routes(app.routes())
+            .serve_with_incoming(incoming(listener))
+            .await;
+    });
+    (format!("http://{addr}"), dir)
+}
+
+/// A model that fails once after writing half a proposal.
+const FLAKY: &str = r#"
+chunk_chars = 8
+
+[default]
+steps = [
+    { text = "Here is a table.\n\nSCHEMA_PROPOSAL: {\"mode\": \"update\", \"operations\": [" },
+    { stream_error = { kind = "overloaded_error", message = "Overloaded", retryable = true, times = 1 } },
+    { text = "{\"action\": \"remove\", \"column_id\": \"col_notes\"}]}\n\nDone." },
+]
+"#;
+
+#[tokio::test]
+async fn a_mid_answer_stream_error_with_failover_resets_the_step_and_completes() {
+    let (runner_url, _dir) = scripted_runner(FLAKY).await;
+    let mut stack = Harness::start(Options {
+        runner_url: Some(runner_url),
+        ..Options::default()
+    })
+    .await;
+    let mut request = chat_request("", "Drop the notes column", "tables_list");
+    request.mid_answer_failover = true;
+    let turn = chat(&mut stack.client, request).await;
+    assert!(turn.complete.success, "{:?}", turn.complete);
+    let resets: Vec<&gw::StepReset> = turn
+        .events
+        .iter()
+        .filter_map(|e| match &e.event {
+            Some(Event::StepReset(reset)) => Some(reset),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(resets.len(), 1, "{:#?}", turn.events);
+    assert_eq!(resets[0].reason, "PROVIDER_STREAM_ERROR");
+    assert_eq!(turn.complete.message, "Here is a table.\n\nDone.");
+    let payload = turn.complete.custom_payload.as_ref().expect("the proposal");
+    assert_eq!(payload.r#type, "schema_proposal");
+    // What the client keeps (the text after the reset) is the answer.
+    let reset_at = turn
+        .events
+        .iter()
+        .position(|e| matches!(e.event, Some(Event::StepReset(_))))
+        .expect("reset");
+    let kept: String = turn.events[reset_at..]
+        .iter()
+        .filter_map(|e| match &e.event {
+            Some(Event::TextDelta(text)) => Some(text.as_str()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(kept, turn.complete.message);
+    assert_eq!(turn.complete.usage.as_ref().map(|u| u.model_calls), Some(2));
+}
+
+#[tokio::test]
+async fn a_mid_answer_stream_error_without_failover_is_an_error_as_before() {
+    let (runner_url, _dir) = scripted_runner(FLAKY).await;
+    let mut stack = Harness::start(Options {
+        runner_url: Some(runner_url),
+        ..Options::default()
+    })
+    .await;
+    let turn = chat(
+        &mut stack.client,
+        chat_request("", "Drop the notes column", "tables_list"),
+    )
+    .await;
+    assert!(!turn.complete.success);
+    assert!(
+        !turn
+            .events
+            .iter()
+            .any(|e| matches!(e.event, Some(Event::StepReset(_))))
+    );
+    let error = turn.error.as_ref().expect("an error event");
+    assert_eq!(error.reason, "PROVIDER_STREAM_ERROR");
+    assert!(turn.complete.message.starts_with("Here is a table."));
+}
