@@ -6,6 +6,14 @@
 //! own lines, and the final suggestions, actions and proposal as cards. The
 //! demo (`scripts/demo.sh`) uses it; so can anyone probing a gateway.
 //!
+//! On a terminal, a proposal card grows in place while the model writes it
+//! (`payload_partial`: redrawn at each revision, taken down when the
+//! payload fails), and is replaced by the validated card at `complete`.
+//! With `--failover` the turn may run a failed model call again: a
+//! `step_reset` takes down the step's card, says so, and the answer starts
+//! again on a new line. Without colours (a pipe, `--plain`) only the
+//! take-down and the reset are printed, one line each.
+//!
 //! When the stream breaks mid-turn (network, a gateway replica drained or
 //! killed), it reconnects with backoff and calls `ResumeTurn` from the last
 //! event it printed, on whichever replica answers: the rest of the answer
@@ -20,8 +28,8 @@ use std::{
 use anyhow::{Context, Result};
 use clap::Parser;
 use parley_proto::gateway::v1::{
-    ChatEvent, ChatRequest, PageContext, ResumeTurnRequest, TurnComplete, chat_event::Event,
-    chat_gateway_client::ChatGatewayClient,
+    ChatEvent, ChatRequest, PageContext, PayloadPartial, ResumeTurnRequest, TurnComplete,
+    chat_event::Event, chat_gateway_client::ChatGatewayClient,
 };
 use parley_proto::parser::v1::{Payload, data_operation, payload::Typed, schema_operation};
 use tonic::{Code, Request, Status, Streaming, metadata::MetadataValue, transport::Channel};
@@ -117,6 +125,10 @@ struct Args {
     /// Print no colours (also when stdout is not a terminal or NO_COLOR is set).
     #[arg(long)]
     plain: bool,
+    /// Allow mid-answer failover: a model call that fails midway runs again
+    /// (`ChatRequest.mid_answer_failover`).
+    #[arg(long)]
+    failover: bool,
     /// Messages to send, one turn each. With none, read them from stdin.
     messages: Vec<String>,
 }
@@ -175,6 +187,7 @@ async fn main() -> Result<()> {
                 state: state.clone(),
                 ..Default::default()
             }),
+            mid_answer_failover: args.failover,
             ..Default::default()
         };
         let request = ChatRequest {
@@ -265,12 +278,24 @@ enum Part {
     Tools,
 }
 
+/// The card being drawn while its payload is written.
+struct LiveCard {
+    /// The payload's offset (which payload it is).
+    offset: u64,
+    /// How many lines it takes on screen.
+    lines: usize,
+    /// Whether nothing was printed after it (so it can be redrawn in place).
+    last: bool,
+}
+
 /// Renders one turn's events as they arrive.
 struct Renderer<'a> {
     style: &'a Style,
     part: Part,
     /// Whether the cursor is in the middle of a line.
     mid_line: bool,
+    /// The growing card, on a terminal.
+    card: Option<LiveCard>,
 }
 
 impl<'a> Renderer<'a> {
@@ -279,7 +304,86 @@ impl<'a> Renderer<'a> {
             style,
             part: Part::Nothing,
             mid_line: false,
+            card: None,
         }
+    }
+
+    /// Notes that something was printed after the live card.
+    fn printed(&mut self) {
+        if let Some(card) = &mut self.card {
+            card.last = false;
+        }
+    }
+
+    /// Erases the live card when it is the last thing on screen.
+    fn erase_card(&mut self) {
+        if let Some(card) = self.card.take()
+            && card.last
+            && card.lines > 0
+        {
+            print!("\x1b[{}F\x1b[J", card.lines);
+        }
+    }
+
+    /// Draws the card of a `payload_partial`, over its previous drawing
+    /// when nothing came after it; takes it down when the payload failed.
+    fn partial(&mut self, partial: &PayloadPartial) {
+        let style = self.style;
+        if partial.data.is_none() {
+            let same = self
+                .card
+                .as_ref()
+                .is_some_and(|c| c.offset == partial.offset);
+            if same {
+                self.erase_card();
+            }
+            let why = partial
+                .diagnostic
+                .as_ref()
+                .map(|d| d.reason.clone())
+                .unwrap_or_default();
+            self.tool_line(format!(
+                "  {} {}",
+                style.red(&format!("✗ {} withdrawn:", partial.r#type)),
+                style.dim(&why)
+            ));
+            return;
+        }
+        if style.plain {
+            return;
+        }
+        if self
+            .card
+            .as_ref()
+            .is_some_and(|c| c.offset == partial.offset)
+        {
+            self.erase_card();
+        } else {
+            self.card = None;
+        }
+        self.line_break();
+        let lines = card_lines(style, partial);
+        for line in &lines {
+            println!("{line}");
+        }
+        self.part = Part::Tools;
+        self.card = Some(LiveCard {
+            offset: partial.offset,
+            lines: lines.len(),
+            last: true,
+        });
+    }
+
+    /// A model call failed midway and runs again: its card goes, and the
+    /// answer starts again on a new line.
+    fn step_reset(&mut self, reset: &parley_proto::gateway::v1::StepReset) {
+        self.erase_card();
+        let message = format!(
+            "↻ {} (step {}, {})",
+            reset.message, reset.step, reset.reason
+        );
+        self.tool_line(format!("  {}", self.style.dim(&message)));
+        self.part = Part::Nothing;
     }
 
     /// Ends the current line, if one is open.
@@ -293,6 +397,7 @@ impl<'a> Renderer<'a> {
     /// Streams `text` under `label`, opening a new part when needed (a new
     /// part starts at its first visible character, after the label).
     fn stream(&mut self, part: Part, label: &str, text: &str, dim: bool) {
+        self.printed();
         let mut text = text;
         if self.part != part {
             text = text.trim_start();
@@ -313,6 +418,7 @@ impl<'a> Renderer<'a> {
 
     /// A whole line in the tools part.
     fn tool_line(&mut self, line: String) {
+        self.printed();
         self.line_break();
         println!("{line}");
         self.part = Part::Tools;
@@ -322,12 +428,13 @@ impl<'a> Renderer<'a> {
         let style = self.style;
         match event {
             Some(Event::Status(_)) | None => {}
+            Some(Event::PayloadPartial(partial)) => self.partial(&partial),
+            Some(Event::StepReset(reset)) => self.step_reset(&reset),
+            // Shown by `complete` with the rest of the answer's elements.
             Some(
-                Event::PayloadPartial(_)
-                | Event::SuggestedValues(_)
+                Event::SuggestedValues(_)
                 | Event::SuggestedActions(_)
-                | Event::StructuredPartial(_)
-                | Event::StepReset(_),
+                | Event::StructuredPartial(_),
             ) => {}
             Some(Event::TextDelta(text)) => {
                 self.stream(Part::Text, &style.cyan("parley ›"), &text, false)
@@ -386,12 +493,66 @@ impl<'a> Renderer<'a> {
                 ));
             }
             Some(Event::Complete(complete)) => {
+                // The validated card replaces the one drawn while it grew.
+                self.erase_card();
                 self.line_break();
                 render_complete(style, &complete);
                 self.part = Part::Nothing;
             }
         }
     }
+}
+
+/// The lines of a card drawn from a payload's value so far: its title, its
+/// reasoning and one line per operation written yet; `…` until it is whole.
+fn card_lines(style: &Style, partial: &PayloadPartial) -> Vec<String> {
+    let data = partial
+        .data
+        .as_ref()
+        .map(parley_proto::json::from_struct)
+        .unwrap_or_default();
+    let text = |key: &str| data.get(key).and_then(|v| v.as_str()).unwrap_or_default();
+    let title = partial.r#type.replace('_', " ");
+    let mut lines = vec![format!("  ┌ {} {}", style.bold(&title), text("table_name"))];
+    if !text("reasoning").is_empty() {
+        lines.push(format!("  │ {}", style.dim(text("reasoning"))));
+    }
+    let operations = data.get("operations").and_then(|v| v.as_array());
+    for operation in operations.into_iter().flatten() {
+        let field = |key: &str| {
+            operation
+                .get(key)
+                .map(|v| v.as_str().map_or_else(|| v.to_string(), str::to_owned))
+                .unwrap_or_default()
+        };
+        let column = operation.get("column");
+        let column_field = |key: &str| {
+            column
+                .and_then(|c| c.get(key))
+                .and_then(|v| v.as_str())
+                .unwrap_or_default()
+                .to_owned()
+        };
+        let line = match field("action").as_str() {
+            "add" if column.is_some() => {
+                format!("+ {} ({})", column_field("name"), column_field("type"))
+            }
+            "add" => "+ add row".to_owned(),
+            "modify" => format!("~ {}", field("column_id")),
+            "remove" => format!("- {}", field("column_id")),
+            "reorder" => format!("↕ {}", field("column_id")),
+            "update" => format!("~ update row {}", field("row_id")),
+            "delete" => format!("- delete row {}", field("row_id")),
+            _ => "…".to_owned(),
+        };
+        lines.push(format!("  │ {line}"));
+    }
+    if partial.complete_paths.iter().any(String::is_empty) {
+        lines.push("  └ [ Accept ] [ Dismiss ]".to_owned());
+    } else {
+        lines.push(format!("  └ {}", style.dim("…")));
+    }
+    lines
 }
 
 fn render_complete(style: &Style, complete: &TurnComplete) {
@@ -508,4 +669,45 @@ fn describe_status(status: tonic::Status) -> anyhow::Error {
         .map(|r| format!(" [{r}]"))
         .unwrap_or_default();
     anyhow::anyhow!("{:?}{reason}: {}", status.code(), status.message())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn partial(data: serde_json::Value, complete_paths: &[&str]) -> PayloadPartial {
+        PayloadPartial {
+            r#type: "schema_proposal".into(),
+            data: Some(parley_proto::json::to_struct_wrapped(&data)),
+            complete_paths: complete_paths.iter().map(|p| (*p).to_owned()).collect(),
+            revision: 1,
+            offset: 7,
+            diagnostic: None,
+        }
+    }
+
+    #[test]
+    fn a_card_grows_with_its_operations_and_offers_accept_once_whole() {
+        let style = Style { plain: true };
+        let growing = partial(
+            serde_json::json!({"table_name": "Jobs", "operations": [{"action": "add", "column": {"name": "Company", "type": "te"}}]}),
+            &["/table_name"],
+        );
+        assert_eq!(
+            card_lines(&style, &growing),
+            ["  ┌ schema proposal Jobs", "  │ + Company (te)", "  └ …"]
+        );
+        let whole = partial(
+            serde_json::json!({"table_name": "Jobs", "operations": [{"action": "remove", "column_id": "c1"}]}),
+            &[""],
+        );
+        assert_eq!(
+            card_lines(&style, &whole),
+            [
+                "  ┌ schema proposal Jobs",
+                "  │ - c1",
+                "  └ [ Accept ] [ Dismiss ]"
+            ]
+        );
+    }
 }
