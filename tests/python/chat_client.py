@@ -10,6 +10,15 @@ conversation, seqs run 1..n, text deltas carry no markers, the final
 prints the transcript of tests/clients/README.md, the same one the Go client
 of tests/clients/go prints.
 
+It also shows what a UI does with the events sent while the model writes
+(`Turn` below): a `payload_partial` card is replaced by each newer revision
+and removed when its data is unset; `suggested_values` / `suggested_actions`
+may be shown before `complete`; a `step_reset` discards everything the
+step streamed (its text since the step's THINKING status, its cards and
+lists). Their timing depends on how the model's text was split, so they are
+left out of the transcript's event kinds and summed up on stderr, which the
+transcripts do not compare.
+
     python3 tests/python/chat_client.py 127.0.0.1:50051 [SCENARIO.json]
 
 Exits non-zero with a message on the first violated expectation.
@@ -55,34 +64,78 @@ def quoted(value):
     return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
 
 
+# Events sent while the model writes; their number and place depend on how
+# its text was split, so the transcript's event kinds leave them out.
+STREAMING_ONLY = {"payload_partial", "suggested_values", "suggested_actions", "structured_partial", "step_reset"}
+
+
 def kinds(events):
-    """The kinds of events in order, a run of one kind once."""
+    """The kinds of events in order, a run of one kind once (streaming-only kinds left out)."""
     names = []
     for event in events:
         name = event.WhichOneof("event") or "none"
+        if name in STREAMING_ONLY:
+            continue
         if not names or names[-1] != name:
             names.append(name)
     return " ".join(names)
 
 
 class Turn:
-    """What one Chat call streamed."""
+    """What one Chat call streamed, as a UI keeps it."""
 
     def __init__(self, events):
+        from google.protobuf import json_format
+
         self.events = events
         self.conversation_id = ""
         self.turn_id = ""
         self.complete = None
-        text = []
+        self.cards = {}  # a payload's offset -> (revision, its value so far, or None once taken down)
+        self.early_values = []  # suggested values shown before `complete`
+        self.partials = 0
+        self.resets = []
+        text, step_start, step_cards = "", 0, set()
         for event in events:
             kind = event.WhichOneof("event")
-            if kind == "status" and event.status.turn_id:
-                self.conversation_id, self.turn_id = event.status.conversation_id, event.status.turn_id
+            if kind == "status":
+                if event.status.turn_id:
+                    self.conversation_id, self.turn_id = event.status.conversation_id, event.status.turn_id
+                if event.status.phase == 2:  # TURN_PHASE_THINKING: a model call (step) starts
+                    step_start, step_cards = len(text), set()
             elif kind == "text_delta":
-                text.append(event.text_delta)
+                text += event.text_delta
+            elif kind == "payload_partial":
+                # Draw the card again with the newer value; unset data takes it down.
+                partial = event.payload_partial
+                value = json_format.MessageToDict(partial.data) if partial.HasField("data") else None
+                if partial.offset not in self.cards:
+                    step_cards.add(partial.offset)
+                self.cards[partial.offset] = (partial.revision, value)
+                self.partials += 1
+            elif kind == "suggested_values":
+                self.early_values = [value.label for value in event.suggested_values.values]
+            elif kind == "step_reset":
+                # The step runs again: forget what it streamed.
+                text = text[:step_start]
+                for offset in step_cards:
+                    self.cards.pop(offset, None)
+                step_cards = set()
+                self.resets.append(event.step_reset.reason)
             elif kind == "complete":
                 self.complete = event.complete
-        self.text = "".join(text)
+        self.text = text
+
+    def streaming_summary(self):
+        """What was shown while the model wrote: cards (revision, whole or taken down), early chips, resets."""
+        cards = [
+            f"card rev {revision} {'taken down' if value is None else 'shown'}"
+            for revision, value in self.cards.values()
+        ]
+        return (
+            f"{self.partials} payload_partial ({', '.join(cards) or 'no card'}), "
+            f"{len(self.early_values)} early suggested values, {len(self.resets)} step_reset"
+        )
 
 
 def chat(stub, scenario, request):
@@ -232,6 +285,9 @@ def main():
                     fail(f"{refusal['rpc']}: {line} ({error.details()!r}), the scenario expects {expect}")
                 print(line)
 
+            # Not part of the transcript (stdout), which the Go client must match.
+            for number, turn in enumerate(turns, start=1):
+                print(f"python client: turn {number} while streaming: {turn.streaming_summary()}", file=sys.stderr)
             print(
                 f"python client: conversation {conversation_id}: {len(turns)} turns, "
                 f"payload {turns[0].complete.custom_payload.type}, "

@@ -100,11 +100,25 @@ func kind(event *gatewayv1.ChatEvent) string {
 	return string(field.Name())
 }
 
-// kinds lists the kinds of events in order, a run of one kind once.
+// streamingOnly are the events sent while the model writes; their number
+// and place depend on how its text was split, so kinds leaves them out.
+var streamingOnly = map[string]bool{
+	"payload_partial":    true,
+	"suggested_values":   true,
+	"suggested_actions":  true,
+	"structured_partial": true,
+	"step_reset":         true,
+}
+
+// kinds lists the kinds of events in order, a run of one kind once
+// (streaming-only kinds left out).
 func kinds(events []*gatewayv1.ChatEvent) string {
 	var names []string
 	for _, event := range events {
 		name := kind(event)
+		if streamingOnly[name] {
+			continue
+		}
 		if len(names) == 0 || names[len(names)-1] != name {
 			names = append(names, name)
 		}
