@@ -41,6 +41,9 @@ fn partial(input: &ReapInput) -> Partial {
         ..Partial::default()
     };
     let mut calls: HashMap<String, usize> = HashMap::new();
+    // Where the current model call's text and reasoning began: a
+    // `step_reset` voids what came after.
+    let mut step = (0, 0);
     for batch in &input.wire {
         let Some(events) = journal::decode(batch) else {
             tracing::error!(turn = %input.turn_id, first_seq = batch.first_seq, "a stored wire batch does not decode");
@@ -50,6 +53,13 @@ fn partial(input: &ReapInput) -> Partial {
             match event {
                 Event::TextDelta(text) => partial.text.push_str(&text),
                 Event::ReasoningDelta(text) => partial.reasoning.push_str(&text),
+                Event::Status(status) if status.phase == gw::TurnPhase::Thinking as i32 => {
+                    step = (partial.text.len(), partial.reasoning.len());
+                }
+                Event::StepReset(_) => {
+                    partial.text.truncate(step.0);
+                    partial.reasoning.truncate(step.1);
+                }
                 Event::ToolStart(start) => {
                     calls.insert(start.call_id.clone(), partial.tools.len());
                     partial.tools.push(gw::ToolRecord {
@@ -180,6 +190,33 @@ mod tests {
             })
             .collect();
         journal::encode(&events).expect("events")
+    }
+
+    #[test]
+    fn a_reset_steps_text_is_not_part_of_the_partial_answer() {
+        let thinking = || {
+            Event::Status(gw::TurnStatus {
+                phase: gw::TurnPhase::Thinking as i32,
+                ..Default::default()
+            })
+        };
+        let input = ReapInput {
+            owner: "alice".into(),
+            conversation_id: "c".into(),
+            turn_id: "t".into(),
+            last_event_seq: 6,
+            stream_ahead: 0,
+            wire: vec![batch(vec![
+                thinking(),
+                Event::TextDelta("Checking. ".into()),
+                thinking(),
+                Event::TextDelta("Half a wro".into()),
+                Event::StepReset(gw::StepReset::default()),
+                Event::TextDelta("The answer".into()),
+            ])],
+        };
+        let partial = partial(&input);
+        assert_eq!(partial.text, "Checking. The answer");
     }
 
     #[test]
