@@ -534,10 +534,10 @@ fn card_lines(style: &Style, partial: &PayloadPartial) -> Vec<String> {
                 .to_owned()
         };
         let line = match field("action").as_str() {
-            "add" if column.is_some() => {
+            "add" if !column_field("name").is_empty() => {
                 format!("+ {} ({})", column_field("name"), column_field("type"))
             }
-            "add" => "+ add row".to_owned(),
+            "add" if partial.r#type == "data_proposal" => "+ add row".to_owned(),
             "modify" => format!("~ {}", field("column_id")),
             "remove" => format!("- {}", field("column_id")),
             "reorder" => format!("↕ {}", field("column_id")),
