@@ -1,0 +1,169 @@
+#!/usr/bin/env bash
+# The same-run performance table of the README: a mock OpenAI-compatible
+# provider (parley-load mock), the three Parley services in front of it
+# (SQLite, dev auth, the event log on, as shipped) and parley-load holding
+# C concurrent streams against
+#   - the mock directly (the baseline: what the provider itself takes),
+#   - the agent-runner (one hop, like a proxy),
+#   - the chat-gateway (the whole stack: gateway + runner + parser sidecar),
+#   - any OpenAI-compatible peer you point at the same mock (--peer).
+# "Added" first-token time is each target's p50/p99 minus the baseline's in
+# the same run; CPU per turn is read from /proc for each server process.
+#
+#   scripts/load.sh                           levels 1 and 100, 30 s windows
+#   scripts/load.sh --streams "1 100 1000" --duration 20s
+#   scripts/load.sh --peer litellm=http://127.0.0.1:4000/v1,PID
+#   scripts/load.sh --profile dev --streams 10 --duration 5s   (a quick look)
+#   scripts/load.sh --streams 100 --max-turns 100 --excess 64   (overload)
+#
+# Overload (--excess N, with --max-turns at the level so the gateway is
+# full): each level runs the gateway alone, then again while a second
+# parley-load process adds N callers each calling Chat every 50 ms, refused
+# (RESOURCE_EXHAUSTED, TOO_MANY_TURNS) unless they catch a slot just freed:
+# rows "admitted" and "excess" show what the excess does to the admitted
+# streams, and how many calls were refused.
+#
+# The mock answers with a first token after 100 ms, then 20 chunks 50 ms
+# apart (--first-token, --chunks, --gap). Binaries are built with the
+# containers' profile (`image`) unless --profile says otherwise.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+levels="1 100"
+duration=30s
+warmup=5s
+profile=image
+first_token=100ms
+chunks=20
+gap=50ms
+max_turns=65536
+excess=0
+check=false
+peers=()
+while (($#)); do
+    case "$1" in
+        --streams) levels=$2; shift 2 ;;
+        --duration) duration=$2; shift 2 ;;
+        --warmup) warmup=$2; shift 2 ;;
+        --profile) profile=$2; shift 2 ;;
+        --first-token) first_token=$2; shift 2 ;;
+        --chunks) chunks=$2; shift 2 ;;
+        --gap) gap=$2; shift 2 ;;
+        --peer) peers+=("$2"); shift 2 ;;
+        --max-turns) max_turns=$2; shift 2 ;;
+        --excess) excess=$2; shift 2 ;;
+        --check) check=true; shift ;;
+        -h | --help) sed -n '2,30p' "$0"; exit 0 ;;
+        *) echo "load: unknown argument $1 (see --help)" >&2; exit 2 ;;
+    esac
+done
+
+echo "load: building parley-load and the three services (profile $profile)" >&2
+cargo build --quiet --profile "$profile" -p parley-load -p payload-parser -p agent-runner -p chat-gateway --bins
+case "$profile" in dev) bin=target/debug ;; *) bin="target/$profile" ;; esac
+
+# 1 000 streams hold about 2 000 sockets in the runner and the mock.
+ulimit -n "$(ulimit -Hn)" 2>/dev/null || true
+
+state="$(mktemp -d -t parley-load.XXXXXX)"
+pids=()
+stop() {
+    local status=$? pid
+    for pid in "${pids[@]}"; do kill -TERM "$pid" 2>/dev/null || true; done
+    for pid in "${pids[@]}"; do wait "$pid" 2>/dev/null || true; done
+    if ((status == 0)); then rm -rf "$state"; else echo "load: logs kept in $state" >&2; fi
+    exit "$status"
+}
+trap stop EXIT
+trap 'exit 130' INT
+
+mock=127.0.0.1:18080
+gateway=127.0.0.1:50061
+runner=127.0.0.1:50062
+parser=127.0.0.1:50063
+cat >"$state/runner.toml" <<TOML
+default_provider = "mock"
+max_concurrent_runs = 65536
+[server]
+listen = "$runner"
+metrics_listen = "off"
+[providers.mock]
+kind = "openai"
+base_url = "http://$mock/v1"
+default_model = "parley-load-mock"
+TOML
+
+export RUST_LOG="${RUST_LOG:-warn}"
+"$bin/parley-load" mock --listen "$mock" --first-token "$first_token" --chunks "$chunks" --gap "$gap" \
+    >"$state/mock.log" 2>&1 &
+mock_pid=$!
+pids+=("$mock_pid")
+"$bin/payload-parser" --listen "$parser" --metrics-listen off >"$state/parser.log" 2>&1 &
+parser_pid=$!
+pids+=("$parser_pid")
+"$bin/agent-runner" --config "$state/runner.toml" >"$state/runner.log" 2>&1 &
+runner_pid=$!
+pids+=("$runner_pid")
+# One dev user holds every stream: the per-user limits are off, the
+# gateway's own limits raised past the largest level.
+PARLEY_TURNS__MAX_CONCURRENT="$max_turns" PARLEY_TURNS__MAX_STREAMS=65536 \
+PARLEY_TURNS__PER_USER__CONCURRENT_TURNS=0 PARLEY_TURNS__PER_USER__TURNS_PER_MINUTE=0 \
+PARLEY_TURNS__PER_USER__TOKENS_PER_DAY=0 \
+    "$bin/chat-gateway" --listen "$gateway" --metrics-listen off --dev-auth \
+    --runner "http://$runner" --parser "http://$parser" \
+    --database-url "sqlite://$state/load.db?mode=rwc" >"$state/gateway.log" 2>&1 &
+gateway_pid=$!
+pids+=("$gateway_pid")
+
+wait_port() {
+    local addr=$1 name=$2
+    for _ in $(seq 1 200); do
+        if (exec 3<>"/dev/tcp/${addr%:*}/${addr#*:}") 2>/dev/null; then return 0; fi
+        sleep 0.05
+    done
+    echo "load: $name did not listen on $addr; its log:" >&2
+    cat "$state/$name.log" >&2
+    exit 1
+}
+wait_port "$mock" mock
+wait_port "$parser" parser
+wait_port "$runner" runner
+wait_port "$gateway" gateway
+
+results="$state/results.jsonl"
+run() {
+    "$bin/parley-load" run --json --duration "$duration" --warmup "$warmup" --pid self "$@" \
+        | tee -a "$results" >/dev/null
+}
+for streams in $levels; do
+    echo "load: $streams stream(s): mock, runner, gateway${peers:+, peers} ($duration each)" >&2
+    run --label mock --target openai --url "http://$mock/v1" --streams "$streams" --pid "mock=$mock_pid"
+    run --label runner --target runner --url "http://$runner" --streams "$streams" \
+        --pid "runner=$runner_pid" --pid "mock=$mock_pid"
+    run --label parley --target gateway --url "http://$gateway" --streams "$streams" \
+        --pid "gateway=$gateway_pid" --pid "runner=$runner_pid" --pid "parser=$parser_pid" \
+        --pid "mock=$mock_pid"
+    if ((excess > 0)); then
+        run --label excess --target gateway --url "http://$gateway" --streams "$excess" \
+            --interval 50ms --backoff 50ms --stagger 50ms &
+        excess_pid=$!
+        run --label admitted --target gateway --url "http://$gateway" --streams "$streams" \
+            --pid "gateway=$gateway_pid" --pid "runner=$runner_pid" --pid "parser=$parser_pid" \
+            --pid "mock=$mock_pid"
+        wait "$excess_pid"
+    fi
+    for peer in "${peers[@]}"; do
+        name=${peer%%=*}
+        spec=${peer#*=}
+        url=${spec%%,*}
+        pid_args=()
+        [[ "$spec" == *,* ]] && pid_args=(--pid "$name=${spec#*,}")
+        run --label "$name" --target openai --url "$url" --streams "$streams" \
+            --pid "mock=$mock_pid" "${pid_args[@]}"
+    done
+done
+if $check; then
+    python3 scripts/load_table.py --check "$results"
+else
+    python3 scripts/load_table.py "$results"
+fi

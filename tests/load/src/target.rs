@@ -1,0 +1,331 @@
+//! What a load stream talks to, and one turn against each: the gateway's
+//! `Chat`, the runner's `Run`, or an OpenAI-compatible
+//! `/chat/completions` (the mock itself, or another proxy measured beside
+//! Parley). A turn reports when its first text arrived and when it ended.
+
+use std::time::{Duration, Instant};
+
+use axum::body::Bytes;
+use parley_proto::{
+    gateway::v1::{ChatRequest, PageContext, chat_event, chat_gateway_client::ChatGatewayClient},
+    runner::v1::{
+        Message, ModelRef, Role, RunRequest, agent_runner_client::AgentRunnerClient, run_event,
+    },
+};
+use tokio_stream::StreamExt;
+use tonic::{
+    Request,
+    metadata::{Ascii, MetadataValue},
+    transport::{Channel, Endpoint},
+};
+use tonic_types::StatusExt;
+
+/// How one turn went.
+#[derive(Debug, Clone, Copy)]
+pub struct Timing {
+    /// From the call to the first text delta (none when the answer had no
+    /// text).
+    pub first_token: Option<Duration>,
+    /// From the call to the end of the answer.
+    pub total: Duration,
+    /// Text deltas received.
+    pub deltas: u32,
+}
+
+/// Why a turn failed, as a short label for the error table:
+/// `CODE/REASON` for gRPC errors, `http STATUS` or `transport` otherwise.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, thiserror::Error)]
+#[error("{0}")]
+pub struct TurnError(pub String);
+
+impl TurnError {
+    fn status(status: &tonic::Status) -> Self {
+        let reason = status
+            .get_error_details()
+            .error_info()
+            .map(|info| info.reason.clone())
+            .unwrap_or_default();
+        Self(format!("{:?}/{reason}", status.code()))
+    }
+}
+
+/// A target and the request each of its turns sends.
+#[derive(Debug, Clone)]
+pub enum Target {
+    /// The chat-gateway: `ChatGateway/Chat`, each turn in a new conversation.
+    Gateway {
+        client: ChatGatewayClient<Channel>,
+        token: Option<MetadataValue<Ascii>>,
+        page: String,
+        message: String,
+    },
+    /// The agent-runner: `AgentRunner/Run` with one user message.
+    Runner {
+        client: AgentRunnerClient<Channel>,
+        model: ModelRef,
+        message: String,
+    },
+    /// An OpenAI-compatible chat completions endpoint, streaming.
+    OpenAi {
+        http: reqwest::Client,
+        url: String,
+        body: Bytes,
+        api_key: Option<String>,
+    },
+}
+
+/// A gRPC channel to `url` with Nagle off, as the services' own clients.
+pub async fn channel(url: &str) -> anyhow::Result<Channel> {
+    let endpoint = Endpoint::from_shared(url.to_owned())?
+        .tcp_nodelay(true)
+        .connect_timeout(Duration::from_secs(5));
+    Ok(endpoint.connect().await?)
+}
+
+/// The HTTP client of the openai target: rustls (ring) for https://, Nagle
+/// off, enough idle connections for every stream.
+pub fn http_client(streams: usize) -> anyhow::Result<reqwest::Client> {
+    // Installing twice (one client per connection) is harmless.
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    Ok(reqwest::Client::builder()
+        .tcp_nodelay(true)
+        .pool_max_idle_per_host(streams.max(1))
+        .build()?)
+}
+
+/// The OpenAI-compatible request: one user message, streamed, with usage.
+pub fn openai_body(model: &str, message: &str) -> Bytes {
+    let body = serde_json::json!({
+        "model": model,
+        "stream": true,
+        "stream_options": {"include_usage": true},
+        "messages": [{"role": "user", "content": message}],
+    });
+    Bytes::from(body.to_string())
+}
+
+impl Target {
+    /// One turn, timed from the call.
+    pub async fn turn(&self) -> Result<Timing, TurnError> {
+        let start = Instant::now();
+        match self {
+            Self::Gateway {
+                client,
+                token,
+                page,
+                message,
+            } => {
+                let mut request = Request::new(ChatRequest {
+                    message: message.clone(),
+                    page: (!page.is_empty()).then(|| PageContext {
+                        page: page.clone(),
+                        ..Default::default()
+                    }),
+                    ..Default::default()
+                });
+                if let Some(token) = token {
+                    request
+                        .metadata_mut()
+                        .insert("authorization", token.clone());
+                }
+                let mut stream = client
+                    .clone()
+                    .chat(request)
+                    .await
+                    .map_err(|status| TurnError::status(&status))?
+                    .into_inner();
+                let mut timing = Timing::new();
+                while let Some(event) = stream.next().await {
+                    let event = event.map_err(|status| TurnError::status(&status))?;
+                    match event.event {
+                        Some(chat_event::Event::TextDelta(_)) => timing.delta(start),
+                        Some(chat_event::Event::Complete(_)) => return Ok(timing.end(start)),
+                        Some(chat_event::Event::Error(error)) => {
+                            return Err(TurnError(format!("turn/{}", error.reason)));
+                        }
+                        _ => {}
+                    }
+                }
+                Err(TurnError("stream ended without complete".into()))
+            }
+            Self::Runner {
+                client,
+                model,
+                message,
+            } => {
+                let request = RunRequest {
+                    messages: vec![Message {
+                        role: Role::User as i32,
+                        text: message.clone(),
+                        ..Default::default()
+                    }],
+                    model: Some(model.clone()),
+                    ..Default::default()
+                };
+                let mut stream = client
+                    .clone()
+                    .run(request)
+                    .await
+                    .map_err(|status| TurnError::status(&status))?
+                    .into_inner();
+                let mut timing = Timing::new();
+                while let Some(event) = stream.next().await {
+                    let event = event.map_err(|status| TurnError::status(&status))?;
+                    match event.event {
+                        Some(run_event::Event::TextDelta(_)) => timing.delta(start),
+                        Some(run_event::Event::Finished(_)) => return Ok(timing.end(start)),
+                        Some(run_event::Event::Error(error)) => {
+                            return Err(TurnError(format!("run/{}", error.reason)));
+                        }
+                        _ => {}
+                    }
+                }
+                Err(TurnError("stream ended without finished".into()))
+            }
+            Self::OpenAi {
+                http,
+                url,
+                body,
+                api_key,
+            } => {
+                let mut request = http
+                    .post(url)
+                    .header("content-type", "application/json")
+                    .body(body.clone());
+                if let Some(key) = api_key {
+                    request = request.bearer_auth(key);
+                }
+                let response = request
+                    .send()
+                    .await
+                    .map_err(|_| TurnError("transport".into()))?;
+                if !response.status().is_success() {
+                    return Err(TurnError(format!("http {}", response.status().as_u16())));
+                }
+                let mut timing = Timing::new();
+                let mut lines = SseLines::default();
+                let mut body = response.bytes_stream();
+                while let Some(chunk) = body.next().await {
+                    let chunk = chunk.map_err(|_| TurnError("transport".into()))?;
+                    for event in lines.push(&chunk) {
+                        match event {
+                            SseData::Content => timing.delta(start),
+                            SseData::Done => return Ok(timing.end(start)),
+                            SseData::Other => {}
+                        }
+                    }
+                }
+                Err(TurnError("stream ended without [DONE]".into()))
+            }
+        }
+    }
+}
+
+impl Timing {
+    fn new() -> Self {
+        Self {
+            first_token: None,
+            total: Duration::ZERO,
+            deltas: 0,
+        }
+    }
+
+    fn delta(&mut self, start: Instant) {
+        if self.first_token.is_none() {
+            self.first_token = Some(start.elapsed());
+        }
+        self.deltas += 1;
+    }
+
+    fn end(mut self, start: Instant) -> Self {
+        self.total = start.elapsed();
+        self
+    }
+}
+
+/// What one SSE `data:` line of a chat completions stream holds.
+#[derive(Debug, PartialEq, Eq)]
+enum SseData {
+    /// A chunk with non-empty `delta.content`.
+    Content,
+    /// `[DONE]`.
+    Done,
+    /// Anything else (role, finish reason, usage, comments).
+    Other,
+}
+
+/// Splits a byte stream into SSE `data:` lines; a line cut between two
+/// network reads is kept until its end arrives.
+#[derive(Debug, Default)]
+struct SseLines {
+    pending: Vec<u8>,
+}
+
+impl SseLines {
+    fn push(&mut self, bytes: &[u8]) -> Vec<SseData> {
+        self.pending.extend_from_slice(bytes);
+        let mut events = Vec::new();
+        let mut consumed = 0;
+        while let Some(end) = self.pending[consumed..].iter().position(|&b| b == b'\n') {
+            let line = &self.pending[consumed..consumed + end];
+            consumed += end + 1;
+            let Some(data) = line.strip_prefix(b"data:") else {
+                continue;
+            };
+            let data = data.trim_ascii();
+            events.push(if data == b"[DONE]" {
+                SseData::Done
+            } else if has_content(data) {
+                SseData::Content
+            } else {
+                SseData::Other
+            });
+        }
+        self.pending.drain(..consumed);
+        events
+    }
+}
+
+/// Whether a chunk's first choice carries text.
+fn has_content(data: &[u8]) -> bool {
+    let Ok(chunk) = serde_json::from_slice::<serde_json::Value>(data) else {
+        return false;
+    };
+    chunk
+        .pointer("/choices/0/delta/content")
+        .and_then(|content| content.as_str())
+        .is_some_and(|content| !content.is_empty())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sse_lines_cut_anywhere_give_the_same_events() {
+        let stream = concat!(
+            "data: {\"choices\":[{\"index\":0,\"delta\":{\"role\":\"assistant\",\"content\":\"\"}}]}\n\n",
+            ": keep-alive\n\n",
+            "data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"Hi\"}}]}\n\n",
+            "data: {\"choices\":[],\"usage\":{\"total_tokens\":3}}\n\n",
+            "data: [DONE]\n\n",
+        )
+        .as_bytes();
+        let whole = SseLines::default().push(stream);
+        assert_eq!(
+            whole,
+            [
+                SseData::Other,
+                SseData::Content,
+                SseData::Other,
+                SseData::Done
+            ]
+        );
+        for cut in 1..stream.len() {
+            let mut lines = SseLines::default();
+            let mut events = lines.push(&stream[..cut]);
+            events.extend(lines.push(&stream[cut..]));
+            assert_eq!(events, whole, "cut at {cut}");
+        }
+    }
+}
