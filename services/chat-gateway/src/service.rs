@@ -94,7 +94,7 @@ impl ChatGateway for GatewayService {
         request: Request<gw::ChatRequest>,
     ) -> Result<Response<Self::ChatStream>, Status> {
         let principal = principal(&request)?;
-        let admitted = self.engine.admit_stream(true)?;
+        let admitted = self.engine.admit_turn_stream(&principal)?;
         let config = &self.engine.config;
         let deadline = validate::deadline(request.metadata(), config.max_duration);
         let request = request.into_inner();
@@ -147,7 +147,7 @@ impl ChatGateway for GatewayService {
         request: Request<gw::ResumeTurnRequest>,
     ) -> Result<Response<Self::ResumeTurnStream>, Status> {
         let owner = caller(&request)?;
-        let admitted = self.engine.admit_stream(false)?;
+        let admitted = self.engine.admit_stream()?;
         let request = request.into_inner();
         let turn = validate::turn_ref(&request.conversation_id, &request.turn_id)?;
         let stream = self
@@ -162,7 +162,7 @@ impl ChatGateway for GatewayService {
         request: Request<gw::ExecuteActionRequest>,
     ) -> Result<Response<Self::ExecuteActionStream>, Status> {
         let principal = principal(&request)?;
-        let admitted = self.engine.admit_stream(true)?;
+        let admitted = self.engine.admit_turn_stream(&principal)?;
         let config = &self.engine.config;
         let deadline = validate::deadline(request.metadata(), config.max_duration);
         let request = request.into_inner();

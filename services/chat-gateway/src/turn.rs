@@ -138,6 +138,15 @@ fn reruns(turn: &TurnRecord) -> bool {
     turn.state == TurnState::Failed && turn.retryable
 }
 
+/// Counts a turn refused before it started, by the caller's tenant and
+/// the reason (`parley_tenant_turns_rejected_total`).
+fn count_refused_turn(tenant: Option<&str>, refused: &GatewayError) {
+    let m = parley_grpc::telemetry::metrics();
+    m.tenant_rejected
+        .with_label_values(&[m.tenant_label(tenant), refused.reason()])
+        .inc();
+}
+
 /// A new id for this replica: the host name (the pod name on Kubernetes)
 /// and a random suffix, so a restarted process is a new replica.
 pub fn replica_id() -> String {
@@ -216,31 +225,39 @@ impl Engine {
         let tenant = start.principal.tenant.clone();
         let started = self.begin(start).await;
         if let Err(refused) = &started {
-            let m = parley_grpc::telemetry::metrics();
-            m.tenant_rejected
-                .with_label_values(&[m.tenant_label(tenant.as_deref()), refused.reason()])
-                .inc();
+            count_refused_turn(tenant.as_deref(), refused);
         }
         started
     }
 
     /// Admits one more event stream, or refuses at once when
-    /// `turns.max_streams` are open; a turn-starting call also finds out
-    /// here, cheaply, that no turn slot is free. The permit goes with the
-    /// stream ([`follow::held`]).
-    pub fn admit_stream(
-        &self,
-        starts_turn: bool,
-    ) -> Result<tokio::sync::OwnedSemaphorePermit, GatewayError> {
-        let permit = self
-            .streams
+    /// `turns.max_streams` are open. The permit goes with the stream
+    /// ([`follow::held`]).
+    pub fn admit_stream(&self) -> Result<tokio::sync::OwnedSemaphorePermit, GatewayError> {
+        self.streams
             .clone()
             .try_acquire_owned()
-            .map_err(|_| GatewayError::TooManyStreams)?;
-        if starts_turn && !self.turns.has_room() {
-            return Err(GatewayError::TooManyTurns);
+            .map_err(|_| GatewayError::TooManyStreams)
+    }
+
+    /// [`Engine::admit_stream`] for a call that starts a turn: it also
+    /// finds out here, cheaply, that no turn slot is free. A refusal counts
+    /// in the caller's tenant's refused turns.
+    pub fn admit_turn_stream(
+        &self,
+        principal: &Principal,
+    ) -> Result<tokio::sync::OwnedSemaphorePermit, GatewayError> {
+        let admitted = self.admit_stream().and_then(|permit| {
+            if self.turns.has_room() {
+                Ok(permit)
+            } else {
+                Err(GatewayError::TooManyTurns)
+            }
+        });
+        if let Err(refused) = &admitted {
+            count_refused_turn(principal.tenant.as_deref(), refused);
         }
-        Ok(permit)
+        admitted
     }
 
     /// [`Engine::start_turn`] without the counting of refusals.

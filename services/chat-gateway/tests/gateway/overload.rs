@@ -66,7 +66,16 @@ async fn a_full_gateway_sheds_the_excess_and_finishes_what_it_admitted() {
         );
     }
     // Both turn slots are taken: the excess is refused, fifty at once,
-    // without reaching the runner or the store.
+    // without reaching the runner or the store, and counted (the metric is
+    // process-wide and other tests run beside this one: at least fifty).
+    let metrics = parley_grpc::telemetry::metrics();
+    let rejected = || {
+        metrics
+            .tenant_rejected
+            .with_label_values(&["", "TOO_MANY_TURNS"])
+            .get()
+    };
+    let rejected_before = rejected();
     let excess = (0..50).map(|n| {
         let mut client = stack.client.clone();
         async move {
@@ -83,6 +92,10 @@ async fn a_full_gateway_sheds_the_excess_and_finishes_what_it_admitted() {
         stack.runner.seen().len(),
         2,
         "the runner saw only the admitted turns"
+    );
+    assert!(
+        rejected() - rejected_before >= 50,
+        "refused turns count in parley_tenant_turns_rejected_total"
     );
 
     // A third stream (a follower) fills the stream limit: then even a
