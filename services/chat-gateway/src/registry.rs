@@ -193,6 +193,7 @@ impl Registry {
             return out;
         };
         out.known = true;
+        out.mid_answer_failover = def.mid_answer_failover;
         out.add_scope(&def.scope, &self.mcp);
         let Some((_, tab)) = def
             .tabs

@@ -22,6 +22,7 @@
 //! pages:
 //!   table_view:
 //!     instructions: "..."
+//!     mid_answer_failover: true                # optional, see `PageEntry`
 //!     context_template: "..."
 //!     payload_types: [schema_proposal, data_proposal]
 //!     tools: [lookup_rows]
@@ -278,7 +279,10 @@ scope_entry!(
     /// A page: what it adds plus its tabs.
     PageEntry {
         /// Tabs by name.
-        tabs: NamedMap<TabEntry>
+        tabs: NamedMap<TabEntry>,
+        /// Turns on this page (any tab) run a model call that fails after
+        /// streaming again, as `ChatRequest.mid_answer_failover` asks.
+        mid_answer_failover: bool
     }
 );
 

@@ -225,4 +225,6 @@ pub(crate) struct TabDef {
 pub(crate) struct PageDef {
     pub scope: Scope,
     pub tabs: Vec<(String, TabDef)>,
+    /// Mid-answer failover for every turn on the page.
+    pub mid_answer_failover: bool,
 }

@@ -41,6 +41,9 @@ pub struct ResolvedPage {
     pub context_template: Option<String>,
     /// The compiled templates' keys, page first, for rendering.
     pub(crate) context_template_keys: Vec<String>,
+    /// Whether the page turns mid-answer failover on for its turns (the
+    /// request can turn it on too).
+    pub mid_answer_failover: bool,
 }
 
 impl ResolvedPage {
@@ -62,6 +65,7 @@ impl ResolvedPage {
             instructions: Vec::new(),
             context_template: None,
             context_template_keys: Vec::new(),
+            mid_answer_failover: false,
         };
         extend(
             &mut out.payload_types,
@@ -199,6 +203,7 @@ impl ResolvedPage {
                 })
                 .collect(),
             system_prompt: String::new(),
+            mid_answer_failover: self.mid_answer_failover,
         }
     }
 }

@@ -499,3 +499,27 @@ fn mcp_rules_are_checked() {
             .contains("listed twice")
     );
 }
+
+#[test]
+fn a_page_can_turn_mid_answer_failover_on_for_its_turns() {
+    let r = Registry::example();
+    for (page, tab, on) in [
+        ("table_edit", "", true),
+        ("tables_list", "", false),
+        ("table_view", "rows", false),
+        ("nowhere", "", false),
+    ] {
+        let resolved = resolve(&r, page, tab, "");
+        assert_eq!(resolved.mid_answer_failover, on, "{page}");
+        assert_eq!(resolved.describe().mid_answer_failover, on, "{page}");
+    }
+    let yaml = "version: 1\npages:\n  p:\n    mid_answer_failover: true\n    tabs:\n      t: {}\n";
+    let r = Registry::from_str(yaml, "t").expect("valid");
+    assert!(
+        resolve(&r, "p", "t", "").mid_answer_failover,
+        "tabs share it"
+    );
+    // A page-level setting: a tab cannot have its own.
+    let tab = "version: 1\npages:\n  p:\n    tabs:\n      t: { mid_answer_failover: true }\n";
+    assert!(Registry::from_str(tab, "t").is_err());
+}

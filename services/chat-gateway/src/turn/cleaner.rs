@@ -558,13 +558,15 @@ impl TextCleaner {
 
     /// Discards the current step's text: what it made ready and did not
     /// hand out yet, and the parser's state, which starts again on the text
-    /// before the step. The sidecar gets a new `ParseStream`.
-    pub async fn reset_step(&mut self) {
+    /// before the step. The sidecar gets a new `ParseStream`. Returns the
+    /// events to send right after the `step_reset`: the take-down of each
+    /// card an earlier step showed and this one changed ([`Shown::reset`]).
+    pub async fn reset_step(&mut self) -> Vec<Event> {
         let StepMark { raw, emitted } = self.step;
         self.raw.truncate(raw);
         self.emitted.truncate(emitted);
         self.ready.clear();
-        self.shown.reset(raw as u64);
+        let taken_down = self.shown.reset(raw as u64);
         self.repeated = self.emitted.len();
         self.diverged = false;
         let was_remote = matches!(self.mode, Mode::Remote(_));
@@ -581,6 +583,7 @@ impl TextCleaner {
         } else if self.fallback.is_some() {
             self.restart_local();
         }
+        taken_down
     }
 
     /// Half-closes the sidecar's stream and waits for its final answer;
@@ -781,7 +784,7 @@ mod tests {
             let step = cleaner.take_ready();
             assert_eq!(partials(&step).len(), 1, "{step:?}");
             // The step fails: the client discards what it showed.
-            cleaner.reset_step().await;
+            assert!(cleaner.reset_step().await.is_empty());
             cleaner.push("\n\nDone, nothing to change.").await;
             cleaner.sync().await;
             let after = cleaner.take_ready();

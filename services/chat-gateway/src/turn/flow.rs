@@ -159,7 +159,8 @@ async fn produce(
         tenant: spec.start.principal.tenant.clone().unwrap_or_default(),
         text_tool_calls: engine.config.text_tool_calls,
         context: spec.start.page.state.as_ref().map(json::to_struct_wrapped),
-        mid_answer_failover: spec.start.mid_answer_failover,
+        // The request or the page turns it on.
+        mid_answer_failover: spec.start.mid_answer_failover || page.mid_answer_failover,
     };
 
     // Open the parser stream and the runner call together.

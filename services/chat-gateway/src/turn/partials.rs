@@ -42,6 +42,8 @@ struct Card {
     complete_paths: Vec<String>,
     /// The step the card was first shown in.
     step: u32,
+    /// The step of its last event.
+    changed: u32,
 }
 
 impl Card {
@@ -86,6 +88,7 @@ impl Shown {
             data: None,
             complete_paths: Vec::new(),
             step,
+            changed: step,
         });
         if card.is_down() {
             return None;
@@ -97,6 +100,7 @@ impl Shown {
                 card.data = None;
                 card.complete_paths.clear();
                 card.revision += 1;
+                card.changed = step;
                 Some(self.event(partial.offset))
             }
             Some(data) => {
@@ -109,6 +113,7 @@ impl Shown {
                 card.data = Some(data);
                 card.complete_paths = partial.complete_paths;
                 card.revision += 1;
+                card.changed = step;
                 Some(self.event(partial.offset))
             }
         }
@@ -148,19 +153,50 @@ impl Shown {
         Some(Event::SuggestedActions(actions))
     }
 
-    /// Forgets what was first shown in the current step (the client
-    /// discards it on `step_reset`), and the diagnostics at or after
-    /// `from`, the step's first byte of model text.
-    pub fn reset(&mut self, from: u64) {
+    /// Forgets what the current step showed, and the diagnostics at or
+    /// after `from`, the step's first byte of model text. A card first
+    /// shown in the step is discarded by the client on `step_reset`
+    /// without an event. A card first shown in an earlier step that this
+    /// step changed (its JSON went on across the steps) cannot go back to
+    /// what it was: the returned events, sent right after the
+    /// `step_reset`, take it down (no `data`, no diagnostic), and the
+    /// re-parse shows it again from revision 1.
+    pub fn reset(&mut self, from: u64) -> Vec<Event> {
         let step = self.step;
-        self.cards.retain(|_, card| card.step != step);
         self.diagnostics.retain(|offset, _| *offset < from);
+        let mut spanning: Vec<u64> = self
+            .cards
+            .iter()
+            .filter(|(_, card)| card.step != step && card.changed == step && !card.is_down())
+            .map(|(offset, _)| *offset)
+            .collect();
+        spanning.sort_unstable();
+        let events = spanning
+            .into_iter()
+            .filter_map(|offset| {
+                let card = self.cards.get_mut(&offset)?;
+                card.data = None;
+                card.complete_paths.clear();
+                card.revision += 1;
+                Some(Event::PayloadPartial(gw::PayloadPartial {
+                    r#type: card.payload_type.clone(),
+                    data: None,
+                    complete_paths: Vec::new(),
+                    revision: card.revision,
+                    offset,
+                    diagnostic: None,
+                }))
+            })
+            .collect();
+        self.cards
+            .retain(|_, card| card.step != step && card.changed != step);
         if self.values == Some(step) {
             self.values = None;
         }
         if self.actions == Some(step) {
             self.actions = None;
         }
+        events
     }
 
     /// Takes down every card still shown that the final parse does not end
@@ -340,7 +376,10 @@ mod tests {
         shown.partial(partial(30, Some(json!({"b": 1})), &["/b"]));
         assert!(shown.values(pb::SuggestedValues::default()).is_some());
         assert!(shown.values(pb::SuggestedValues::default()).is_none());
-        shown.reset(30);
+        assert!(
+            shown.reset(30).is_empty(),
+            "the client discards step 2's card"
+        );
         assert!(shown.values(pb::SuggestedValues::default()).is_some());
         assert_eq!(
             revision(shown.partial(partial(30, Some(json!({"c": 1})), &[]))),
@@ -350,6 +389,33 @@ mod tests {
         assert_eq!(
             revision(shown.partial(partial(1, Some(json!({"a": 1, "x": 2})), &[]))),
             Some((2, true))
+        );
+    }
+
+    #[test]
+    fn a_reset_takes_down_an_earlier_card_the_step_changed() {
+        let mut shown = Shown::default();
+        shown.begin_step(1);
+        shown.partial(partial(1, Some(json!({"a": "x"})), &[]));
+        shown.partial(partial(9, Some(json!({"z": 1})), &[""]));
+        shown.begin_step(2);
+        // The JSON of the card at 1 goes on in step 2, which then fails.
+        shown.partial(partial(1, Some(json!({"a": "xy"})), &[]));
+        let down = shown.reset(20);
+        let [Event::PayloadPartial(down)] = down.as_slice() else {
+            panic!("{down:?}")
+        };
+        assert_eq!((down.offset, down.revision), (1, 3));
+        assert!(down.data.is_none() && down.diagnostic.is_none());
+        // The re-parse shows it again as it was before the step, from 1;
+        // the card step 2 did not touch stays as it was.
+        assert_eq!(
+            revision(shown.partial(partial(1, Some(json!({"a": "x"})), &[]))),
+            Some((1, true))
+        );
+        assert_eq!(
+            revision(shown.partial(partial(9, Some(json!({"z": 1})), &[""]))),
+            None
         );
     }
 

@@ -15,7 +15,9 @@
 //! comes out of the cleaner with the text (`payload_partial`,
 //! `suggested_values`, `suggested_actions`; see [`super::partials`]); a
 //! structured answer's text is also read as it streams into
-//! `structured_partial` events.
+//! `structured_partial` events. Structured deltas that queued up travel on
+//! together like text deltas: one `structured_delta` and at most one
+//! `structured_partial` per flush.
 //!
 //! A runner `step_reset` (the model call failed midway and runs again, with
 //! `mid_answer_failover`) discards what that call streamed: the cleaner
@@ -156,22 +158,43 @@ fn add_usage(total: &mut gw::Usage, usage: &runner::Usage) {
 /// What reading the runner's stream gave.
 type Message = Result<Option<runner::RunEvent>, tonic::Status>;
 
-/// Appends to `text` the text deltas the runner has already sent, so they
-/// reach the parser as one message; returns the first message read that is
-/// not a text delta. Never waits: under load this batches what queued up,
-/// and an idle stream loses no time.
-fn take_ready_text(
-    stream: &mut tonic::Streaming<runner::RunEvent>,
+/// Appends to `text` the deltas of the same kind as the one just read
+/// (`same` says whether an event is one, and its text) that the runner has
+/// already sent, so they travel on as one flush: one message to the parser,
+/// one delta and at most one partial to the client. Returns the first
+/// message read that is not such a delta. Never waits (`next` reads what
+/// has already arrived, `None` when nothing has): under load this batches
+/// what queued up, and an idle stream loses no time.
+fn take_ready(
+    mut next: impl FnMut() -> Option<Message>,
     text: &mut String,
+    same: fn(&run_event::Event) -> Option<&str>,
 ) -> Option<Message> {
     loop {
-        match stream.message().now_or_never()? {
-            Ok(Some(runner::RunEvent {
-                event: Some(run_event::Event::TextDelta(more)),
-                ..
-            })) => text.push_str(&more),
-            other => return Some(other),
+        let message = next()?;
+        if let Ok(Some(runner::RunEvent {
+            event: Some(event), ..
+        })) = &message
+            && let Some(more) = same(event)
+        {
+            text.push_str(more);
+            continue;
         }
+        return Some(message);
+    }
+}
+
+fn text_delta(event: &run_event::Event) -> Option<&str> {
+    match event {
+        run_event::Event::TextDelta(text) => Some(text),
+        _ => None,
+    }
+}
+
+fn structured_delta(event: &run_event::Event) -> Option<&str> {
+    match event {
+        run_event::Event::StructuredDelta(text) => Some(text),
+        _ => None,
     }
 }
 
@@ -237,7 +260,7 @@ pub async fn relay(
         };
         match event {
             Some(run_event::Event::TextDelta(mut text)) => {
-                held = take_ready_text(&mut stream, &mut text);
+                held = take_ready(|| stream.message().now_or_never(), &mut text, text_delta);
                 cleaner.push(&text).await;
             }
             Some(run_event::Event::ReasoningDelta(text)) => {
@@ -245,8 +268,15 @@ pub async fn relay(
                 reasoning.push_str(&text);
                 sink.push(Event::ReasoningDelta(text));
             }
-            Some(run_event::Event::StructuredDelta(text)) => {
+            Some(run_event::Event::StructuredDelta(mut text)) => {
                 text_first(&mut cleaner, sink).await;
+                // One flush: the deltas that queued up travel as one, with
+                // at most one `structured_partial` (no event storm).
+                held = take_ready(
+                    || stream.message().now_or_never(),
+                    &mut text,
+                    structured_delta,
+                );
                 structured.push_str(&text);
                 let partial = structured_partials.feed(&text);
                 sink.push(Event::StructuredDelta(text));
@@ -299,7 +329,7 @@ pub async fn relay(
                 }
             }
             Some(run_event::Event::StepReset(reset)) => {
-                cleaner.reset_step().await;
+                let taken_down = cleaner.reset_step().await;
                 reasoning.truncate(step.reasoning);
                 structured.truncate(step.structured);
                 structured_partials.restart(&structured);
@@ -308,6 +338,7 @@ pub async fn relay(
                     reason: reset.reason,
                     message: reset.message,
                 }));
+                push_all(sink, taken_down);
             }
             Some(run_event::Event::Usage(call)) => add_usage(&mut usage, &call),
             Some(run_event::Event::Finished(finished)) => break RunEnd::Finished(finished),
@@ -332,5 +363,54 @@ pub async fn relay(
         structured,
         tools: tools.records,
         usage,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::VecDeque;
+
+    use super::*;
+
+    fn message(event: run_event::Event) -> Message {
+        Ok(Some(runner::RunEvent {
+            seq: 0,
+            event: Some(event),
+        }))
+    }
+
+    #[test]
+    fn deltas_that_queued_up_travel_as_one_flush() {
+        let mut arrived: VecDeque<Message> = [
+            run_event::Event::StructuredDelta("\"b".into()),
+            run_event::Event::StructuredDelta("\": 1}".into()),
+            run_event::Event::TextDelta("not structured".into()),
+            run_event::Event::StructuredDelta("after".into()),
+        ]
+        .into_iter()
+        .map(message)
+        .collect();
+        let mut text = "{\"a\": 0, ".to_owned();
+        let held = take_ready(|| arrived.pop_front(), &mut text, structured_delta);
+        assert_eq!(text, "{\"a\": 0, \"b\": 1}");
+        assert!(matches!(
+            held,
+            Some(Ok(Some(runner::RunEvent {
+                event: Some(run_event::Event::TextDelta(_)),
+                ..
+            })))
+        ));
+        assert_eq!(arrived.len(), 1, "stops at the first other event");
+        // The flush's one partial shows the whole batch.
+        let mut partials = StructuredPartials::default();
+        let Some(Event::StructuredPartial(partial)) = partials.feed(&text) else {
+            panic!("one partial for the flush")
+        };
+        assert_eq!(partial.revision, 1);
+        assert_eq!(partial.complete_paths, [String::new()]);
+        // Nothing arrived yet: no wait, nothing held.
+        let mut text = String::new();
+        assert!(take_ready(|| None, &mut text, text_delta).is_none());
+        assert!(text.is_empty());
     }
 }

@@ -231,6 +231,8 @@ async fn a_structured_answer_grows_besides_its_raw_text() {
         r#"th", "poetry"]}"#,
     ] {
         steps.push(Step::Send(run_event::Event::StructuredDelta(piece.into())));
+        // A flush: structured deltas that queued up travel as one.
+        steps.push(Step::Send(run_event::Event::ReasoningDelta(String::new())));
     }
     let run_event::Event::Finished(mut done) = finished("") else {
         unreachable!()
@@ -480,4 +482,212 @@ async fn a_mid_answer_stream_error_without_failover_is_an_error_as_before() {
     let error = turn.error.as_ref().expect("an error event");
     assert_eq!(error.reason, "PROVIDER_STREAM_ERROR");
     assert!(turn.complete.message.starts_with("Here is a table."));
+}
+
+/// `table_edit` sets `mid_answer_failover: true` in the example registry:
+/// its turns fail over without the request asking, and `DescribePage` says
+/// so; `tables_list` does not (the test above: an error, as before).
+#[tokio::test]
+async fn a_page_that_allows_failover_resets_the_step_without_the_request_asking() {
+    let (runner_url, _dir) = scripted_runner(FLAKY).await;
+    let mut stack = Harness::start(Options {
+        runner_url: Some(runner_url),
+        ..Options::default()
+    })
+    .await;
+    let describe = |page: &str| gw::DescribePageRequest {
+        page: Some(gw::PageContext {
+            page: page.into(),
+            ..Default::default()
+        }),
+        include_system_prompt: false,
+    };
+    for (page, on) in [("table_edit", true), ("tables_list", false)] {
+        let described = stack
+            .client
+            .describe_page(describe(page))
+            .await
+            .expect("describe")
+            .into_inner();
+        assert_eq!(described.mid_answer_failover, on, "{page}");
+    }
+    let request = chat_request("", "Drop the notes column", "table_edit");
+    assert!(!request.mid_answer_failover, "the request does not ask");
+    let turn = chat(&mut stack.client, request).await;
+    assert!(turn.complete.success, "{:?}", turn.complete);
+    let resets = turn
+        .events
+        .iter()
+        .filter(|e| matches!(e.event, Some(Event::StepReset(_))))
+        .count();
+    assert_eq!(resets, 1, "{:#?}", turn.events);
+    assert_eq!(turn.complete.message, "Here is a table.\n\nDone.");
+    assert_eq!(turn.complete.usage.as_ref().map(|u| u.model_calls), Some(2));
+}
+
+/// The page's setting reaches the runner with the fake one too, and the
+/// request's flag still works on a page without it.
+#[tokio::test]
+async fn the_request_or_the_page_turns_failover_on() {
+    let mut stack = Harness::start(Options::default()).await;
+    for (page, asked, expected) in [
+        ("table_edit", false, true),
+        ("tables_list", true, true),
+        ("tables_list", false, false),
+    ] {
+        stack
+            .runner
+            .push(Reply::Steps(vec![Step::Send(finished("Ok."))]));
+        let mut request = chat_request("", "Hello", page);
+        request.mid_answer_failover = asked;
+        let turn = chat(&mut stack.client, request).await;
+        assert!(turn.complete.success);
+        let seen = stack.runner.seen();
+        let last = seen.last().expect("a run");
+        assert_eq!(
+            last.request.mid_answer_failover, expected,
+            "{page}, request asked: {asked}"
+        );
+    }
+}
+
+/// A proposal whose JSON step 1 began and the failed step 2 went on
+/// writing: right after the `step_reset` the card is taken down (no data,
+/// no diagnostic), shown again from revision 1 as step 1 left it, and
+/// grows to what the successful call wrote; nothing of the failed call
+/// reaches `complete`.
+#[tokio::test]
+async fn a_card_the_failed_step_went_on_writing_is_taken_down_and_restarted() {
+    for parser in [ParserMode::Up, ParserMode::Down] {
+        let mut stack = Harness::start(Options {
+            parser,
+            ..Options::default()
+        })
+        .await;
+        let cut = PROPOSAL.find("ack applications").expect("cut");
+        let (before, after) = PROPOSAL.split_at(cut);
+        let first = format!("Here is a table.\n\nSCHEMA_PROPOSAL: {before}");
+        let mut steps = call(1, &[&first]);
+        steps.extend(call(2, &["ack apps\", \"table_name\": \"Wrong"]));
+        steps.push(Step::Send(run_event::Event::StepReset(runner::StepReset {
+            iteration: 2,
+            reason: "PROVIDER_STREAM_ERROR".into(),
+            message: "The model call failed midway; trying again".into(),
+        })));
+        let rest = format!("{after}\n\nDone.");
+        steps.extend(call(2, &[&rest]).into_iter().skip(1));
+        steps.push(Step::Send(finished(&format!("{first}{rest}"))));
+        stack.runner.push(Reply::Steps(steps));
+        let mut request = chat_request("", "Track my job applications", "tables_list");
+        request.mid_answer_failover = true;
+        let turn = chat(&mut stack.client, request).await;
+        assert!(turn.complete.success, "{:?}", turn.complete);
+        let reset = turn
+            .events
+            .iter()
+            .position(|e| matches!(e.event, Some(Event::StepReset(_))))
+            .expect("a step_reset");
+        let shown = partials(&turn);
+        let reset_seq = turn.events[reset].seq;
+        let (old, new): (Vec<_>, Vec<_>) = shown.into_iter().partition(|(seq, _)| *seq < reset_seq);
+        assert_eq!(
+            old.last()
+                .and_then(|(_, p)| data(p))
+                .and_then(|d| d.get("table_name").cloned()),
+            Some(json!("Wrong")),
+            "the failed step grew the card: {old:#?}"
+        );
+        // Right after the reset: the take-down, then the card from 1.
+        let (down_seq, down) = &new[0];
+        assert_eq!(*down_seq, reset_seq + 1, "{:#?}", turn.events);
+        assert!(down.data.is_none() && down.diagnostic.is_none(), "{down:?}");
+        assert_eq!(down.revision, old.last().map_or(0, |(_, p)| p.revision) + 1);
+        let again = &new[1..];
+        check_growing(again);
+        assert_eq!(
+            again.first().and_then(|(_, p)| data(p)),
+            Some(json!({"mode": "create", "reasoning": "Tr"})),
+            "shown again as step 1 left it"
+        );
+        let last = again.last().expect("whole").1.clone();
+        assert_eq!(last.complete_paths, [String::new()]);
+        let payload = turn.complete.custom_payload.as_ref().expect("the proposal");
+        assert_eq!(
+            data(&last),
+            payload.data.as_ref().map(json::from_struct_value)
+        );
+        assert_eq!(
+            payload.data.as_ref().map(json::from_struct_value),
+            Some(serde_json::from_str::<Value>(PROPOSAL).expect("json"))
+        );
+        assert_eq!(turn.complete.message, "Here is a table.\n\nDone.");
+    }
+}
+
+/// A structured answer streamed in 300 tiny deltas at once: the deltas
+/// that queued up travel as one flush, and each flush carries at most one
+/// `structured_partial`, right after its `structured_delta` (no event
+/// storm); the raw text adds up and the last value is the answer.
+#[tokio::test]
+async fn structured_partials_are_one_per_flush() {
+    let mut stack = Harness::start(Options::default()).await;
+    let items: Vec<String> = (0..60).map(|n| format!("item {n}")).collect();
+    let value = json!({"title": "Many", "items": items});
+    let raw = value.to_string();
+    let chars: Vec<char> = raw.chars().collect();
+    let size = chars.len().div_ceil(300);
+    let mut steps: Vec<Step> = chars
+        .chunks(size)
+        .map(|piece| Step::Send(run_event::Event::StructuredDelta(piece.iter().collect())))
+        .collect();
+    let sent = steps.len();
+    let run_event::Event::Finished(mut done) = finished("") else {
+        unreachable!()
+    };
+    done.structured = Some(parley_proto::parser::v1::StructuredResult {
+        value: Some(json::to_value(&value)),
+        raw: raw.clone(),
+        valid: true,
+        error: String::new(),
+    });
+    steps.push(Step::Send(run_event::Event::Finished(done)));
+    stack.runner.push(Reply::Steps(steps));
+    let mut request = chat_request("", "List them", "tables_list");
+    request.response_schema = Some(json::to_struct_wrapped(&json!({"type": "object"})));
+    let turn = chat(&mut stack.client, request).await;
+    let events: Vec<&Event> = turn
+        .events
+        .iter()
+        .filter_map(|e| e.event.as_ref())
+        .collect();
+    let mut flushes = 0;
+    let mut text = String::new();
+    let mut last = None;
+    for (n, event) in events.iter().enumerate() {
+        match event {
+            Event::StructuredDelta(delta) => {
+                flushes += 1;
+                text.push_str(delta);
+            }
+            Event::StructuredPartial(partial) => {
+                assert!(
+                    matches!(events[n - 1], Event::StructuredDelta(_)),
+                    "a partial follows its flush's delta: {events:#?}"
+                );
+                let revision = last.as_ref().map_or(0, |(r, _)| *r);
+                assert_eq!(partial.revision, revision + 1);
+                last = Some((
+                    partial.revision,
+                    partial.data.as_ref().map(json::from_value),
+                ));
+            }
+            _ => {}
+        }
+    }
+    assert_eq!(text, raw);
+    assert!(flushes <= sent, "{flushes} flushes for {sent} deltas");
+    let (revisions, shown) = last.expect("partials");
+    assert!(revisions as usize <= flushes);
+    assert_eq!(shown, Some(value));
+    assert!(turn.complete.structured.as_ref().is_some_and(|s| s.valid));
 }

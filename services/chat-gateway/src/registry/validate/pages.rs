@@ -43,7 +43,11 @@ impl Validator {
                     },
                 ));
             }
-            out.entry(name.clone()).or_insert(PageDef { scope, tabs });
+            out.entry(name.clone()).or_insert(PageDef {
+                scope,
+                tabs,
+                mid_answer_failover: p.mid_answer_failover,
+            });
         }
         out
     }
