@@ -12,10 +12,20 @@
 //! transport is marked down and started again after a backoff that doubles
 //! up to `max_restart_backoff` (reset once it stayed up that long).
 //!
+//! **State.** `ListTools` reports each server's state (`READY`,
+//! `CONNECTING`, `DOWN` with why) and how often it was started; the
+//! metrics `parley_mcp_server_up{server}` (1 ready, 0 otherwise) and
+//! `parley_mcp_server_connects_total{server,outcome}` (`ready`, `failed`)
+//! show the same to Prometheus, labelled only by configured names. The
+//! runner's gRPC health stays `SERVING` while a server is down: turns
+//! still run, and only that server's tools fail. Calls are counted by
+//! `parley_tool_call_duration_seconds{gen_ai_tool_name="SERVER__TOOL"}`.
+//!
 //! **Calls** ([`call`]). While a server is down its tools fail at once
 //! with `UNAVAILABLE` and a message saying so; the turn goes on and the
 //! model reads the error. A call carries a progress token (its
-//! `notifications/progress` become `tool_progress` events) and the W3C
+//! `notifications/progress` become `tool_progress` events; see [`progress`]
+//! for notifications that arrive before or after their call) and the W3C
 //! trace context in `_meta`; dropping it (the tool's time-out, a cancelled
 //! turn) sends `notifications/cancelled`. Results: `structuredContent` is
 //! the tool's JSON result, text blocks its text, `isError` a tool error the
@@ -30,6 +40,7 @@
 
 pub mod call;
 pub mod config;
+pub mod progress;
 pub mod server;
 
 use std::{collections::BTreeMap, path::Path, sync::Arc};
@@ -79,6 +90,18 @@ impl McpServers {
             tracing::info!(servers = ?servers.keys().collect::<Vec<_>>(), "starting MCP servers");
         }
         Self { servers, shutdown }
+    }
+
+    /// Servers built elsewhere, without supervisors (tests).
+    #[cfg(test)]
+    pub(crate) fn from_servers(servers: impl IntoIterator<Item = Arc<McpServer>>) -> Self {
+        Self {
+            servers: servers
+                .into_iter()
+                .map(|server| (server.name().to_owned(), server))
+                .collect(),
+            shutdown: CancellationToken::new(),
+        }
     }
 
     /// The server named `name`.

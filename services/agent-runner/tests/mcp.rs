@@ -97,6 +97,13 @@ steps = [
   { text = "Done." },
 ]
 
+[[turns]]
+match = { contains = "down" }
+steps = [
+  { tool_call = { name = "never_up__echo", input = {} } },
+  { text = "Went on." },
+]
+
 [default]
 steps = [{ text = "Nothing to do." }]
 "#;
@@ -491,4 +498,206 @@ async fn a_changed_tool_list_is_read_again() {
         .map(|t| t.name)
         .collect();
     assert!(names.contains(&"fixture__greet".to_owned()), "{names:?}");
+}
+
+/// A runner whose only MCP server never comes up: its program exits at
+/// once. Needs no Python.
+async fn down_stack() -> (AgentRunnerClient<Channel>, Channel, RunnerApp) {
+    let mut server = McpServerConfig::stdio(vec!["false".into()]);
+    server.restart_backoff = Duration::from_millis(50);
+    server.max_restart_backoff = Duration::from_millis(200);
+    let mut config = RunnerConfig::scripted_demo();
+    config.mcp_servers.insert("never_up".into(), server);
+    let provider = ScriptedProvider::new("scripted", Script::from_toml(SCRIPT).expect("script"));
+    let app = RunnerApp::with_providers(
+        &config,
+        Providers::single("scripted", Arc::new(provider), "mcp-test"),
+    );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let addr = listener.local_addr().expect("addr");
+    let options = parley_grpc::ServeOptions::new(
+        "agent-runner-mcp-test",
+        vec![agent_runner::app::SERVICE_NAME],
+    );
+    tokio::spawn(parley_grpc::serve(
+        listener,
+        app.routes(),
+        options,
+        std::future::pending(),
+    ));
+    let channel = Channel::from_shared(format!("http://{addr}"))
+        .expect("uri")
+        .connect()
+        .await
+        .expect("connect");
+    (AgentRunnerClient::new(channel.clone()), channel, app)
+}
+
+#[tokio::test]
+async fn a_server_that_is_down_shows_in_list_tools_metrics_and_calls() {
+    let (mut client, channel, app) = down_stack().await;
+    let server = app
+        .runner()
+        .tools
+        .mcp
+        .get("never_up")
+        .expect("configured")
+        .clone();
+    // Down, and tried again with backoff.
+    let mut watch = server.watch();
+    let down =
+        watch.wait_for(|s| s.state == agent_runner::mcp::ServerState::Down && s.connects >= 2);
+    assert!(
+        tokio::time::timeout(PATIENCE, down).await.is_ok(),
+        "never down twice: {:?}",
+        server.snapshot()
+    );
+
+    // ListTools: the server, its state and why; no tools.
+    let listed = client
+        .list_tools(ListToolsRequest {})
+        .await
+        .expect("ListTools")
+        .into_inner();
+    assert!(listed.tools.is_empty(), "{listed:?}");
+    let status = &listed.servers[0];
+    assert_eq!(status.name, "never_up");
+    assert_eq!(status.transport, "stdio");
+    assert_ne!(status.state, McpServerState::Ready as i32, "{status:?}");
+    assert!(status.connects >= 2, "{status:?}");
+
+    // Metrics: up 0, failed attempts counted.
+    let metrics = parley_grpc::telemetry::metrics();
+    assert_eq!(
+        metrics.mcp_server_up.with_label_values(&["never_up"]).get(),
+        0
+    );
+    assert!(
+        metrics
+            .mcp_server_connects
+            .with_label_values(&["never_up", "failed"])
+            .get()
+            >= 2
+    );
+    let text = metrics.render();
+    assert!(
+        text.contains("parley_mcp_server_up{server=\"never_up\"} 0"),
+        "{text}"
+    );
+    assert!(
+        text.contains("parley_mcp_server_connects_total{outcome=\"failed\",server=\"never_up\"}"),
+        "{text}"
+    );
+
+    // The runner itself stays SERVING: turns run, only this server's tools fail.
+    let health = parley_grpc::testing::raw::call(
+        channel,
+        "/grpc.health.v1.Health/Check",
+        vec![
+            parley_grpc::testing::raw::field(1, agent_runner::app::SERVICE_NAME.as_bytes()).into(),
+        ],
+    )
+    .await
+    .expect("Health/Check");
+    // HealthCheckResponse { status: SERVING (1) }
+    assert_eq!(
+        health,
+        vec![prost::bytes::Bytes::from_static(&[0x08, 0x01])]
+    );
+
+    // A call to one of its tools fails at once with a clear error, and the
+    // turn goes on.
+    let request = RunRequest {
+        messages: vec![pb::Message {
+            role: pb::Role::User as i32,
+            text: "down please".into(),
+            ..Default::default()
+        }],
+        tools: vec![pb::ToolDefinition {
+            name: "never_up__echo".into(),
+            endpoint: Some(pb::ToolEndpoint {
+                kind: Some(pb::tool_endpoint::Kind::Mcp("never_up/echo".into())),
+            }),
+            ..Default::default()
+        }],
+        ..Default::default()
+    };
+    let mut stream = client.run(request).await.expect("Run").into_inner();
+    let (_, complete) = until_complete(&mut stream).await;
+    assert!(!complete.success);
+    assert_eq!(complete.error_reason, "UNAVAILABLE", "{complete:?}");
+    assert!(
+        complete.error.contains("the MCP server `never_up` is"),
+        "{complete:?}"
+    );
+    assert_eq!(finished(&mut stream).await.text, "Went on.");
+}
+
+#[tokio::test]
+async fn a_stdio_server_gets_secrets_from_named_variables_only() {
+    // Needs no Python: `sh` writes what it was given and exits.
+    let dir = tempfile::tempdir().expect("tempdir");
+    let seen = dir.path().join("seen");
+    let mut secrets = McpServerConfig::stdio(vec![
+        "sh".into(),
+        "-c".into(),
+        format!(
+            "printf '%s|%s|%s' \"$API_TOKEN\" \"$OPENAI_API_KEY\" \"$PARLEY_TEST_TIME_TOKEN\" > '{}'",
+            seen.display()
+        ),
+    ]);
+    secrets
+        .env
+        .insert("API_TOKEN".into(), "PARLEY_TEST_TIME_TOKEN".into());
+    secrets.restart_backoff = Duration::from_secs(30);
+    let mut missing = McpServerConfig::stdio(vec!["sh".into(), "-c".into(), "exit 0".into()]);
+    missing
+        .env
+        .insert("API_TOKEN".into(), "PARLEY_TEST_UNSET_TOKEN".into());
+    missing.restart_backoff = Duration::from_secs(30);
+    let mut config = RunnerConfig::scripted_demo();
+    config.mcp_servers.insert("secrets".into(), secrets);
+    config.mcp_servers.insert("missing".into(), missing);
+    // The runner's environment: the server's variable, a provider's key.
+    let app = RunnerApp::build(&config, |name| match name {
+        "PARLEY_TEST_TIME_TOKEN" => Some("s3cret".to_owned()),
+        "OPENAI_API_KEY" => Some("sk-provider".to_owned()),
+        "PATH" => std::env::var("PATH").ok(),
+        _ => None,
+    })
+    .expect("build");
+    let written = async {
+        loop {
+            if let Ok(text) = std::fs::read_to_string(&seen)
+                && text.matches('|').count() == 2
+            {
+                return text;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    };
+    let text = tokio::time::timeout(PATIENCE, written)
+        .await
+        .expect("the server never ran");
+    // Its API_TOKEN is the named variable's value; neither the provider's
+    // key nor the variable itself reaches the child.
+    assert_eq!(text, "s3cret||");
+
+    let server = app
+        .runner()
+        .tools
+        .mcp
+        .get("missing")
+        .expect("configured")
+        .clone();
+    let mut watch = server.watch();
+    let down = watch.wait_for(|s| s.state == agent_runner::mcp::ServerState::Down);
+    assert!(tokio::time::timeout(PATIENCE, down).await.is_ok());
+    let error = server.snapshot().error.clone();
+    assert!(
+        error.contains("environment variable `PARLEY_TEST_UNSET_TOKEN` is not set"),
+        "{error}"
+    );
 }

@@ -87,6 +87,11 @@ pub struct Metrics {
     pub tenant_rejected: IntCounterVec,
     /// Turns cancelled because nobody followed them, by tenant.
     pub tenant_abandoned: IntCounterVec,
+    /// Each configured MCP server: 1 when ready, 0 when starting or down.
+    pub mcp_server_up: IntGaugeVec,
+    /// Attempts to start or connect an MCP server, by server and outcome
+    /// (`ready` or `failed`).
+    pub mcp_server_connects: IntCounterVec,
     /// Caps the tenant label values.
     pub tenants: LabelCap,
     /// Caps the model label values.
@@ -136,6 +141,19 @@ impl Metrics {
         .expect("metric definitions are constants");
         registry
             .register(Box::new(rpc_active.clone()))
+            .expect("metric names are unique");
+        // Labelled by the servers of the runner's configuration only, so
+        // bounded without a cap.
+        let mcp_server_up = IntGaugeVec::new(
+            Opts::new(
+                sc::METRIC_MCP_SERVER_UP,
+                "Whether each configured MCP server is ready (1) or starting or down (0).",
+            ),
+            &[sc::LABEL_MCP_SERVER],
+        )
+        .expect("metric definitions are constants");
+        registry
+            .register(Box::new(mcp_server_up.clone()))
             .expect("metric names are unique");
         let model = [sc::LABEL_OPERATION, sc::LABEL_PROVIDER, sc::LABEL_MODEL];
         Self {
@@ -233,6 +251,13 @@ impl Metrics {
                 sc::METRIC_TENANT_ABANDONED,
                 "Turns cancelled after abandoned_turn_grace without anyone following them, by tenant.",
                 &[sc::LABEL_TENANT],
+            ),
+            mcp_server_up,
+            mcp_server_connects: counter(
+                r,
+                sc::METRIC_MCP_SERVER_CONNECTS,
+                "Attempts to start or connect each configured MCP server, by outcome (ready or failed).",
+                &[sc::LABEL_MCP_SERVER, sc::LABEL_OUTCOME],
             ),
             models: LabelCap::default(),
             tools: LabelCap::default(),

@@ -126,6 +126,10 @@ pub const METRIC_RETRIES: &str = "parley_model_retries_total";
 pub const METRIC_FALLBACKS: &str = "parley_model_fallbacks_total";
 /// Diagnostics of the parses a process made, by kind.
 pub const METRIC_PARSER_DIAGNOSTICS: &str = "parley_parser_diagnostics_total";
+/// Whether each configured MCP server is ready (1) or not (0: starting or down).
+pub const METRIC_MCP_SERVER_UP: &str = "parley_mcp_server_up";
+/// Attempts to start or connect each configured MCP server, by outcome.
+pub const METRIC_MCP_SERVER_CONNECTS: &str = "parley_mcp_server_connects_total";
 
 /// Label: [`RPC_METHOD`].
 pub const LABEL_RPC_METHOD: &str = "rpc_method";
@@ -153,3 +157,5 @@ pub const LABEL_REASON: &str = "reason";
 pub const LABEL_TENANT: &str = "tenant";
 /// Label: a diagnostic kind.
 pub const LABEL_KIND: &str = "kind";
+/// Label: a configured MCP server's name (bounded by the configuration).
+pub const LABEL_MCP_SERVER: &str = "server";

@@ -1,20 +1,18 @@
 //! One `tools/call`: checked, traced, its progress forwarded, its result
 //! mapped for the model and the UI.
 
-use std::sync::PoisonError;
-
 use parley_proto::parser::v1::Payload;
 use rmcp::{
     model::{
         CallToolRequest, CallToolRequestParams, CallToolResult, CancelledNotificationParam,
-        ClientRequest, ContentBlock, ProgressToken, RequestId, RequestMetaObject, ServerResult,
+        ClientRequest, ContentBlock, RequestId, RequestMetaObject, ServerResult,
     },
     service::{Peer, PeerRequestOptions, RoleClient, ServiceError},
 };
 use serde_json::{Map, Value, json};
 use tokio_util::sync::CancellationToken;
 
-use super::server::{McpServer, ProgressRoutes, ServerState};
+use super::server::{McpServer, ServerState};
 use crate::tools::{CallContext, FailureReason, ProgressSender, ToolFailure, ToolOutput};
 
 /// The payload type of results with images, audio or resources.
@@ -83,9 +81,9 @@ pub async fn call(
     let mut meta = RequestMetaObject::new();
     trace_context(&mut meta);
     options.meta = Some(meta);
-    // The SDK gives every request its own progress token; route it before
-    // the first notification can be handled (they are handled in tasks of
-    // their own, after the request was written).
+    // The SDK gives every request its own progress token, known once the
+    // request is queued; notifications that reach the handler before the
+    // route is added wait for it (see `progress`).
     let handle = peer
         .send_request_with_option(
             ClientRequest::CallToolRequest(CallToolRequest::new(params)),
@@ -93,17 +91,18 @@ pub async fn call(
         )
         .await
         .map_err(|error| failure(server, &snapshot.broken, error))?;
-    let _route = Route::add(
-        &server.progress,
-        handle.progress_token.clone(),
-        progress.clone(),
-    );
     // Dropping this future (the tool's time-out, a cancelled turn) sends
     // notifications/cancelled for the request.
     let mut guard = CancelOnDrop {
         peer: peer.clone(),
         id: Some(handle.id.clone()),
     };
+    let (_route, early) = snapshot
+        .progress
+        .add(handle.progress_token.clone(), progress.clone());
+    for report in early {
+        report.report(progress).await;
+    }
     let response = handle.await_response().await;
     guard.id = None;
     match response {
@@ -140,34 +139,6 @@ impl Drop for CancelOnDrop {
                     .await;
             });
         }
-    }
-}
-
-/// Keeps a call's progress token routed while the call runs.
-struct Route {
-    routes: ProgressRoutes,
-    token: ProgressToken,
-}
-
-impl Route {
-    fn add(routes: &ProgressRoutes, token: ProgressToken, sender: ProgressSender) -> Self {
-        routes
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .insert(token.clone(), sender);
-        Self {
-            routes: routes.clone(),
-            token,
-        }
-    }
-}
-
-impl Drop for Route {
-    fn drop(&mut self) {
-        self.routes
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .remove(&self.token);
     }
 }
 

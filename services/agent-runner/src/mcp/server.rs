@@ -2,20 +2,14 @@
 //! restart with backoff), its published state, and the client handler that
 //! receives its notifications.
 
-use std::{
-    collections::{BTreeMap, HashMap},
-    path::PathBuf,
-    process::Stdio,
-    sync::{Arc, Mutex, PoisonError},
-    time::Duration,
-};
+use std::{collections::BTreeMap, path::PathBuf, process::Stdio, sync::Arc, time::Duration};
 
 use jsonschema::Validator;
 use parley_proto::runner::v1 as pb;
 use rmcp::{
     ClientHandler, ServiceExt,
     model::{
-        ClientCapabilities, ClientConfig, Implementation, ProgressNotificationParam, ProgressToken,
+        ClientCapabilities, ClientConfig, Implementation, ProgressNotificationParam,
         ProtocolVersion,
     },
     service::{NotificationContext, Peer, RoleClient, RunningService},
@@ -33,8 +27,8 @@ use tokio::{
 };
 use tokio_util::sync::CancellationToken;
 
-use super::{Lookup, config::McpServerConfig, model_name};
-use crate::tools::{ProgressSender, prepare::MAX_TOOL_NAME_LEN};
+use super::{Lookup, config::McpServerConfig, model_name, progress::ProgressRoutes};
+use crate::tools::prepare::MAX_TOOL_NAME_LEN;
 
 /// The variables a child process gets from the runner besides its `env`.
 pub const PASSED_VARIABLES: [&str; 6] = ["PATH", "HOME", "LANG", "LC_ALL", "TZ", "TMPDIR"];
@@ -55,6 +49,11 @@ pub enum ServerState {
 }
 
 impl ServerState {
+    /// `1` when ready, for `parley_mcp_server_up`.
+    fn up(self) -> i64 {
+        i64::from(self == Self::Ready)
+    }
+
     /// The wire enum.
     pub fn proto(self) -> pb::McpServerState {
         match self {
@@ -116,10 +115,9 @@ pub struct Snapshot {
     pub connects: u32,
     /// Cancelled by a call that found this connection broken.
     pub(crate) broken: CancellationToken,
+    /// The progress routes of this connection's running calls.
+    pub(crate) progress: Arc<ProgressRoutes>,
 }
-
-/// Progress tokens of running calls → where their progress goes.
-pub type ProgressRoutes = Arc<Mutex<HashMap<ProgressToken, ProgressSender>>>;
 
 /// A configured server and its supervisor's state.
 #[derive(Debug)]
@@ -130,8 +128,6 @@ pub struct McpServer {
     lookup: LookupDebug,
     reserved: Arc<Vec<String>>,
     state: watch::Sender<Arc<Snapshot>>,
-    /// Progress tokens of running calls.
-    pub(crate) progress: ProgressRoutes,
     /// Wakes the supervisor to read the tool list again.
     relist: Arc<Notify>,
 }
@@ -171,6 +167,7 @@ enum ConnectError {
 struct Connection {
     running: RunningService<RoleClient, Handler>,
     child: Option<Child>,
+    progress: Arc<ProgressRoutes>,
 }
 
 impl McpServer {
@@ -189,7 +186,12 @@ impl McpServer {
             error: String::new(),
             connects: 0,
             broken: CancellationToken::new(),
+            progress: Arc::default(),
         }));
+        parley_grpc::telemetry::metrics()
+            .mcp_server_up
+            .with_label_values(&[name.as_str()])
+            .set(0);
         Arc::new(Self {
             name,
             config,
@@ -197,7 +199,6 @@ impl McpServer {
             lookup: LookupDebug(lookup),
             reserved,
             state,
-            progress: Arc::default(),
             relist: Arc::new(Notify::new()),
         })
     }
@@ -226,8 +227,19 @@ impl McpServer {
         self.state.send_modify(|snapshot| {
             let mut next = Snapshot::clone(snapshot);
             change(&mut next);
+            parley_grpc::telemetry::metrics()
+                .mcp_server_up
+                .with_label_values(&[self.name.as_str()])
+                .set(next.state.up());
             *snapshot = Arc::new(next);
         });
+    }
+
+    fn count_connect(&self, outcome: &str) {
+        parley_grpc::telemetry::metrics()
+            .mcp_server_connects
+            .with_label_values(&[self.name.as_str(), outcome])
+            .inc();
     }
 
     /// Runs until `shutdown`: connects, serves, reconnects with backoff.
@@ -244,11 +256,19 @@ impl McpServer {
                 attempt = tokio::time::timeout(self.config.startup_timeout, self.connect()) => attempt,
             };
             let error = match attempt {
-                Err(_) => ConnectError::Timeout(self.config.startup_timeout).to_string(),
-                Ok(Err(error)) => error.to_string(),
+                Err(_) => {
+                    self.count_connect("failed");
+                    ConnectError::Timeout(self.config.startup_timeout).to_string()
+                }
+                Ok(Err(error)) => {
+                    self.count_connect("failed");
+                    error.to_string()
+                }
                 Ok(Ok((connection, tools))) => {
+                    self.count_connect("ready");
                     let up_since = Instant::now();
                     let peer = connection.running.peer().clone();
+                    let progress = connection.progress.clone();
                     let broken = CancellationToken::new();
                     tracing::info!(server = %self.name, tools = tools.len(), "MCP server ready");
                     self.publish(|s| {
@@ -257,6 +277,7 @@ impl McpServer {
                         s.tools = Arc::new(tools);
                         s.error.clear();
                         s.broken = broken.clone();
+                        s.progress = progress;
                     });
                     let ended = self.serve(connection, &broken, &shutdown).await;
                     if shutdown.is_cancelled() {
@@ -289,7 +310,9 @@ impl McpServer {
         broken: &CancellationToken,
         shutdown: &CancellationToken,
     ) -> String {
-        let Connection { running, mut child } = connection;
+        let Connection {
+            running, mut child, ..
+        } = connection;
         let peer = running.peer().clone();
         let cancel = running.cancellation_token();
         let mut ended = std::pin::pin!(running.waiting());
@@ -333,9 +356,12 @@ impl McpServer {
     }
 
     async fn connect(&self) -> Result<(Connection, BTreeMap<String, Arc<McpTool>>), ConnectError> {
+        // Routes of this connection only: a late notification of an
+        // earlier process cannot reach a call on this one.
+        let progress = Arc::new(ProgressRoutes::default());
         let handler = Handler {
             server: self.name.clone(),
-            progress: self.progress.clone(),
+            progress: progress.clone(),
             relist: self.relist.clone(),
         };
         let max_message = self.config.max_output_bytes.saturating_add(ENVELOPE_BYTES);
@@ -367,6 +393,7 @@ impl McpServer {
             Connection {
                 running: handler.serve(transport).await.map_err(handshake)?,
                 child: None,
+                progress,
             }
         } else {
             let mut child = self.spawn()?;
@@ -384,6 +411,7 @@ impl McpServer {
             Connection {
                 running: handler.serve(transport).await.map_err(handshake)?,
                 child: Some(child),
+                progress,
             }
         };
         let tools = self
@@ -450,6 +478,13 @@ impl McpServer {
         peer: &Peer<RoleClient>,
     ) -> Result<BTreeMap<String, Arc<McpTool>>, String> {
         let listed = peer.list_all_tools().await.map_err(|e| e.to_string())?;
+        Ok(self.admit(listed))
+    }
+
+    /// The tools of `listed` that can be offered: at most `max_tools`, each
+    /// with a model name of at most 64 characters that no built-in and no
+    /// other tool of this server has, and a schema that compiles.
+    fn admit(&self, listed: Vec<rmcp::model::Tool>) -> BTreeMap<String, Arc<McpTool>> {
         let mut tools = BTreeMap::new();
         let mut model_names: Vec<String> = Vec::new();
         for tool in listed {
@@ -488,7 +523,7 @@ impl McpServer {
                 }),
             );
         }
-        Ok(tools)
+        tools
     }
 }
 
@@ -496,7 +531,7 @@ impl McpServer {
 #[derive(Debug, Clone)]
 pub(crate) struct Handler {
     server: String,
-    progress: ProgressRoutes,
+    progress: Arc<ProgressRoutes>,
     relist: Arc<Notify>,
 }
 
@@ -514,24 +549,10 @@ impl ClientHandler for Handler {
         params: ProgressNotificationParam,
         _context: NotificationContext<RoleClient>,
     ) {
-        let sender = self
-            .progress
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .get(&params.progress_token)
-            .cloned();
-        let Some(sender) = sender else {
-            return;
-        };
-        let fraction = params
-            .total
-            .filter(|total| *total > 0.0)
-            .map(|total| (params.progress / total) as f32);
-        let message = params.message.unwrap_or_else(|| match params.total {
-            Some(total) => format!("{} of {total}", params.progress),
-            None => format!("{}", params.progress),
-        });
-        sender.report("progress", message, fraction).await;
+        // Kept for its call when that call has not registered yet.
+        if let Some((sender, progress)) = self.progress.route(params) {
+            progress.report(&sender).await;
+        }
     }
 
     async fn on_tool_list_changed(&self, _context: NotificationContext<RoleClient>) {
@@ -545,5 +566,111 @@ async fn log_stderr(server: String, stderr: tokio::process::ChildStderr) {
     while let Ok(Some(line)) = lines.next_line().await {
         let line: String = line.chars().take(MAX_STDERR_LINE).collect();
         tracing::info!(server = %server, line = %line, "MCP server stderr");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn server(name: &str, reserved: &[&str]) -> Arc<McpServer> {
+        McpServer::new(
+            name.to_owned(),
+            McpServerConfig::stdio(vec!["unused".into()]),
+            PathBuf::new(),
+            Arc::new(|_: &str| None),
+            Arc::new(reserved.iter().map(|r| (*r).to_owned()).collect()),
+        )
+    }
+
+    fn tool(name: &str) -> rmcp::model::Tool {
+        serde_json::from_value(serde_json::json!({
+            "name": name,
+            "description": format!("the tool {name}"),
+            "inputSchema": {"type": "object"},
+        }))
+        .expect("a tool")
+    }
+
+    #[test]
+    fn a_server_tool_cannot_take_a_reserved_or_repeated_name() {
+        // `s__clock` stands for a built-in's name; `a.b` and `a/b` both
+        // become `s__a_b`: the first one listed keeps it.
+        let s = server("s", &["s__clock"]);
+        let admitted = s.admit(vec![
+            tool("clock"),
+            tool("a.b"),
+            tool("a/b"),
+            tool("ok"),
+            tool(&"x".repeat(70)),
+        ]);
+        assert_eq!(
+            admitted.keys().map(String::as_str).collect::<Vec<_>>(),
+            ["a.b", "ok"]
+        );
+        assert_eq!(admitted["a.b"].model_name, "s__a_b");
+    }
+
+    #[test]
+    fn max_tools_bounds_the_list() {
+        let mut config = McpServerConfig::stdio(vec!["unused".into()]);
+        config.max_tools = 2;
+        let s = McpServer::new(
+            "s".into(),
+            config,
+            PathBuf::new(),
+            Arc::new(|_: &str| None),
+            Arc::default(),
+        );
+        let admitted = s.admit(vec![tool("a"), tool("b"), tool("c")]);
+        assert_eq!(admitted.len(), 2);
+    }
+
+    #[test]
+    fn two_servers_cannot_offer_the_same_model_name() {
+        // `a` + `_b` and `a_` + `b` are both `a___b`.
+        let first = server("a", &[]);
+        let second = server("a_", &[]);
+        for (s, name) in [(&first, "_b"), (&second, "b")] {
+            let tools = Arc::new(s.admit(vec![tool(name)]));
+            s.publish(|snapshot| {
+                snapshot.state = ServerState::Ready;
+                snapshot.tools = tools;
+            });
+        }
+        let servers = super::super::McpServers::from_servers([first, second]);
+        let listed = servers.list();
+        let names: Vec<(&str, Option<&pb::tool_endpoint::Kind>)> = listed
+            .tools
+            .iter()
+            .map(|t| {
+                (
+                    t.name.as_str(),
+                    t.endpoint.as_ref().and_then(|e| e.kind.as_ref()),
+                )
+            })
+            .collect();
+        assert_eq!(
+            names,
+            [("a___b", Some(&pb::tool_endpoint::Kind::Mcp("a/_b".into())))]
+        );
+        // Both servers are listed, each with the tool it offers.
+        assert_eq!(listed.servers.len(), 2);
+    }
+
+    #[test]
+    fn the_up_gauge_follows_the_state() {
+        let s = server("gauge-test", &[]);
+        let up = || {
+            parley_grpc::telemetry::metrics()
+                .mcp_server_up
+                .with_label_values(&["gauge-test"])
+                .get()
+        };
+        assert_eq!(up(), 0);
+        s.publish(|snapshot| snapshot.state = ServerState::Ready);
+        assert_eq!(up(), 1);
+        s.publish(|snapshot| snapshot.state = ServerState::Down);
+        assert_eq!(up(), 0);
     }
 }
