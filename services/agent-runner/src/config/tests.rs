@@ -244,3 +244,96 @@ fn configured_providers_never_show_their_keys() {
         assert!(!text.contains("sk-very-secret"), "{kind}: {text}");
     }
 }
+
+const MCP: &str = r#"
+[mcp_servers.time]
+command = ["python3", "-m", "mcp_server_time"]
+env = { API_TOKEN = "TIME_API_TOKEN" }
+
+[mcp_servers.search]
+url = "http://search:8000/mcp"
+headers = { Authorization = "SEARCH_AUTHORIZATION" }
+"#;
+
+#[test]
+fn mcp_servers_load_from_the_file_and_the_environment() {
+    let config = with_file(
+        MCP,
+        &[
+            ("PARLEY_MCP_SERVERS__TIME__STARTUP_TIMEOUT", "5s"),
+            (
+                "PARLEY_MCP_SERVERS__SEARCH__URL",
+                "http://search-2:8000/mcp",
+            ),
+            ("PARLEY_MCP_SERVERS__EXTRA__URL", "http://extra:9000/mcp"),
+            // The secrets themselves are not configuration: never read as such.
+            ("TIME_API_TOKEN", "sk-secret"),
+        ],
+    )
+    .expect("valid");
+    let time = &config.mcp_servers["time"];
+    assert_eq!(
+        time.command.as_deref(),
+        Some(&["python3".to_owned(), "-m".into(), "mcp_server_time".into()][..])
+    );
+    // The file names the variable; the value is read when the server starts.
+    assert_eq!(time.env["API_TOKEN"], "TIME_API_TOKEN");
+    assert_eq!(time.startup_timeout, Duration::from_secs(5));
+    assert_eq!(time.restart_backoff, Duration::from_millis(500));
+    let search = &config.mcp_servers["search"];
+    assert_eq!(search.url.as_deref(), Some("http://search-2:8000/mcp"));
+    assert_eq!(search.headers["Authorization"], "SEARCH_AUTHORIZATION");
+    // A whole server from the environment, with the defaults.
+    let extra = &config.mcp_servers["extra"];
+    assert_eq!(extra.url.as_deref(), Some("http://extra:9000/mcp"));
+    assert_eq!(extra.max_output_bytes, 1024 * 1024);
+    assert!(!format!("{config:?}").contains("sk-secret"));
+}
+
+/// A file, variables, and the key the error must name.
+type BadCase = (
+    &'static str,
+    &'static [(&'static str, &'static str)],
+    &'static str,
+);
+
+#[test]
+fn a_bad_mcp_server_entry_names_its_key() {
+    let cases: [BadCase; 6] = [
+        (
+            "[mcp_servers.time]\ncommand = []\n",
+            &[],
+            "mcp_servers.time.command",
+        ),
+        (
+            "[mcp_servers.time]\ncommand = [\"prog\"]\nurl = \"http://h:1/mcp\"\n",
+            &[],
+            "mcp_servers.time",
+        ),
+        // A secret written into the file instead of a variable's name.
+        (
+            "[mcp_servers.time]\ncommand = [\"prog\"]\nenv = { API_TOKEN = \"token=sk-123\" }\n",
+            &[],
+            "mcp_servers.time",
+        ),
+        (
+            "[mcp_servers.time]\ncommand = [\"prog\"]\ncommnd = [\"prog\"]\n",
+            &[],
+            "commnd",
+        ),
+        (
+            "[mcp_servers.time]\ncommand = [\"prog\"]\n",
+            &[("PARLEY_MCP_SERVERS__TIME__STARTUP_TIMEOUT", "soon")],
+            "PARLEY_MCP_SERVERS__TIME__STARTUP_TIMEOUT",
+        ),
+        (
+            "[mcp_servers.\"a__b\"]\ncommand = [\"prog\"]\n",
+            &[],
+            "mcp_servers.a__b",
+        ),
+    ];
+    for (file, env, key) in cases {
+        let error = with_file(file, env).expect_err(file);
+        assert!(error.to_string().contains(key), "{file}: {error}");
+    }
+}
