@@ -35,6 +35,9 @@ const FIXTURE: &str = concat!(
     "/tests/fixtures/mcp/fixture_server.py"
 );
 
+/// The fixture's `max_output_bytes` (256 KiB).
+const MAX_OUTPUT_BYTES: usize = 256 * 1024;
+
 /// A bound on waits for a server's state; never reached when things work.
 const PATIENCE: Duration = Duration::from_secs(60);
 
@@ -98,6 +101,27 @@ steps = [
 ]
 
 [[turns]]
+match = { contains = "chart" }
+steps = [
+  { tool_call = { name = "fixture__chart", input = {} } },
+  { text = "Charted." },
+]
+
+[[turns]]
+match = { contains = "huge" }
+steps = [
+  { tool_call = { name = "fixture__big", input = { size = 2000000 } } },
+  { text = "Too huge." },
+]
+
+[[turns]]
+match = { contains = "big" }
+steps = [
+  { tool_call = { name = "fixture__big", input = { size = 300000 } } },
+  { text = "Too big." },
+]
+
+[[turns]]
 match = { contains = "down" }
 steps = [
   { tool_call = { name = "never_up__echo", input = {} } },
@@ -143,6 +167,7 @@ async fn stack(test: &str, transport: Transport, tool_timeout: Duration) -> Opti
     // The HTTP fixture may not listen yet: the runner retries quickly.
     server.restart_backoff = Duration::from_millis(100);
     server.max_restart_backoff = Duration::from_millis(500);
+    server.max_output_bytes = MAX_OUTPUT_BYTES;
     let mut config = RunnerConfig::scripted_demo();
     config.limits.tool_timeout = tool_timeout;
     config.mcp_servers.insert("fixture".into(), server);
@@ -368,6 +393,35 @@ async fn calls_map_progress_errors_and_structured_results(transport: Transport) 
         serde_json::json!({"city": "Lyon", "celsius": 21.5, "sunny": true})
     );
     finished(&mut stream).await;
+
+    // Images are kept typed in the payload; the model reads what they are.
+    let mut stream = stack.run("chart please").await;
+    let (_, complete) = until_complete(&mut stream).await;
+    assert!(complete.success, "{complete:?}");
+    assert_eq!(
+        complete.result_text,
+        "a chart\n[image image/png, 12 bytes of base64, shown to the user]"
+    );
+    let payload = complete.payload.expect("a payload");
+    assert_eq!(payload.r#type, "mcp_content");
+    let data = parley_proto::json::from_struct(&payload.data.expect("data"));
+    assert_eq!(data["server"], "fixture");
+    assert_eq!(data["content"][0]["type"], "image");
+    assert_eq!(data["content"][0]["mimeType"], "image/png");
+    assert_eq!(data["content"][0]["data"], "iVBORw0KGgo=");
+    finished(&mut stream).await;
+
+    // A result over max_output_bytes fails the call, not the turn.
+    let mut stream = stack.run("big please").await;
+    let (_, complete) = until_complete(&mut stream).await;
+    assert_eq!(complete.error_reason, "TOOL_ERROR", "{complete:?}");
+    assert!(
+        complete.error.contains(&format!(
+            "more than this server's max_output_bytes ({MAX_OUTPUT_BYTES})"
+        )),
+        "{complete:?}"
+    );
+    assert_eq!(finished(&mut stream).await.text, "Too big.");
 
     // Input checked against the server's schema before the call.
     let mut stream = stack.run("invalid please").await;
@@ -700,4 +754,44 @@ async fn a_stdio_server_gets_secrets_from_named_variables_only() {
         error.contains("environment variable `PARLEY_TEST_UNSET_TOKEN` is not set"),
         "{error}"
     );
+}
+
+async fn a_result_beyond_the_message_limit_fails_the_call(transport: Transport) {
+    let Some(stack) = stack("mcp_huge", transport, Duration::from_secs(30)).await else {
+        return;
+    };
+    // 2 MB: more than max_output_bytes and the envelope's room, so the
+    // message itself is refused: the call fails at once (not at the
+    // tool's time-out), the turn goes on.
+    let started = std::time::Instant::now();
+    let mut stream = stack.run("huge please").await;
+    let (_, complete) = until_complete(&mut stream).await;
+    assert_eq!(complete.error_reason, "UNAVAILABLE", "{complete:?}");
+    let expected = match transport {
+        Transport::Stdio => "the MCP server `fixture` sent a message over",
+        Transport::Http => "sent a message over max_output_bytes",
+    };
+    assert!(complete.error.contains(expected), "{complete:?}");
+    assert_eq!(finished(&mut stream).await.text, "Too huge.");
+    assert!(
+        started.elapsed() < Duration::from_secs(20),
+        "{:?}",
+        started.elapsed()
+    );
+    // The connection was closed; the next call works on a new one.
+    stack.ready(2).await;
+    let mut stream = stack.run("forecast please").await;
+    let (_, complete) = until_complete(&mut stream).await;
+    assert!(complete.success, "{complete:?}");
+    finished(&mut stream).await;
+}
+
+#[tokio::test]
+async fn stdio_a_result_beyond_the_message_limit_fails_the_call() {
+    a_result_beyond_the_message_limit_fails_the_call(Transport::Stdio).await;
+}
+
+#[tokio::test]
+async fn http_a_result_beyond_the_message_limit_fails_the_call() {
+    a_result_beyond_the_message_limit_fails_the_call(Transport::Http).await;
 }

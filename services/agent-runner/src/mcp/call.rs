@@ -10,9 +10,9 @@ use rmcp::{
     service::{Peer, PeerRequestOptions, RoleClient, ServiceError},
 };
 use serde_json::{Map, Value, json};
-use tokio_util::sync::CancellationToken;
+use std::sync::atomic::Ordering;
 
-use super::server::{McpServer, ServerState};
+use super::server::{McpServer, ServerState, Snapshot};
 use crate::tools::{CallContext, FailureReason, ProgressSender, ToolFailure, ToolOutput};
 
 /// The payload type of results with images, audio or resources.
@@ -90,7 +90,7 @@ pub async fn call(
             options,
         )
         .await
-        .map_err(|error| failure(server, &snapshot.broken, error))?;
+        .map_err(|error| failure(server, &snapshot, error))?;
     // Dropping this future (the tool's time-out, a cancelled turn) sends
     // notifications/cancelled for the request.
     let mut guard = CancelOnDrop {
@@ -113,7 +113,7 @@ pub async fn call(
             FailureReason::ToolError,
             format!("the MCP server `{name}` answered tools/call with something else"),
         )),
-        Err(error) => Err(failure(server, &snapshot.broken, error)),
+        Err(error) => Err(failure(server, &snapshot, error)),
     }
 }
 
@@ -160,8 +160,8 @@ fn http_headers() -> reqwest::header::HeaderMap {
     reqwest::header::HeaderMap::new()
 }
 
-/// `broken` is the connection's: a transport error has it replaced.
-fn failure(server: &McpServer, broken: &CancellationToken, error: ServiceError) -> ToolFailure {
+/// `snapshot` is the connection's: a transport error has it replaced.
+fn failure(server: &McpServer, snapshot: &Snapshot, error: ServiceError) -> ToolFailure {
     let name = server.name();
     match error {
         ServiceError::McpError(error) => ToolFailure::new(
@@ -172,13 +172,18 @@ fn failure(server: &McpServer, broken: &CancellationToken, error: ServiceError) 
             ),
         ),
         ServiceError::TransportSend(_) | ServiceError::TransportClosed => {
-            broken.cancel();
-            ToolFailure::new(
-                FailureReason::Unavailable,
+            snapshot.broken.cancel();
+            let message = if snapshot.oversized.load(Ordering::Relaxed) {
                 format!(
-                    "the MCP server `{name}` went away during the call ({error}); it is being restarted"
-                ),
-            )
+                    "the MCP server `{name}` sent a message over {} bytes (max_output_bytes and the JSON-RPC envelope); the connection was closed and is being restarted",
+                    server.max_message()
+                )
+            } else {
+                format!(
+                    "the MCP server `{name}` went away during the call ({error}: it exited, dropped the connection or sent a message over max_output_bytes); it is being restarted"
+                )
+            };
+            ToolFailure::new(FailureReason::Unavailable, message)
         }
         ServiceError::Cancelled { .. } => {
             ToolFailure::new(FailureReason::Cancelled, "the tool call was cancelled")

@@ -2,7 +2,18 @@
 //! restart with backoff), its published state, and the client handler that
 //! receives its notifications.
 
-use std::{collections::BTreeMap, path::PathBuf, process::Stdio, sync::Arc, time::Duration};
+use std::{
+    collections::BTreeMap,
+    path::PathBuf,
+    pin::Pin,
+    process::Stdio,
+    sync::{
+        Arc,
+        atomic::{AtomicBool, Ordering},
+    },
+    task::{Context, Poll, ready},
+    time::Duration,
+};
 
 use jsonschema::Validator;
 use parley_proto::runner::v1 as pb;
@@ -20,7 +31,7 @@ use rmcp::{
 };
 use serde_json::Value;
 use tokio::{
-    io::{AsyncBufReadExt, BufReader},
+    io::{AsyncBufReadExt, AsyncRead, BufReader, ReadBuf},
     process::{Child, Command},
     sync::{Notify, watch},
     time::Instant,
@@ -117,6 +128,9 @@ pub struct Snapshot {
     pub(crate) broken: CancellationToken,
     /// The progress routes of this connection's running calls.
     pub(crate) progress: Arc<ProgressRoutes>,
+    /// Set when this connection was closed because the server sent a
+    /// message over [`McpServer::max_message`].
+    pub(crate) oversized: Arc<AtomicBool>,
 }
 
 /// A configured server and its supervisor's state.
@@ -168,6 +182,7 @@ struct Connection {
     running: RunningService<RoleClient, Handler>,
     child: Option<Child>,
     progress: Arc<ProgressRoutes>,
+    oversized: Arc<AtomicBool>,
 }
 
 impl McpServer {
@@ -187,6 +202,7 @@ impl McpServer {
             connects: 0,
             broken: CancellationToken::new(),
             progress: Arc::default(),
+            oversized: Arc::default(),
         }));
         parley_grpc::telemetry::metrics()
             .mcp_server_up
@@ -211,6 +227,12 @@ impl McpServer {
     /// Its configuration.
     pub fn config(&self) -> &McpServerConfig {
         &self.config
+    }
+
+    /// The largest message read from it: `max_output_bytes` and room for
+    /// the JSON-RPC envelope.
+    pub fn max_message(&self) -> usize {
+        self.config.max_output_bytes.saturating_add(ENVELOPE_BYTES)
     }
 
     /// Its state now.
@@ -269,6 +291,7 @@ impl McpServer {
                     let up_since = Instant::now();
                     let peer = connection.running.peer().clone();
                     let progress = connection.progress.clone();
+                    let oversized = connection.oversized.clone();
                     let broken = CancellationToken::new();
                     tracing::info!(server = %self.name, tools = tools.len(), "MCP server ready");
                     self.publish(|s| {
@@ -278,6 +301,7 @@ impl McpServer {
                         s.error.clear();
                         s.broken = broken.clone();
                         s.progress = progress;
+                        s.oversized = oversized;
                     });
                     let ended = self.serve(connection, &broken, &shutdown).await;
                     if shutdown.is_cancelled() {
@@ -364,7 +388,8 @@ impl McpServer {
             progress: progress.clone(),
             relist: self.relist.clone(),
         };
-        let max_message = self.config.max_output_bytes.saturating_add(ENVELOPE_BYTES);
+        let max_message = self.max_message();
+        let oversized = Arc::new(AtomicBool::new(false));
         let handshake =
             |e: rmcp::service::ClientInitializeError| ConnectError::Handshake(e.to_string());
         let connection = if let Some(url) = &self.config.url {
@@ -394,6 +419,7 @@ impl McpServer {
                 running: handler.serve(transport).await.map_err(handshake)?,
                 child: None,
                 progress,
+                oversized,
             }
         } else {
             let mut child = self.spawn()?;
@@ -406,12 +432,22 @@ impl McpServer {
             if let Some(stderr) = child.stderr.take() {
                 tokio::spawn(log_stderr(self.name.clone(), stderr));
             }
+            // The SDK skips a line over its limit and carries on, leaving
+            // the call it answered waiting for the tool's time-out; ending
+            // the stream instead fails every call on it at once.
+            let stdout = LineLimit {
+                inner: stdout,
+                max: max_message,
+                line: 0,
+                oversized: oversized.clone(),
+            };
             let transport =
                 AsyncRwTransport::new_client(stdout, stdin).with_max_line_length(max_message);
             Connection {
                 running: handler.serve(transport).await.map_err(handshake)?,
                 child: Some(child),
                 progress,
+                oversized,
             }
         };
         let tools = self
@@ -558,6 +594,43 @@ impl ClientHandler for Handler {
     async fn on_tool_list_changed(&self, _context: NotificationContext<RoleClient>) {
         tracing::debug!(server = %self.server, "notifications/tools/list_changed");
         self.relist.notify_one();
+    }
+}
+
+/// A stdio server's output that fails once a line (one JSON-RPC message)
+/// grows past `max` bytes: the connection closes, its calls fail at once,
+/// and the server is started again.
+struct LineLimit<R> {
+    inner: R,
+    max: usize,
+    line: usize,
+    oversized: Arc<AtomicBool>,
+}
+
+impl<R: AsyncRead + Unpin> AsyncRead for LineLimit<R> {
+    fn poll_read(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<std::io::Result<()>> {
+        let this = self.get_mut();
+        let before = buf.filled().len();
+        ready!(Pin::new(&mut this.inner).poll_read(cx, buf))?;
+        for &byte in &buf.filled()[before..] {
+            if byte == b'\n' {
+                this.line = 0;
+            } else {
+                this.line += 1;
+                if this.line > this.max {
+                    this.oversized.store(true, Ordering::Relaxed);
+                    return Poll::Ready(Err(std::io::Error::other(format!(
+                        "a message longer than {} bytes",
+                        this.max
+                    ))));
+                }
+            }
+        }
+        Poll::Ready(Ok(()))
     }
 }
 
