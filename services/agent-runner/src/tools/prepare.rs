@@ -344,4 +344,28 @@ mod tests {
             ]
         );
     }
+
+    #[test]
+    fn only_configured_mcp_servers_can_be_named() {
+        let runtime = ToolRuntime::with_builtins();
+        let violations = TurnTools::prepare(
+            vec![def(
+                "files__read",
+                ToolEndpoint::Mcp {
+                    server: "files".into(),
+                    tool: "read".into(),
+                },
+                Value::Null,
+            )],
+            &runtime,
+        )
+        .expect_err("no such server");
+        assert_eq!(violations[0].field, "tools[0].endpoint.mcp");
+        assert!(
+            violations[0]
+                .description
+                .contains("no MCP server `files` is configured"),
+            "{violations:?}"
+        );
+    }
 }
