@@ -400,6 +400,9 @@ pub struct ServerConfig {
     /// Longest time in-flight calls get to finish after SIGTERM.
     #[serde(with = "duration")]
     pub drain_timeout: Duration,
+    /// `[server.tls]`: TLS on `listen` when it names a certificate.
+    #[serde(default)]
+    pub tls: crate::tls::ServerTlsConfig,
 }
 
 impl ServerConfig {
@@ -410,6 +413,7 @@ impl ServerConfig {
             listen: format!("127.0.0.1:{port}"),
             metrics_listen: format!("127.0.0.1:{metrics_port}"),
             drain_timeout: Duration::from_secs(20),
+            tls: crate::tls::ServerTlsConfig::default(),
         }
     }
 
@@ -449,6 +453,16 @@ pub struct ServerFlags {
     /// Time in-flight calls get to finish after SIGTERM (`20s`): server.drain_timeout.
     #[arg(long, env = "PARLEY_DRAIN_TIMEOUT", value_parser = parse_duration)]
     pub drain_timeout: Option<Duration>,
+    /// Serve TLS with this certificate chain (PEM): server.tls.cert.
+    #[arg(long, env = "PARLEY_TLS_CERT")]
+    pub tls_cert: Option<std::path::PathBuf>,
+    /// The certificate's private key (PEM): server.tls.key.
+    #[arg(long, env = "PARLEY_TLS_KEY")]
+    pub tls_key: Option<std::path::PathBuf>,
+    /// Require client certificates signed by this CA (PEM; mutual TLS):
+    /// server.tls.client_ca.
+    #[arg(long, env = "PARLEY_TLS_CLIENT_CA")]
+    pub tls_client_ca: Option<std::path::PathBuf>,
     /// Log format: `json` or `text`.
     #[arg(long, env = "PARLEY_LOG_FORMAT", default_value = "json")]
     pub log_format: LogFormat,
@@ -465,7 +479,10 @@ impl Layers {
             .flag(
                 "server.drain_timeout",
                 flags.drain_timeout.map(duration::format),
-            )
+            )?
+            .flag("server.tls.cert", flags.tls_cert.clone())?
+            .flag("server.tls.key", flags.tls_key.clone())?
+            .flag("server.tls.client_ca", flags.tls_client_ca.clone())
     }
 }
 

@@ -8,7 +8,8 @@
 //! the client's code and logs every rejected call; [`deadline`] reads the caller's `grpc-timeout`;
 //! [`telemetry`] is logging, OpenTelemetry tracing and Prometheus metrics;
 //! [`config`] is how each binary reads its settings (defaults, file,
-//! environment, flags); [`testing`] is the workspace's rule for tests that cannot run here.
+//! environment, flags); [`tls`] is TLS and mutual TLS with certificates
+//! that rotate; [`testing`] is the workspace's rule for tests that cannot run here.
 
 pub mod config;
 pub mod deadline;
@@ -17,5 +18,6 @@ pub mod serve;
 pub mod status;
 pub mod telemetry;
 pub mod testing;
+pub mod tls;
 
 pub use serve::{ServeOptions, serve, shutdown_signal};

@@ -9,7 +9,9 @@
 //! tracing is on, duration and active-stream metrics always; inside it, the
 //! edge layer ([`crate::edge`]) answers a request that fails to decode with
 //! the client's code and writes the audit line of every rejected call (so
-//! metrics and spans see the code the client gets).
+//! metrics and spans see the code the client gets). With TLS in the options
+//! ([`crate::tls`]) the same listener serves TLS or mutual TLS, health and
+//! reflection included.
 
 use std::{future::Future, time::Duration};
 
@@ -34,6 +36,8 @@ pub struct ServeOptions {
     pub drain_timeout: Duration,
     /// Bounds the lifetime of one HTTP/2 connection's idle keep-alive.
     pub http2_keepalive: Duration,
+    /// TLS (and mutual TLS) on the listener; `None` is plaintext.
+    pub tls: Option<crate::tls::ServerTls>,
 }
 
 impl ServeOptions {
@@ -44,7 +48,19 @@ impl ServeOptions {
             services,
             drain_timeout: Duration::from_secs(20),
             http2_keepalive: Duration::from_secs(30),
+            tls: None,
         }
+    }
+
+    /// These options with the `[server]` settings of `config`: its drain
+    /// timeout and its TLS.
+    pub fn configured(
+        mut self,
+        config: &crate::config::ServerConfig,
+    ) -> Result<Self, crate::tls::TlsError> {
+        self.drain_timeout = config.drain_timeout;
+        self.tls = crate::tls::ServerTls::from_config(&config.tls)?;
+        Ok(self)
     }
 }
 
@@ -60,6 +76,9 @@ pub enum ServeError {
     /// The listener's address could not be read.
     #[error("listener error: {0}")]
     Io(#[from] std::io::Error),
+    /// The TLS certificates could not be loaded.
+    #[error("TLS: {0}")]
+    Tls(#[from] crate::tls::TlsError),
 }
 
 /// Serves `routes` with health and reflection on `listener` until `shutdown`
@@ -124,25 +143,43 @@ pub async fn serve(
         let _ = started_tx.send(());
     };
 
-    tracing::info!(service = opts.name, %addr, "listening");
-    // `Server::tcp_nodelay` only applies when tonic binds the socket itself;
-    // with our own listener every accepted socket needs it, or Nagle's
-    // algorithm holds each streamed event back for up to ~40 ms.
-    let incoming = TcpListenerStream::new(listener).map(|accepted| {
-        if let Ok(stream) = &accepted
-            && let Err(error) = stream.set_nodelay(true)
-        {
-            tracing::warn!(%error, "cannot disable nagle on an accepted socket");
-        }
-        accepted
-    });
-    let server = Server::builder()
+    let router = Server::builder()
         .http2_keepalive_interval(Some(opts.http2_keepalive))
         .layer(RpcServerLayer::new())
         .layer(EdgeLayer::new())
-        .add_routes(routes)
-        .serve_with_incoming_shutdown(incoming, graceful);
-    tokio::pin!(server);
+        .add_routes(routes);
+    let mut reloader = None;
+    let server: std::pin::Pin<
+        Box<dyn Future<Output = Result<(), tonic::transport::Error>> + Send>,
+    > = match &opts.tls {
+        Some(tls) => {
+            tracing::info!(
+                service = opts.name,
+                %addr,
+                mutual = tls.is_mutual(),
+                "listening (TLS)"
+            );
+            reloader = Some(tls.spawn_reloader());
+            Box::pin(router.serve_with_incoming_shutdown(tls.incoming(listener), graceful))
+        }
+        None => {
+            tracing::info!(service = opts.name, %addr, "listening");
+            // `Server::tcp_nodelay` only applies when tonic binds the
+            // socket itself; with our own listener every accepted socket
+            // needs it, or Nagle's algorithm holds each streamed event
+            // back for up to ~40 ms.
+            let incoming = TcpListenerStream::new(listener).map(|accepted| {
+                if let Ok(stream) = &accepted
+                    && let Err(error) = stream.set_nodelay(true)
+                {
+                    tracing::warn!(%error, "cannot disable nagle on an accepted socket");
+                }
+                accepted
+            });
+            Box::pin(router.serve_with_incoming_shutdown(incoming, graceful))
+        }
+    };
+    let mut server = server;
 
     tokio::select! {
         result = &mut server => result?,
@@ -155,6 +192,9 @@ pub async fn serve(
                 ),
             }
         }
+    }
+    if let Some(reloader) = reloader {
+        reloader.abort();
     }
     tracing::info!(service = opts.name, "stopped");
     Ok(())

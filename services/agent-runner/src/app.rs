@@ -5,7 +5,7 @@
 //! The binary, the gateway's whole-stack test and the runner bench all
 //! start the runner here, so they run the same thing.
 
-use std::{collections::HashMap, future::Future, sync::Arc, time::Duration};
+use std::{collections::HashMap, future::Future, sync::Arc};
 
 use parley_proto::runner::v1::agent_runner_server::AgentRunnerServer;
 use tokio::net::TcpListener;
@@ -28,6 +28,9 @@ pub enum StartError {
     /// The configuration is invalid, or a provider cannot be built from it.
     #[error(transparent)]
     Config(#[from] ConfigError),
+    /// The `[client_tls]` certificates cannot be used.
+    #[error(transparent)]
+    ClientTls(#[from] parley_grpc::tls::TlsError),
 }
 
 /// A runner ready to serve.
@@ -46,6 +49,7 @@ impl RunnerApp {
     ) -> Result<Self, StartError> {
         config.validate()?;
         let providers = config.build_providers(&lookup)?;
+        let client_tls = parley_grpc::tls::ClientTls::from_config(&config.client_tls)?;
         tracing::info!(
             default_provider = %config.default_provider,
             providers = ?providers.names().collect::<Vec<_>>(),
@@ -64,23 +68,32 @@ impl RunnerApp {
             config,
             providers,
             Arc::new(move |name: &str| variables.get(name).cloned()),
+            client_tls,
         ))
     }
 
     /// The runner of `config` (limits, retry policy, admission, MCP
     /// servers reading the process's environment) with `providers` instead
     /// of the configured ones, for benches and tests that bring their own
-    /// provider. `config` is not validated.
+    /// provider. `config` is not validated and its `[client_tls]` not
+    /// read (`https://` tool servers are verified against the system's
+    /// roots).
     pub fn with_providers(config: &RunnerConfig, providers: Providers) -> Self {
         Self::assemble(
             config,
             providers,
             Arc::new(|name: &str| std::env::var(name).ok()),
+            parley_grpc::tls::ClientTls::default(),
         )
     }
 
-    fn assemble(config: &RunnerConfig, providers: Providers, lookup: crate::mcp::Lookup) -> Self {
-        let mut tools = ToolRuntime::with_builtins();
+    fn assemble(
+        config: &RunnerConfig,
+        providers: Providers,
+        lookup: crate::mcp::Lookup,
+        client_tls: parley_grpc::tls::ClientTls,
+    ) -> Self {
+        let mut tools = ToolRuntime::with_builtins().with_client_tls(client_tls);
         if !config.mcp_servers.is_empty() {
             let reserved = tools.local_names().map(str::to_owned).collect();
             tools = tools.with_mcp(McpServers::start(
@@ -114,16 +127,17 @@ impl RunnerApp {
         tonic::service::Routes::new(AgentRunnerServer::new(self.service.clone()))
     }
 
-    /// Serves until `shutdown` resolves, then lets running turns finish for
-    /// at most `drain_timeout`.
+    /// Serves with the `[server]` settings (TLS included) until `shutdown`
+    /// resolves, then lets running turns finish for at most
+    /// `server.drain_timeout`.
     pub async fn serve(
         self,
         listener: TcpListener,
-        drain_timeout: Duration,
+        server: &parley_grpc::config::ServerConfig,
         shutdown: impl Future<Output = ()> + Send + 'static,
     ) -> Result<(), parley_grpc::serve::ServeError> {
-        let mut options = parley_grpc::ServeOptions::new("agent-runner", vec![SERVICE_NAME]);
-        options.drain_timeout = drain_timeout;
+        let options = parley_grpc::ServeOptions::new("agent-runner", vec![SERVICE_NAME])
+            .configured(server)?;
         parley_grpc::serve(listener, self.routes(), options, shutdown).await
     }
 }

@@ -93,6 +93,9 @@ pub struct RunnerConfig {
     pub providers: BTreeMap<String, ProviderConfig>,
     /// The MCP servers whose tools requests may use, by name.
     pub mcp_servers: BTreeMap<String, McpServerConfig>,
+    /// `[client_tls]`: how `https://` tool servers are verified, and the
+    /// client certificate presented to them.
+    pub client_tls: parley_grpc::tls::ClientTlsConfig,
     /// The directory relative paths are resolved against (the file's own).
     #[serde(skip)]
     pub base_dir: PathBuf,
@@ -109,6 +112,7 @@ impl Default for RunnerConfig {
             retry: RetryConfig::default(),
             providers: BTreeMap::new(),
             mcp_servers: BTreeMap::new(),
+            client_tls: parley_grpc::tls::ClientTlsConfig::default(),
             base_dir: PathBuf::new(),
         }
     }

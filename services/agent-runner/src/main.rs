@@ -67,11 +67,7 @@ async fn run(args: Args) -> anyhow::Result<()> {
     }
     let app = RunnerApp::build(&config, |name| std::env::var(name).ok())?;
     let listener = config.server.bind().await?;
-    app.serve(
-        listener,
-        config.server.drain_timeout,
-        parley_grpc::shutdown_signal(),
-    )
-    .await?;
+    app.serve(listener, &config.server, parley_grpc::shutdown_signal())
+        .await?;
     Ok(())
 }

@@ -186,6 +186,12 @@ impl ToolRuntime {
         runtime
     }
 
+    /// With `tls` for its `https://` tool servers.
+    pub fn with_client_tls(mut self, tls: parley_grpc::tls::ClientTls) -> Self {
+        self.channels = Arc::new(remote::Channels::with_tls(tls));
+        self
+    }
+
     /// With `servers` as its MCP servers.
     pub fn with_mcp(mut self, servers: crate::mcp::McpServers) -> Self {
         self.mcp = Arc::new(servers);

@@ -18,6 +18,7 @@ use std::{
     time::Duration,
 };
 
+use parley_grpc::tls::ClientTls;
 use tokio::{net::TcpListener, time::Instant};
 
 use crate::{
@@ -48,6 +49,9 @@ pub enum StartError {
     /// An upstream URL is unusable.
     #[error(transparent)]
     Upstream(#[from] UpstreamError),
+    /// The `[client_tls]` certificates.
+    #[error(transparent)]
+    ClientTls(#[from] parley_grpc::tls::TlsError),
     /// The store could not be opened or migrated.
     #[error(transparent)]
     Store(#[from] StoreError),
@@ -69,11 +73,13 @@ impl Gateway {
         auth: Authenticator,
     ) -> Result<Self, StartError> {
         config.validate()?;
+        let client_tls = ClientTls::from_config(&config.client_tls)?;
         let upstreams = Upstreams::new(
             &config.upstream.runner_url,
             &config.upstream.parser_url,
             config.upstream.connect_timeout,
             config.upstream.parse_timeout,
+            &client_tls,
         )?;
         let store = Store::open(
             &config.store.database_url,
@@ -150,12 +156,13 @@ impl Gateway {
         ))
     }
 
-    /// Serves until `shutdown` resolves, drains for at most `drain_timeout`,
-    /// then stops and stores the turns still running.
+    /// Serves with the `[server]` settings (TLS included) until `shutdown`
+    /// resolves, drains for at most `server.drain_timeout`, then stops and
+    /// stores the turns still running.
     pub async fn serve(
         self,
         listener: TcpListener,
-        drain_timeout: Duration,
+        server: &parley_grpc::config::ServerConfig,
         shutdown: impl Future<Output = ()> + Send + 'static,
     ) -> Result<(), parley_grpc::serve::ServeError> {
         let signalled: Arc<Mutex<Option<Instant>>> = Arc::default();
@@ -164,15 +171,15 @@ impl Gateway {
             shutdown.await;
             *mark.lock().unwrap_or_else(PoisonError::into_inner) = Some(Instant::now());
         };
-        let mut options = parley_grpc::ServeOptions::new("chat-gateway", vec![SERVICE_NAME]);
-        options.drain_timeout = drain_timeout;
+        let options = parley_grpc::ServeOptions::new("chat-gateway", vec![SERVICE_NAME])
+            .configured(server)?;
         let served = parley_grpc::serve(listener, self.routes(), options, shutdown).await;
 
         let since = signalled
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .unwrap_or_else(Instant::now);
-        let left = drain_timeout.saturating_sub(since.elapsed());
+        let left = server.drain_timeout.saturating_sub(since.elapsed());
         let turns = &self.engine.turns;
         if !turns.is_empty() && !turns.wait_idle(left).await {
             let stopped = turns.shutdown(SHUTDOWN_STORE_WAIT).await;

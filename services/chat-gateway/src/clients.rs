@@ -7,7 +7,7 @@
 
 use std::{sync::Arc, time::Duration};
 
-use parley_grpc::telemetry::rpc::client::RpcClient;
+use parley_grpc::{telemetry::rpc::client::RpcClient, tls::ClientTls};
 use parley_proto::{
     parser::v1::payload_parser_client::PayloadParserClient,
     runner::v1::agent_runner_client::AgentRunnerClient,
@@ -49,32 +49,37 @@ fn channel(
     which: &'static str,
     url: &str,
     connect_timeout: Duration,
+    tls: &ClientTls,
 ) -> Result<Traced, UpstreamError> {
+    let invalid = |source| UpstreamError {
+        which,
+        url: url.to_owned(),
+        source,
+    };
     let endpoint = Endpoint::from_shared(url.to_owned())
-        .map_err(|source| UpstreamError {
-            which,
-            url: url.to_owned(),
-            source,
-        })?
+        .map_err(invalid)?
         .connect_timeout(connect_timeout)
         .tcp_nodelay(true)
         .http2_keep_alive_interval(Duration::from_secs(30))
         .keep_alive_while_idle(true);
+    let endpoint = tls.apply(endpoint).map_err(invalid)?;
     Ok(RpcClient::new(endpoint.connect_lazy(), endpoint.uri()))
 }
 
 impl Upstreams {
-    /// Lazy channels to the runner and the parser.
+    /// Lazy channels to the runner and the parser (TLS for an `https://`
+    /// URL, as `tls` says).
     pub fn new(
         runner_url: &str,
         parser_url: &str,
         connect_timeout: Duration,
         parse_timeout: Duration,
+        tls: &ClientTls,
     ) -> Result<Self, UpstreamError> {
         Ok(Self {
-            runner: AgentRunnerClient::new(channel("runner", runner_url, connect_timeout)?)
+            runner: AgentRunnerClient::new(channel("runner", runner_url, connect_timeout, tls)?)
                 .max_decoding_message_size(16 * 1024 * 1024),
-            parser: PayloadParserClient::new(channel("parser", parser_url, connect_timeout)?)
+            parser: PayloadParserClient::new(channel("parser", parser_url, connect_timeout, tls)?)
                 .max_decoding_message_size(16 * 1024 * 1024),
             parse_timeout,
             compiled_profiles: Arc::default(),

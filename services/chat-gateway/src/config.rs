@@ -17,6 +17,7 @@ pub use parley_grpc::config::ConfigError;
 use parley_grpc::config::{
     Layers, ServerConfig, ServerFlags, duration, invalid, positive, positive_duration,
 };
+use parley_grpc::tls::ClientTlsConfig;
 use serde::{Deserialize, Serialize};
 
 /// The whole file.
@@ -35,6 +36,9 @@ pub struct GatewayConfig {
     pub auth: AuthConfig,
     /// `registry`: the page registry file; unset uses the shipped example.
     pub registry: Option<PathBuf>,
+    /// `[client_tls]`: how `https://` upstreams are verified, and the
+    /// client certificate presented to them.
+    pub client_tls: ClientTlsConfig,
 }
 
 impl Default for GatewayConfig {
@@ -46,6 +50,7 @@ impl Default for GatewayConfig {
             turns: TurnConfig::default(),
             auth: AuthConfig::default(),
             registry: None,
+            client_tls: ClientTlsConfig::default(),
         }
     }
 }

@@ -96,11 +96,7 @@ async fn run(args: Args) -> Result<()> {
     let gateway = Gateway::build(&config, registry, auth).await?;
     let listener = config.server.bind().await?;
     gateway
-        .serve(
-            listener,
-            config.server.drain_timeout,
-            parley_grpc::shutdown_signal(),
-        )
+        .serve(listener, &config.server, parley_grpc::shutdown_signal())
         .await?;
     Ok(())
 }

@@ -100,11 +100,11 @@ async fn run(args: Args) -> anyhow::Result<()> {
     let listener = config.server.bind().await?;
     let service = ParserService::with_options(profiles, limits, config.service_options());
     let routes = tonic::service::Routes::new(service.into_server());
-    let mut options = ServeOptions::new(
+    let options = ServeOptions::new(
         "payload-parser",
         vec![<PayloadParserServer<ParserService> as NamedService>::NAME],
-    );
-    options.drain_timeout = config.server.drain_timeout;
+    )
+    .configured(&config.server)?;
     parley_grpc::serve(listener, routes, options, parley_grpc::shutdown_signal()).await?;
     Ok(())
 }

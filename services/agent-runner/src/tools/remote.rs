@@ -20,7 +20,7 @@ use tonic::{
     transport::{Channel, Endpoint},
 };
 
-use parley_grpc::telemetry::rpc::client::RpcClient;
+use parley_grpc::{telemetry::rpc::client::RpcClient, tls::ClientTls};
 
 use super::{CallContext, FailureReason, ProgressSender, ToolFailure, ToolOutput};
 use parley_proto::json::to_struct_wrapped;
@@ -51,9 +51,20 @@ pub type ToolChannel = RpcClient<Channel>;
 #[derive(Debug, Default)]
 pub struct Channels {
     cache: Mutex<HashMap<String, ToolChannel>>,
+    /// How `https://` tool servers are verified, and the client
+    /// certificate they are shown (`[client_tls]`).
+    tls: ClientTls,
 }
 
 impl Channels {
+    /// An empty cache whose `https://` channels use `tls`.
+    pub fn with_tls(tls: ClientTls) -> Self {
+        Self {
+            cache: Mutex::default(),
+            tls,
+        }
+    }
+
     /// The channel to `address`, created on first use.
     pub fn get(&self, address: &str) -> Result<ToolChannel, ToolFailure> {
         let unavailable = |error: String| ToolFailure::new(FailureReason::Unavailable, error);
@@ -68,6 +79,10 @@ impl Channels {
             .map_err(|error| unavailable(format!("invalid tool endpoint `{address}`: {error}")))?
             .connect_timeout(CONNECT_TIMEOUT)
             .tcp_nodelay(true);
+        let endpoint = self
+            .tls
+            .apply(endpoint)
+            .map_err(|error| unavailable(format!("TLS for `{address}`: {error}")))?;
         let channel = RpcClient::new(endpoint.connect_lazy(), endpoint.uri());
         if cache.len() >= MAX_CACHED_CHANNELS
             && let Some(evicted) = cache.keys().next().cloned()

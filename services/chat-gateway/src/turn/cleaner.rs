@@ -652,6 +652,7 @@ mod tests {
             parser,
             Duration::from_millis(500),
             Duration::from_millis(500),
+            &parley_grpc::tls::ClientTls::default(),
         )
         .expect("valid urls")
     }

@@ -104,6 +104,7 @@ mod tests {
             "http://127.0.0.1:9",
             Duration::from_millis(50),
             Duration::from_millis(50),
+            &parley_grpc::tls::ClientTls::default(),
         )
         .expect("valid urls");
         let profile = Registry::example()

@@ -167,7 +167,7 @@ impl Harness {
             .await
             .expect("gateway builds");
         let faults = gateway.engine().store.faults().clone();
-        let drain = config.server.drain_timeout;
+        let server = config.server.clone();
         let (listener, addr) = listen().await;
         let (shutdown_tx, shutdown_rx) = oneshot::channel::<()>();
         let served = tokio::spawn(async move {
@@ -175,7 +175,7 @@ impl Harness {
                 let _ = shutdown_rx.await;
             };
             gateway
-                .serve(listener, drain, shutdown)
+                .serve(listener, &server, shutdown)
                 .await
                 .expect("gateway serves");
         });

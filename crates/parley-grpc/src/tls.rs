@@ -1,0 +1,482 @@
+//! Transport security: TLS and mutual TLS for the servers, `https://` for
+//! the clients, with rustls (ring) and no OpenSSL.
+//!
+//! **Servers** ([`ServerTls`]): given a certificate and a key (PEM files,
+//! `[server.tls]` or `--tls-cert` / `--tls-key`), a binary serves TLS on its
+//! listener, health and reflection included; given a CA
+//! (`--tls-client-ca`) it also requires a client certificate signed by it
+//! (mutual TLS), and a client without one fails the handshake — it never
+//! reaches a service. The certificate and key are read again every
+//! `reload_interval` and swapped in when they changed (the way Kubernetes
+//! updates a mounted Secret): new connections get the new certificate,
+//! open connections and their streams go on with the old one, and a new
+//! pair that does not load (half-written, mismatched) is logged and the old
+//! one kept. Handshakes run in their own tasks with a time limit, so a slow
+//! or silent client never holds up the accept loop.
+//!
+//! **Clients** ([`ClientTls`]): an `https://` upstream is verified against
+//! the configured CA, or the system's roots without one, and presented the
+//! configured client certificate; `http://` stays plaintext.
+
+use std::{
+    net::SocketAddr,
+    path::{Path, PathBuf},
+    sync::{Arc, RwLock},
+    time::Duration,
+};
+
+use rustls::{
+    RootCertStore, ServerConfig as RustlsServerConfig,
+    crypto::CryptoProvider,
+    pki_types::{CertificateDer, PrivateKeyDer, pem::PemObject},
+    server::{ClientHello, ResolvesServerCert, WebPkiClientVerifier},
+    sign::CertifiedKey,
+};
+use serde::{Deserialize, Serialize};
+use tokio::net::{TcpListener, TcpStream};
+use tokio_rustls::{TlsAcceptor, server::TlsStream};
+use tokio_stream::wrappers::ReceiverStream;
+
+use crate::config::duration;
+
+/// `[server.tls]`: the server's certificate, and the CA its clients'
+/// certificates must chain to (mutual TLS). Without `cert` the server is
+/// plaintext.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ServerTlsConfig {
+    /// The certificate chain, PEM (flag `--tls-cert`).
+    pub cert: Option<PathBuf>,
+    /// Its private key, PEM: PKCS#8, PKCS#1 or SEC1 (flag `--tls-key`).
+    pub key: Option<PathBuf>,
+    /// When set, clients must present a certificate signed by one of these
+    /// CAs, PEM (flag `--tls-client-ca`).
+    pub client_ca: Option<PathBuf>,
+    /// How often the certificate and key files are checked for a change.
+    #[serde(with = "duration")]
+    pub reload_interval: Duration,
+    /// Longest time a client gets to finish its handshake.
+    #[serde(with = "duration")]
+    pub handshake_timeout: Duration,
+}
+
+impl Default for ServerTlsConfig {
+    fn default() -> Self {
+        Self {
+            cert: None,
+            key: None,
+            client_ca: None,
+            reload_interval: Duration::from_secs(10),
+            handshake_timeout: Duration::from_secs(10),
+        }
+    }
+}
+
+/// `[client_tls]`: how the binary's `https://` clients verify servers and
+/// identify themselves.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ClientTlsConfig {
+    /// CAs the servers' certificates must chain to, PEM (without it: the
+    /// system's roots).
+    pub ca: Option<PathBuf>,
+    /// The client certificate for mutual TLS, PEM.
+    pub cert: Option<PathBuf>,
+    /// Its private key, PEM.
+    pub key: Option<PathBuf>,
+}
+
+/// Why certificates could not be used.
+#[derive(Debug, thiserror::Error)]
+pub enum TlsError {
+    /// A file could not be read.
+    #[error("cannot read {key} `{path}`: {source}")]
+    Read {
+        /// The configuration key naming the file.
+        key: &'static str,
+        /// The file.
+        path: PathBuf,
+        /// The cause.
+        #[source]
+        source: std::io::Error,
+    },
+    /// A file holds no usable PEM item of the kind expected.
+    #[error("{key} `{path}`: {message}")]
+    Pem {
+        /// The configuration key naming the file.
+        key: &'static str,
+        /// The file.
+        path: PathBuf,
+        /// What is wrong.
+        message: String,
+    },
+    /// One of a pair is configured without the other.
+    #[error("{0}")]
+    Incomplete(&'static str),
+    /// rustls refused the certificates (for example a key that does not
+    /// match the certificate).
+    #[error("{context}: {source}")]
+    Rustls {
+        /// What was being built.
+        context: &'static str,
+        /// The cause.
+        #[source]
+        source: rustls::Error,
+    },
+    /// The client CA could not be turned into a verifier.
+    #[error("server.tls.client_ca: {0}")]
+    Verifier(String),
+}
+
+fn read(key: &'static str, path: &Path) -> Result<Vec<u8>, TlsError> {
+    std::fs::read(path).map_err(|source| TlsError::Read {
+        key,
+        path: path.to_owned(),
+        source,
+    })
+}
+
+fn certificates(
+    key: &'static str,
+    path: &Path,
+    pem: &[u8],
+) -> Result<Vec<CertificateDer<'static>>, TlsError> {
+    let bad = |message: String| TlsError::Pem {
+        key,
+        path: path.to_owned(),
+        message,
+    };
+    let chain = CertificateDer::pem_slice_iter(pem)
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|error| bad(error.to_string()))?;
+    if chain.is_empty() {
+        return Err(bad("no CERTIFICATE in the file".into()));
+    }
+    Ok(chain)
+}
+
+fn private_key(
+    key: &'static str,
+    path: &Path,
+    pem: &[u8],
+) -> Result<PrivateKeyDer<'static>, TlsError> {
+    PrivateKeyDer::from_pem_slice(pem).map_err(|error| TlsError::Pem {
+        key,
+        path: path.to_owned(),
+        message: format!("no private key: {error}"),
+    })
+}
+
+fn provider() -> Arc<CryptoProvider> {
+    Arc::new(rustls::crypto::ring::default_provider())
+}
+
+/// The certificate and key files and what they held when last loaded.
+#[derive(Debug)]
+struct CertFiles {
+    cert: PathBuf,
+    key: PathBuf,
+    /// The bytes behind the served certificate, to notice a change.
+    loaded: PemPair,
+}
+
+/// The bytes of a certificate file and its key file.
+#[derive(Debug, PartialEq, Eq)]
+struct PemPair {
+    cert: Vec<u8>,
+    key: Vec<u8>,
+}
+
+/// The server's certificate, swapped in place when its files change.
+#[derive(Debug)]
+struct ReloadingCert {
+    current: RwLock<Arc<CertifiedKey>>,
+    files: std::sync::Mutex<CertFiles>,
+    provider: Arc<CryptoProvider>,
+}
+
+impl ReloadingCert {
+    fn load(
+        cert: &Path,
+        key: &Path,
+        provider: &CryptoProvider,
+    ) -> Result<(Arc<CertifiedKey>, PemPair), TlsError> {
+        let pem = PemPair {
+            cert: read("server.tls.cert", cert)?,
+            key: read("server.tls.key", key)?,
+        };
+        let chain = certificates("server.tls.cert", cert, &pem.cert)?;
+        let private = private_key("server.tls.key", key, &pem.key)?;
+        let certified = CertifiedKey::from_der(chain, private, provider).map_err(|source| {
+            TlsError::Rustls {
+                context: "server.tls.cert and server.tls.key",
+                source,
+            }
+        })?;
+        Ok((Arc::new(certified), pem))
+    }
+
+    /// Loads the files again when their bytes changed; `Ok(true)` when a
+    /// new certificate is now served.
+    fn reload(&self) -> Result<bool, TlsError> {
+        let mut files = self
+            .files
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let on_disk = PemPair {
+            cert: read("server.tls.cert", &files.cert)?,
+            key: read("server.tls.key", &files.key)?,
+        };
+        if on_disk == files.loaded {
+            return Ok(false);
+        }
+        let (certified, loaded) = Self::load(&files.cert, &files.key, &self.provider)?;
+        *self
+            .current
+            .write()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = certified;
+        files.loaded = loaded;
+        Ok(true)
+    }
+}
+
+impl ResolvesServerCert for ReloadingCert {
+    fn resolve(&self, _hello: ClientHello<'_>) -> Option<Arc<CertifiedKey>> {
+        Some(Arc::clone(
+            &self
+                .current
+                .read()
+                .unwrap_or_else(std::sync::PoisonError::into_inner),
+        ))
+    }
+}
+
+/// A server's TLS: the acceptor, its reloading certificate and its limits.
+#[derive(Clone)]
+pub struct ServerTls {
+    acceptor: TlsAcceptor,
+    cert: Arc<ReloadingCert>,
+    reload_interval: Duration,
+    handshake_timeout: Duration,
+    mutual: bool,
+}
+
+impl std::fmt::Debug for ServerTls {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ServerTls")
+            .field("mutual", &self.mutual)
+            .field("reload_interval", &self.reload_interval)
+            .field("handshake_timeout", &self.handshake_timeout)
+            .finish_non_exhaustive()
+    }
+}
+
+impl ServerTls {
+    /// The TLS of `config`, or `None` when it names no certificate
+    /// (plaintext).
+    pub fn from_config(config: &ServerTlsConfig) -> Result<Option<Self>, TlsError> {
+        let (cert, key) = match (&config.cert, &config.key) {
+            (None, None) => {
+                if config.client_ca.is_some() {
+                    return Err(TlsError::Incomplete(
+                        "server.tls.client_ca needs server.tls.cert and server.tls.key",
+                    ));
+                }
+                return Ok(None);
+            }
+            (Some(cert), Some(key)) => (cert, key),
+            (Some(_), None) => {
+                return Err(TlsError::Incomplete(
+                    "server.tls.cert is set without server.tls.key",
+                ));
+            }
+            (None, Some(_)) => {
+                return Err(TlsError::Incomplete(
+                    "server.tls.key is set without server.tls.cert",
+                ));
+            }
+        };
+        let provider = provider();
+        let (current, loaded) = ReloadingCert::load(cert, key, &provider)?;
+        let reloading = Arc::new(ReloadingCert {
+            current: RwLock::new(current),
+            files: std::sync::Mutex::new(CertFiles {
+                cert: cert.clone(),
+                key: key.clone(),
+                loaded,
+            }),
+            provider: Arc::clone(&provider),
+        });
+        let builder = RustlsServerConfig::builder_with_provider(Arc::clone(&provider))
+            .with_safe_default_protocol_versions()
+            .map_err(|source| TlsError::Rustls {
+                context: "server TLS versions",
+                source,
+            })?;
+        let builder = match &config.client_ca {
+            None => builder.with_no_client_auth(),
+            Some(path) => {
+                let pem = read("server.tls.client_ca", path)?;
+                let mut roots = RootCertStore::empty();
+                for ca in certificates("server.tls.client_ca", path, &pem)? {
+                    roots.add(ca).map_err(|source| TlsError::Rustls {
+                        context: "server.tls.client_ca",
+                        source,
+                    })?;
+                }
+                let verifier =
+                    WebPkiClientVerifier::builder_with_provider(Arc::new(roots), provider)
+                        .build()
+                        .map_err(|error| TlsError::Verifier(error.to_string()))?;
+                builder.with_client_cert_verifier(verifier)
+            }
+        };
+        let mut server = builder.with_cert_resolver(Arc::clone(&reloading) as _);
+        // gRPC is HTTP/2 only.
+        server.alpn_protocols = vec![b"h2".to_vec()];
+        Ok(Some(Self {
+            acceptor: TlsAcceptor::from(Arc::new(server)),
+            cert: reloading,
+            reload_interval: config.reload_interval,
+            handshake_timeout: config.handshake_timeout,
+            mutual: config.client_ca.is_some(),
+        }))
+    }
+
+    /// Whether clients must present a certificate.
+    pub fn is_mutual(&self) -> bool {
+        self.mutual
+    }
+
+    /// Checks the certificate files every `reload_interval` until the
+    /// returned task is aborted; a change is served to new connections, a
+    /// pair that does not load is logged and the old one kept.
+    pub fn spawn_reloader(&self) -> tokio::task::JoinHandle<()> {
+        let cert = Arc::clone(&self.cert);
+        let interval = self.reload_interval.max(Duration::from_millis(10));
+        tokio::spawn(async move {
+            let mut ticks = tokio::time::interval(interval);
+            ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            ticks.tick().await;
+            loop {
+                ticks.tick().await;
+                match cert.reload() {
+                    Ok(true) => tracing::info!("TLS certificate reloaded: new connections get it"),
+                    Ok(false) => {}
+                    Err(error) => tracing::warn!(
+                        %error,
+                        "TLS certificate not reloaded: the previous one is still served"
+                    ),
+                }
+            }
+        })
+    }
+
+    /// The TLS connections of `listener`, each handshake in its own task
+    /// (bounded by `handshake_timeout`; a failed one is logged and dropped).
+    /// Accepting stops when the returned stream is dropped.
+    pub fn incoming(
+        &self,
+        listener: TcpListener,
+    ) -> ReceiverStream<std::io::Result<TlsStream<TcpStream>>> {
+        let (sender, receiver) = tokio::sync::mpsc::channel(64);
+        let acceptor = self.acceptor.clone();
+        let handshake_timeout = self.handshake_timeout;
+        tokio::spawn(async move {
+            loop {
+                let accepted = tokio::select! {
+                    accepted = listener.accept() => accepted,
+                    () = sender.closed() => return,
+                };
+                let (socket, peer) = match accepted {
+                    Ok(accepted) => accepted,
+                    Err(error) => {
+                        // Out of descriptors and the like: wait instead of
+                        // spinning; the listener itself stays open.
+                        tracing::warn!(%error, "cannot accept a connection");
+                        tokio::time::sleep(Duration::from_millis(50)).await;
+                        continue;
+                    }
+                };
+                if let Err(error) = socket.set_nodelay(true) {
+                    tracing::warn!(%error, "cannot disable nagle on an accepted socket");
+                }
+                let acceptor = acceptor.clone();
+                let sender = sender.clone();
+                tokio::spawn(async move {
+                    match tokio::time::timeout(handshake_timeout, acceptor.accept(socket)).await {
+                        Ok(Ok(stream)) => {
+                            let _ = sender.send(Ok(stream)).await;
+                        }
+                        Ok(Err(error)) => handshake_failed(peer, &error.to_string()),
+                        Err(_) => handshake_failed(peer, "timed out"),
+                    }
+                });
+            }
+        });
+        ReceiverStream::new(receiver)
+    }
+}
+
+fn handshake_failed(peer: SocketAddr, why: &str) {
+    tracing::info!(%peer, error = why, "TLS handshake failed");
+}
+
+/// A binary's client-side TLS, loaded once.
+#[derive(Debug, Clone, Default)]
+pub struct ClientTls {
+    config: Option<tonic::transport::ClientTlsConfig>,
+}
+
+impl ClientTls {
+    /// Reads the CA and the client certificate of `config` (checked here,
+    /// so a bad file stops start-up rather than the first call).
+    pub fn from_config(config: &ClientTlsConfig) -> Result<Self, TlsError> {
+        let mut tls = tonic::transport::ClientTlsConfig::new();
+        tls = match &config.ca {
+            Some(path) => {
+                let pem = read("client_tls.ca", path)?;
+                certificates("client_tls.ca", path, &pem)?;
+                tls.ca_certificate(tonic::transport::Certificate::from_pem(pem))
+            }
+            None => tls.with_native_roots(),
+        };
+        tls = match (&config.cert, &config.key) {
+            (None, None) => tls,
+            (Some(cert), Some(key)) => {
+                let cert_pem = read("client_tls.cert", cert)?;
+                let key_pem = read("client_tls.key", key)?;
+                let chain = certificates("client_tls.cert", cert, &cert_pem)?;
+                let private = private_key("client_tls.key", key, &key_pem)?;
+                CertifiedKey::from_der(chain, private, &provider()).map_err(|source| {
+                    TlsError::Rustls {
+                        context: "client_tls.cert and client_tls.key",
+                        source,
+                    }
+                })?;
+                tls.identity(tonic::transport::Identity::from_pem(cert_pem, key_pem))
+            }
+            _ => {
+                return Err(TlsError::Incomplete(
+                    "client_tls.cert and client_tls.key go together",
+                ));
+            }
+        };
+        Ok(Self { config: Some(tls) })
+    }
+
+    /// `endpoint` with TLS when its scheme is `https`.
+    pub fn apply(
+        &self,
+        endpoint: tonic::transport::Endpoint,
+    ) -> Result<tonic::transport::Endpoint, tonic::transport::Error> {
+        if endpoint.uri().scheme_str() != Some("https") {
+            return Ok(endpoint);
+        }
+        let config = self
+            .config
+            .clone()
+            .unwrap_or_else(|| tonic::transport::ClientTlsConfig::new().with_native_roots());
+        endpoint.tls_config(config)
+    }
+}

@@ -1,0 +1,356 @@
+//! TLS and mutual TLS on a served listener, with certificates made here
+//! (rcgen): a verified TLS client; mutual TLS that admits the right client
+//! certificate and refuses none or another CA's at the handshake; a
+//! certificate rotated on disk that new connections get while an open
+//! stream goes on; a broken new certificate that leaves the old one served.
+
+use std::{path::Path, time::Duration};
+
+use parley_grpc::{
+    ServeOptions,
+    tls::{ClientTls, ClientTlsConfig, ServerTls, ServerTlsConfig, TlsError},
+};
+use rcgen::{BasicConstraints, CertificateParams, IsCa, Issuer, KeyPair};
+use tempfile::TempDir;
+use tokio::sync::oneshot;
+use tonic::transport::Endpoint;
+use tonic_health::pb::{
+    HealthCheckRequest, health_check_response::ServingStatus, health_client::HealthClient,
+};
+
+/// A CA that signs leaf certificates.
+struct Ca {
+    pem: String,
+    issuer: Issuer<'static, KeyPair>,
+}
+
+impl Ca {
+    fn new(name: &str) -> Self {
+        let key = KeyPair::generate().expect("CA key");
+        let mut params = CertificateParams::new(Vec::<String>::new()).expect("CA params");
+        params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+        params
+            .distinguished_name
+            .push(rcgen::DnType::CommonName, name);
+        let cert = params.self_signed(&key).expect("CA certificate");
+        Self {
+            pem: cert.pem(),
+            issuer: Issuer::new(params, key),
+        }
+    }
+
+    /// A certificate for `localhost` and its key, PEM.
+    fn leaf(&self) -> (String, String) {
+        let key = KeyPair::generate().expect("leaf key");
+        let cert = CertificateParams::new(vec!["localhost".to_owned()])
+            .expect("leaf params")
+            .signed_by(&key, &self.issuer)
+            .expect("leaf certificate");
+        (cert.pem(), key.serialize_pem())
+    }
+}
+
+fn write(dir: &Path, name: &str, contents: &str) -> std::path::PathBuf {
+    let path = dir.join(name);
+    std::fs::write(&path, contents).expect("write a PEM file");
+    path
+}
+
+/// A server with health and reflection on TLS; stops when dropped.
+struct Server {
+    port: u16,
+    stop: Option<oneshot::Sender<()>>,
+    served: tokio::task::JoinHandle<()>,
+}
+
+impl Server {
+    async fn start(config: &ServerTlsConfig) -> Self {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind");
+        let port = listener.local_addr().expect("addr").port();
+        let mut options = ServeOptions::new("tls-test", vec![]);
+        options.tls = ServerTls::from_config(config).expect("TLS loads");
+        options.drain_timeout = Duration::from_secs(2);
+        let (stop, stopped) = oneshot::channel::<()>();
+        let served = tokio::spawn(async move {
+            parley_grpc::serve(
+                listener,
+                tonic::service::Routes::default(),
+                options,
+                async move {
+                    let _ = stopped.await;
+                },
+            )
+            .await
+            .expect("serves");
+        });
+        Self {
+            port,
+            stop: Some(stop),
+            served,
+        }
+    }
+
+    /// Stops serving (health goes NOT_SERVING first) and waits for the end.
+    async fn stop(mut self) {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+        let served = std::mem::replace(&mut self.served, tokio::spawn(async {}));
+        let _ = tokio::time::timeout(Duration::from_secs(10), served).await;
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        self.served.abort();
+    }
+}
+
+async fn client(
+    scheme: &str,
+    port: u16,
+    tls: &ClientTls,
+) -> Result<HealthClient<tonic::transport::Channel>, tonic::transport::Error> {
+    let endpoint = Endpoint::from_shared(format!("{scheme}://localhost:{port}"))?
+        .connect_timeout(Duration::from_secs(5));
+    Ok(HealthClient::new(tls.apply(endpoint)?.connect().await?))
+}
+
+/// The health status, or the failure's code.
+async fn check(client: &mut HealthClient<tonic::transport::Channel>) -> Result<i32, tonic::Code> {
+    client
+        .check(HealthCheckRequest::default())
+        .await
+        .map(|response| response.into_inner().status)
+        .map_err(|status| status.code())
+}
+
+fn client_tls(ca: &Path, identity: Option<(&Path, &Path)>) -> ClientTls {
+    ClientTls::from_config(&ClientTlsConfig {
+        ca: Some(ca.to_owned()),
+        cert: identity.map(|(cert, _)| cert.to_owned()),
+        key: identity.map(|(_, key)| key.to_owned()),
+    })
+    .expect("client TLS loads")
+}
+
+#[tokio::test]
+async fn a_tls_server_answers_a_verifying_client_and_not_a_plaintext_one() {
+    let dir = TempDir::new().expect("tempdir");
+    let ca = Ca::new("server CA");
+    let (cert, key) = ca.leaf();
+    let config = ServerTlsConfig {
+        cert: Some(write(dir.path(), "cert.pem", &cert)),
+        key: Some(write(dir.path(), "key.pem", &key)),
+        ..ServerTlsConfig::default()
+    };
+    let server = Server::start(&config).await;
+    let ca_path = write(dir.path(), "ca.pem", &ca.pem);
+
+    let mut verified = client("https", server.port, &client_tls(&ca_path, None))
+        .await
+        .expect("a TLS connection");
+    assert_eq!(
+        check(&mut verified).await,
+        Ok(ServingStatus::Serving as i32)
+    );
+
+    // Plaintext gRPC to the TLS port never gets an answer.
+    let plaintext = match client("http", server.port, &ClientTls::default()).await {
+        Ok(mut client) => check(&mut client).await.is_err(),
+        Err(_) => true,
+    };
+    assert!(plaintext, "a plaintext client was served");
+
+    // A client that trusts another CA refuses the server.
+    let other = write(dir.path(), "other-ca.pem", &Ca::new("other CA").pem);
+    assert!(
+        client("https", server.port, &client_tls(&other, None))
+            .await
+            .is_err(),
+        "a client trusting another CA connected"
+    );
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn mutual_tls_admits_the_right_client_certificate_and_refuses_others_at_the_handshake() {
+    let dir = TempDir::new().expect("tempdir");
+    let server_ca = Ca::new("server CA");
+    let client_ca = Ca::new("client CA");
+    let (cert, key) = server_ca.leaf();
+    let config = ServerTlsConfig {
+        cert: Some(write(dir.path(), "cert.pem", &cert)),
+        key: Some(write(dir.path(), "key.pem", &key)),
+        client_ca: Some(write(dir.path(), "client-ca.pem", &client_ca.pem)),
+        ..ServerTlsConfig::default()
+    };
+    let server = Server::start(&config).await;
+    let trust = write(dir.path(), "server-ca.pem", &server_ca.pem);
+
+    let (good_cert, good_key) = client_ca.leaf();
+    let good = (
+        write(dir.path(), "good.pem", &good_cert),
+        write(dir.path(), "good-key.pem", &good_key),
+    );
+    let mut admitted = client(
+        "https",
+        server.port,
+        &client_tls(&trust, Some((&good.0, &good.1))),
+    )
+    .await
+    .expect("the right client certificate connects");
+    assert_eq!(
+        check(&mut admitted).await,
+        Ok(ServingStatus::Serving as i32)
+    );
+
+    // No certificate, or one of another CA: the handshake fails, so the
+    // call never reaches a service (no application status, no health).
+    let (bad_cert, bad_key) = Ca::new("stranger CA").leaf();
+    let bad = (
+        write(dir.path(), "bad.pem", &bad_cert),
+        write(dir.path(), "bad-key.pem", &bad_key),
+    );
+    for (name, tls, alert) in [
+        (
+            "no client certificate",
+            client_tls(&trust, None),
+            "CertificateRequired",
+        ),
+        (
+            "another CA's certificate",
+            client_tls(&trust, Some((&bad.0, &bad.1))),
+            "UnknownCA",
+        ),
+    ] {
+        // With TLS 1.3 the client learns of the refusal at its first read:
+        // the connection or the first call fails with the server's alert.
+        let refused = match client("https", server.port, &tls).await {
+            Err(error) => format!("{error:?}"),
+            Ok(mut client) => match client.check(HealthCheckRequest::default()).await {
+                Err(status) => format!("{status:?}"),
+                Ok(response) => panic!("{name}: served ({response:?})"),
+            },
+        };
+        assert!(
+            refused.contains(&format!("received fatal alert: {alert}")),
+            "{name}: refused at the handshake, with the TLS alert: {refused}"
+        );
+    }
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn a_rotated_certificate_reaches_new_connections_while_an_open_stream_goes_on() {
+    let dir = TempDir::new().expect("tempdir");
+    let first_ca = Ca::new("first CA");
+    let second_ca = Ca::new("second CA");
+    let (cert, key) = first_ca.leaf();
+    let cert_path = write(dir.path(), "cert.pem", &cert);
+    let key_path = write(dir.path(), "key.pem", &key);
+    let config = ServerTlsConfig {
+        cert: Some(cert_path.clone()),
+        key: Some(key_path.clone()),
+        reload_interval: Duration::from_millis(50),
+        ..ServerTlsConfig::default()
+    };
+    let server = Server::start(&config).await;
+    let trusts_first = client_tls(&write(dir.path(), "first.pem", &first_ca.pem), None);
+    let trusts_second = client_tls(&write(dir.path(), "second.pem", &second_ca.pem), None);
+
+    // A stream opened on the first certificate.
+    let mut old = client("https", server.port, &trusts_first)
+        .await
+        .expect("connects with the first certificate");
+    let mut watch = old
+        .watch(HealthCheckRequest::default())
+        .await
+        .expect("watch")
+        .into_inner();
+    let first = watch.message().await.expect("watch event").expect("status");
+    assert_eq!(first.status, ServingStatus::Serving as i32);
+
+    // A half-written or broken certificate is not taken: the first one is
+    // still served to new connections.
+    std::fs::write(&cert_path, "-----BEGIN CERTIFICATE-----\nnot base64\n").expect("break");
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let mut still = client("https", server.port, &trusts_first)
+        .await
+        .expect("the first certificate is kept when the new one is broken");
+    assert_eq!(check(&mut still).await, Ok(ServingStatus::Serving as i32));
+
+    // The Secret is updated: the key first, then the certificate, as a
+    // mounted volume may show them; the mismatched pair in between is
+    // refused, the matching pair taken.
+    let (new_cert, new_key) = second_ca.leaf();
+    std::fs::write(&key_path, new_key).expect("new key");
+    std::fs::write(&cert_path, new_cert).expect("new certificate");
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    let mut renewed = loop {
+        match client("https", server.port, &trusts_second).await {
+            Ok(client) => break client,
+            Err(error) => {
+                assert!(
+                    tokio::time::Instant::now() < deadline,
+                    "the new certificate was never served: {error:?}"
+                );
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+        }
+    };
+    assert_eq!(check(&mut renewed).await, Ok(ServingStatus::Serving as i32));
+    assert!(
+        client("https", server.port, &trusts_first).await.is_err(),
+        "new connections get the new certificate only"
+    );
+
+    // The connection made before the rotation still carries calls, and its
+    // open stream sees the server's drain.
+    assert_eq!(check(&mut old).await, Ok(ServingStatus::Serving as i32));
+    server.stop().await;
+    let drained = tokio::time::timeout(Duration::from_secs(10), watch.message())
+        .await
+        .expect("the open stream hears of the drain");
+    if let Ok(Some(update)) = drained {
+        assert_eq!(update.status, ServingStatus::NotServing as i32);
+    }
+}
+
+#[test]
+fn half_configured_tls_is_refused_with_the_key_named() {
+    let missing_key = ServerTlsConfig {
+        cert: Some("/nonexistent/cert.pem".into()),
+        ..ServerTlsConfig::default()
+    };
+    let error = ServerTls::from_config(&missing_key).expect_err("refused");
+    assert!(matches!(error, TlsError::Incomplete(_)), "{error}");
+    assert!(error.to_string().contains("server.tls.key"), "{error}");
+
+    let unreadable = ServerTlsConfig {
+        cert: Some("/nonexistent/cert.pem".into()),
+        key: Some("/nonexistent/key.pem".into()),
+        ..ServerTlsConfig::default()
+    };
+    let error = ServerTls::from_config(&unreadable).expect_err("refused");
+    assert!(
+        error
+            .to_string()
+            .contains("server.tls.cert `/nonexistent/cert.pem`"),
+        "{error}"
+    );
+    assert!(
+        ServerTls::from_config(&ServerTlsConfig::default())
+            .expect("plaintext")
+            .is_none()
+    );
+
+    let client = ClientTls::from_config(&ClientTlsConfig {
+        cert: Some("/nonexistent/cert.pem".into()),
+        ..ClientTlsConfig::default()
+    })
+    .expect_err("refused");
+    assert!(client.to_string().contains("client_tls.cert"), "{client}");
+}

@@ -1,0 +1,140 @@
+//! An `https://` ToolService: the runner verifies the tool server against
+//! the `[client_tls]` CA and presents its client certificate (the server
+//! requires one: mutual TLS); without the CA the call fails as a tool error
+//! the model sees, and the turn still ends.
+
+mod common;
+
+use std::{path::Path, pin::Pin};
+
+use agent_runner::{events::EventKind, tools::ToolRuntime};
+use common::*;
+use futures::Stream;
+use parley_grpc::tls::{ClientTls, ClientTlsConfig, ServerTls, ServerTlsConfig};
+use parley_proto::tools::v1::{
+    ToolCall, ToolResult, ToolUpdate,
+    tool_service_server::{ToolService, ToolServiceServer},
+    tool_update::Update,
+};
+use rcgen::{BasicConstraints, CertificateParams, IsCa, Issuer, KeyPair};
+use serde_json::json;
+use tonic::{Request, Response, Status};
+
+/// Answers every call with "over TLS".
+struct Secure;
+
+#[tonic::async_trait]
+impl ToolService for Secure {
+    type ExecuteStream = Pin<Box<dyn Stream<Item = Result<ToolUpdate, Status>> + Send>>;
+
+    async fn execute(
+        &self,
+        _request: Request<ToolCall>,
+    ) -> Result<Response<Self::ExecuteStream>, Status> {
+        let done = ToolUpdate {
+            update: Some(Update::Result(ToolResult {
+                text: "over TLS".into(),
+                ..Default::default()
+            })),
+        };
+        Ok(Response::new(Box::pin(futures::stream::iter([Ok(done)]))))
+    }
+}
+
+/// A CA and a `localhost` certificate it signed, PEM files in `dir`.
+fn issue(dir: &Path, name: &str) -> (std::path::PathBuf, std::path::PathBuf, std::path::PathBuf) {
+    let ca_key = KeyPair::generate().expect("CA key");
+    let mut params = CertificateParams::new(Vec::<String>::new()).expect("CA params");
+    params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+    let ca = params.self_signed(&ca_key).expect("CA");
+    let issuer = Issuer::new(params, ca_key);
+    let key = KeyPair::generate().expect("key");
+    let cert = CertificateParams::new(vec!["localhost".to_owned()])
+        .expect("params")
+        .signed_by(&key, &issuer)
+        .expect("certificate");
+    let write = |file: &str, pem: String| {
+        let path = dir.join(format!("{name}-{file}"));
+        std::fs::write(&path, pem).expect("write PEM");
+        path
+    };
+    (
+        write("ca.pem", ca.pem()),
+        write("cert.pem", cert.pem()),
+        write("key.pem", key.serialize_pem()),
+    )
+}
+
+/// The tool server on TLS, requiring client certificates of `client_ca`.
+async fn serve(cert: &Path, key: &Path, client_ca: &Path) -> String {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let port = listener.local_addr().expect("addr").port();
+    let mut options = parley_grpc::ServeOptions::new("tls-tool", vec![]);
+    options.tls = ServerTls::from_config(&ServerTlsConfig {
+        cert: Some(cert.to_owned()),
+        key: Some(key.to_owned()),
+        client_ca: Some(client_ca.to_owned()),
+        ..ServerTlsConfig::default()
+    })
+    .expect("server TLS");
+    let routes = tonic::service::Routes::new(ToolServiceServer::new(Secure));
+    tokio::spawn(parley_grpc::serve(
+        listener,
+        routes,
+        options,
+        std::future::pending(),
+    ));
+    format!("https://localhost:{port}")
+}
+
+async fn call(tls: ClientTls, address: &str) -> (bool, String) {
+    let provider = scripted(
+        "[default]\nsteps = [{ tool_call = { name = \"secure\", id = \"s1\" } }, { text = \"done\" }]",
+    );
+    let mut runner = runner(provider);
+    runner.tools = ToolRuntime::with_builtins().with_client_tls(tls);
+    let mut turn = turn("go");
+    turn.tools = vec![remote("secure", address, json!({"type": "object"}), None)];
+    let events = run(&runner, turn).await;
+    assert!(
+        events
+            .iter()
+            .any(|event| matches!(event.kind, EventKind::Finished(_))),
+        "the turn ends either way"
+    );
+    events
+        .iter()
+        .find_map(|event| match &event.kind {
+            EventKind::ToolComplete(done) => Some((done.success, done.result_text.clone())),
+            _ => None,
+        })
+        .expect("a tool_complete")
+}
+
+#[tokio::test]
+async fn an_https_tool_server_is_called_with_the_configured_ca_and_client_certificate() {
+    let dir = tempfile::TempDir::new().expect("tempdir");
+    let (server_ca, server_cert, server_key) = issue(dir.path(), "server");
+    let (client_ca, client_cert, client_key) = issue(dir.path(), "client");
+    let address = serve(&server_cert, &server_key, &client_ca).await;
+
+    let configured = ClientTls::from_config(&ClientTlsConfig {
+        ca: Some(server_ca.clone()),
+        cert: Some(client_cert),
+        key: Some(client_key),
+    })
+    .expect("client TLS");
+    assert_eq!(call(configured, &address).await, (true, "over TLS".into()));
+
+    // Without a client certificate the server refuses the handshake: a
+    // tool failure the model is told of, not a hung or failed turn.
+    let anonymous = ClientTls::from_config(&ClientTlsConfig {
+        ca: Some(server_ca),
+        ..ClientTlsConfig::default()
+    })
+    .expect("client TLS");
+    let (success, text) = call(anonymous, &address).await;
+    assert!(!success, "served without a client certificate: {text}");
+}
