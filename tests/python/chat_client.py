@@ -13,7 +13,8 @@ of tests/clients/go prints.
 It also shows what a UI does with the events sent while the model writes
 (`Turn` below): a `payload_partial` card is replaced by each newer revision
 and removed when its data is unset; `suggested_values` / `suggested_actions`
-may be shown before `complete`; a `step_reset` discards everything the
+may be shown before `complete` (the list so far, one more item as each
+closes: each event replaces the one before); a `step_reset` discards everything the
 step streamed (its text since the step's THINKING status, its cards and
 lists). Their timing depends on how the model's text was split, so they are
 left out of the transcript's event kinds and summed up on stderr, which the

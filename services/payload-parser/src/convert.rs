@@ -135,6 +135,16 @@ impl StreamItem {
             Self::ToolCall(call) => Output::ToolCall(call.into()),
             Self::Diagnostic(diagnostic) => Output::Diagnostic(diagnostic.into()),
             Self::PartialPayload(partial) => Output::Partial(partial.into()),
+            Self::PartialSuggestedValues(values) => {
+                Output::SuggestedValuesPartial(pb::SuggestedValues {
+                    values: values.into_iter().map(Into::into).collect(),
+                })
+            }
+            Self::PartialSuggestedActions(actions) => {
+                Output::SuggestedActionsPartial(pb::SuggestedActions {
+                    actions: actions.into_iter().map(Into::into).collect(),
+                })
+            }
             Self::Final(parsed) => Output::Final(parsed.into_proto()),
         };
         pb::ParseStreamResponse {

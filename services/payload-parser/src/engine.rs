@@ -17,6 +17,7 @@ use crate::{
     extract::{CloseIndex, Lexer},
     fence::{self, MAX_GAP, skip_ws},
     limits::Limits,
+    list_partials::{ListKind, ListPartials},
     marker::Tri,
     message::MessageBuilder,
     model::{Diagnostic, DiagnosticKind, Parsed, StreamItem},
@@ -67,6 +68,9 @@ pub(crate) struct Engine {
     unterminated: usize,
     /// The values so far of the payloads being written, when wanted.
     partials: Option<PayloadPartials>,
+    /// The items so far of the suggestion lists being written, with
+    /// `partials`.
+    lists: Option<ListPartials>,
 }
 
 impl Engine {
@@ -84,6 +88,7 @@ impl Engine {
             found: Collected::default(),
             unterminated: 0,
             partials: None,
+            lists: None,
         }
     }
 
@@ -91,6 +96,7 @@ impl Engine {
     pub(crate) fn enable_partials(&mut self) {
         if self.emit {
             self.partials = Some(PayloadPartials::new(self.limits));
+            self.lists = Some(ListPartials::new(self.limits));
         }
     }
 
@@ -176,6 +182,9 @@ impl Engine {
                             if let Some(partials) = &mut self.partials {
                                 partials.grow(cand.start, text, t.len());
                             }
+                            if let Some(lists) = &mut self.lists {
+                                lists.grow(cand.start, text, t.len());
+                            }
                             self.state = State::Element { cand, lexer };
                             break;
                         }
@@ -217,6 +226,9 @@ impl Engine {
         self.flush_text();
         if let Some(partials) = &mut self.partials {
             partials.drain(&mut self.items);
+        }
+        if let Some(lists) = &mut self.lists {
+            lists.drain(profile, &mut self.items);
         }
     }
 
@@ -264,6 +276,19 @@ impl Engine {
     /// Starts following the value of a custom payload whose JSON object
     /// opens at `cand.opener`.
     fn open_partial(&mut self, t: &[u8], profile: &Profile, cand: &Candidate) {
+        if let (Some(lists), What::Marker(index)) = (&mut self.lists, cand.what)
+            && t.get(cand.opener) == Some(&b'[')
+        {
+            match profile.markers.element(index) {
+                Element::SuggestedValues if !self.found.has_values() => {
+                    lists.open(ListKind::Values, cand.start, cand.opener);
+                }
+                Element::SuggestedActions if !self.found.has_actions() => {
+                    lists.open(ListKind::Actions, cand.start, cand.opener);
+                }
+                _ => {}
+            }
+        }
         let (Some(partials), What::Marker(index)) = (&mut self.partials, cand.what) else {
             return;
         };
@@ -277,6 +302,9 @@ impl Engine {
     fn unterminated(&mut self, text: &str, profile: &Profile, cand: Candidate) {
         if let Some(partials) = &mut self.partials {
             partials.withdraw(cand.start);
+        }
+        if let Some(lists) = &mut self.lists {
+            lists.withdraw(cand.start);
         }
         if self.unterminated < MAX_UNTERMINATED {
             self.unterminated += 1;
@@ -325,12 +353,17 @@ impl Engine {
                     value
                 });
                 let candidates = self.found.payload_candidates();
+                let lists_before = (self.found.has_values(), self.found.has_actions());
                 let events = self.found.accept(
                     profile, element, accepted, raw, cand.start, &repairs, self.emit,
                 );
                 if let Some(partials) = &mut self.partials {
                     let valid = self.found.payload_candidates() > candidates;
                     partials.close(cand.start, text, close, valid);
+                }
+                if let Some(lists) = &mut self.lists {
+                    let lists_after = (self.found.has_values(), self.found.has_actions());
+                    lists.close(cand.start, lists_after != lists_before);
                 }
                 for event in events {
                     match event {

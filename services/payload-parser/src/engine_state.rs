@@ -226,6 +226,16 @@ impl Collected {
         events
     }
 
+    /// Whether the response's suggested values were found.
+    pub(crate) fn has_values(&self) -> bool {
+        self.values.is_some()
+    }
+
+    /// Whether the response's suggested actions were found.
+    pub(crate) fn has_actions(&self) -> bool {
+        self.actions.is_some()
+    }
+
     /// How many valid payload candidates were found so far.
     pub(crate) fn payload_candidates(&self) -> usize {
         self.payloads.len()

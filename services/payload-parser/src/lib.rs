@@ -24,6 +24,7 @@ mod error;
 mod extract;
 mod fence;
 mod limits;
+mod list_partials;
 mod marker;
 mod message;
 mod model;

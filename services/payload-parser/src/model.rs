@@ -162,6 +162,15 @@ pub enum StreamItem {
     /// payload per call, only when it changed, and only from a parser made
     /// [`with_partial_payloads`](crate::StreamParser::with_partial_payloads).
     PartialPayload(PartialPayload),
+    /// The suggested values whose items have closed so far, while their
+    /// list is being written: each one has more items than the one before;
+    /// an empty one takes them down (the list turned out invalid or never
+    /// closed). `SuggestedValues` and the final result decide. Only from a
+    /// parser made [`with_partial_payloads`](crate::StreamParser::with_partial_payloads).
+    PartialSuggestedValues(Vec<SuggestedValue>),
+    /// The suggested actions (unknown ones dropped) whose items have closed
+    /// so far, like [`Self::PartialSuggestedValues`].
+    PartialSuggestedActions(Vec<SuggestedAction>),
     /// The complete result, last (produced by [`crate::StreamParser::finish_with_items`]
     /// callers such as the service, never by `push`).
     Final(Box<Parsed>),

@@ -36,6 +36,15 @@
 //!   key repeated in one object, a comma right after `[` or `{`) stops the
 //!   partials growing; the `CustomPayload` and the final result decide.
 //!
+//! The same parser hands out the suggested values and actions item by
+//! item ([`StreamItem::PartialSuggestedValues`],
+//! [`StreamItem::PartialSuggestedActions`]): the items closed so far of the
+//! first list of each kind, at most one per kind per call and only when
+//! there are more, each item checked as the list's items are. A list that
+//! closes valid is followed by its whole `SuggestedValues` /
+//! `SuggestedActions` item as before; one that fails or never closes gets
+//! an empty partial that takes its items down.
+//!
 //! Feeding costs the bytes of each delta; a partial costs a copy of the
 //! value so far (one per payload per call at most).
 //!
@@ -127,7 +136,9 @@ impl StreamParser {
 
     /// Also hands out [`StreamItem::PartialPayload`]s: the value so far of
     /// each custom payload while its JSON object is being written (see
-    /// [`PartialPayload`](crate::PartialPayload) and [`crate::partial`]).
+    /// [`PartialPayload`](crate::PartialPayload) and [`crate::partial`]),
+    /// and the suggested values and actions item by item
+    /// ([`StreamItem::PartialSuggestedValues`]).
     /// Off by default; the other items are the same either way.
     pub fn with_partial_payloads(mut self) -> Self {
         self.engine.enable_partials();

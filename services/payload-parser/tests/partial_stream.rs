@@ -61,8 +61,140 @@ fn others(pushes: &[Vec<StreamItem>]) -> Vec<&StreamItem> {
     pushes
         .iter()
         .flatten()
-        .filter(|item| !matches!(item, StreamItem::PartialPayload(_)))
+        .filter(|item| {
+            !matches!(
+                item,
+                StreamItem::PartialPayload(_)
+                    | StreamItem::PartialSuggestedValues(_)
+                    | StreamItem::PartialSuggestedActions(_)
+            )
+        })
         .collect()
+}
+
+/// The items of each list partial of one kind, in order.
+fn list_partials<T: Clone>(
+    pushes: &[Vec<StreamItem>],
+    pick: fn(&StreamItem) -> Option<&Vec<T>>,
+) -> Vec<Vec<T>> {
+    pushes.iter().flatten().filter_map(pick).cloned().collect()
+}
+
+/// The rules of one kind's list partials: each one adds items to the one
+/// before (or is empty: the list was taken down, and a later list may
+/// start again), at most one per push; the last one shown is a prefix of
+/// the result's list and is followed by the whole list.
+fn check_lists<T: Clone + PartialEq + std::fmt::Debug>(
+    pushes: &[Vec<StreamItem>],
+    pick: fn(&StreamItem) -> Option<&Vec<T>>,
+    whole: fn(&StreamItem) -> Option<&Vec<T>>,
+    result: &[T],
+) -> Result<(), TestCaseError> {
+    for push in pushes {
+        prop_assert!(push.iter().filter_map(pick).count() <= 1, "{push:?}");
+    }
+    let shown = list_partials(pushes, pick);
+    let mut before: Vec<T> = Vec::new();
+    for items in &shown {
+        if !items.is_empty() {
+            prop_assert!(items.len() > before.len() && items.starts_with(&before));
+        }
+        before = items.clone();
+    }
+    if !before.is_empty() {
+        prop_assert!(result.starts_with(&before), "{before:?} then {result:?}");
+        let wholes: Vec<&Vec<T>> = pushes.iter().flatten().filter_map(whole).collect();
+        let expected = result.to_vec();
+        prop_assert_eq!(wholes, vec![&expected]);
+    }
+    Ok(())
+}
+
+fn values_partial(item: &StreamItem) -> Option<&Vec<payload_parser::SuggestedValue>> {
+    match item {
+        StreamItem::PartialSuggestedValues(values) => Some(values),
+        _ => None,
+    }
+}
+
+fn values_whole(item: &StreamItem) -> Option<&Vec<payload_parser::SuggestedValue>> {
+    match item {
+        StreamItem::SuggestedValues(values) => Some(values),
+        _ => None,
+    }
+}
+
+fn actions_partial(item: &StreamItem) -> Option<&Vec<payload_parser::SuggestedAction>> {
+    match item {
+        StreamItem::PartialSuggestedActions(actions) => Some(actions),
+        _ => None,
+    }
+}
+
+fn actions_whole(item: &StreamItem) -> Option<&Vec<payload_parser::SuggestedAction>> {
+    match item {
+        StreamItem::SuggestedActions(actions) => Some(actions),
+        _ => None,
+    }
+}
+
+#[test]
+fn each_suggested_value_and_action_is_out_as_soon_as_it_closes() {
+    let text = "Sure.\n\nSUGGESTED_VALUES: [{\"label\": \"A\", \"value\": \"a\"}, \
+        {\"label\": \"B\", \"value\": \"b\"}]\n\
+        SUGGESTED_ACTIONS: [{\"label\": \"Close\", \"action\": \"close_chat\"}, \
+        {\"label\": \"X\", \"action\": \"nope\"}, \
+        {\"label\": \"Close now\", \"action\": \"close_chat\"}]";
+    let (pushes, parsed) = stream_pushes(&rich_profile(), &texts::cut(text, &[4]), true);
+    let values = list_partials(&pushes, values_partial);
+    let labels: Vec<Vec<&str>> = values
+        .iter()
+        .map(|list| list.iter().map(|v| v.label.as_str()).collect())
+        .collect();
+    // One more item each time, `A` alone first; `B` too when its `}` comes
+    // in a push before the list's `]` (else the list follows whole).
+    assert_eq!(labels.first(), Some(&vec!["A"]), "{labels:?}");
+    assert!(labels.len() <= 2 && labels.iter().all(|l| ["A", "B"].starts_with(l)));
+    // `A` was out before `B` was written.
+    let first = pushes
+        .iter()
+        .position(|push| push.iter().any(|item| values_partial(item).is_some()))
+        .expect("a partial");
+    let written: String = texts::cut(text, &[4])[..first + 1].concat();
+    assert!(!written.contains("\"B\""), "{written}");
+    let actions = list_partials(&pushes, actions_partial);
+    let names: Vec<Vec<&str>> = actions
+        .iter()
+        .map(|list| list.iter().map(|a| a.action.as_str()).collect())
+        .collect();
+    // `nope` is not allowed: dropped, as from the whole list.
+    assert_eq!(names, [vec!["close_chat"]]);
+    assert_eq!(parsed.suggested_values.len(), 2);
+    assert_eq!(
+        parsed
+            .suggested_actions
+            .iter()
+            .map(|a| a.action.as_str())
+            .collect::<Vec<_>>(),
+        ["close_chat", "close_chat"]
+    );
+}
+
+#[test]
+fn a_list_that_fails_or_never_closes_is_taken_down() {
+    for text in [
+        // The second item has no `value`: the whole list fails.
+        "SUGGESTED_VALUES: [{\"label\": \"A\", \"value\": \"a\"}, {\"label\": \"B\"}]",
+        // Cut off.
+        "SUGGESTED_VALUES: [{\"label\": \"A\", \"value\": \"a\"}, {\"label\": \"B",
+    ] {
+        let (pushes, parsed) = stream_pushes(&rich_profile(), &texts::cut(text, &[3]), true);
+        let shown = list_partials(&pushes, values_partial);
+        assert_eq!(shown.len(), 2, "{text}: {shown:?}");
+        assert_eq!(shown[0].len(), 1);
+        assert!(shown[1].is_empty(), "taken down");
+        assert!(parsed.suggested_values.is_empty());
+    }
 }
 
 /// Whether `later` extends `earlier`: members and items only added, a
@@ -353,6 +485,8 @@ proptest! {
         let (without, plain) = stream_pushes(&profile, &deltas, false);
         prop_assert_eq!(&parsed, &plain);
         prop_assert_eq!(others(&with), others(&without));
+        check_lists(&with, values_partial, values_whole, &parsed.suggested_values)?;
+        check_lists(&with, actions_partial, actions_whole, &parsed.suggested_actions)?;
         let last = check_partials(&with)?;
         // Every payload shown ends whole or withdrawn; the one still shown
         // is the payload of the result.

@@ -79,6 +79,24 @@ enum Ready {
     Element(Box<Output>),
 }
 
+/// Which list a suggestions output is about: `Some(true)` for the values,
+/// `Some(false)` for the actions, `None` for anything else.
+fn values_kind(output: &Output) -> Option<bool> {
+    match output {
+        Output::SuggestedValues(_) | Output::SuggestedValuesPartial(_) => Some(true),
+        Output::SuggestedActions(_) | Output::SuggestedActionsPartial(_) => Some(false),
+        _ => None,
+    }
+}
+
+/// Whether a suggestions output is a list so far (not the whole list).
+fn is_partial_list(output: &Output) -> bool {
+    matches!(
+        output,
+        Output::SuggestedValuesPartial(_) | Output::SuggestedActionsPartial(_)
+    )
+}
+
 /// Where a step's model text starts.
 #[derive(Debug, Clone, Copy, Default)]
 struct StepMark {
@@ -299,7 +317,10 @@ impl TextCleaner {
             }
             Output::Partial(partial) => self.ready.push_back(Ready::Partial(partial)),
             Output::Diagnostic(diagnostic) => self.shown.diagnostic(diagnostic),
-            element @ (Output::SuggestedValues(_) | Output::SuggestedActions(_)) => {
+            element @ (Output::SuggestedValues(_)
+            | Output::SuggestedActions(_)
+            | Output::SuggestedValuesPartial(_)
+            | Output::SuggestedActionsPartial(_)) => {
                 self.ready.push_back(Ready::Element(Box::new(element)));
             }
             // Payload candidates and text tool calls arrive again in the
@@ -435,7 +456,17 @@ impl TextCleaner {
                     });
                     elements.push(Ready::Partial(partial));
                 }
-                element => elements.push(element),
+                // The latest of a list's partials stands for those before
+                // it in the same flush, and the whole list for all of them.
+                Ready::Element(element) => {
+                    if let Some(values) = values_kind(&element) {
+                        elements.retain(|earlier| {
+                            !matches!(earlier, Ready::Element(e)
+                                if values_kind(e) == Some(values) && is_partial_list(e))
+                        });
+                    }
+                    elements.push(Ready::Element(element));
+                }
             }
         }
         let mut events = Vec::with_capacity(1 + elements.len());
@@ -445,8 +476,10 @@ impl TextCleaner {
         events.extend(elements.into_iter().filter_map(|element| match element {
             Ready::Partial(partial) => self.shown.partial(partial),
             Ready::Element(element) => match *element {
-                Output::SuggestedValues(values) => self.shown.values(values),
-                Output::SuggestedActions(actions) => self.shown.actions(actions),
+                Output::SuggestedValues(values) => self.shown.values(values, true),
+                Output::SuggestedActions(actions) => self.shown.actions(actions, true),
+                Output::SuggestedValuesPartial(values) => self.shown.values(values, false),
+                Output::SuggestedActionsPartial(actions) => self.shown.actions(actions, false),
                 _ => None,
             },
             Ready::Text(_) => None,

@@ -1,7 +1,7 @@
 //! What the client is shown of the answer's elements while the model
 //! writes them: payload cards growing (`payload_partial`), the suggested
-//! values and actions once their list closed, and the structured answer
-//! growing (`structured_partial`).
+//! values and actions growing item by item (each as soon as its JSON
+//! closes), and the structured answer growing (`structured_partial`).
 //!
 //! The parser (sidecar or library) says what each payload looks like so
 //! far; [`Shown`] decides what reaches the client, so the rules hold
@@ -20,6 +20,13 @@
 //! - at the end, a payload still shown that is not the final answer's
 //!   payload is taken down ([`Shown::settle`]), so a UI never keeps a card
 //!   the turn did not end with.
+//!
+//! Suggested values and actions go out as the list so far (each event
+//! replaces the one before and has more items), never the same list twice;
+//! an empty list takes them down when the list turns out invalid or never
+//! closes, and at the end a list shown that is not the final one is
+//! replaced by the final one ([`Shown::settle`]), so the last event equals
+//! what the parse ends with.
 //!
 //! A `step_reset` discards what the step showed ([`Shown::reset`]): the
 //! client drops those cards and lists, and the gateway forgets them.
@@ -52,6 +59,88 @@ impl Card {
     }
 }
 
+/// A suggestions list as the client last saw it.
+#[derive(Debug, Clone)]
+struct List<T> {
+    items: Vec<T>,
+    /// The step it was first shown in.
+    step: u32,
+    /// The step of its last event.
+    changed: u32,
+    /// Whether the list closed (the parser's whole list).
+    whole: bool,
+}
+
+/// The event for a list (`items` so far, `whole` when it closed), or
+/// `None` when it shows nothing new. An empty list takes down what was
+/// shown; after it a later list starts again.
+fn show_list<T: Clone + PartialEq>(
+    slot: &mut Option<List<T>>,
+    step: u32,
+    items: Vec<T>,
+    whole: bool,
+) -> Option<Vec<T>> {
+    match slot {
+        // Nothing shown: nothing to take down, and an empty list shows
+        // nothing.
+        None if items.is_empty() => None,
+        None => {
+            *slot = Some(List {
+                items: items.clone(),
+                step,
+                changed: step,
+                whole,
+            });
+            Some(items)
+        }
+        // A parser that re-read the text repeats the list.
+        Some(list) if list.items == items => {
+            list.whole |= whole;
+            None
+        }
+        // A list that closed does not change (a second list is a
+        // duplicate the parse ignores).
+        Some(list) if list.whole => None,
+        Some(_) if items.is_empty() => {
+            *slot = None;
+            Some(items)
+        }
+        Some(list) => {
+            list.items = items.clone();
+            list.changed = step;
+            list.whole = whole;
+            Some(items)
+        }
+    }
+}
+
+/// Forgets a list the reset step showed; the empty list that takes it
+/// down when an earlier step showed it first (see [`Shown::reset`]).
+fn reset_list<T>(slot: &mut Option<List<T>>, step: u32) -> Option<Vec<T>> {
+    let list = slot.as_ref()?;
+    if list.changed != step {
+        return None;
+    }
+    let earlier = list.step != step;
+    *slot = None;
+    earlier.then(Vec::new)
+}
+
+/// The final list, when a list was shown and it is not that one.
+fn settle_list<T: Clone + PartialEq>(slot: &mut Option<List<T>>, last: &[T]) -> Option<Vec<T>> {
+    let list = slot.as_mut()?;
+    if list.items == last {
+        return None;
+    }
+    if last.is_empty() {
+        *slot = None;
+    } else {
+        list.items = last.to_vec();
+        list.whole = true;
+    }
+    Some(last.to_vec())
+}
+
 /// The elements shown to the client so far in one turn.
 #[derive(Debug, Default)]
 pub struct Shown {
@@ -59,10 +148,10 @@ pub struct Shown {
     cards: HashMap<u64, Card>,
     /// The latest diagnostic about each offset.
     diagnostics: HashMap<u64, Diagnostic>,
-    /// The step the suggested values were shown in, once they were.
-    values: Option<u32>,
-    /// The step the suggested actions were shown in, once they were.
-    actions: Option<u32>,
+    /// The suggested values shown, once they were.
+    values: Option<List<pb::SuggestedValue>>,
+    /// The suggested actions shown, once they were.
+    actions: Option<List<pb::SuggestedAction>>,
     /// The current model call (1-based; 0 before the first).
     step: u32,
 }
@@ -135,22 +224,17 @@ impl Shown {
         })
     }
 
-    /// The event for the suggested values, the first time they arrive.
-    pub fn values(&mut self, values: pb::SuggestedValues) -> Option<Event> {
-        if self.values.is_some() {
-            return None;
-        }
-        self.values = Some(self.step);
-        Some(Event::SuggestedValues(values))
+    /// The event for the suggested values so far (`whole` when their
+    /// list closed), or `None` when it shows nothing new.
+    pub fn values(&mut self, values: pb::SuggestedValues, whole: bool) -> Option<Event> {
+        show_list(&mut self.values, self.step, values.values, whole)
+            .map(|values| Event::SuggestedValues(pb::SuggestedValues { values }))
     }
 
-    /// The event for the suggested actions, the first time they arrive.
-    pub fn actions(&mut self, actions: pb::SuggestedActions) -> Option<Event> {
-        if self.actions.is_some() {
-            return None;
-        }
-        self.actions = Some(self.step);
-        Some(Event::SuggestedActions(actions))
+    /// The event for the suggested actions so far, as [`Self::values`].
+    pub fn actions(&mut self, actions: pb::SuggestedActions, whole: bool) -> Option<Event> {
+        show_list(&mut self.actions, self.step, actions.actions, whole)
+            .map(|actions| Event::SuggestedActions(pb::SuggestedActions { actions }))
     }
 
     /// Forgets what the current step showed, and the diagnostics at or
@@ -190,11 +274,12 @@ impl Shown {
             .collect();
         self.cards
             .retain(|_, card| card.step != step && card.changed != step);
-        if self.values == Some(step) {
-            self.values = None;
+        let mut events: Vec<Event> = events;
+        if let Some(values) = reset_list(&mut self.values, step) {
+            events.push(Event::SuggestedValues(pb::SuggestedValues { values }));
         }
-        if self.actions == Some(step) {
-            self.actions = None;
+        if let Some(actions) = reset_list(&mut self.actions, step) {
+            events.push(Event::SuggestedActions(pb::SuggestedActions { actions }));
         }
         events
     }
@@ -202,8 +287,16 @@ impl Shown {
     /// Takes down every card still shown that the final parse does not end
     /// with: a card that is not shown whole, or whose data is not the final
     /// payload's. Its diagnostic comes from the final parse when it lists
-    /// one at the card's offset.
+    /// one at the card's offset. A suggestions list shown that is not the
+    /// final parse's is replaced by it (empty when the parse has none).
     pub fn settle(&mut self, parsed: &ParseResponse) -> Vec<Event> {
+        let mut events = Vec::new();
+        if let Some(values) = settle_list(&mut self.values, &parsed.suggested_values) {
+            events.push(Event::SuggestedValues(pb::SuggestedValues { values }));
+        }
+        if let Some(actions) = settle_list(&mut self.actions, &parsed.suggested_actions) {
+            events.push(Event::SuggestedActions(pb::SuggestedActions { actions }));
+        }
         for diagnostic in &parsed.diagnostics {
             self.diagnostics
                 .insert(diagnostic.offset, diagnostic.clone());
@@ -225,19 +318,18 @@ impl Shown {
             .map(|(offset, _)| *offset)
             .collect();
         offsets.sort_unstable();
-        offsets
-            .into_iter()
-            .filter_map(|offset| {
-                let card = self.cards.get(&offset)?;
-                self.partial(pb::PayloadPartial {
-                    r#type: card.payload_type.clone(),
-                    data: None,
-                    complete_paths: Vec::new(),
-                    revision: 0,
-                    offset,
-                })
+        let cards = offsets.into_iter().filter_map(|offset| {
+            let card = self.cards.get(&offset)?;
+            self.partial(pb::PayloadPartial {
+                r#type: card.payload_type.clone(),
+                data: None,
+                complete_paths: Vec::new(),
+                revision: 0,
+                offset,
             })
-            .collect()
+        });
+        events.extend(cards.collect::<Vec<_>>());
+        events
     }
 }
 
@@ -310,6 +402,92 @@ mod tests {
         }
     }
 
+    fn values(labels: &[&str]) -> pb::SuggestedValues {
+        pb::SuggestedValues {
+            values: labels
+                .iter()
+                .map(|label| pb::SuggestedValue {
+                    label: (*label).to_owned(),
+                    value: label.to_lowercase(),
+                })
+                .collect(),
+        }
+    }
+
+    fn labels(event: Option<Event>) -> Option<Vec<String>> {
+        match event? {
+            Event::SuggestedValues(list) => {
+                Some(list.values.into_iter().map(|v| v.label).collect())
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn suggestions_grow_item_by_item_without_repeats_and_end_as_parsed() {
+        let mut shown = Shown::default();
+        shown.begin_step(1);
+        assert_eq!(shown.values(values(&[]), false), None, "nothing yet");
+        assert_eq!(
+            labels(shown.values(values(&["A"]), false)),
+            Some(vec!["A".into()])
+        );
+        assert_eq!(
+            labels(shown.values(values(&["A"]), false)),
+            None,
+            "a repeat"
+        );
+        assert_eq!(
+            labels(shown.values(values(&["A", "B"]), true)),
+            Some(vec!["A".into(), "B".into()])
+        );
+        // A parser that re-reads the text repeats them: nothing new.
+        assert_eq!(labels(shown.values(values(&["A"]), false)), None);
+        assert_eq!(labels(shown.values(values(&["A", "B"]), true)), None);
+        let parsed = ParseResponse {
+            suggested_values: values(&["A", "B"]).values,
+            ..Default::default()
+        };
+        assert!(
+            shown.settle(&parsed).is_empty(),
+            "the last event is the final list"
+        );
+        // A list taken down (it failed or never closed): an empty one, once.
+        let mut shown = Shown::default();
+        shown.values(values(&["A"]), false);
+        assert_eq!(labels(shown.values(values(&[]), false)), Some(vec![]));
+        assert_eq!(labels(shown.values(values(&[]), false)), None);
+        // A list shown that the final parse does not end with is replaced.
+        shown.values(values(&["C"]), false);
+        let events = shown.settle(&ParseResponse::default());
+        assert_eq!(labels(events.into_iter().next()), Some(vec![]));
+    }
+
+    #[test]
+    fn a_reset_takes_down_suggestions_an_earlier_step_began() {
+        let mut shown = Shown::default();
+        shown.begin_step(1);
+        shown.values(values(&["A"]), false);
+        shown.begin_step(2);
+        shown.values(values(&["A", "B"]), false);
+        let events = shown.reset(50);
+        assert_eq!(labels(events.into_iter().next()), Some(vec![]));
+        // The re-parse shows what step 1 wrote again.
+        assert_eq!(
+            labels(shown.values(values(&["A"]), false)),
+            Some(vec!["A".into()])
+        );
+        // A list first shown in the reset step goes without an event.
+        let mut fresh = Shown::default();
+        fresh.begin_step(3);
+        fresh.values(values(&["Z"]), false);
+        assert!(fresh.reset(0).is_empty());
+        assert_eq!(
+            labels(fresh.values(values(&["Z"]), false)),
+            Some(vec!["Z".into()])
+        );
+    }
+
     fn revision(event: Option<Event>) -> Option<(u32, bool)> {
         match event? {
             Event::PayloadPartial(p) => Some((p.revision, p.data.is_some())),
@@ -374,13 +552,13 @@ mod tests {
         shown.partial(partial(1, Some(json!({"a": 1})), &["/a"]));
         shown.begin_step(2);
         shown.partial(partial(30, Some(json!({"b": 1})), &["/b"]));
-        assert!(shown.values(pb::SuggestedValues::default()).is_some());
-        assert!(shown.values(pb::SuggestedValues::default()).is_none());
+        assert!(shown.values(values(&["A"]), true).is_some());
+        assert!(shown.values(values(&["A"]), true).is_none());
         assert!(
             shown.reset(30).is_empty(),
-            "the client discards step 2's card"
+            "the client discards step 2's card and list"
         );
-        assert!(shown.values(pb::SuggestedValues::default()).is_some());
+        assert!(shown.values(values(&["A"]), true).is_some());
         assert_eq!(
             revision(shown.partial(partial(30, Some(json!({"c": 1})), &[]))),
             Some((1, true)),

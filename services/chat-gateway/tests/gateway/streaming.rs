@@ -16,7 +16,7 @@ use parley_proto::{
 use serde_json::{Value, json};
 
 use crate::harness::{
-    Harness, Options, ParserMode, chat, chat_request,
+    Harness, Options, ParserMode, chat, chat_request, drain,
     fake_runner::{Reply, Step, finished},
     incoming,
 };
@@ -690,4 +690,124 @@ async fn structured_partials_are_one_per_flush() {
     assert!(revisions as usize <= flushes);
     assert_eq!(shown, Some(value));
     assert!(turn.complete.structured.as_ref().is_some_and(|s| s.valid));
+}
+
+/// The labels of each `suggested_values` event, in order.
+fn value_lists(events: &[gw::ChatEvent]) -> Vec<Vec<String>> {
+    events
+        .iter()
+        .filter_map(|e| match &e.event {
+            Some(Event::SuggestedValues(list)) => {
+                Some(list.values.iter().map(|v| v.label.clone()).collect())
+            }
+            _ => None,
+        })
+        .collect()
+}
+
+/// A model that writes its suggestions slowly and stops (a gate) before
+/// the last one: the first two reach the client, one event as each element
+/// closes, while the third is not written yet. Each event is the list so
+/// far, never a repeat; the last one is what `complete` carries.
+#[tokio::test]
+async fn each_suggestion_reaches_the_client_before_the_last_one_is_written() {
+    for parser in [ParserMode::Up, ParserMode::Down] {
+        let mut stack = Harness::start(Options {
+            parser,
+            ..Options::default()
+        })
+        .await;
+        let gate = std::sync::Arc::new(tokio::sync::Notify::new());
+        let pieces = [
+            "Here are some ideas.\n\nSUGGESTED_VALUES: [{\"label\": \"Add rows\", \"value\": \"Add some rows\"}",
+            ", {\"label\": \"Rename\", \"value\": \"Rename the table\"}",
+            ", {\"label\": \"Share\", \"value\": \"Share it\"}]",
+        ];
+        let mut steps = call(1, &pieces[..2]);
+        steps.push(Step::Gate(gate.clone()));
+        steps.extend(call(1, &pieces[2..]).into_iter().skip(1));
+        steps.push(Step::Send(finished(&pieces.concat())));
+        stack.runner.push(Reply::Steps(steps));
+        let mut stream = stack
+            .client
+            .chat(chat_request("", "Ideas?", "tables_list"))
+            .await
+            .expect("chat accepted")
+            .into_inner();
+        let mut events = Vec::new();
+        while value_lists(&events).len() < 2 {
+            let event = tokio::time::timeout(std::time::Duration::from_secs(10), stream.message())
+                .await
+                .expect("the first suggestions come while the model waits")
+                .expect("stream ok")
+                .expect("an event before the end");
+            assert!(
+                !matches!(event.event, Some(Event::Complete(_))),
+                "{events:#?}"
+            );
+            events.push(event);
+        }
+        assert_eq!(
+            value_lists(&events),
+            [vec!["Add rows"], vec!["Add rows", "Rename"]],
+            "{parser:?}"
+        );
+        // The model writes the last one.
+        gate.notify_one();
+        events.extend(drain(stream).await);
+        let lists = value_lists(&events);
+        assert_eq!(
+            lists,
+            [
+                vec!["Add rows"],
+                vec!["Add rows", "Rename"],
+                vec!["Add rows", "Rename", "Share"],
+            ]
+        );
+        let complete = events
+            .iter()
+            .find_map(|e| match &e.event {
+                Some(Event::Complete(complete)) => Some(complete.clone()),
+                _ => None,
+            })
+            .expect("complete");
+        let labels: Vec<String> = complete
+            .suggested_values
+            .iter()
+            .map(|v| v.label.clone())
+            .collect();
+        assert_eq!(
+            lists.last(),
+            Some(&labels),
+            "the last event is the final list"
+        );
+        assert_eq!(complete.message, "Here are some ideas.");
+    }
+}
+
+/// A list that breaks at its last item (it has no `value`): the items shown
+/// are taken down by an empty list, and `complete` has none.
+#[tokio::test]
+async fn suggestions_that_turn_out_invalid_are_taken_down() {
+    let mut stack = Harness::start(Options::default()).await;
+    let pieces = [
+        "Ideas.\n\nSUGGESTED_VALUES: [{\"label\": \"Add rows\", \"value\": \"Add some rows\"}",
+        ", {\"label\": \"Broken\"}]",
+    ];
+    let mut steps = call(1, &pieces);
+    steps.push(Step::Send(finished(&pieces.concat())));
+    stack.runner.push(Reply::Steps(steps));
+    let turn = chat(&mut stack.client, chat_request("", "Ideas?", "tables_list")).await;
+    let empty: Vec<String> = Vec::new();
+    assert_eq!(
+        value_lists(&turn.events),
+        [vec!["Add rows".to_owned()], empty]
+    );
+    assert!(turn.complete.suggested_values.is_empty());
+    assert!(
+        turn.complete
+            .diagnostics
+            .iter()
+            .any(|d| d.kind == DiagnosticKind::SchemaViolation as i32)
+    );
 }
