@@ -400,9 +400,18 @@ pub struct ServerConfig {
     /// Longest time in-flight calls get to finish after SIGTERM.
     #[serde(with = "duration")]
     pub drain_timeout: Duration,
+    /// A second, plaintext port serving only `grpc.health.v1` (`HOST:PORT`),
+    /// or `off`: for probes that cannot speak TLS, such as the kubelet's
+    /// gRPC probes, when `listen` serves TLS.
+    #[serde(default = "off")]
+    pub health_listen: String,
     /// `[server.tls]`: TLS on `listen` when it names a certificate.
     #[serde(default)]
     pub tls: crate::tls::ServerTlsConfig,
+}
+
+fn off() -> String {
+    "off".to_owned()
 }
 
 impl ServerConfig {
@@ -413,6 +422,7 @@ impl ServerConfig {
             listen: format!("127.0.0.1:{port}"),
             metrics_listen: format!("127.0.0.1:{metrics_port}"),
             drain_timeout: Duration::from_secs(20),
+            health_listen: off(),
             tls: crate::tls::ServerTlsConfig::default(),
         }
     }
@@ -431,10 +441,24 @@ impl ServerConfig {
             .map_err(|message: String| invalid("server.metrics_listen", message))
     }
 
+    /// `health_listen` as a socket address, `None` when `off`.
+    pub fn health_addr(&self) -> Result<Option<SocketAddr>, ConfigError> {
+        if self.health_listen == "off" {
+            return Ok(None);
+        }
+        self.health_listen.parse().map(Some).map_err(|error| {
+            invalid(
+                "server.health_listen",
+                format!("`{}`: {error} (HOST:PORT or off)", self.health_listen),
+            )
+        })
+    }
+
     /// Checks the addresses.
     pub fn validate(&self) -> Result<(), ConfigError> {
         self.listen_addr()?;
         self.metrics()?;
+        self.health_addr()?;
         Ok(())
     }
 }

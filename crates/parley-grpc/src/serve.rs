@@ -38,6 +38,9 @@ pub struct ServeOptions {
     pub http2_keepalive: Duration,
     /// TLS (and mutual TLS) on the listener; `None` is plaintext.
     pub tls: Option<crate::tls::ServerTls>,
+    /// A plaintext port serving only `grpc.health.v1`, the same statuses
+    /// as the main listener (for probes that cannot do TLS).
+    pub health_listen: Option<std::net::SocketAddr>,
 }
 
 impl ServeOptions {
@@ -49,17 +52,16 @@ impl ServeOptions {
             drain_timeout: Duration::from_secs(20),
             http2_keepalive: Duration::from_secs(30),
             tls: None,
+            health_listen: None,
         }
     }
 
     /// These options with the `[server]` settings of `config`: its drain
     /// timeout and its TLS.
-    pub fn configured(
-        mut self,
-        config: &crate::config::ServerConfig,
-    ) -> Result<Self, crate::tls::TlsError> {
+    pub fn configured(mut self, config: &crate::config::ServerConfig) -> Result<Self, ServeError> {
         self.drain_timeout = config.drain_timeout;
         self.tls = crate::tls::ServerTls::from_config(&config.tls)?;
+        self.health_listen = config.health_addr()?;
         Ok(self)
     }
 }
@@ -79,6 +81,18 @@ pub enum ServeError {
     /// The TLS certificates could not be loaded.
     #[error("TLS: {0}")]
     Tls(#[from] crate::tls::TlsError),
+    /// A `[server]` value does not parse.
+    #[error(transparent)]
+    Config(#[from] crate::config::ConfigError),
+    /// The health port could not be opened.
+    #[error("cannot listen on {addr} (server.health_listen): {source}")]
+    HealthListen {
+        /// The address.
+        addr: std::net::SocketAddr,
+        /// The cause.
+        #[source]
+        source: std::io::Error,
+    },
 }
 
 /// Serves `routes` with health and reflection on `listener` until `shutdown`
@@ -120,6 +134,23 @@ pub async fn serve(
     let reflection_v1alpha =
         reflection("grpc.reflection.v1alpha.ServerReflection").build_v1alpha()?;
 
+    // The plaintext health port: the same reporter, so it goes NOT_SERVING
+    // with the main listener when the drain starts.
+    let health_port = match opts.health_listen {
+        None => None,
+        Some(addr) => {
+            let listener = TcpListener::bind(addr)
+                .await
+                .map_err(|source| ServeError::HealthListen { addr, source })?;
+            tracing::info!(service = opts.name, %addr, "health (plaintext) listening");
+            let health = health.clone();
+            Some(tokio::spawn(
+                Server::builder()
+                    .add_service(health)
+                    .serve_with_incoming(TcpListenerStream::new(listener)),
+            ))
+        }
+    };
     let routes = routes
         .add_service(health)
         .add_service(reflection_v1)
@@ -156,8 +187,9 @@ pub async fn serve(
             tracing::info!(
                 service = opts.name,
                 %addr,
-                mutual = tls.is_mutual(),
-                "listening (TLS)"
+                tls = true,
+                mutual_tls = tls.is_mutual(),
+                "listening"
             );
             reloader = Some(tls.spawn_reloader());
             Box::pin(router.serve_with_incoming_shutdown(tls.incoming(listener), graceful))
@@ -195,6 +227,9 @@ pub async fn serve(
     }
     if let Some(reloader) = reloader {
         reloader.abort();
+    }
+    if let Some(health_port) = health_port {
+        health_port.abort();
     }
     tracing::info!(service = opts.name, "stopped");
     Ok(())

@@ -31,7 +31,7 @@ use std::{
 };
 
 use opentelemetry::{KeyValue, trace::TracerProvider as _};
-use opentelemetry_otlp::WithExportConfig;
+use opentelemetry_otlp::{WithExportConfig, WithTonicConfig};
 use opentelemetry_sdk::{Resource, trace::SdkTracerProvider};
 use tracing::Level;
 use tracing_subscriber::{
@@ -131,9 +131,15 @@ fn provider(
     endpoint: &str,
     options: &TelemetryOptions,
 ) -> Result<SdkTracerProvider, TelemetryError> {
-    let exporter = opentelemetry_otlp::SpanExporter::builder()
+    let mut builder = opentelemetry_otlp::SpanExporter::builder()
         .with_tonic()
-        .with_endpoint(endpoint)
+        .with_endpoint(endpoint);
+    if endpoint.starts_with("https://") {
+        let tls = crate::tls::ClientTls::from_config(&settings.tls)
+            .map_err(|error| TelemetryError::Exporter(error.to_string()))?;
+        builder = builder.with_tls_config(tls.tonic_config());
+    }
+    let exporter = builder
         .build()
         .map_err(|error| TelemetryError::Exporter(error.to_string()))?;
     let mut resource = Resource::builder()

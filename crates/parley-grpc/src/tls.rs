@@ -465,6 +465,13 @@ impl ClientTls {
         Ok(Self { config: Some(tls) })
     }
 
+    /// tonic's TLS settings for an `https://` endpoint.
+    pub fn tonic_config(&self) -> tonic::transport::ClientTlsConfig {
+        self.config
+            .clone()
+            .unwrap_or_else(|| tonic::transport::ClientTlsConfig::new().with_native_roots())
+    }
+
     /// `endpoint` with TLS when its scheme is `https`.
     pub fn apply(
         &self,
@@ -473,10 +480,6 @@ impl ClientTls {
         if endpoint.uri().scheme_str() != Some("https") {
             return Ok(endpoint);
         }
-        let config = self
-            .config
-            .clone()
-            .unwrap_or_else(|| tonic::transport::ClientTlsConfig::new().with_native_roots());
-        endpoint.tls_config(config)
+        endpoint.tls_config(self.tonic_config())
     }
 }

@@ -65,6 +65,13 @@ struct Server {
 
 impl Server {
     async fn start(config: &ServerTlsConfig) -> Self {
+        Self::start_with_health(config, None).await
+    }
+
+    async fn start_with_health(
+        config: &ServerTlsConfig,
+        health_listen: Option<std::net::SocketAddr>,
+    ) -> Self {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
             .await
             .expect("bind");
@@ -72,6 +79,7 @@ impl Server {
         let mut options = ServeOptions::new("tls-test", vec![]);
         options.tls = ServerTls::from_config(config).expect("TLS loads");
         options.drain_timeout = Duration::from_secs(2);
+        options.health_listen = health_listen;
         let (stop, stopped) = oneshot::channel::<()>();
         let served = tokio::spawn(async move {
             parley_grpc::serve(
@@ -317,6 +325,34 @@ async fn a_rotated_certificate_reaches_new_connections_while_an_open_stream_goes
     if let Ok(Some(update)) = drained {
         assert_eq!(update.status, ServingStatus::NotServing as i32);
     }
+}
+
+#[tokio::test]
+async fn a_plaintext_health_port_answers_probes_beside_a_mutual_tls_listener() {
+    let dir = TempDir::new().expect("tempdir");
+    let ca = Ca::new("server CA");
+    let (cert, key) = ca.leaf();
+    let config = ServerTlsConfig {
+        cert: Some(write(dir.path(), "cert.pem", &cert)),
+        key: Some(write(dir.path(), "key.pem", &key)),
+        client_ca: Some(write(dir.path(), "client-ca.pem", &Ca::new("clients").pem)),
+        ..ServerTlsConfig::default()
+    };
+    let health_port = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|listener| listener.local_addr())
+        .expect("a free port");
+    let server = Server::start_with_health(&config, Some(health_port)).await;
+    let mut probe = None;
+    for _ in 0..100 {
+        if let Ok(client) = client("http", health_port.port(), &ClientTls::default()).await {
+            probe = Some(client);
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let mut probe = probe.expect("the health port listens");
+    assert_eq!(check(&mut probe).await, Ok(ServingStatus::Serving as i32));
+    server.stop().await;
 }
 
 #[test]

@@ -245,7 +245,13 @@ fn tables_under_a_key_are_listed() {
         .expect("file");
     assert_eq!(
         layers.tables_under("server"),
-        ["drain_timeout", "listen", "metrics_listen", "tls"]
+        [
+            "drain_timeout",
+            "health_listen",
+            "listen",
+            "metrics_listen",
+            "tls"
+        ]
     );
     assert!(layers.tables_under("nothing").is_empty());
 }

@@ -2,9 +2,13 @@
 //!
 //! Tracing is on when an OTLP endpoint is set (`OTEL_EXPORTER_OTLP_TRACES_ENDPOINT`
 //! or `OTEL_EXPORTER_OTLP_ENDPOINT`), unless `OTEL_SDK_DISABLED=true` or
-//! `OTEL_TRACES_EXPORTER=none`. Only OTLP over gRPC to a plaintext (`http://`)
-//! endpoint is built in; anything else stops the binary at start-up with a
-//! clear message rather than silently exporting nothing. The remaining
+//! `OTEL_TRACES_EXPORTER=none`. Only OTLP over gRPC is built in, to an
+//! `http://` or an `https://` endpoint (verified against
+//! `OTEL_EXPORTER_OTLP_CERTIFICATE` or the system's roots, with the client
+//! certificate of `OTEL_EXPORTER_OTLP_CLIENT_CERTIFICATE` /
+//! `_CLIENT_KEY` for mutual TLS; each also in its `_TRACES_` form);
+//! anything else stops the binary at start-up with a clear message rather
+//! than silently exporting nothing. The remaining
 //! variables (`OTEL_SERVICE_NAME`, `OTEL_RESOURCE_ATTRIBUTES`,
 //! `OTEL_TRACES_SAMPLER(_ARG)`, `OTEL_BSP_*`, `OTEL_EXPORTER_OTLP_TIMEOUT`,
 //! `OTEL_EXPORTER_OTLP_HEADERS`) are read by the OpenTelemetry SDK itself.
@@ -24,6 +28,8 @@ pub struct TraceSettings {
     pub capture_content: bool,
     /// Whether the environment names the service (else the binary's name is used).
     pub service_name_set: bool,
+    /// The CA and client certificate of an `https://` endpoint.
+    pub tls: crate::tls::ClientTlsConfig,
 }
 
 fn truthy(value: Option<String>) -> bool {
@@ -50,6 +56,7 @@ impl TraceSettings {
             endpoint: None,
             capture_content,
             service_name_set,
+            tls: crate::tls::ClientTlsConfig::default(),
         };
         if truthy(get("OTEL_SDK_DISABLED")) {
             return Ok(off);
@@ -77,18 +84,24 @@ impl TraceSettings {
                 "OTEL_EXPORTER_OTLP_PROTOCOL={protocol}: only `grpc` is built in (collector port 4317)"
             )));
         }
-        if endpoint.starts_with("https://") {
+        if !(endpoint.starts_with("http://") || endpoint.starts_with("https://")) {
             return Err(TelemetryError::Unsupported(format!(
-                "OTLP endpoint `{endpoint}`: TLS is not built in; export to a local collector over http://"
+                "OTLP endpoint `{endpoint}` must start with http:// or https://"
             )));
         }
-        if !endpoint.starts_with("http://") {
-            return Err(TelemetryError::Unsupported(format!(
-                "OTLP endpoint `{endpoint}` must start with http://"
-            )));
-        }
+        // The traces-specific variable first, then the general one.
+        let file = |name: &str| {
+            non_empty(get(&format!("OTEL_EXPORTER_OTLP_TRACES_{name}")))
+                .or_else(|| non_empty(get(&format!("OTEL_EXPORTER_OTLP_{name}"))))
+                .map(std::path::PathBuf::from)
+        };
         Ok(Self {
             endpoint: Some(endpoint),
+            tls: crate::tls::ClientTlsConfig {
+                ca: file("CERTIFICATE"),
+                cert: file("CLIENT_CERTIFICATE"),
+                key: file("CLIENT_KEY"),
+            },
             ..off
         })
     }
@@ -141,9 +154,31 @@ mod tests {
         let endpoint = ("OTEL_EXPORTER_OTLP_ENDPOINT", "http://127.0.0.1:4318");
         assert!(settings(&[endpoint, ("OTEL_EXPORTER_OTLP_PROTOCOL", "http/protobuf")]).is_err());
         assert!(settings(&[endpoint, ("OTEL_TRACES_EXPORTER", "zipkin")]).is_err());
-        assert!(settings(&[("OTEL_EXPORTER_OTLP_ENDPOINT", "https://collector:4317")]).is_err());
         assert!(settings(&[("OTEL_EXPORTER_OTLP_ENDPOINT", "collector:4317")]).is_err());
         assert!(settings(&[endpoint, ("OTEL_EXPORTER_OTLP_PROTOCOL", "grpc")]).is_ok());
+    }
+
+    #[test]
+    fn an_https_endpoint_takes_its_certificates_from_the_standard_variables() {
+        let tls = settings(&[
+            ("OTEL_EXPORTER_OTLP_ENDPOINT", "https://collector:4317"),
+            ("OTEL_EXPORTER_OTLP_CERTIFICATE", "/tls/ca.crt"),
+            ("OTEL_EXPORTER_OTLP_CLIENT_CERTIFICATE", "/tls/general.crt"),
+            (
+                "OTEL_EXPORTER_OTLP_TRACES_CLIENT_CERTIFICATE",
+                "/tls/traces.crt",
+            ),
+            ("OTEL_EXPORTER_OTLP_CLIENT_KEY", "/tls/tls.key"),
+        ])
+        .expect("https is supported");
+        assert_eq!(tls.endpoint.as_deref(), Some("https://collector:4317"));
+        assert_eq!(tls.tls.ca, Some("/tls/ca.crt".into()));
+        assert_eq!(
+            tls.tls.cert,
+            Some("/tls/traces.crt".into()),
+            "traces-specific first"
+        );
+        assert_eq!(tls.tls.key, Some("/tls/tls.key".into()));
     }
 
     #[test]
