@@ -9,7 +9,11 @@
 //!   event receiver (loop) holds the matching `text_delta` event; the
 //!   provider waits after that delta until it arrived, so it travels alone;
 //! - `one_stream`: a whole 1 000-token turn (1 004 events), as events/s;
-//! - `concurrent_100`: 100 turns at once, as aggregate events/s.
+//! - `concurrent_100`: 100 turns at once, as aggregate events/s;
+//! - `refused_grpc`: one `Run` refused `RUNNER_BUSY` by a full runner (its
+//!   one slot held by a waiting turn), client and server in this process: what load
+//!   shedding costs per refused call, one call in flight at a time, so the
+//!   time is the CPU of both ends plus loopback.
 
 use std::{
     sync::{Arc, Mutex},
@@ -270,6 +274,42 @@ fn benches(c: &mut Criterion) {
     let first = provider.first_yield.clone();
     group.bench_function("one_stream_grpc", |b| {
         b.iter(|| rt.block_on(async { grpc_turn(&mut one_client, &first, None).await.0 }))
+    });
+
+    // A runner with one turn slot, held by a turn whose provider waits
+    // after its first delta for a gate nobody opens.
+    let mut full_config = RunnerConfig::scripted_demo();
+    full_config.max_concurrent_runs = 1;
+    let holder_provider = Arc::new(Instant1000 {
+        first_yield: Arc::default(),
+        gate: Some(Arc::new(Notify::new())),
+    });
+    let full_app = RunnerApp::with_providers(
+        &full_config,
+        Providers::single("fake", holder_provider, "fake"),
+    );
+    let mut refused_client = serve(&rt, &full_app);
+    let _holder = rt.block_on(async {
+        let mut stream = refused_client
+            .run(request())
+            .await
+            .expect("the holder runs")
+            .into_inner();
+        while let Some(event) = stream.next().await {
+            if matches!(event.expect("event").event, Some(Ev::TextDelta(_))) {
+                break;
+            }
+        }
+        stream
+    });
+    group.throughput(Throughput::Elements(1));
+    group.bench_function("refused_grpc", |b| {
+        b.iter(|| {
+            rt.block_on(async {
+                let status = refused_client.run(request()).await.expect_err("refused");
+                assert_eq!(status.code(), tonic::Code::ResourceExhausted, "{status:?}");
+            })
+        })
     });
 
     group.throughput(Throughput::Elements(EVENTS * 100));
