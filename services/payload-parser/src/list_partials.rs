@@ -52,6 +52,8 @@ struct Tracked {
     shown: usize,
     /// Whether a partial was handed out.
     any: bool,
+    /// `json.version()` when the items were last looked at.
+    checked: Option<u64>,
     phase: Phase,
 }
 
@@ -92,6 +94,7 @@ impl ListPartials {
             fed: opener,
             shown: 0,
             any: false,
+            checked: None,
             phase: Phase::Writing,
         });
     }
@@ -180,6 +183,12 @@ impl Tracked {
             }
             Phase::Writing => {}
         }
+        // Nothing new was written since the last look.
+        let version = self.json.version();
+        if self.checked == Some(version) {
+            return None;
+        }
+        self.checked = Some(version);
         let closed = Value::Array(self.closed_items());
         let shown = match self.kind {
             ListKind::Values => elements::suggested_values(&closed)
