@@ -75,9 +75,9 @@ impl RunnerApp {
     /// The runner of `config` (limits, retry policy, admission, MCP
     /// servers reading the process's environment) with `providers` instead
     /// of the configured ones, for benches and tests that bring their own
-    /// provider. `config` is not validated and its `[client_tls]` not
-    /// read (`https://` tool servers are verified against the system's
-    /// roots).
+    /// provider. `config` is not validated, and its `[client_tls]` is
+    /// used by MCP servers only (`https://` ToolService endpoints are
+    /// verified against the system's roots).
     pub fn with_providers(config: &RunnerConfig, providers: Providers) -> Self {
         Self::assemble(
             config,
@@ -101,6 +101,7 @@ impl RunnerApp {
                 &config.base_dir,
                 lookup,
                 reserved,
+                &config.client_tls,
             ));
         }
         let runner = Arc::new(Runner {

@@ -69,15 +69,20 @@ impl McpServers {
         base_dir: &Path,
         lookup: Lookup,
         reserved: Vec<String>,
+        client_tls: &parley_grpc::tls::ClientTlsConfig,
     ) -> Self {
         let shutdown = CancellationToken::new();
         let reserved = Arc::new(reserved);
         let servers = configs
             .iter()
             .map(|(name, config)| {
+                let config = McpServerConfig {
+                    client_tls: client_tls.clone(),
+                    ..config.clone()
+                };
                 let server = McpServer::new(
                     name.clone(),
-                    config.clone(),
+                    config,
                     base_dir.to_path_buf(),
                     lookup.clone(),
                     reserved.clone(),

@@ -63,6 +63,11 @@ pub struct McpServerConfig {
     /// The most tools read from the server; more are left out with a warning.
     #[serde(default = "default_max_tools")]
     pub max_tools: usize,
+    /// How an `https://` server is verified and the client certificate it
+    /// is shown: the runner's `[client_tls]`, set when the servers start
+    /// (not a key of `[mcp_servers.NAME]`).
+    #[serde(skip)]
+    pub client_tls: parley_grpc::tls::ClientTlsConfig,
 }
 
 fn default_startup_timeout() -> Duration {
@@ -118,6 +123,7 @@ impl McpServerConfig {
             max_restart_backoff: default_max_restart_backoff(),
             max_output_bytes: default_max_output_bytes(),
             max_tools: default_max_tools(),
+            client_tls: parley_grpc::tls::ClientTlsConfig::default(),
         }
     }
 

@@ -404,11 +404,12 @@ impl McpServer {
                 headers.insert(name, value);
             }
             let _ = rustls::crypto::ring::default_provider().install_default();
-            let client = reqwest::Client::builder()
+            let builder = reqwest::Client::builder()
                 .connect_timeout(self.config.startup_timeout)
                 .tcp_nodelay(true)
                 .user_agent(concat!("parley-agent-runner/", env!("CARGO_PKG_VERSION")))
-                .default_headers(headers)
+                .default_headers(headers);
+            let client = with_client_tls(builder, &self.config.client_tls)?
                 .build()
                 .map_err(|e| ConnectError::Client(e.to_string()))?;
             let mut config = StreamableHttpClientTransportConfig::with_uri(url.clone());
@@ -640,6 +641,40 @@ async fn log_stderr(server: String, stderr: tokio::process::ChildStderr) {
         let line: String = line.chars().take(MAX_STDERR_LINE).collect();
         tracing::info!(server = %server, line = %line, "MCP server stderr");
     }
+}
+
+/// `builder` verifying servers against `[client_tls] ca` only (the system's
+/// roots without one) and showing its client certificate, when set.
+fn with_client_tls(
+    mut builder: reqwest::ClientBuilder,
+    tls: &parley_grpc::tls::ClientTlsConfig,
+) -> Result<reqwest::ClientBuilder, ConnectError> {
+    let read = |key: &str, path: &std::path::Path| {
+        std::fs::read(path)
+            .map_err(|e| ConnectError::Client(format!("{key} `{}`: {e}", path.display())))
+    };
+    if let Some(ca) = &tls.ca {
+        let certs = reqwest::Certificate::from_pem_bundle(&read("client_tls.ca", ca)?)
+            .map_err(|e| ConnectError::Client(format!("client_tls.ca: {e}")))?;
+        builder = builder.tls_certs_only(certs);
+    }
+    match (&tls.cert, &tls.key) {
+        (Some(cert), Some(key)) => {
+            let mut pem = read("client_tls.cert", cert)?;
+            pem.extend_from_slice(b"\n");
+            pem.extend(read("client_tls.key", key)?);
+            let identity = reqwest::Identity::from_pem(&pem)
+                .map_err(|e| ConnectError::Client(format!("client_tls.cert / key: {e}")))?;
+            builder = builder.identity(identity);
+        }
+        (None, None) => {}
+        _ => {
+            return Err(ConnectError::Client(
+                "client_tls.cert and client_tls.key go together".into(),
+            ));
+        }
+    }
+    Ok(builder)
 }
 
 #[cfg(test)]
