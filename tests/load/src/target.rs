@@ -128,25 +128,21 @@ impl Target {
                         .metadata_mut()
                         .insert("authorization", token.clone());
                 }
-                let mut stream = client
+                let stream = client
                     .clone()
                     .chat(request)
                     .await
                     .map_err(|status| TurnError::status(&status))?
                     .into_inner();
-                let mut timing = Timing::new();
-                while let Some(event) = stream.next().await {
-                    let event = event.map_err(|status| TurnError::status(&status))?;
-                    match event.event {
-                        Some(chat_event::Event::TextDelta(_)) => timing.delta(start),
-                        Some(chat_event::Event::Complete(_)) => return Ok(timing.end(start)),
-                        Some(chat_event::Event::Error(error)) => {
-                            return Err(TurnError(format!("turn/{}", error.reason)));
-                        }
-                        _ => {}
+                follow(start, stream, |event| match event.event {
+                    Some(chat_event::Event::TextDelta(_)) => Seen::Text,
+                    Some(chat_event::Event::Complete(_)) => Seen::End,
+                    Some(chat_event::Event::Error(error)) => {
+                        Seen::Failed(format!("turn/{}", error.reason))
                     }
-                }
-                Err(TurnError("stream ended without complete".into()))
+                    _ => Seen::Other,
+                })
+                .await
             }
             Self::Runner {
                 client,
@@ -162,25 +158,21 @@ impl Target {
                     model: Some(model.clone()),
                     ..Default::default()
                 };
-                let mut stream = client
+                let stream = client
                     .clone()
                     .run(request)
                     .await
                     .map_err(|status| TurnError::status(&status))?
                     .into_inner();
-                let mut timing = Timing::new();
-                while let Some(event) = stream.next().await {
-                    let event = event.map_err(|status| TurnError::status(&status))?;
-                    match event.event {
-                        Some(run_event::Event::TextDelta(_)) => timing.delta(start),
-                        Some(run_event::Event::Finished(_)) => return Ok(timing.end(start)),
-                        Some(run_event::Event::Error(error)) => {
-                            return Err(TurnError(format!("run/{}", error.reason)));
-                        }
-                        _ => {}
+                follow(start, stream, |event| match event.event {
+                    Some(run_event::Event::TextDelta(_)) => Seen::Text,
+                    Some(run_event::Event::Finished(_)) => Seen::End,
+                    Some(run_event::Event::Error(error)) => {
+                        Seen::Failed(format!("run/{}", error.reason))
                     }
-                }
-                Err(TurnError("stream ended without finished".into()))
+                    _ => Seen::Other,
+                })
+                .await
             }
             Self::OpenAi {
                 http,
@@ -207,21 +199,59 @@ impl Target {
                 let mut body = response.bytes_stream();
                 while let Some(chunk) = body.next().await {
                     let chunk = chunk.map_err(|_| TurnError("transport".into()))?;
-                    for event in lines.push(&chunk) {
-                        match event {
-                            SseData::Content => timing.delta(start),
-                            SseData::Done => return Ok(timing.end(start)),
-                            SseData::Other => {}
+                    for seen in lines.push(&chunk) {
+                        if let Some(outcome) = timing.see(start, seen) {
+                            return outcome;
                         }
                     }
                 }
-                Err(TurnError("stream ended without [DONE]".into()))
+                Err(TurnError("the stream ended before [DONE]".into()))
             }
         }
     }
 }
 
+/// What one streamed event means for the timing of a turn.
+#[derive(Debug, PartialEq, Eq)]
+enum Seen {
+    /// Text for the user (a text delta, a chunk with content).
+    Text,
+    /// The turn's last event.
+    End,
+    /// The turn failed, with a label for the error table.
+    Failed(String),
+    /// Anything else.
+    Other,
+}
+
+/// Times a gRPC event stream from `start` to its last event.
+async fn follow<E>(
+    start: Instant,
+    mut stream: tonic::Streaming<E>,
+    classify: impl Fn(E) -> Seen,
+) -> Result<Timing, TurnError> {
+    let mut timing = Timing::new();
+    while let Some(event) = stream.next().await {
+        let event = event.map_err(|status| TurnError::status(&status))?;
+        if let Some(outcome) = timing.see(start, classify(event)) {
+            return outcome;
+        }
+    }
+    Err(TurnError("the stream ended before its last event".into()))
+}
+
 impl Timing {
+    /// Counts `seen`; the turn's outcome once it is over.
+    fn see(&mut self, start: Instant, seen: Seen) -> Option<Result<Timing, TurnError>> {
+        match seen {
+            Seen::Text => self.delta(start),
+            Seen::End => return Some(Ok(self.end(start))),
+            Seen::Failed(label) => return Some(Err(TurnError(label))),
+            Seen::Other => {}
+        }
+        None
+    }
+
     fn new() -> Self {
         Self {
             first_token: None,
@@ -237,32 +267,23 @@ impl Timing {
         self.deltas += 1;
     }
 
-    fn end(mut self, start: Instant) -> Self {
+    fn end(&mut self, start: Instant) -> Self {
         self.total = start.elapsed();
-        self
+        *self
     }
 }
 
-/// What one SSE `data:` line of a chat completions stream holds.
-#[derive(Debug, PartialEq, Eq)]
-enum SseData {
-    /// A chunk with non-empty `delta.content`.
-    Content,
-    /// `[DONE]`.
-    Done,
-    /// Anything else (role, finish reason, usage, comments).
-    Other,
-}
-
-/// Splits a byte stream into SSE `data:` lines; a line cut between two
-/// network reads is kept until its end arrives.
+/// Splits a byte stream into SSE `data:` lines, each seen as text (a chunk
+/// with non-empty `delta.content`), the end (`[DONE]`) or other (role,
+/// finish reason, usage); a line cut between two network reads is kept
+/// until its end arrives.
 #[derive(Debug, Default)]
 struct SseLines {
     pending: Vec<u8>,
 }
 
 impl SseLines {
-    fn push(&mut self, bytes: &[u8]) -> Vec<SseData> {
+    fn push(&mut self, bytes: &[u8]) -> Vec<Seen> {
         self.pending.extend_from_slice(bytes);
         let mut events = Vec::new();
         let mut consumed = 0;
@@ -274,11 +295,11 @@ impl SseLines {
             };
             let data = data.trim_ascii();
             events.push(if data == b"[DONE]" {
-                SseData::Done
+                Seen::End
             } else if has_content(data) {
-                SseData::Content
+                Seen::Text
             } else {
-                SseData::Other
+                Seen::Other
             });
         }
         self.pending.drain(..consumed);
@@ -312,15 +333,7 @@ mod tests {
         )
         .as_bytes();
         let whole = SseLines::default().push(stream);
-        assert_eq!(
-            whole,
-            [
-                SseData::Other,
-                SseData::Content,
-                SseData::Other,
-                SseData::Done
-            ]
-        );
+        assert_eq!(whole, [Seen::Other, Seen::Text, Seen::Other, Seen::End]);
         for cut in 1..stream.len() {
             let mut lines = SseLines::default();
             let mut events = lines.push(&stream[..cut]);
