@@ -19,7 +19,10 @@ use std::{
 };
 
 use futures::Stream;
-use parley_grpc::tls::{ClientTls, ClientTlsConfig, ServerTls, ServerTlsConfig};
+use parley_grpc::{
+    testing::pki::{PemFiles, TestCa},
+    tls::{ClientTls, ClientTlsConfig, ServerTls, ServerTlsConfig},
+};
 use parley_proto::{
     gateway::v1::{
         ChatRequest, PageContext, chat_event::Event, chat_gateway_client::ChatGatewayClient,
@@ -31,7 +34,6 @@ use parley_proto::{
         tool_update::Update,
     },
 };
-use rcgen::{BasicConstraints, CertificateParams, IsCa, Issuer, KeyPair};
 use support::stack::{binary, free_port, repo_root};
 use tonic::{
     Request, Response, Status,
@@ -42,52 +44,29 @@ use tonic_health::pb::{HealthCheckRequest, health_client::HealthClient};
 /// The test CA and the PEM files it signed, in a temporary directory.
 struct Pki {
     dir: tempfile::TempDir,
-    issuer: Issuer<'static, KeyPair>,
-}
-
-/// A certificate and its key, as files.
-#[derive(Clone)]
-struct Identity {
-    cert: PathBuf,
-    key: PathBuf,
+    ca: TestCa,
+    ca_file: PathBuf,
 }
 
 impl Pki {
     fn new() -> Self {
         let dir = tempfile::tempdir().expect("certificate directory");
-        let key = KeyPair::generate().expect("CA key");
-        let mut params = CertificateParams::new(Vec::<String>::new()).expect("CA params");
-        params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
-        let ca = params.self_signed(&key).expect("CA certificate");
-        std::fs::write(dir.path().join("ca.pem"), ca.pem()).expect("write the CA");
-        Self {
-            dir,
-            issuer: Issuer::new(params, key),
-        }
+        let ca = TestCa::new("parley test CA");
+        let ca_file = ca.write_ca(dir.path(), "ca.pem");
+        Self { dir, ca, ca_file }
     }
 
     fn ca(&self) -> PathBuf {
-        self.dir.path().join("ca.pem")
+        self.ca_file.clone()
     }
 
     /// A `localhost` certificate named `name` (servers and clients alike).
-    fn issue(&self, name: &str) -> Identity {
-        let key = KeyPair::generate().expect("key");
-        let cert = CertificateParams::new(vec!["localhost".to_owned()])
-            .expect("params")
-            .signed_by(&key, &self.issuer)
-            .expect("certificate");
-        let identity = Identity {
-            cert: self.dir.path().join(format!("{name}.crt")),
-            key: self.dir.path().join(format!("{name}.key")),
-        };
-        std::fs::write(&identity.cert, cert.pem()).expect("write a certificate");
-        std::fs::write(&identity.key, key.serialize_pem()).expect("write a key");
-        identity
+    fn issue(&self, name: &str) -> PemFiles {
+        self.ca.write_leaf(self.dir.path(), name)
     }
 
     /// The client side: this CA, and `identity` as the client certificate.
-    fn client(&self, identity: Option<&Identity>) -> ClientTls {
+    fn client(&self, identity: Option<&PemFiles>) -> ClientTls {
         ClientTls::from_config(&ClientTlsConfig {
             ca: Some(self.ca()),
             cert: identity.map(|id| id.cert.clone()),
@@ -97,7 +76,7 @@ impl Pki {
     }
 
     /// The server side: `identity`, requiring clients of this CA.
-    fn server(&self, identity: &Identity) -> ServerTlsConfig {
+    fn server(&self, identity: &PemFiles) -> ServerTlsConfig {
         ServerTlsConfig {
             cert: Some(identity.cert.clone()),
             key: Some(identity.key.clone()),
@@ -156,7 +135,7 @@ impl Children {
 /// One of the binaries with TLS flags, a clean environment and its log;
 /// the gateway and the runner (which call other services) also show
 /// `identity` as their client certificate.
-fn command(name: &str, identity: &Identity, pki: &Pki, log: &Path) -> Command {
+fn command(name: &str, identity: &PemFiles, pki: &Pki, log: &Path) -> Command {
     let mut command = Command::new(binary(name));
     for (key, _) in std::env::vars() {
         if key.starts_with("OTEL_") || key.starts_with("PARLEY_") {

@@ -1,5 +1,5 @@
 //! TLS and mutual TLS on a served listener, with certificates made here
-//! (rcgen): a verified TLS client; mutual TLS that admits the right client
+//! (`parley_grpc::testing::pki`): a verified TLS client; mutual TLS that admits the right client
 //! certificate and refuses none or another CA's at the handshake; a
 //! certificate rotated on disk that new connections get while an open
 //! stream goes on; a broken new certificate that leaves the old one served.
@@ -8,47 +8,15 @@ use std::{path::Path, time::Duration};
 
 use parley_grpc::{
     ServeOptions,
+    testing::pki::TestCa as Ca,
     tls::{ClientTls, ClientTlsConfig, ServerTls, ServerTlsConfig, TlsError},
 };
-use rcgen::{BasicConstraints, CertificateParams, IsCa, Issuer, KeyPair};
 use tempfile::TempDir;
 use tokio::sync::oneshot;
 use tonic::transport::Endpoint;
 use tonic_health::pb::{
     HealthCheckRequest, health_check_response::ServingStatus, health_client::HealthClient,
 };
-
-/// A CA that signs leaf certificates.
-struct Ca {
-    pem: String,
-    issuer: Issuer<'static, KeyPair>,
-}
-
-impl Ca {
-    fn new(name: &str) -> Self {
-        let key = KeyPair::generate().expect("CA key");
-        let mut params = CertificateParams::new(Vec::<String>::new()).expect("CA params");
-        params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
-        params
-            .distinguished_name
-            .push(rcgen::DnType::CommonName, name);
-        let cert = params.self_signed(&key).expect("CA certificate");
-        Self {
-            pem: cert.pem(),
-            issuer: Issuer::new(params, key),
-        }
-    }
-
-    /// A certificate for `localhost` and its key, PEM.
-    fn leaf(&self) -> (String, String) {
-        let key = KeyPair::generate().expect("leaf key");
-        let cert = CertificateParams::new(vec!["localhost".to_owned()])
-            .expect("leaf params")
-            .signed_by(&key, &self.issuer)
-            .expect("leaf certificate");
-        (cert.pem(), key.serialize_pem())
-    }
-}
 
 fn write(dir: &Path, name: &str, contents: &str) -> std::path::PathBuf {
     let path = dir.join(name);
@@ -148,14 +116,14 @@ fn client_tls(ca: &Path, identity: Option<(&Path, &Path)>) -> ClientTls {
 async fn a_tls_server_answers_a_verifying_client_and_not_a_plaintext_one() {
     let dir = TempDir::new().expect("tempdir");
     let ca = Ca::new("server CA");
-    let (cert, key) = ca.leaf();
+    let (cert, key) = ca.leaf("localhost");
     let config = ServerTlsConfig {
         cert: Some(write(dir.path(), "cert.pem", &cert)),
         key: Some(write(dir.path(), "key.pem", &key)),
         ..ServerTlsConfig::default()
     };
     let server = Server::start(&config).await;
-    let ca_path = write(dir.path(), "ca.pem", &ca.pem);
+    let ca_path = write(dir.path(), "ca.pem", ca.pem());
 
     let mut verified = client("https", server.port, &client_tls(&ca_path, None))
         .await
@@ -173,7 +141,7 @@ async fn a_tls_server_answers_a_verifying_client_and_not_a_plaintext_one() {
     assert!(plaintext, "a plaintext client was served");
 
     // A client that trusts another CA refuses the server.
-    let other = write(dir.path(), "other-ca.pem", &Ca::new("other CA").pem);
+    let other = write(dir.path(), "other-ca.pem", Ca::new("other CA").pem());
     assert!(
         client("https", server.port, &client_tls(&other, None))
             .await
@@ -188,17 +156,17 @@ async fn mutual_tls_admits_the_right_client_certificate_and_refuses_others_at_th
     let dir = TempDir::new().expect("tempdir");
     let server_ca = Ca::new("server CA");
     let client_ca = Ca::new("client CA");
-    let (cert, key) = server_ca.leaf();
+    let (cert, key) = server_ca.leaf("localhost");
     let config = ServerTlsConfig {
         cert: Some(write(dir.path(), "cert.pem", &cert)),
         key: Some(write(dir.path(), "key.pem", &key)),
-        client_ca: Some(write(dir.path(), "client-ca.pem", &client_ca.pem)),
+        client_ca: Some(write(dir.path(), "client-ca.pem", client_ca.pem())),
         ..ServerTlsConfig::default()
     };
     let server = Server::start(&config).await;
-    let trust = write(dir.path(), "server-ca.pem", &server_ca.pem);
+    let trust = write(dir.path(), "server-ca.pem", server_ca.pem());
 
-    let (good_cert, good_key) = client_ca.leaf();
+    let (good_cert, good_key) = client_ca.leaf("localhost");
     let good = (
         write(dir.path(), "good.pem", &good_cert),
         write(dir.path(), "good-key.pem", &good_key),
@@ -217,7 +185,7 @@ async fn mutual_tls_admits_the_right_client_certificate_and_refuses_others_at_th
 
     // No certificate, or one of another CA: the handshake fails, so the
     // call never reaches a service (no application status, no health).
-    let (bad_cert, bad_key) = Ca::new("stranger CA").leaf();
+    let (bad_cert, bad_key) = Ca::new("stranger CA").leaf("localhost");
     let bad = (
         write(dir.path(), "bad.pem", &bad_cert),
         write(dir.path(), "bad-key.pem", &bad_key),
@@ -256,7 +224,7 @@ async fn a_rotated_certificate_reaches_new_connections_while_an_open_stream_goes
     let dir = TempDir::new().expect("tempdir");
     let first_ca = Ca::new("first CA");
     let second_ca = Ca::new("second CA");
-    let (cert, key) = first_ca.leaf();
+    let (cert, key) = first_ca.leaf("localhost");
     let cert_path = write(dir.path(), "cert.pem", &cert);
     let key_path = write(dir.path(), "key.pem", &key);
     let config = ServerTlsConfig {
@@ -266,8 +234,8 @@ async fn a_rotated_certificate_reaches_new_connections_while_an_open_stream_goes
         ..ServerTlsConfig::default()
     };
     let server = Server::start(&config).await;
-    let trusts_first = client_tls(&write(dir.path(), "first.pem", &first_ca.pem), None);
-    let trusts_second = client_tls(&write(dir.path(), "second.pem", &second_ca.pem), None);
+    let trusts_first = client_tls(&write(dir.path(), "first.pem", first_ca.pem()), None);
+    let trusts_second = client_tls(&write(dir.path(), "second.pem", second_ca.pem()), None);
 
     // A stream opened on the first certificate.
     let mut old = client("https", server.port, &trusts_first)
@@ -293,7 +261,7 @@ async fn a_rotated_certificate_reaches_new_connections_while_an_open_stream_goes
     // The Secret is updated: the key first, then the certificate, as a
     // mounted volume may show them; the mismatched pair in between is
     // refused, the matching pair taken.
-    let (new_cert, new_key) = second_ca.leaf();
+    let (new_cert, new_key) = second_ca.leaf("localhost");
     std::fs::write(&key_path, new_key).expect("new key");
     std::fs::write(&cert_path, new_cert).expect("new certificate");
     let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
@@ -331,11 +299,11 @@ async fn a_rotated_certificate_reaches_new_connections_while_an_open_stream_goes
 async fn a_plaintext_health_port_answers_probes_beside_a_mutual_tls_listener() {
     let dir = TempDir::new().expect("tempdir");
     let ca = Ca::new("server CA");
-    let (cert, key) = ca.leaf();
+    let (cert, key) = ca.leaf("localhost");
     let config = ServerTlsConfig {
         cert: Some(write(dir.path(), "cert.pem", &cert)),
         key: Some(write(dir.path(), "key.pem", &key)),
-        client_ca: Some(write(dir.path(), "client-ca.pem", &Ca::new("clients").pem)),
+        client_ca: Some(write(dir.path(), "client-ca.pem", Ca::new("clients").pem())),
         ..ServerTlsConfig::default()
     };
     let health_port = std::net::TcpListener::bind("127.0.0.1:0")

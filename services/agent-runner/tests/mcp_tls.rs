@@ -12,8 +12,10 @@ use agent_runner::{
     mcp::{McpServerConfig, ServerState},
     provider::{Providers, scripted::Script, scripted::ScriptedProvider},
 };
-use parley_grpc::tls::ClientTlsConfig;
-use rcgen::{BasicConstraints, CertificateParams, IsCa, Issuer, KeyPair};
+use parley_grpc::{
+    testing::pki::{PemFiles, TestCa},
+    tls::ClientTlsConfig,
+};
 
 const FIXTURE: &str = concat!(
     env!("CARGO_MANIFEST_DIR"),
@@ -23,44 +25,16 @@ const FIXTURE: &str = concat!(
 /// Files of one test CA: the CA, a `localhost` server pair, a client pair.
 struct Pki {
     ca: std::path::PathBuf,
-    server: (std::path::PathBuf, std::path::PathBuf),
-    client: (std::path::PathBuf, std::path::PathBuf),
+    server: PemFiles,
+    client: PemFiles,
 }
 
 fn pki(dir: &Path) -> Pki {
-    let key = KeyPair::generate().expect("CA key");
-    let mut params = CertificateParams::new(Vec::<String>::new()).expect("CA params");
-    params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
-    // Names of their own: OpenSSL (the Python server) takes a certificate
-    // whose subject is its issuer's for a self-signed one.
-    params
-        .distinguished_name
-        .push(rcgen::DnType::CommonName, "parley test CA");
-    let ca = params.self_signed(&key).expect("CA");
-    let issuer = Issuer::new(params, key);
-    let write = |name: &str, pem: String| {
-        let path = dir.join(name);
-        std::fs::write(&path, pem).expect("write PEM");
-        path
-    };
-    let leaf = |name: &str| {
-        let key = KeyPair::generate().expect("key");
-        let mut params = CertificateParams::new(vec!["localhost".to_owned()]).expect("params");
-        params
-            .distinguished_name
-            .push(rcgen::DnType::CommonName, name);
-        let cert = params.signed_by(&key, &issuer).expect("certificate");
-        (
-            write(&format!("{name}.crt"), cert.pem()),
-            write(&format!("{name}.key"), key.serialize_pem()),
-        )
-    };
-    let server = leaf("server");
-    let client = leaf("client");
+    let ca = TestCa::new("parley test CA");
     Pki {
-        ca: write("ca.crt", ca.pem()),
-        server,
-        client,
+        ca: ca.write_ca(dir, "ca.crt"),
+        server: ca.write_leaf(dir, "server"),
+        client: ca.write_leaf(dir, "client"),
     }
 }
 
@@ -100,8 +74,8 @@ async fn an_https_mcp_server_is_verified_and_shown_the_client_certificate() {
         .arg("https")
         .arg(dir.path())
         .arg(port.to_string())
-        .arg(&pki.server.0)
-        .arg(&pki.server.1)
+        .arg(&pki.server.cert)
+        .arg(&pki.server.key)
         .arg(&pki.ca)
         .kill_on_drop(true)
         .stdout(std::process::Stdio::null())
@@ -112,8 +86,8 @@ async fn an_https_mcp_server_is_verified_and_shown_the_client_certificate() {
         &url,
         ClientTlsConfig {
             ca: Some(pki.ca.clone()),
-            cert: Some(pki.client.0.clone()),
-            key: Some(pki.client.1.clone()),
+            cert: Some(pki.client.cert.clone()),
+            key: Some(pki.client.key.clone()),
         },
     );
     let server = trusted

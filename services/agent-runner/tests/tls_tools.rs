@@ -10,13 +10,15 @@ use std::{path::Path, pin::Pin};
 use agent_runner::{events::EventKind, tools::ToolRuntime};
 use common::*;
 use futures::Stream;
-use parley_grpc::tls::{ClientTls, ClientTlsConfig, ServerTls, ServerTlsConfig};
+use parley_grpc::{
+    testing::pki::{PemFiles, TestCa},
+    tls::{ClientTls, ClientTlsConfig, ServerTls, ServerTlsConfig},
+};
 use parley_proto::tools::v1::{
     ToolCall, ToolResult, ToolUpdate,
     tool_service_server::{ToolService, ToolServiceServer},
     tool_update::Update,
 };
-use rcgen::{BasicConstraints, CertificateParams, IsCa, Issuer, KeyPair};
 use serde_json::json;
 use tonic::{Request, Response, Status};
 
@@ -41,27 +43,12 @@ impl ToolService for Secure {
     }
 }
 
-/// A CA and a `localhost` certificate it signed, PEM files in `dir`.
-fn issue(dir: &Path, name: &str) -> (std::path::PathBuf, std::path::PathBuf, std::path::PathBuf) {
-    let ca_key = KeyPair::generate().expect("CA key");
-    let mut params = CertificateParams::new(Vec::<String>::new()).expect("CA params");
-    params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
-    let ca = params.self_signed(&ca_key).expect("CA");
-    let issuer = Issuer::new(params, ca_key);
-    let key = KeyPair::generate().expect("key");
-    let cert = CertificateParams::new(vec!["localhost".to_owned()])
-        .expect("params")
-        .signed_by(&key, &issuer)
-        .expect("certificate");
-    let write = |file: &str, pem: String| {
-        let path = dir.join(format!("{name}-{file}"));
-        std::fs::write(&path, pem).expect("write PEM");
-        path
-    };
+/// A CA and a `localhost` certificate it signed: the CA's file, the pair.
+fn issue(dir: &Path, name: &str) -> (std::path::PathBuf, PemFiles) {
+    let ca = TestCa::new(&format!("{name} CA"));
     (
-        write("ca.pem", ca.pem()),
-        write("cert.pem", cert.pem()),
-        write("key.pem", key.serialize_pem()),
+        ca.write_ca(dir, &format!("{name}-ca.pem")),
+        ca.write_leaf(dir, name),
     )
 }
 
@@ -116,14 +103,14 @@ async fn call(tls: ClientTls, address: &str) -> (bool, String) {
 #[tokio::test]
 async fn an_https_tool_server_is_called_with_the_configured_ca_and_client_certificate() {
     let dir = tempfile::TempDir::new().expect("tempdir");
-    let (server_ca, server_cert, server_key) = issue(dir.path(), "server");
-    let (client_ca, client_cert, client_key) = issue(dir.path(), "client");
-    let address = serve(&server_cert, &server_key, &client_ca).await;
+    let (server_ca, server) = issue(dir.path(), "server");
+    let (client_ca, client) = issue(dir.path(), "client");
+    let address = serve(&server.cert, &server.key, &client_ca).await;
 
     let configured = ClientTls::from_config(&ClientTlsConfig {
         ca: Some(server_ca.clone()),
-        cert: Some(client_cert),
-        key: Some(client_key),
+        cert: Some(client.cert),
+        key: Some(client.key),
     })
     .expect("client TLS");
     assert_eq!(call(configured, &address).await, (true, "over TLS".into()));
