@@ -422,39 +422,233 @@ fn handshake_failed(peer: SocketAddr, why: &str) {
     tracing::info!(%peer, error = why, "TLS handshake failed");
 }
 
-/// A binary's client-side TLS, loaded once.
+/// The client certificate, read again when its files change: each
+/// handshake (a new connection) compares the files with what was loaded and
+/// takes a new pair that loads; one that does not is logged and the old one
+/// shown.
+#[derive(Debug)]
+struct ReloadingClientCert {
+    files: std::sync::Mutex<(CertFiles, Arc<CertifiedKey>)>,
+    provider: Arc<CryptoProvider>,
+}
+
+impl ReloadingClientCert {
+    fn load(
+        cert: &Path,
+        key: &Path,
+        provider: &CryptoProvider,
+    ) -> Result<(Arc<CertifiedKey>, PemPair), TlsError> {
+        let pem = PemPair {
+            cert: read("client_tls.cert", cert)?,
+            key: read("client_tls.key", key)?,
+        };
+        let chain = certificates("client_tls.cert", cert, &pem.cert)?;
+        let private = private_key("client_tls.key", key, &pem.key)?;
+        let certified = CertifiedKey::from_der(chain, private, provider).map_err(|source| {
+            TlsError::Rustls {
+                context: "client_tls.cert and client_tls.key",
+                source,
+            }
+        })?;
+        Ok((Arc::new(certified), pem))
+    }
+
+    fn current(&self) -> Arc<CertifiedKey> {
+        let mut guard = self
+            .files
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let (files, current) = &mut *guard;
+        let on_disk = (
+            read("client_tls.cert", &files.cert),
+            read("client_tls.key", &files.key),
+        );
+        if let (Ok(cert), Ok(key)) = on_disk {
+            let on_disk = PemPair { cert, key };
+            if on_disk != files.loaded {
+                match Self::load(&files.cert, &files.key, &self.provider) {
+                    Ok((certified, loaded)) => {
+                        *current = certified;
+                        files.loaded = loaded;
+                        tracing::info!("client certificate reloaded: new connections show it");
+                    }
+                    Err(error) => tracing::warn!(
+                        %error,
+                        "client certificate not reloaded: the previous one is still shown"
+                    ),
+                }
+            }
+        }
+        Arc::clone(current)
+    }
+}
+
+impl rustls::client::ResolvesClientCert for ReloadingClientCert {
+    fn resolve(
+        &self,
+        _root_hint_subjects: &[&[u8]],
+        _sigschemes: &[rustls::SignatureScheme],
+    ) -> Option<Arc<CertifiedKey>> {
+        Some(self.current())
+    }
+
+    fn has_certs(&self) -> bool {
+        true
+    }
+}
+
+/// A binary's client-side TLS: the CA (or the system's roots) servers are
+/// verified against, and the client certificate, re-read when its files
+/// change.
 #[derive(Debug, Clone, Default)]
 pub struct ClientTls {
+    /// For the OTLP exporter, which takes tonic's settings (read once).
     config: Option<tonic::transport::ClientTlsConfig>,
+    /// For gRPC channels (see [`ClientTls::endpoint`]).
+    rustls: Option<Arc<rustls::ClientConfig>>,
+}
+
+/// An endpoint made by [`ClientTls::endpoint`]: for an `https://` URL
+/// tonic dials the `http://` form of the address and sends the `https://`
+/// origin, while the connector does the TLS (tonic's own TLS reads its
+/// certificates once; this one's client certificate follows its files).
+#[derive(Debug, Clone)]
+pub struct ClientEndpoint {
+    endpoint: tonic::transport::Endpoint,
+    tls: Option<Arc<rustls::ClientConfig>>,
+}
+
+impl ClientEndpoint {
+    /// The endpoint with tonic's settings applied by `configure` (time-outs,
+    /// keep-alive, Nagle).
+    pub fn configure(
+        mut self,
+        configure: impl FnOnce(tonic::transport::Endpoint) -> tonic::transport::Endpoint,
+    ) -> Self {
+        self.endpoint = configure(self.endpoint);
+        self
+    }
+
+    /// The address dialled (the `http://` form of an `https://` URL).
+    pub fn uri(&self) -> &http::Uri {
+        self.endpoint.uri()
+    }
+
+    /// A channel that connects on first use.
+    pub fn connect_lazy(self) -> tonic::transport::Channel {
+        match self.tls {
+            None => self.endpoint.connect_lazy(),
+            Some(tls) => self
+                .endpoint
+                .connect_with_connector_lazy(TlsConnector { tls }),
+        }
+    }
+
+    /// A channel, connected now.
+    pub async fn connect(self) -> Result<tonic::transport::Channel, tonic::transport::Error> {
+        match self.tls {
+            None => self.endpoint.connect().await,
+            Some(tls) => {
+                self.endpoint
+                    .connect_with_connector(TlsConnector { tls })
+                    .await
+            }
+        }
+    }
+}
+
+/// Dials TCP (Nagle off) and does the TLS handshake of [`ClientTls`].
+#[derive(Debug, Clone)]
+struct TlsConnector {
+    tls: Arc<rustls::ClientConfig>,
+}
+
+type TlsIo = hyper_util::rt::TokioIo<tokio_rustls::client::TlsStream<TcpStream>>;
+
+impl tower::Service<http::Uri> for TlsConnector {
+    type Response = TlsIo;
+    type Error = std::io::Error;
+    type Future =
+        std::pin::Pin<Box<dyn std::future::Future<Output = Result<TlsIo, std::io::Error>> + Send>>;
+
+    fn poll_ready(
+        &mut self,
+        _cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Result<(), Self::Error>> {
+        std::task::Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, uri: http::Uri) -> Self::Future {
+        let connector = tokio_rustls::TlsConnector::from(Arc::clone(&self.tls));
+        Box::pin(async move {
+            let invalid =
+                |message: String| std::io::Error::new(std::io::ErrorKind::InvalidInput, message);
+            let host = uri
+                .host()
+                .ok_or_else(|| invalid(format!("`{uri}` has no host")))?
+                .trim_start_matches('[')
+                .trim_end_matches(']')
+                .to_owned();
+            let port = uri.port_u16().unwrap_or(443);
+            let tcp = TcpStream::connect((host.as_str(), port)).await?;
+            tcp.set_nodelay(true)?;
+            let name = rustls::pki_types::ServerName::try_from(host)
+                .map_err(|error| invalid(error.to_string()))?;
+            let tls = connector.connect(name, tcp).await?;
+            Ok(hyper_util::rt::TokioIo::new(tls))
+        })
+    }
 }
 
 impl ClientTls {
     /// Reads the CA and the client certificate of `config` (checked here,
     /// so a bad file stops start-up rather than the first call).
     pub fn from_config(config: &ClientTlsConfig) -> Result<Self, TlsError> {
-        let mut tls = tonic::transport::ClientTlsConfig::new();
-        tls = match &config.ca {
+        let provider = provider();
+        let mut tonic_tls = tonic::transport::ClientTlsConfig::new();
+        let mut roots = RootCertStore::empty();
+        match &config.ca {
             Some(path) => {
                 let pem = read("client_tls.ca", path)?;
-                certificates("client_tls.ca", path, &pem)?;
-                tls.ca_certificate(tonic::transport::Certificate::from_pem(pem))
-            }
-            None => tls.with_native_roots(),
-        };
-        tls = match (&config.cert, &config.key) {
-            (None, None) => tls,
-            (Some(cert), Some(key)) => {
-                let cert_pem = read("client_tls.cert", cert)?;
-                let key_pem = read("client_tls.key", key)?;
-                let chain = certificates("client_tls.cert", cert, &cert_pem)?;
-                let private = private_key("client_tls.key", key, &key_pem)?;
-                CertifiedKey::from_der(chain, private, &provider()).map_err(|source| {
-                    TlsError::Rustls {
-                        context: "client_tls.cert and client_tls.key",
+                for ca in certificates("client_tls.ca", path, &pem)? {
+                    roots.add(ca).map_err(|source| TlsError::Rustls {
+                        context: "client_tls.ca",
                         source,
-                    }
-                })?;
-                tls.identity(tonic::transport::Identity::from_pem(cert_pem, key_pem))
+                    })?;
+                }
+                tonic_tls = tonic_tls.ca_certificate(tonic::transport::Certificate::from_pem(pem));
+            }
+            None => {
+                tonic_tls = tonic_tls.with_native_roots();
+                roots = native_roots();
+            }
+        }
+        let builder = rustls::ClientConfig::builder_with_provider(Arc::clone(&provider))
+            .with_safe_default_protocol_versions()
+            .map_err(|source| TlsError::Rustls {
+                context: "client TLS versions",
+                source,
+            })?
+            .with_root_certificates(roots);
+        let mut rustls = match (&config.cert, &config.key) {
+            (None, None) => builder.with_no_client_auth(),
+            (Some(cert), Some(key)) => {
+                let (current, loaded) = ReloadingClientCert::load(cert, key, &provider)?;
+                tonic_tls = tonic_tls.identity(tonic::transport::Identity::from_pem(
+                    &loaded.cert,
+                    &loaded.key,
+                ));
+                builder.with_client_cert_resolver(Arc::new(ReloadingClientCert {
+                    files: std::sync::Mutex::new((
+                        CertFiles {
+                            cert: cert.clone(),
+                            key: key.clone(),
+                            loaded,
+                        },
+                        current,
+                    )),
+                    provider,
+                }))
             }
             _ => {
                 return Err(TlsError::Incomplete(
@@ -462,24 +656,76 @@ impl ClientTls {
                 ));
             }
         };
-        Ok(Self { config: Some(tls) })
+        rustls.alpn_protocols = vec![b"h2".to_vec()];
+        // No session resumption: every new connection verifies the server's
+        // current certificate and shows the current client certificate (a
+        // resumed session would skip both; gRPC connections live long, so
+        // a full handshake per connection costs nothing that shows).
+        rustls.resumption = rustls::client::Resumption::disabled();
+        Ok(Self {
+            config: Some(tonic_tls),
+            rustls: Some(Arc::new(rustls)),
+        })
     }
 
-    /// tonic's TLS settings for an `https://` endpoint.
+    /// tonic's TLS settings for an `https://` endpoint (the OTLP exporter's;
+    /// its client certificate is read once).
     pub fn tonic_config(&self) -> tonic::transport::ClientTlsConfig {
         self.config
             .clone()
             .unwrap_or_else(|| tonic::transport::ClientTlsConfig::new().with_native_roots())
     }
 
-    /// `endpoint` with TLS when its scheme is `https`.
-    pub fn apply(
-        &self,
-        endpoint: tonic::transport::Endpoint,
-    ) -> Result<tonic::transport::Endpoint, tonic::transport::Error> {
+    /// The endpoint of `url`, with this TLS when its scheme is `https`.
+    pub fn endpoint(&self, url: &str) -> Result<ClientEndpoint, tonic::transport::Error> {
+        let endpoint = tonic::transport::Endpoint::from_shared(url.to_owned())?;
         if endpoint.uri().scheme_str() != Some("https") {
-            return Ok(endpoint);
+            return Ok(ClientEndpoint {
+                endpoint,
+                tls: None,
+            });
         }
-        endpoint.tls_config(self.tonic_config())
+        let origin = endpoint.uri().clone();
+        let authority = origin
+            .authority()
+            .map(|authority| authority.as_str().to_owned())
+            .unwrap_or_default();
+        let dialled =
+            tonic::transport::Endpoint::from_shared(format!("http://{authority}"))?.origin(origin);
+        let tls = self.rustls.clone().unwrap_or_else(|| {
+            let mut config = rustls::ClientConfig::builder_with_provider(provider())
+                .with_safe_default_protocol_versions()
+                .map(|builder| {
+                    builder
+                        .with_root_certificates(native_roots())
+                        .with_no_client_auth()
+                })
+                .unwrap_or_else(|_| {
+                    rustls::ClientConfig::builder()
+                        .with_root_certificates(native_roots())
+                        .with_no_client_auth()
+                });
+            config.alpn_protocols = vec![b"h2".to_vec()];
+            config.resumption = rustls::client::Resumption::disabled();
+            Arc::new(config)
+        });
+        Ok(ClientEndpoint {
+            endpoint: dialled,
+            tls: Some(tls),
+        })
     }
+}
+
+/// The system's trust roots (those that do not parse are left out).
+fn native_roots() -> RootCertStore {
+    let mut roots = RootCertStore::empty();
+    let found = rustls_native_certs::load_native_certs();
+    for error in &found.errors {
+        tracing::warn!(%error, "a system root certificate could not be read");
+    }
+    let (added, ignored) = roots.add_parsable_certificates(found.certs);
+    if ignored > 0 {
+        tracing::debug!(added, ignored, "system root certificates");
+    }
+    roots
 }

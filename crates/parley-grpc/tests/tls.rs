@@ -13,7 +13,6 @@ use parley_grpc::{
 };
 use tempfile::TempDir;
 use tokio::sync::oneshot;
-use tonic::transport::Endpoint;
 use tonic_health::pb::{
     HealthCheckRequest, health_check_response::ServingStatus, health_client::HealthClient,
 };
@@ -89,9 +88,10 @@ async fn client(
     port: u16,
     tls: &ClientTls,
 ) -> Result<HealthClient<tonic::transport::Channel>, tonic::transport::Error> {
-    let endpoint = Endpoint::from_shared(format!("{scheme}://localhost:{port}"))?
-        .connect_timeout(Duration::from_secs(5));
-    Ok(HealthClient::new(tls.apply(endpoint)?.connect().await?))
+    let endpoint = tls
+        .endpoint(&format!("{scheme}://localhost:{port}"))?
+        .configure(|endpoint| endpoint.connect_timeout(Duration::from_secs(5)));
+    Ok(HealthClient::new(endpoint.connect().await?))
 }
 
 /// The health status, or the failure's code.
@@ -278,8 +278,12 @@ async fn a_rotated_certificate_reaches_new_connections_while_an_open_stream_goes
         }
     };
     assert_eq!(check(&mut renewed).await, Ok(ServingStatus::Serving as i32));
+    let first_refused = match client("https", server.port, &trusts_first).await {
+        Err(_) => true,
+        Ok(mut client) => check(&mut client).await.is_err(),
+    };
     assert!(
-        client("https", server.port, &trusts_first).await.is_err(),
+        first_refused,
         "new connections get the new certificate only"
     );
 
@@ -293,6 +297,45 @@ async fn a_rotated_certificate_reaches_new_connections_while_an_open_stream_goes
     if let Ok(Some(update)) = drained {
         assert_eq!(update.status, ServingStatus::NotServing as i32);
     }
+}
+
+#[tokio::test]
+async fn a_renewed_client_certificate_is_shown_to_new_connections_without_a_restart() {
+    let dir = TempDir::new().expect("tempdir");
+    let server_ca = Ca::new("server CA");
+    let old_clients = Ca::new("old clients CA");
+    let new_clients = Ca::new("new clients CA");
+    let (cert, key) = server_ca.leaf("localhost");
+    let config = ServerTlsConfig {
+        cert: Some(write(dir.path(), "cert.pem", &cert)),
+        key: Some(write(dir.path(), "key.pem", &key)),
+        // The server already trusts only the new clients' CA.
+        client_ca: Some(write(dir.path(), "clients.pem", new_clients.pem())),
+        ..ServerTlsConfig::default()
+    };
+    let server = Server::start(&config).await;
+    let trust = write(dir.path(), "server-ca.pem", server_ca.pem());
+    let (old_cert, old_key) = old_clients.leaf("app");
+    let cert_path = write(dir.path(), "app.pem", &old_cert);
+    let key_path = write(dir.path(), "app-key.pem", &old_key);
+    // One ClientTls for the whole test, as a binary holds one.
+    let tls = client_tls(&trust, Some((&cert_path, &key_path)));
+    let refused = match client("https", server.port, &tls).await {
+        Err(_) => true,
+        Ok(mut client) => check(&mut client).await.is_err(),
+    };
+    assert!(refused, "the old client certificate was accepted");
+
+    // The client's Secret is renewed: the same ClientTls shows the new
+    // certificate on its next connection.
+    let (new_cert, new_key) = new_clients.leaf("app");
+    std::fs::write(&key_path, new_key).expect("new key");
+    std::fs::write(&cert_path, new_cert).expect("new certificate");
+    let mut renewed = client("https", server.port, &tls)
+        .await
+        .expect("the renewed certificate connects");
+    assert_eq!(check(&mut renewed).await, Ok(ServingStatus::Serving as i32));
+    server.stop().await;
 }
 
 #[tokio::test]

@@ -12,7 +12,7 @@ use parley_proto::{
     parser::v1::payload_parser_client::PayloadParserClient,
     runner::v1::agent_runner_client::AgentRunnerClient,
 };
-use tonic::transport::{Channel, Endpoint};
+use tonic::transport::Channel;
 
 /// A traced channel (CLIENT spans, `traceparent` in the metadata).
 pub type Traced = RpcClient<Channel>;
@@ -56,14 +56,15 @@ fn channel(
         url: url.to_owned(),
         source,
     };
-    let endpoint = Endpoint::from_shared(url.to_owned())
-        .map_err(invalid)?
-        .connect_timeout(connect_timeout)
-        .tcp_nodelay(true)
-        .http2_keep_alive_interval(Duration::from_secs(30))
-        .keep_alive_while_idle(true);
-    let endpoint = tls.apply(endpoint).map_err(invalid)?;
-    Ok(RpcClient::new(endpoint.connect_lazy(), endpoint.uri()))
+    let endpoint = tls.endpoint(url).map_err(invalid)?.configure(|endpoint| {
+        endpoint
+            .connect_timeout(connect_timeout)
+            .tcp_nodelay(true)
+            .http2_keep_alive_interval(Duration::from_secs(30))
+            .keep_alive_while_idle(true)
+    });
+    let uri = endpoint.uri().clone();
+    Ok(RpcClient::new(endpoint.connect_lazy(), &uri))
 }
 
 impl Upstreams {

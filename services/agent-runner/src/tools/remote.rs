@@ -14,11 +14,7 @@ use parley_proto::tools::v1::{
     ToolCall as PbToolCall, tool_service_client::ToolServiceClient, tool_update::Update,
 };
 use serde_json::Value;
-use tonic::{
-    Code,
-    codegen::http::Uri,
-    transport::{Channel, Endpoint},
-};
+use tonic::{Code, codegen::http::Uri, transport::Channel};
 
 use parley_grpc::{telemetry::rpc::client::RpcClient, tls::ClientTls};
 
@@ -75,15 +71,13 @@ impl Channels {
         if let Some(channel) = cache.get(address) {
             return Ok(channel.clone());
         }
-        let endpoint = Endpoint::from_shared(address.to_owned())
-            .map_err(|error| unavailable(format!("invalid tool endpoint `{address}`: {error}")))?
-            .connect_timeout(CONNECT_TIMEOUT)
-            .tcp_nodelay(true);
         let endpoint = self
             .tls
-            .apply(endpoint)
-            .map_err(|error| unavailable(format!("TLS for `{address}`: {error}")))?;
-        let channel = RpcClient::new(endpoint.connect_lazy(), endpoint.uri());
+            .endpoint(address)
+            .map_err(|error| unavailable(format!("invalid tool endpoint `{address}`: {error}")))?
+            .configure(|endpoint| endpoint.connect_timeout(CONNECT_TIMEOUT).tcp_nodelay(true));
+        let uri = endpoint.uri().clone();
+        let channel = RpcClient::new(endpoint.connect_lazy(), &uri);
         if cache.len() >= MAX_CACHED_CHANNELS
             && let Some(evicted) = cache.keys().next().cloned()
         {
