@@ -187,6 +187,47 @@ struct PemPair {
     key: Vec<u8>,
 }
 
+/// The configuration keys of a certificate and its key, for messages.
+#[derive(Debug, Clone, Copy)]
+struct PairKeys {
+    cert: &'static str,
+    key: &'static str,
+    both: &'static str,
+}
+
+const SERVER_PAIR: PairKeys = PairKeys {
+    cert: "server.tls.cert",
+    key: "server.tls.key",
+    both: "server.tls.cert and server.tls.key",
+};
+
+const CLIENT_PAIR: PairKeys = PairKeys {
+    cert: "client_tls.cert",
+    key: "client_tls.key",
+    both: "client_tls.cert and client_tls.key",
+};
+
+/// Reads and checks a certificate chain and its key (they must match).
+fn load_pair(
+    keys: PairKeys,
+    cert: &Path,
+    key: &Path,
+    provider: &CryptoProvider,
+) -> Result<(Arc<CertifiedKey>, PemPair), TlsError> {
+    let pem = PemPair {
+        cert: read(keys.cert, cert)?,
+        key: read(keys.key, key)?,
+    };
+    let chain = certificates(keys.cert, cert, &pem.cert)?;
+    let private = private_key(keys.key, key, &pem.key)?;
+    let certified =
+        CertifiedKey::from_der(chain, private, provider).map_err(|source| TlsError::Rustls {
+            context: keys.both,
+            source,
+        })?;
+    Ok((Arc::new(certified), pem))
+}
+
 /// The server's certificate, swapped in place when its files change.
 #[derive(Debug)]
 struct ReloadingCert {
@@ -201,19 +242,7 @@ impl ReloadingCert {
         key: &Path,
         provider: &CryptoProvider,
     ) -> Result<(Arc<CertifiedKey>, PemPair), TlsError> {
-        let pem = PemPair {
-            cert: read("server.tls.cert", cert)?,
-            key: read("server.tls.key", key)?,
-        };
-        let chain = certificates("server.tls.cert", cert, &pem.cert)?;
-        let private = private_key("server.tls.key", key, &pem.key)?;
-        let certified = CertifiedKey::from_der(chain, private, provider).map_err(|source| {
-            TlsError::Rustls {
-                context: "server.tls.cert and server.tls.key",
-                source,
-            }
-        })?;
-        Ok((Arc::new(certified), pem))
+        load_pair(SERVER_PAIR, cert, key, provider)
     }
 
     /// Loads the files again when their bytes changed; `Ok(true)` when a
@@ -438,19 +467,7 @@ impl ReloadingClientCert {
         key: &Path,
         provider: &CryptoProvider,
     ) -> Result<(Arc<CertifiedKey>, PemPair), TlsError> {
-        let pem = PemPair {
-            cert: read("client_tls.cert", cert)?,
-            key: read("client_tls.key", key)?,
-        };
-        let chain = certificates("client_tls.cert", cert, &pem.cert)?;
-        let private = private_key("client_tls.key", key, &pem.key)?;
-        let certified = CertifiedKey::from_der(chain, private, provider).map_err(|source| {
-            TlsError::Rustls {
-                context: "client_tls.cert and client_tls.key",
-                source,
-            }
-        })?;
-        Ok((Arc::new(certified), pem))
+        load_pair(CLIENT_PAIR, cert, key, provider)
     }
 
     fn current(&self) -> Arc<CertifiedKey> {
