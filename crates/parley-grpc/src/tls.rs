@@ -228,38 +228,71 @@ fn load_pair(
     Ok((Arc::new(certified), pem))
 }
 
-/// The server's certificate, swapped in place when its files change.
+/// A certificate and its key, swapped in place when their files change:
+/// the server's (checked every `reload_interval`) and the client's
+/// (checked at each handshake).
 #[derive(Debug)]
-struct ReloadingCert {
+struct ReloadingPair {
+    keys: PairKeys,
     current: RwLock<Arc<CertifiedKey>>,
     files: std::sync::Mutex<CertFiles>,
     provider: Arc<CryptoProvider>,
 }
 
-impl ReloadingCert {
-    fn load(
+impl ReloadingPair {
+    fn open(
+        keys: PairKeys,
         cert: &Path,
         key: &Path,
-        provider: &CryptoProvider,
-    ) -> Result<(Arc<CertifiedKey>, PemPair), TlsError> {
-        load_pair(SERVER_PAIR, cert, key, provider)
+        provider: Arc<CryptoProvider>,
+    ) -> Result<Self, TlsError> {
+        let (current, loaded) = load_pair(keys, cert, key, &provider)?;
+        Ok(Self {
+            keys,
+            current: RwLock::new(current),
+            files: std::sync::Mutex::new(CertFiles {
+                cert: cert.to_owned(),
+                key: key.to_owned(),
+                loaded,
+            }),
+            provider,
+        })
+    }
+
+    /// The pair in use.
+    fn current(&self) -> Arc<CertifiedKey> {
+        Arc::clone(
+            &self
+                .current
+                .read()
+                .unwrap_or_else(std::sync::PoisonError::into_inner),
+        )
+    }
+
+    /// The PEM bytes of the pair in use.
+    fn pem(&self) -> (Vec<u8>, Vec<u8>) {
+        let files = self
+            .files
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        (files.loaded.cert.clone(), files.loaded.key.clone())
     }
 
     /// Loads the files again when their bytes changed; `Ok(true)` when a
-    /// new certificate is now served.
+    /// new pair is now in use.
     fn reload(&self) -> Result<bool, TlsError> {
         let mut files = self
             .files
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
         let on_disk = PemPair {
-            cert: read("server.tls.cert", &files.cert)?,
-            key: read("server.tls.key", &files.key)?,
+            cert: read(self.keys.cert, &files.cert)?,
+            key: read(self.keys.key, &files.key)?,
         };
         if on_disk == files.loaded {
             return Ok(false);
         }
-        let (certified, loaded) = Self::load(&files.cert, &files.key, &self.provider)?;
+        let (certified, loaded) = load_pair(self.keys, &files.cert, &files.key, &self.provider)?;
         *self
             .current
             .write()
@@ -269,14 +302,9 @@ impl ReloadingCert {
     }
 }
 
-impl ResolvesServerCert for ReloadingCert {
+impl ResolvesServerCert for ReloadingPair {
     fn resolve(&self, _hello: ClientHello<'_>) -> Option<Arc<CertifiedKey>> {
-        Some(Arc::clone(
-            &self
-                .current
-                .read()
-                .unwrap_or_else(std::sync::PoisonError::into_inner),
-        ))
+        Some(self.current())
     }
 }
 
@@ -284,7 +312,7 @@ impl ResolvesServerCert for ReloadingCert {
 #[derive(Clone)]
 pub struct ServerTls {
     acceptor: TlsAcceptor,
-    cert: Arc<ReloadingCert>,
+    cert: Arc<ReloadingPair>,
     reload_interval: Duration,
     handshake_timeout: Duration,
     mutual: bool,
@@ -326,16 +354,12 @@ impl ServerTls {
             }
         };
         let provider = provider();
-        let (current, loaded) = ReloadingCert::load(cert, key, &provider)?;
-        let reloading = Arc::new(ReloadingCert {
-            current: RwLock::new(current),
-            files: std::sync::Mutex::new(CertFiles {
-                cert: cert.clone(),
-                key: key.clone(),
-                loaded,
-            }),
-            provider: Arc::clone(&provider),
-        });
+        let reloading = Arc::new(ReloadingPair::open(
+            SERVER_PAIR,
+            cert,
+            key,
+            Arc::clone(&provider),
+        )?);
         let builder = RustlsServerConfig::builder_with_provider(Arc::clone(&provider))
             .with_safe_default_protocol_versions()
             .map_err(|source| TlsError::Rustls {
@@ -451,67 +475,73 @@ fn handshake_failed(peer: SocketAddr, why: &str) {
     tracing::info!(%peer, error = why, "TLS handshake failed");
 }
 
-/// The client certificate, read again when its files change: each
-/// handshake (a new connection) compares the files with what was loaded and
-/// takes a new pair that loads; one that does not is logged and the old one
-/// shown.
+/// The client certificate: each handshake (a new connection) compares the
+/// files with what was loaded and takes a new pair that loads; one that
+/// does not is logged and the old one shown.
 #[derive(Debug)]
-struct ReloadingClientCert {
-    files: std::sync::Mutex<(CertFiles, Arc<CertifiedKey>)>,
-    provider: Arc<CryptoProvider>,
-}
+struct ClientCert(ReloadingPair);
 
-impl ReloadingClientCert {
-    fn load(
-        cert: &Path,
-        key: &Path,
-        provider: &CryptoProvider,
-    ) -> Result<(Arc<CertifiedKey>, PemPair), TlsError> {
-        load_pair(CLIENT_PAIR, cert, key, provider)
-    }
-
-    fn current(&self) -> Arc<CertifiedKey> {
-        let mut guard = self
-            .files
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        let (files, current) = &mut *guard;
-        let on_disk = (
-            read("client_tls.cert", &files.cert),
-            read("client_tls.key", &files.key),
-        );
-        if let (Ok(cert), Ok(key)) = on_disk {
-            let on_disk = PemPair { cert, key };
-            if on_disk != files.loaded {
-                match Self::load(&files.cert, &files.key, &self.provider) {
-                    Ok((certified, loaded)) => {
-                        *current = certified;
-                        files.loaded = loaded;
-                        tracing::info!("client certificate reloaded: new connections show it");
-                    }
-                    Err(error) => tracing::warn!(
-                        %error,
-                        "client certificate not reloaded: the previous one is still shown"
-                    ),
-                }
-            }
-        }
-        Arc::clone(current)
-    }
-}
-
-impl rustls::client::ResolvesClientCert for ReloadingClientCert {
+impl rustls::client::ResolvesClientCert for ClientCert {
     fn resolve(
         &self,
         _root_hint_subjects: &[&[u8]],
         _sigschemes: &[rustls::SignatureScheme],
     ) -> Option<Arc<CertifiedKey>> {
-        Some(self.current())
+        match self.0.reload() {
+            Ok(true) => tracing::info!("client certificate reloaded: new connections show it"),
+            Ok(false) => {}
+            Err(error) => tracing::warn!(
+                %error,
+                "client certificate not reloaded: the previous one is still shown"
+            ),
+        }
+        Some(self.0.current())
     }
 
     fn has_certs(&self) -> bool {
         true
     }
+}
+
+/// A rustls client configuration for gRPC: ALPN h2 and no session
+/// resumption, so every new connection verifies the server's current
+/// certificate and shows the current client certificate (a resumed session
+/// would skip both; gRPC connections live long, so a full handshake per
+/// connection costs nothing that shows).
+fn client_config(
+    provider: Arc<CryptoProvider>,
+    roots: RootCertStore,
+    client_cert: Option<ClientCert>,
+) -> Result<rustls::ClientConfig, TlsError> {
+    let builder = rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .map_err(|source| TlsError::Rustls {
+            context: "client TLS versions",
+            source,
+        })?
+        .with_root_certificates(roots);
+    let mut config = match client_cert {
+        None => builder.with_no_client_auth(),
+        Some(cert) => builder.with_client_cert_resolver(Arc::new(cert)),
+    };
+    config.alpn_protocols = vec![b"h2".to_vec()];
+    config.resumption = rustls::client::Resumption::disabled();
+    Ok(config)
+}
+
+/// The client configuration without `[client_tls]`: the system's roots,
+/// no client certificate; read once.
+fn default_client_config() -> Option<Arc<rustls::ClientConfig>> {
+    static DEFAULT: std::sync::OnceLock<Option<Arc<rustls::ClientConfig>>> =
+        std::sync::OnceLock::new();
+    DEFAULT
+        .get_or_init(|| {
+            client_config(provider(), native_roots(), None)
+                .map(Arc::new)
+                .map_err(|error| tracing::warn!(%error, "no default client TLS"))
+                .ok()
+        })
+        .clone()
 }
 
 /// A binary's client-side TLS: the CA (or the system's roots) servers are
@@ -640,32 +670,14 @@ impl ClientTls {
                 roots = native_roots();
             }
         }
-        let builder = rustls::ClientConfig::builder_with_provider(Arc::clone(&provider))
-            .with_safe_default_protocol_versions()
-            .map_err(|source| TlsError::Rustls {
-                context: "client TLS versions",
-                source,
-            })?
-            .with_root_certificates(roots);
-        let mut rustls = match (&config.cert, &config.key) {
-            (None, None) => builder.with_no_client_auth(),
+        let client_cert = match (&config.cert, &config.key) {
+            (None, None) => None,
             (Some(cert), Some(key)) => {
-                let (current, loaded) = ReloadingClientCert::load(cert, key, &provider)?;
-                tonic_tls = tonic_tls.identity(tonic::transport::Identity::from_pem(
-                    &loaded.cert,
-                    &loaded.key,
-                ));
-                builder.with_client_cert_resolver(Arc::new(ReloadingClientCert {
-                    files: std::sync::Mutex::new((
-                        CertFiles {
-                            cert: cert.clone(),
-                            key: key.clone(),
-                            loaded,
-                        },
-                        current,
-                    )),
-                    provider,
-                }))
+                let pair = ReloadingPair::open(CLIENT_PAIR, cert, key, Arc::clone(&provider))?;
+                let (cert_pem, key_pem) = pair.pem();
+                tonic_tls =
+                    tonic_tls.identity(tonic::transport::Identity::from_pem(cert_pem, key_pem));
+                Some(ClientCert(pair))
             }
             _ => {
                 return Err(TlsError::Incomplete(
@@ -673,12 +685,7 @@ impl ClientTls {
                 ));
             }
         };
-        rustls.alpn_protocols = vec![b"h2".to_vec()];
-        // No session resumption: every new connection verifies the server's
-        // current certificate and shows the current client certificate (a
-        // resumed session would skip both; gRPC connections live long, so
-        // a full handshake per connection costs nothing that shows).
-        rustls.resumption = rustls::client::Resumption::disabled();
+        let rustls = client_config(provider, roots, client_cert)?;
         Ok(Self {
             config: Some(tonic_tls),
             rustls: Some(Arc::new(rustls)),
@@ -709,23 +716,13 @@ impl ClientTls {
             .unwrap_or_default();
         let dialled =
             tonic::transport::Endpoint::from_shared(format!("http://{authority}"))?.origin(origin);
-        let tls = self.rustls.clone().unwrap_or_else(|| {
-            let mut config = rustls::ClientConfig::builder_with_provider(provider())
-                .with_safe_default_protocol_versions()
-                .map(|builder| {
-                    builder
-                        .with_root_certificates(native_roots())
-                        .with_no_client_auth()
-                })
-                .unwrap_or_else(|_| {
-                    rustls::ClientConfig::builder()
-                        .with_root_certificates(native_roots())
-                        .with_no_client_auth()
-                });
-            config.alpn_protocols = vec![b"h2".to_vec()];
-            config.resumption = rustls::client::Resumption::disabled();
-            Arc::new(config)
-        });
+        let Some(tls) = self.rustls.clone().or_else(default_client_config) else {
+            // tonic then says that https:// needs TLS, at the first call.
+            return Ok(ClientEndpoint {
+                endpoint,
+                tls: None,
+            });
+        };
         Ok(ClientEndpoint {
             endpoint: dialled,
             tls: Some(tls),

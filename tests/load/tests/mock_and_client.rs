@@ -26,6 +26,23 @@ fn free_port() -> u16 {
         .expect("a free loopback port")
 }
 
+/// `parley-load run --target openai --json` against `addr` with `args`:
+/// it must succeed and print one JSON report.
+fn run_openai(addr: &str, args: &[&str]) -> serde_json::Value {
+    let output = Command::new(BIN)
+        .args(["run", "--target", "openai", "--json", "--url"])
+        .arg(format!("http://{addr}/v1"))
+        .args(args)
+        .output()
+        .expect("parley-load run");
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    serde_json::from_slice(&output.stdout).expect("one JSON report")
+}
+
 #[test]
 fn run_against_the_mock_reports_every_chunk() {
     let addr = format!("127.0.0.1:{}", free_port());
@@ -54,33 +71,19 @@ fn run_against_the_mock_reports_every_chunk() {
         std::thread::sleep(Duration::from_millis(20));
     }
 
-    let output = Command::new(BIN)
-        .args([
-            "run",
-            "--target",
-            "openai",
-            "--url",
-            &format!("http://{addr}/v1"),
-        ])
-        .args([
+    let report = run_openai(
+        &addr,
+        &[
             "--streams",
             "4",
             "--duration",
             "1s",
             "--warmup",
             "200ms",
-            "--json",
-        ])
-        .args(["--pid", "self"])
-        .output()
-        .expect("parley-load run");
-    assert!(
-        output.status.success(),
-        "{}",
-        String::from_utf8_lossy(&output.stderr)
+            "--pid",
+            "self",
+        ],
     );
-    let report: serde_json::Value =
-        serde_json::from_slice(&output.stdout).expect("one JSON report");
     assert!(report["ok"].as_u64().unwrap_or(0) >= 4, "{report}");
     assert_eq!(report["deltas_per_turn"], 5.0, "{report}");
     assert_eq!(report["errors"], serde_json::json!({}), "{report}");
@@ -100,33 +103,19 @@ fn run_against_the_mock_reports_every_chunk() {
 #[test]
 fn a_target_that_is_not_listening_fails_every_turn_without_hanging() {
     let addr = format!("127.0.0.1:{}", free_port());
-    let output = Command::new(BIN)
-        .args([
-            "run",
-            "--target",
-            "openai",
-            "--url",
-            &format!("http://{addr}/v1"),
-        ])
-        .args([
+    let report = run_openai(
+        &addr,
+        &[
             "--streams",
             "2",
             "--duration",
             "300ms",
             "--warmup",
             "0s",
-            "--json",
-        ])
-        .args(["--backoff", "50ms"])
-        .output()
-        .expect("parley-load run");
-    assert!(
-        output.status.success(),
-        "{}",
-        String::from_utf8_lossy(&output.stderr)
+            "--backoff",
+            "50ms",
+        ],
     );
-    let report: serde_json::Value =
-        serde_json::from_slice(&output.stdout).expect("one JSON report");
     assert_eq!(report["ok"], 0, "{report}");
     assert!(
         report["errors"]["transport"].as_u64().unwrap_or(0) > 0,
