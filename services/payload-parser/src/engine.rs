@@ -13,6 +13,7 @@
 //! custom payload's JSON is also fed, as it arrives, to [`PayloadPartials`].
 
 use crate::{
+    direct,
     engine_state::{Candidate, Collected, Event, State, What},
     extract::{CloseIndex, Lexer},
     fence::{self, MAX_GAP, skip_ws},
@@ -71,6 +72,8 @@ pub(crate) struct Engine {
     /// The items so far of the suggestion lists being written, with
     /// `partials`.
     lists: Option<ListPartials>,
+    /// What resolving an element reports (kept for its capacity).
+    events: Vec<Event>,
 }
 
 impl Engine {
@@ -89,7 +92,13 @@ impl Engine {
             unterminated: 0,
             partials: None,
             lists: None,
+            events: Vec::new(),
         }
+    }
+
+    /// Room for a message of `bytes` up front.
+    pub(crate) fn reserve_message(&mut self, bytes: usize) {
+        self.out.reserve(bytes);
     }
 
     /// Also produce `PartialPayload` items (a stream only).
@@ -336,26 +345,24 @@ impl Engine {
         fence_end: Option<usize>,
     ) {
         let json = &text[cand.opener..=close];
-        let decoded = crate::extract::decode(json, depth, self.limits.effective_depth());
+        let within = crate::extract::check_depth(json, depth, self.limits.effective_depth());
         match cand.what {
             What::Marker(index) => {
                 let end = fence_end.unwrap_or(close + 1);
                 let raw = &text[cand.start..end];
                 let element = profile.markers.element(index);
-                let mut repairs = Vec::new();
-                if cand.fenced {
-                    repairs.push("removed the code fence around the JSON");
-                }
-                let accepted = decoded.map(|(value, commas)| {
-                    if commas {
-                        repairs.push("removed trailing commas");
-                    }
-                    value
-                });
                 let candidates = self.found.payload_candidates();
                 let lists_before = (self.found.has_values(), self.found.has_actions());
-                let events = self.found.accept(
-                    profile, element, accepted, raw, cand.start, &repairs, self.emit,
+                let mut events = std::mem::take(&mut self.events);
+                self.found.accept(
+                    profile,
+                    element,
+                    within.map(|()| json),
+                    raw,
+                    cand.start,
+                    cand.fenced,
+                    self.emit,
+                    &mut events,
                 );
                 if let Some(partials) = &mut self.partials {
                     let valid = self.found.payload_candidates() > candidates;
@@ -365,12 +372,13 @@ impl Engine {
                     let lists_after = (self.found.has_values(), self.found.has_actions());
                     lists.close(cand.start, lists_after != lists_before);
                 }
-                for event in events {
+                for event in events.drain(..) {
                     match event {
                         Event::Item(item) => self.item(item),
                         Event::Diagnostic(diagnostic) => self.diagnose(diagnostic),
                     }
                 }
+                self.events = events;
                 self.out.remove();
                 self.pos = end;
                 self.scan = end;
@@ -382,10 +390,17 @@ impl Engine {
                     (false, _) => (cand.start, close + 1),
                 };
                 let raw = &text[start..end];
-                let call = decoded.and_then(|(value, commas)| {
-                    tool_calls::interpret(value, key, profile)
-                        .map(|call| (call, commas))
-                        .map_err(|reason| (DiagnosticKind::SchemaViolation, reason))
+                // A well-formed call is read straight from the text; the
+                // `Value` route decides (and explains) the rest.
+                let call = within.and_then(|()| match direct::tool_call(json, key, profile) {
+                    Some(call) => Ok((call, false)),
+                    None => {
+                        crate::extract::decode_within_depth(json).and_then(|(value, commas)| {
+                            tool_calls::interpret(value, key, profile)
+                                .map(|call| (call, commas))
+                                .map_err(|reason| (DiagnosticKind::SchemaViolation, reason))
+                        })
+                    }
                 });
                 match call {
                     Ok(((name, arguments), commas)) => {

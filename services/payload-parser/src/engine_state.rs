@@ -10,8 +10,8 @@
 use serde_json::Value;
 
 use crate::{
-    elements,
-    extract::Lexer,
+    direct, elements,
+    extract::{self, Lexer},
     model::{
         Diagnostic, DiagnosticKind, Parsed, Payload, StreamItem, SuggestedAction, SuggestedValue,
         TextToolCall,
@@ -108,40 +108,68 @@ fn diagnostic(
     }
 }
 
+const FENCE_REPAIR: &str = "removed the code fence around the JSON";
+const COMMAS_REPAIR: &str = "removed trailing commas";
+
+/// An element's JSON read by `direct` when it can, else decoded (repairing
+/// trailing commas) and read from the `Value` by `by_value`: the result
+/// and whether commas were removed.
+fn read<T>(
+    json: &str,
+    direct: impl FnOnce(&str) -> Option<T>,
+    by_value: impl FnOnce(Value) -> Result<T, String>,
+) -> Result<(T, bool), (DiagnosticKind, String)> {
+    if let Some(read) = direct(json) {
+        return Ok((read, false));
+    }
+    let (value, commas) = extract::decode_within_depth(json)?;
+    let read = by_value(value).map_err(|reason| (DiagnosticKind::SchemaViolation, reason))?;
+    Ok((read, commas))
+}
+
 impl Collected {
-    /// Takes in a decoded marker element; returns what to report, in order.
+    /// Takes in a marker element whose JSON is `json` (within the depth
+    /// limit); appends what to report, in order, to `events`.
+    ///
+    /// Suggestion lists are read straight from the text when they are
+    /// well-formed ([`direct`]); everything else, and every list that is
+    /// not, is decoded into a `Value` first, which decides and explains.
     #[allow(clippy::too_many_arguments)]
     pub(crate) fn accept(
         &mut self,
         profile: &Profile,
         element: Element,
-        decoded: Result<Value, (DiagnosticKind, String)>,
+        json: Result<&str, (DiagnosticKind, String)>,
         raw: &str,
         offset: usize,
-        repairs: &[&str],
+        fenced: bool,
         emit: bool,
-    ) -> Vec<Event> {
+        events: &mut Vec<Event>,
+    ) {
         let name = profile.element_name(element);
-        let value = match decoded {
-            Ok(value) => value,
+        let json = match json {
+            Ok(json) => json,
             Err((kind, reason)) => {
-                return vec![Event::Diagnostic(diagnostic(
+                events.push(Event::Diagnostic(diagnostic(
                     kind, name, raw, reason, offset,
-                ))];
+                )));
+                return;
             }
         };
-        let mut events = Vec::new();
-        let repaired = |events: &mut Vec<Event>| {
-            if !repairs.is_empty() {
-                let reason = repairs.join("; ");
-                events.push(Event::Diagnostic(diagnostic(
-                    DiagnosticKind::Repaired,
-                    name,
-                    raw,
-                    reason,
-                    offset,
-                )));
-            }
+        let repaired = |events: &mut Vec<Event>, commas: bool| {
+            let reason = match (fenced, commas) {
+                (false, false) => return,
+                (true, false) => FENCE_REPAIR.to_owned(),
+                (false, true) => COMMAS_REPAIR.to_owned(),
+                (true, true) => format!("{FENCE_REPAIR}; {COMMAS_REPAIR}"),
+            };
+            events.push(Event::Diagnostic(diagnostic(
+                DiagnosticKind::Repaired,
+                name,
+                raw,
+                reason,
+                offset,
+            )));
         };
         let duplicate = |what: &str| {
             let reason = format!("a response carries one {what} list; the first one is kept");
@@ -153,32 +181,32 @@ impl Collected {
                 offset,
             ))
         };
-        let violation = |reason: String| {
-            Event::Diagnostic(diagnostic(
-                DiagnosticKind::SchemaViolation,
-                name,
-                raw,
-                reason,
-                offset,
-            ))
+        let failed = |(kind, reason): (DiagnosticKind, String)| {
+            Event::Diagnostic(diagnostic(kind, name, raw, reason, offset))
         };
         match element {
-            Element::SuggestedValues => match elements::suggested_values(&value) {
-                Err(reason) => events.push(violation(reason)),
+            Element::SuggestedValues => match read(json, direct::suggested_values, |value| {
+                elements::suggested_values(&value)
+            }) {
+                Err(error) => events.push(failed(error)),
                 Ok(_) if self.values.is_some() => events.push(duplicate("suggested values")),
-                Ok(values) => {
-                    repaired(&mut events);
+                Ok((values, commas)) => {
+                    repaired(events, commas);
                     if emit {
                         events.push(Event::Item(StreamItem::SuggestedValues(values.clone())));
                     }
                     self.values = Some(values);
                 }
             },
-            Element::SuggestedActions => match elements::suggested_actions(&value, profile) {
-                Err(reason) => events.push(violation(reason)),
+            Element::SuggestedActions => match read(
+                json,
+                |json| direct::suggested_actions(json, profile).map(|kept| (kept, Vec::new())),
+                |value| elements::suggested_actions(&value, profile),
+            ) {
+                Err(error) => events.push(failed(error)),
                 Ok(_) if self.actions.is_some() => events.push(duplicate("suggested actions")),
-                Ok((actions, dropped)) => {
-                    repaired(&mut events);
+                Ok(((actions, dropped), commas)) => {
+                    repaired(events, commas);
                     for drop in dropped {
                         let reason = format!(
                             "action `{}` is not allowed by the profile; dropped",
@@ -199,10 +227,11 @@ impl Collected {
                 }
             },
             Element::Payload(priority) => {
-                match elements::payload(value, &profile.payloads[priority]) {
-                    Err(reason) => events.push(violation(reason)),
-                    Ok(payload) => {
-                        repaired(&mut events);
+                let spec = &profile.payloads[priority];
+                match read(json, |_| None, |value| elements::payload(value, spec)) {
+                    Err(error) => events.push(failed(error)),
+                    Ok((payload, commas)) => {
+                        repaired(events, commas);
                         let better = self
                             .best
                             .is_none_or(|best| priority < self.payloads[best].priority);
@@ -223,7 +252,6 @@ impl Collected {
                 }
             }
         }
-        events
     }
 
     /// Whether the response's suggested values were found.

@@ -248,7 +248,19 @@ pub(crate) type Decoded = Result<(Value, bool), (DiagnosticKind, String)>;
 /// Parses the extracted element under the depth limit (`depth` is its
 /// nesting when already known), repairing trailing commas when that is the
 /// only problem.
+#[cfg(test)]
 pub(crate) fn decode(json: &str, depth: Option<usize>, max_depth: usize) -> Decoded {
+    check_depth(json, depth, max_depth)?;
+    decode_within_depth(json)
+}
+
+/// `TooDeep` when the element `json` nests deeper than `max_depth` (`depth`
+/// is its nesting when already known).
+pub(crate) fn check_depth(
+    json: &str,
+    depth: Option<usize>,
+    max_depth: usize,
+) -> Result<(), (DiagnosticKind, String)> {
     let too_deep = match depth {
         Some(depth) => depth > max_depth,
         None => exceeds_depth(json.as_bytes(), max_depth),
@@ -259,6 +271,11 @@ pub(crate) fn decode(json: &str, depth: Option<usize>, max_depth: usize) -> Deco
             format!("nests deeper than {max_depth} levels"),
         ));
     }
+    Ok(())
+}
+
+/// [`decode`] of an element already checked with [`check_depth`].
+pub(crate) fn decode_within_depth(json: &str) -> Decoded {
     match serde_json::from_str::<Value>(json) {
         Ok(value) => Ok((value, false)),
         Err(error) => {

@@ -17,6 +17,7 @@
 //! (one linear pass, even over adversarial input).
 
 mod convert;
+mod direct;
 mod elements;
 mod engine;
 mod engine_state;
@@ -65,6 +66,9 @@ pub fn parse(text: &str, profile: &Profile, limits: &Limits) -> Result<Parsed, P
         });
     }
     let mut engine = engine::Engine::new(*limits, false);
+    // The message is the text less what is removed: one allocation instead
+    // of a string of doublings.
+    engine.reserve_message(text.len());
     engine.run(text, profile, true);
     Ok(engine.into_parsed())
 }

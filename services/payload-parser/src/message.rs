@@ -49,6 +49,12 @@ fn is_ws(b: u8) -> bool {
 }
 
 impl MessageBuilder {
+    /// Room for `bytes` of message up front (a parse knows its message is
+    /// at most as long as its text).
+    pub(crate) fn reserve(&mut self, bytes: usize) {
+        self.out.reserve(bytes);
+    }
+
     /// Appends kept text.
     pub(crate) fn keep(&mut self, text: &str) {
         let bytes = text.as_bytes();

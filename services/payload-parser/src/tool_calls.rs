@@ -19,11 +19,11 @@ use crate::{
 };
 
 /// The members that may name the tool, in the order they are tried.
-const NAME_KEYS: [&str; 3] = ["tool", "name", "type"];
+pub(crate) const NAME_KEYS: [&str; 3] = ["tool", "name", "type"];
 /// The same members as they appear in the text.
 const QUOTED_NAME_KEYS: [&[u8]; 3] = [b"\"tool\"", b"\"name\"", b"\"type\""];
 /// The members that may carry the arguments.
-const ARGUMENT_KEYS: [&str; 4] = ["input", "arguments", "args", "parameters"];
+pub(crate) const ARGUMENT_KEYS: [&str; 4] = ["input", "arguments", "args", "parameters"];
 /// Most whitespace between the tokens of the prefix.
 const MAX_PREFIX_GAP: usize = 64;
 
