@@ -405,6 +405,13 @@ pub struct ServerConfig {
     /// gRPC probes, when `listen` serves TLS.
     #[serde(default = "off")]
     pub health_listen: String,
+    /// A Unix domain socket serving the same gRPC as `listen` (health and
+    /// reflection included), or `off`: for a caller in the same pod or on
+    /// the same host. Always plaintext (who may connect is the file's
+    /// permissions, 0660); a stale socket file is replaced at start and the
+    /// file is removed at exit.
+    #[serde(default = "off")]
+    pub uds_listen: String,
     /// `[server.tls]`: TLS on `listen` when it names a certificate.
     #[serde(default)]
     pub tls: crate::tls::ServerTlsConfig,
@@ -423,6 +430,7 @@ impl ServerConfig {
             metrics_listen: format!("127.0.0.1:{metrics_port}"),
             drain_timeout: Duration::from_secs(20),
             health_listen: off(),
+            uds_listen: off(),
             tls: crate::tls::ServerTlsConfig::default(),
         }
     }
@@ -454,11 +462,27 @@ impl ServerConfig {
         })
     }
 
+    /// `uds_listen` as a socket path, `None` when `off`.
+    pub fn uds_path(&self) -> Result<Option<PathBuf>, ConfigError> {
+        if self.uds_listen == "off" {
+            return Ok(None);
+        }
+        crate::unix::check_path(&self.uds_listen)
+            .map(Some)
+            .map_err(|message| {
+                invalid(
+                    "server.uds_listen",
+                    format!("`{}`: {message} (a socket path or off)", self.uds_listen),
+                )
+            })
+    }
+
     /// Checks the addresses.
     pub fn validate(&self) -> Result<(), ConfigError> {
         self.listen_addr()?;
         self.metrics()?;
         self.health_addr()?;
+        self.uds_path()?;
         Ok(())
     }
 }
@@ -471,6 +495,10 @@ pub struct ServerFlags {
     /// Address to listen on (HOST:PORT): server.listen.
     #[arg(long, env = "PARLEY_LISTEN")]
     pub listen: Option<String>,
+    /// Also serve on this Unix domain socket (plaintext, mode 0660), or `off`:
+    /// server.uds_listen.
+    #[arg(long, env = "PARLEY_UDS_LISTEN")]
+    pub uds_listen: Option<String>,
     /// Prometheus metrics at http://ADDR/metrics, or `off`: server.metrics_listen.
     #[arg(long, env = "PARLEY_METRICS_LISTEN")]
     pub metrics_listen: Option<String>,
@@ -499,6 +527,7 @@ impl Layers {
     /// Applies the `[server]` flags.
     pub fn server_flags(self, flags: &ServerFlags) -> Result<Self, ConfigError> {
         self.flag("server.listen", flags.listen.clone())?
+            .flag("server.uds_listen", flags.uds_listen.clone())?
             .flag("server.metrics_listen", flags.metrics_listen.clone())?
             .flag(
                 "server.drain_timeout",

@@ -9,7 +9,8 @@
 //! [`telemetry`] is logging, OpenTelemetry tracing and Prometheus metrics;
 //! [`config`] is how each binary reads its settings (defaults, file,
 //! environment, flags); [`tls`] is TLS and mutual TLS with certificates
-//! that rotate; [`testing`] is the workspace's rule for tests that cannot run here.
+//! that rotate; [`unix`] is gRPC over a Unix domain socket (the sidecar
+//! hop); [`testing`] is the workspace's rule for tests that cannot run here.
 
 pub mod config;
 pub mod deadline;
@@ -19,5 +20,6 @@ pub mod status;
 pub mod telemetry;
 pub mod testing;
 pub mod tls;
+pub mod unix;
 
 pub use serve::{ServeOptions, serve, shutdown_signal};

@@ -11,7 +11,10 @@
 //! the client's code and writes the audit line of every rejected call (so
 //! metrics and spans see the code the client gets). With TLS in the options
 //! ([`crate::tls`]) the same listener serves TLS or mutual TLS, health and
-//! reflection included.
+//! reflection included. With `uds_listen` the same router (layers, health,
+//! reflection) is also served on a Unix domain socket, always plaintext
+//! ([`crate::unix`]); it drains with the TCP listener and its file is
+//! removed when serving ends.
 
 use std::{future::Future, time::Duration};
 
@@ -41,6 +44,9 @@ pub struct ServeOptions {
     /// A plaintext port serving only `grpc.health.v1`, the same statuses
     /// as the main listener (for probes that cannot do TLS).
     pub health_listen: Option<std::net::SocketAddr>,
+    /// A Unix domain socket serving the same router as the listener, in
+    /// plaintext even when the listener serves TLS.
+    pub uds_listen: Option<std::path::PathBuf>,
 }
 
 impl ServeOptions {
@@ -53,15 +59,17 @@ impl ServeOptions {
             http2_keepalive: Duration::from_secs(30),
             tls: None,
             health_listen: None,
+            uds_listen: None,
         }
     }
 
     /// These options with the `[server]` settings of `config`: its drain
-    /// timeout and its TLS.
+    /// timeout, its TLS, its health port and its Unix socket.
     pub fn configured(mut self, config: &crate::config::ServerConfig) -> Result<Self, ServeError> {
         self.drain_timeout = config.drain_timeout;
         self.tls = crate::tls::ServerTls::from_config(&config.tls)?;
         self.health_listen = config.health_addr()?;
+        self.uds_listen = config.uds_path()?;
         Ok(self)
     }
 }
@@ -93,6 +101,9 @@ pub enum ServeError {
         #[source]
         source: std::io::Error,
     },
+    /// The Unix socket could not be opened.
+    #[error(transparent)]
+    UnixListen(#[from] crate::unix::UnixListenError),
 }
 
 /// Serves `routes` with health and reflection on `listener` until `shutdown`
@@ -104,6 +115,12 @@ pub async fn serve(
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> Result<(), ServeError> {
     let addr = listener.local_addr()?;
+    // Bound first, so a path in use fails before anything is served; the
+    // file is removed when `unix` drops, at the end of this function.
+    let mut unix = match &opts.uds_listen {
+        None => None,
+        Some(path) => Some(bind_unix(path)?),
+    };
     let (reporter, health) = tonic_health::server::health_reporter();
     for name in &opts.services {
         reporter
@@ -157,8 +174,13 @@ pub async fn serve(
         .add_service(reflection_v1alpha);
 
     // The drain starts when `shutdown` resolves: health goes NOT_SERVING and
-    // the server stops accepting; `drained` bounds how long we wait after that.
-    let (started_tx, started_rx) = tokio::sync::oneshot::channel::<()>();
+    // every listener stops accepting; `drain_timeout` bounds how long we
+    // wait after that.
+    let (drain_tx, drain_rx) = tokio::sync::watch::channel(false);
+    let drained = |mut drain: tokio::sync::watch::Receiver<bool>| async move {
+        // An error means the sender is gone, which is a drain too.
+        let _ = drain.wait_for(|started| *started).await;
+    };
     let services = opts.services.clone();
     let graceful = async move {
         shutdown.await;
@@ -171,7 +193,7 @@ pub async fn serve(
         reporter
             .set_service_status("", ServingStatus::NotServing)
             .await;
-        let _ = started_tx.send(());
+        let _ = drain_tx.send(true);
     };
 
     let router = Server::builder()
@@ -180,9 +202,23 @@ pub async fn serve(
         .layer(EdgeLayer::new())
         .add_routes(routes);
     let mut reloader = None;
-    let server: std::pin::Pin<
-        Box<dyn Future<Output = Result<(), tonic::transport::Error>> + Send>,
-    > = match &opts.tls {
+    let mut unix_server: Option<ServerFuture> = None;
+    #[cfg(unix)]
+    if let Some(listener) = unix
+        .as_mut()
+        .and_then(crate::unix::UnixSocket::take_listener)
+    {
+        let path = unix
+            .as_ref()
+            .map(|socket| socket.path().display().to_string())
+            .unwrap_or_default();
+        tracing::info!(service = opts.name, %path, tls = false, "listening (unix socket)");
+        unix_server = Some(Box::pin(router.clone().serve_with_incoming_shutdown(
+            tokio_stream::wrappers::UnixListenerStream::new(listener),
+            drained(drain_rx.clone()),
+        )));
+    }
+    let tcp_server: ServerFuture = match &opts.tls {
         Some(tls) => {
             tracing::info!(
                 service = opts.name,
@@ -192,7 +228,7 @@ pub async fn serve(
                 "listening"
             );
             reloader = Some(tls.spawn_reloader());
-            Box::pin(router.serve_with_incoming_shutdown(tls.incoming(listener), graceful))
+            Box::pin(router.serve_with_incoming_shutdown(tls.incoming(listener), drained(drain_rx)))
         }
         None => {
             tracing::info!(service = opts.name, %addr, "listening");
@@ -208,14 +244,20 @@ pub async fn serve(
                 }
                 accepted
             });
-            Box::pin(router.serve_with_incoming_shutdown(incoming, graceful))
+            Box::pin(router.serve_with_incoming_shutdown(incoming, drained(drain_rx)))
         }
     };
-    let mut server = server;
+    // Every listener until the drain; one that fails ends them all.
+    let mut server = std::pin::pin!(async move {
+        match unix_server {
+            Some(unix_server) => tokio::try_join!(tcp_server, unix_server).map(drop),
+            None => tcp_server.await,
+        }
+    });
 
     tokio::select! {
         result = &mut server => result?,
-        Ok(()) = started_rx => {
+        () = graceful => {
             match tokio::time::timeout(opts.drain_timeout, &mut server).await {
                 Ok(result) => result?,
                 Err(_) => tracing::warn!(
@@ -231,8 +273,24 @@ pub async fn serve(
     if let Some(health_port) = health_port {
         health_port.abort();
     }
+    // The socket file goes with it.
+    drop(unix);
     tracing::info!(service = opts.name, "stopped");
     Ok(())
+}
+
+/// One listener's server, until its drain ends.
+type ServerFuture =
+    std::pin::Pin<Box<dyn Future<Output = Result<(), tonic::transport::Error>> + Send>>;
+
+#[cfg(unix)]
+fn bind_unix(path: &std::path::Path) -> Result<crate::unix::UnixSocket, ServeError> {
+    Ok(crate::unix::bind(path)?)
+}
+
+#[cfg(not(unix))]
+fn bind_unix(_path: &std::path::Path) -> Result<std::convert::Infallible, ServeError> {
+    Err(crate::unix::UnixListenError::Unsupported.into())
 }
 
 /// Resolves on SIGTERM or Ctrl-C.

@@ -558,11 +558,35 @@ pub struct ClientTls {
 /// An endpoint made by [`ClientTls::endpoint`]: for an `https://` URL
 /// tonic dials the `http://` form of the address and sends the `https://`
 /// origin, while the connector does the TLS (tonic's own TLS reads its
-/// certificates once; this one's client certificate follows its files).
+/// certificates once; this one's client certificate follows its files);
+/// for a `unix:` URL the connector dials the socket ([`crate::unix`]).
 #[derive(Debug, Clone)]
 pub struct ClientEndpoint {
     endpoint: tonic::transport::Endpoint,
-    tls: Option<Arc<rustls::ClientConfig>>,
+    dial: Dial,
+}
+
+/// How a [`ClientEndpoint`] opens its connections.
+#[derive(Debug, Clone)]
+enum Dial {
+    /// tonic's own TCP connector (`http://`).
+    Tcp,
+    /// TCP then this TLS (`https://`).
+    Tls(Arc<rustls::ClientConfig>),
+    /// This Unix socket (`unix:`), plaintext.
+    #[cfg(unix)]
+    Unix(crate::unix::UnixConnector),
+}
+
+/// Why an upstream URL cannot be dialled.
+#[derive(Debug, thiserror::Error)]
+pub enum EndpointError {
+    /// Not a URL tonic takes.
+    #[error(transparent)]
+    Uri(#[from] tonic::transport::Error),
+    /// A `unix:` URL that names no usable socket path.
+    #[error("{0}")]
+    Unix(String),
 }
 
 impl ClientEndpoint {
@@ -576,30 +600,36 @@ impl ClientEndpoint {
         self
     }
 
-    /// The address dialled (the `http://` form of an `https://` URL).
+    /// The address dialled (the `http://` form of an `https://` URL;
+    /// `http://localhost` for a Unix socket).
     pub fn uri(&self) -> &http::Uri {
         self.endpoint.uri()
     }
 
-    /// A channel that connects on first use.
+    /// A channel that connects on first use (and again after the peer
+    /// comes back).
     pub fn connect_lazy(self) -> tonic::transport::Channel {
-        match self.tls {
-            None => self.endpoint.connect_lazy(),
-            Some(tls) => self
+        match self.dial {
+            Dial::Tcp => self.endpoint.connect_lazy(),
+            Dial::Tls(tls) => self
                 .endpoint
                 .connect_with_connector_lazy(TlsConnector { tls }),
+            #[cfg(unix)]
+            Dial::Unix(unix) => self.endpoint.connect_with_connector_lazy(unix),
         }
     }
 
     /// A channel, connected now.
     pub async fn connect(self) -> Result<tonic::transport::Channel, tonic::transport::Error> {
-        match self.tls {
-            None => self.endpoint.connect().await,
-            Some(tls) => {
+        match self.dial {
+            Dial::Tcp => self.endpoint.connect().await,
+            Dial::Tls(tls) => {
                 self.endpoint
                     .connect_with_connector(TlsConnector { tls })
                     .await
             }
+            #[cfg(unix)]
+            Dial::Unix(unix) => self.endpoint.connect_with_connector(unix).await,
         }
     }
 }
@@ -700,13 +730,20 @@ impl ClientTls {
             .unwrap_or_else(|| tonic::transport::ClientTlsConfig::new().with_native_roots())
     }
 
-    /// The endpoint of `url`, with this TLS when its scheme is `https`.
-    pub fn endpoint(&self, url: &str) -> Result<ClientEndpoint, tonic::transport::Error> {
+    /// The endpoint of `url`: with this TLS when its scheme is `https`,
+    /// plaintext for `http`, and the Unix socket of a `unix:/path` or
+    /// `unix:///path` URL (plaintext: the socket's file permissions say
+    /// who may connect).
+    pub fn endpoint(&self, url: &str) -> Result<ClientEndpoint, EndpointError> {
+        if let Some(path) = crate::unix::socket_path(url) {
+            let path = path.map_err(EndpointError::Unix)?;
+            return unix_endpoint(path);
+        }
         let endpoint = tonic::transport::Endpoint::from_shared(url.to_owned())?;
         if endpoint.uri().scheme_str() != Some("https") {
             return Ok(ClientEndpoint {
                 endpoint,
-                tls: None,
+                dial: Dial::Tcp,
             });
         }
         let origin = endpoint.uri().clone();
@@ -720,14 +757,34 @@ impl ClientTls {
             // tonic then says that https:// needs TLS, at the first call.
             return Ok(ClientEndpoint {
                 endpoint,
-                tls: None,
+                dial: Dial::Tcp,
             });
         };
         Ok(ClientEndpoint {
             endpoint: dialled,
-            tls: Some(tls),
+            dial: Dial::Tls(tls),
         })
     }
+}
+
+/// The endpoint of a Unix socket: tonic needs an `http://` URI for the
+/// request's `:authority`, `localhost` as gRPC's own clients send.
+#[cfg(unix)]
+fn unix_endpoint(path: PathBuf) -> Result<ClientEndpoint, EndpointError> {
+    Ok(ClientEndpoint {
+        endpoint: tonic::transport::Endpoint::from_static("http://localhost"),
+        dial: Dial::Unix(crate::unix::UnixConnector {
+            path: Arc::from(path),
+        }),
+    })
+}
+
+#[cfg(not(unix))]
+fn unix_endpoint(path: PathBuf) -> Result<ClientEndpoint, EndpointError> {
+    Err(EndpointError::Unix(format!(
+        "`unix:{}`: Unix domain sockets are not supported on this platform",
+        path.display()
+    )))
 }
 
 /// The system's trust roots (those that do not parse are left out).

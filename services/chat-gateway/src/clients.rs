@@ -1,5 +1,6 @@
 //! The gateway's two upstreams: the agent-runner and the payload-parser
-//! sidecar. Channels connect lazily (the gateway starts even when neither is
+//! sidecar, each at an `http://`, `https://` or `unix:` URL (a Unix domain
+//! socket: the parser sidecar in the same pod). Channels connect lazily (the gateway starts even when neither is
 //! up yet, and reconnects when they come back); a call to a peer that is
 //! down fails fast, which is what sends turns to `RUNNER_UNAVAILABLE` or to
 //! the in-process parser. Every call is a CLIENT span whose context travels
@@ -19,15 +20,15 @@ pub type Traced = RpcClient<Channel>;
 
 /// Why an upstream address is unusable.
 #[derive(Debug, thiserror::Error)]
-#[error("invalid {which} url `{url}`: {source}")]
+#[error("invalid {which} `{url}`: {source}")]
 pub struct UpstreamError {
-    /// `runner` or `parser`.
+    /// The configuration key: `upstream.runner_url` or `upstream.parser_url`.
     pub which: &'static str,
     /// The URL.
     pub url: String,
     /// The cause.
     #[source]
-    pub source: tonic::transport::Error,
+    pub source: parley_grpc::tls::EndpointError,
 }
 
 /// Clients of the runner and the parser sidecar, cheap to clone.
@@ -69,7 +70,7 @@ fn channel(
 
 impl Upstreams {
     /// Lazy channels to the runner and the parser (TLS for an `https://`
-    /// URL, as `tls` says).
+    /// URL, as `tls` says; a Unix socket for `unix:/path`).
     pub fn new(
         runner_url: &str,
         parser_url: &str,
@@ -78,10 +79,20 @@ impl Upstreams {
         tls: &ClientTls,
     ) -> Result<Self, UpstreamError> {
         Ok(Self {
-            runner: AgentRunnerClient::new(channel("runner", runner_url, connect_timeout, tls)?)
-                .max_decoding_message_size(16 * 1024 * 1024),
-            parser: PayloadParserClient::new(channel("parser", parser_url, connect_timeout, tls)?)
-                .max_decoding_message_size(16 * 1024 * 1024),
+            runner: AgentRunnerClient::new(channel(
+                "upstream.runner_url",
+                runner_url,
+                connect_timeout,
+                tls,
+            )?)
+            .max_decoding_message_size(16 * 1024 * 1024),
+            parser: PayloadParserClient::new(channel(
+                "upstream.parser_url",
+                parser_url,
+                connect_timeout,
+                tls,
+            )?)
+            .max_decoding_message_size(16 * 1024 * 1024),
             parse_timeout,
             compiled_profiles: Arc::default(),
         })

@@ -86,9 +86,11 @@ impl Default for StoreConfig {
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct UpstreamConfig {
-    /// The agent-runner.
+    /// The agent-runner: `http://HOST:PORT`, `https://HOST:PORT` or
+    /// `unix:/path/to.sock`.
     pub runner_url: String,
-    /// The payload-parser sidecar.
+    /// The payload-parser sidecar, the same forms (`unix:` when it serves
+    /// `server.uds_listen` in the same pod).
     pub parser_url: String,
     /// Longest time to open a connection to either.
     #[serde(with = "duration")]
@@ -402,6 +404,9 @@ pub struct Flags {
 }
 
 fn check_url(key: &'static str, url: &str) -> Result<(), ConfigError> {
+    if let Some(path) = parley_grpc::unix::socket_path(url) {
+        return path.map(drop).map_err(|message| invalid(key, message));
+    }
     let uri: http::Uri = url
         .parse()
         .map_err(|error| invalid(key, format!("`{url}` is not a URL: {error}")))?;
@@ -409,7 +414,9 @@ fn check_url(key: &'static str, url: &str) -> Result<(), ConfigError> {
         Some("http" | "https") if uri.host().is_some() => Ok(()),
         _ => Err(invalid(
             key,
-            format!("`{url}` must be an http:// or https:// URL with a host"),
+            format!(
+                "`{url}` must be an http:// or https:// URL with a host, or unix:/path/to.sock"
+            ),
         )),
     }
 }
@@ -507,6 +514,28 @@ mod tests {
         let error = from_toml("[turns]\nlease_renew = \"5s\"\nlease_ttl = \"5s\"\n")
             .expect_err("a lease shorter than its renewal");
         assert!(error.to_string().contains("turns.lease_ttl"), "{error}");
+    }
+
+    #[test]
+    fn upstreams_may_be_unix_sockets_and_a_bad_one_names_its_key() {
+        let config = from_toml(
+            "[upstream]\nparser_url = \"unix:/run/parley/parser.sock\"\nrunner_url = \"unix:///run/parley/runner.sock\"\n",
+        )
+        .expect("unix: URLs are valid");
+        assert_eq!(config.upstream.parser_url, "unix:/run/parley/parser.sock");
+
+        for (url, why) in [
+            ("unix:", "names no socket path"),
+            ("unix://parser/run/parser.sock", "names a host"),
+        ] {
+            let error = from_toml(&format!("[upstream]\nparser_url = \"{url}\"\n"))
+                .expect_err("refused")
+                .to_string();
+            assert!(
+                error.contains("upstream.parser_url") && error.contains(why),
+                "{error}"
+            );
+        }
     }
 
     #[test]

@@ -42,10 +42,10 @@ struct Args {
     /// Conversation store, sqlite://FILE?mode=rwc or postgres://...: store.database_url.
     #[arg(long, env = "PARLEY_DATABASE_URL")]
     database_url: Option<String>,
-    /// The agent-runner: upstream.runner_url.
+    /// The agent-runner (http://, https:// or unix:/path/to.sock): upstream.runner_url.
     #[arg(long, env = "PARLEY_RUNNER_URL")]
     runner: Option<String>,
-    /// The payload-parser sidecar: upstream.parser_url.
+    /// The payload-parser sidecar (http://, https:// or unix:/path/to.sock): upstream.parser_url.
     #[arg(long, env = "PARLEY_PARSER_URL")]
     parser: Option<String>,
     /// The page registry (YAML); unset serves the built-in example: registry.

@@ -250,7 +250,8 @@ fn tables_under_a_key_are_listed() {
             "health_listen",
             "listen",
             "metrics_listen",
-            "tls"
+            "tls",
+            "uds_listen"
         ]
     );
     assert!(layers.tables_under("nothing").is_empty());
@@ -278,4 +279,64 @@ fn server_addresses_are_checked() {
             .to_string()
             .contains("server.listen")
     );
+}
+
+#[test]
+fn the_unix_socket_is_off_by_default_and_set_by_each_layer() {
+    let defaults = Sample::default();
+    assert_eq!(defaults.server.uds_path().expect("off"), None);
+    assert!(
+        defaults_toml(&defaults).contains("uds_listen = \"off\""),
+        "--help and --print-config show it"
+    );
+
+    let file = toml_file("[server]\nuds_listen = \"/run/parley/file.sock\"\n");
+    let layers = || {
+        Layers::new(&Sample::default())
+            .expect("defaults")
+            .file(file.path())
+            .expect("file")
+    };
+    let from_file: Sample = layers().extract().expect("merges");
+    assert_eq!(
+        from_file.server.uds_path().expect("a path"),
+        Some(PathBuf::from("/run/parley/file.sock"))
+    );
+    let from_env: Sample = layers()
+        .env_from(vars(&[(
+            "PARLEY_SERVER__UDS_LISTEN",
+            "/run/parley/env.sock",
+        )]))
+        .extract()
+        .expect("merges");
+    assert_eq!(from_env.server.uds_listen, "/run/parley/env.sock");
+    let flags = ServerFlags {
+        uds_listen: Some("/run/parley/flag.sock".into()),
+        ..ServerFlags::default()
+    };
+    let from_flag: Sample = layers()
+        .env_from(vars(&[(
+            "PARLEY_SERVER__UDS_LISTEN",
+            "/run/parley/env.sock",
+        )]))
+        .server_flags(&flags)
+        .expect("flags")
+        .extract()
+        .expect("merges");
+    assert_eq!(from_flag.server.uds_listen, "/run/parley/flag.sock");
+    let off: Sample = layers()
+        .env_from(vars(&[("PARLEY_SERVER__UDS_LISTEN", "off")]))
+        .extract()
+        .expect("merges");
+    assert_eq!(off.server.uds_path().expect("off"), None);
+}
+
+#[test]
+fn a_bad_unix_socket_path_names_its_key() {
+    let mut server = ServerConfig::local(1, 2);
+    for bad in [String::new(), format!("/{}", "x".repeat(200))] {
+        server.uds_listen = bad;
+        let error = server.validate().expect_err("refused").to_string();
+        assert!(error.contains("server.uds_listen"), "{error}");
+    }
 }
