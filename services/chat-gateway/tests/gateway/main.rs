@@ -18,3 +18,4 @@ mod python_client;
 mod quotas;
 mod real_stack;
 mod streaming;
+mod unix_socket;

@@ -41,6 +41,9 @@ pub struct Options {
     pub runner_down: bool,
     /// A runner to use instead of the fake one.
     pub runner_url: Option<String>,
+    /// A parser sidecar URL to dial instead of the one `parser` starts
+    /// (`unix:/path` for a sidecar serving a Unix socket).
+    pub parser_url: Option<String>,
     /// Changes to the gateway's configuration.
     pub tweak: fn(&mut GatewayConfig),
 }
@@ -52,6 +55,7 @@ impl Default for Options {
             parser: ParserMode::Up,
             runner_down: false,
             runner_url: None,
+            parser_url: None,
             tweak: |_| {},
         }
     }
@@ -161,7 +165,10 @@ impl Harness {
             .runner_url
             .clone()
             .unwrap_or_else(|| format!("http://{runner_addr}"));
-        config.upstream.parser_url = format!("http://{parser_addr}");
+        config.upstream.parser_url = options
+            .parser_url
+            .clone()
+            .unwrap_or_else(|| format!("http://{parser_addr}"));
         (options.tweak)(&mut config);
         let gateway = Gateway::build(&config, Registry::example(), options.auth)
             .await

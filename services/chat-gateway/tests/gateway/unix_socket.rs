@@ -1,0 +1,198 @@
+//! The sidecar hop over a Unix domain socket, as in the Kubernetes pod: the
+//! real payload-parser service served by `parley_grpc::serve` with
+//! `uds_listen`, and the gateway given only its `unix:` URL (never its TCP
+//! port). A turn parsed by the sidecar carries no `PARSER_FALLBACK`
+//! diagnostic; one whose socket nobody serves does.
+
+use std::time::Duration;
+
+use parley_grpc::tls::ClientTls;
+use parley_proto::{
+    gateway::v1::chat_event::Event, parser::v1::DiagnosticKind,
+    parser::v1::payload_parser_server::PayloadParserServer,
+};
+use payload_parser::service::ParserService;
+use tokio::sync::oneshot;
+use tonic::server::NamedService;
+use tonic_health::pb::{
+    HealthCheckRequest, health_check_response::ServingStatus, health_client::HealthClient,
+};
+
+use crate::harness::{
+    Harness, Options, ParserMode, Turn, chat, chat_request,
+    fake_runner::{Reply, Step, text_reply},
+};
+
+const PROPOSAL: &str = r#"{"mode": "create", "reasoning": "Track applications", "table_name": "Job Applications", "table_description": "Tracks job applications", "operations": [{"action": "add", "column": {"name": "Company", "type": "text", "required": true}}], "sample_rows": [{"Company": "Acme"}]}"#;
+
+/// Prose, a proposal marker and suggestions, in 5-character deltas a
+/// millisecond apart, so each travels to the parser on its own.
+fn answer() -> Reply {
+    let text = format!(
+        "Here is a table to track your applications.\n\n**SCHEMA_PROPOSAL:** {PROPOSAL}\n\nSUGGESTED_VALUES: [{{\"label\": \"Add rows\", \"value\": \"Add some sample rows\"}}]"
+    );
+    let chars: Vec<char> = text.chars().collect();
+    let pieces: Vec<String> = chars.chunks(5).map(|c| c.iter().collect()).collect();
+    let Reply::Steps(steps) = text_reply(&pieces.iter().map(String::as_str).collect::<Vec<_>>())
+    else {
+        unreachable!("text_reply streams")
+    };
+    let mut paced = Vec::with_capacity(steps.len() * 2);
+    for step in steps {
+        if !paced.is_empty() {
+            paced.push(Step::Sleep(Duration::from_millis(1)));
+        }
+        paced.push(step);
+    }
+    Reply::Steps(paced)
+}
+
+/// The real payload-parser on 127.0.0.1:0 and on the socket `path`.
+struct Sidecar {
+    stop: oneshot::Sender<()>,
+    served: tokio::task::JoinHandle<Result<(), parley_grpc::serve::ServeError>>,
+}
+
+impl Sidecar {
+    async fn start(path: &std::path::Path) -> Self {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind");
+        let service = ParserService::new(
+            payload_parser::Profiles::empty(),
+            payload_parser::Limits::default(),
+        );
+        let mut options = parley_grpc::ServeOptions::new(
+            "payload-parser",
+            vec![<PayloadParserServer<ParserService> as NamedService>::NAME],
+        );
+        options.uds_listen = Some(path.to_owned());
+        options.drain_timeout = Duration::from_secs(5);
+        let (stop, stopped) = oneshot::channel::<()>();
+        let served = tokio::spawn(parley_grpc::serve(
+            listener,
+            tonic::service::Routes::new(service.into_server()),
+            options,
+            async move {
+                let _ = stopped.await;
+            },
+        ));
+        Self { stop, served }
+    }
+
+    async fn stop(self) {
+        let _ = self.stop.send(());
+        tokio::time::timeout(Duration::from_secs(10), self.served)
+            .await
+            .expect("the parser stops within 10 s")
+            .expect("the serving task")
+            .expect("the parser stops cleanly");
+    }
+}
+
+/// Waits (5 s at most) until the parser answers health over `url`.
+async fn serving(url: &str) {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
+    loop {
+        let channel = ClientTls::default()
+            .endpoint(url)
+            .expect("a unix: URL")
+            .connect_lazy();
+        let status = HealthClient::new(channel)
+            .check(HealthCheckRequest {
+                service: <PayloadParserServer<ParserService> as NamedService>::NAME.into(),
+            })
+            .await
+            .map(|response| response.into_inner().status)
+            .map_err(|status| status.code());
+        if status == Ok(ServingStatus::Serving as i32) {
+            return;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the parser is not serving on {url}: {status:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+fn fallbacks(turn: &Turn) -> usize {
+    turn.complete
+        .diagnostics
+        .iter()
+        .filter(|d| d.kind == DiagnosticKind::ParserFallback as i32)
+        .count()
+}
+
+fn assert_parsed(turn: &Turn) {
+    assert!(turn.complete.success, "{:?}", turn.complete);
+    assert_eq!(
+        turn.complete
+            .custom_payload
+            .as_ref()
+            .map(|p| p.r#type.as_str()),
+        Some("schema_proposal"),
+        "{:?}",
+        turn.complete
+    );
+    for event in &turn.events {
+        if let Some(Event::TextDelta(text)) = &event.event {
+            for leak in ["SCHEMA", "SUGGESTED", "{", "}", "**"] {
+                assert!(!text.contains(leak), "delta {text:?} leaks {leak:?}");
+            }
+        }
+    }
+    assert_eq!(turn.text, turn.complete.message);
+}
+
+#[tokio::test]
+async fn a_turn_is_parsed_by_the_sidecar_over_a_unix_socket() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("parser.sock");
+    let url = format!("unix:{}", path.display());
+    let parser = Sidecar::start(&path).await;
+    serving(&url).await;
+
+    let mut stack = Harness::start(Options {
+        // Nothing at the harness's own parser address: only the socket parses.
+        parser: ParserMode::Down,
+        parser_url: Some(url),
+        ..Options::default()
+    })
+    .await;
+    for _ in 0..2 {
+        stack.runner.push(answer());
+        let turn = chat(
+            &mut stack.client,
+            chat_request("", "Track my job applications", "tables_list"),
+        )
+        .await;
+        assert_parsed(&turn);
+        assert_eq!(fallbacks(&turn), 0, "{:?}", turn.complete.diagnostics);
+    }
+    stack.stop().await;
+
+    parser.stop().await;
+    assert!(!path.exists(), "the parser removed its socket file");
+}
+
+#[tokio::test]
+async fn a_unix_socket_nobody_serves_falls_back_in_process() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("parser.sock");
+    let mut stack = Harness::start(Options {
+        parser: ParserMode::Down,
+        parser_url: Some(format!("unix://{}", path.display())),
+        ..Options::default()
+    })
+    .await;
+    stack.runner.push(answer());
+    let turn = chat(
+        &mut stack.client,
+        chat_request("", "Track my job applications", "tables_list"),
+    )
+    .await;
+    assert_parsed(&turn);
+    assert_eq!(fallbacks(&turn), 1, "{:?}", turn.complete.diagnostics);
+    stack.stop().await;
+}
