@@ -15,6 +15,7 @@
 #   scripts/load.sh --peer litellm=http://127.0.0.1:4000/v1,PID
 #   scripts/load.sh --profile dev --streams 10 --duration 5s   (a quick look)
 #   scripts/load.sh --streams 100 --max-turns 100 --excess 64   (overload)
+#   scripts/load.sh --parser-uds   (the gateway dials the parser over a Unix socket)
 #
 # Overload (--excess N, with --max-turns at the level so the gateway is
 # full): each level runs the gateway alone, then again while a second
@@ -26,6 +27,13 @@
 # The mock answers with a first token after 100 ms, then 20 chunks 50 ms
 # apart (--first-token, --chunks, --gap). Binaries are built with the
 # containers' profile (`image`) unless --profile says otherwise.
+#
+# --parser-uds: the parser also serves a Unix domain socket
+# (--uds-listen) and the gateway dials it (--parser unix:PATH), as in the
+# Kubernetes pod; the gateway's rows are labelled parley-uds. Run once with
+# and once without to compare the sidecar hop over TCP and over the socket.
+# --check also fails when the parser served no ParseStream (the gateway
+# would then have parsed every turn in-process, not measured the hop).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -39,6 +47,7 @@ gap=50ms
 max_turns=65536
 excess=0
 check=false
+parser_uds=false
 peers=()
 while (($#)); do
     case "$1" in
@@ -53,7 +62,8 @@ while (($#)); do
         --max-turns) max_turns=$2; shift 2 ;;
         --excess) excess=$2; shift 2 ;;
         --check) check=true; shift ;;
-        -h | --help) sed -n '2,30p' "$0"; exit 0 ;;
+        --parser-uds) parser_uds=true; shift ;;
+        -h | --help) sed -n '2,36p' "$0"; exit 0 ;;
         *) echo "load: unknown argument $1 (see --help)" >&2; exit 2 ;;
     esac
 done
@@ -81,6 +91,7 @@ mock=127.0.0.1:18080
 gateway=127.0.0.1:50061
 runner=127.0.0.1:50062
 parser=127.0.0.1:50063
+parser_metrics=127.0.0.1:19466
 cat >"$state/runner.toml" <<TOML
 default_provider = "mock"
 max_concurrent_runs = 65536
@@ -98,7 +109,17 @@ export RUST_LOG="${RUST_LOG:-warn}"
     >"$state/mock.log" 2>&1 &
 mock_pid=$!
 pids+=("$mock_pid")
-"$bin/payload-parser" --listen "$parser" --metrics-listen off >"$state/parser.log" 2>&1 &
+parser_url="http://$parser"
+parser_args=()
+parley_label=parley
+if $parser_uds; then
+    parser_socket="$state/parser.sock"
+    parser_url="unix:$parser_socket"
+    parser_args=(--uds-listen "$parser_socket")
+    parley_label=parley-uds
+fi
+"$bin/payload-parser" --listen "$parser" --metrics-listen "$parser_metrics" "${parser_args[@]}" \
+    >"$state/parser.log" 2>&1 &
 parser_pid=$!
 pids+=("$parser_pid")
 "$bin/agent-runner" --config "$state/runner.toml" >"$state/runner.log" 2>&1 &
@@ -110,7 +131,7 @@ PARLEY_TURNS__MAX_CONCURRENT="$max_turns" PARLEY_TURNS__MAX_STREAMS=65536 \
 PARLEY_TURNS__PER_USER__CONCURRENT_TURNS=0 PARLEY_TURNS__PER_USER__TURNS_PER_MINUTE=0 \
 PARLEY_TURNS__PER_USER__TOKENS_PER_DAY=0 \
     "$bin/chat-gateway" --listen "$gateway" --metrics-listen off --dev-auth \
-    --runner "http://$runner" --parser "http://$parser" \
+    --runner "http://$runner" --parser "$parser_url" \
     --database-url "sqlite://$state/load.db?mode=rwc" >"$state/gateway.log" 2>&1 &
 gateway_pid=$!
 pids+=("$gateway_pid")
@@ -125,8 +146,19 @@ wait_port() {
     cat "$state/$name.log" >&2
     exit 1
 }
+wait_socket() {
+    local path=$1 name=$2
+    for _ in $(seq 1 200); do
+        if [[ -S "$path" ]]; then return 0; fi
+        sleep 0.05
+    done
+    echo "load: $name did not listen on $path; its log:" >&2
+    cat "$state/$name.log" >&2
+    exit 1
+}
 wait_port "$mock" mock
 wait_port "$parser" parser
+if $parser_uds; then wait_socket "$parser_socket" parser; fi
 wait_port "$runner" runner
 wait_port "$gateway" gateway
 
@@ -140,7 +172,7 @@ for streams in $levels; do
     run --label mock --target openai --url "http://$mock/v1" --streams "$streams" --pid "mock=$mock_pid"
     run --label runner --target runner --url "http://$runner" --streams "$streams" \
         --pid "runner=$runner_pid" --pid "mock=$mock_pid"
-    run --label parley --target gateway --url "http://$gateway" --streams "$streams" \
+    run --label "$parley_label" --target gateway --url "http://$gateway" --streams "$streams" \
         --pid "gateway=$gateway_pid" --pid "runner=$runner_pid" --pid "parser=$parser_pid" \
         --pid "mock=$mock_pid"
     if ((excess > 0)); then
@@ -163,6 +195,20 @@ for streams in $levels; do
     done
 done
 if $check; then
+    # The sidecar's own count of the streams it parsed (over the socket
+    # with --parser-uds: the gateway knows no other way to it).
+    parsed=$(python3 - "http://$parser_metrics/metrics" <<'PY'
+import sys, urllib.request
+text = urllib.request.urlopen(sys.argv[1], timeout=5).read().decode()
+print(sum(float(line.rsplit(" ", 1)[1]) for line in text.splitlines()
+          if line.startswith("rpc_server_call_duration_seconds_count") and "ParseStream" in line))
+PY
+)
+    echo "load: the parser sidecar ($parser_url) served ${parsed%.0} ParseStream call(s)" >&2
+    if [[ "${parsed%.0}" == 0 ]]; then
+        echo "load: the gateway never reached its parser sidecar" >&2
+        exit 1
+    fi
     python3 scripts/load_table.py --check "$results"
 else
     python3 scripts/load_table.py "$results"
