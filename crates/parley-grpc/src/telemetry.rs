@@ -208,7 +208,7 @@ pub fn init_with(
     };
     TRACING.store(provider.is_some(), Ordering::Relaxed);
     tracing_subscriber::registry()
-        .with(logs::CorrelationLayer)
+        .with(logs::CorrelationLayer::filtered())
         .with(fmt)
         .with(otel)
         .try_init()

@@ -231,7 +231,7 @@ pub mod raw {
                 .event_format(crate::telemetry::logs::JsonLines)
                 .with_writer(capture.clone());
             let subscriber = tracing_subscriber::registry()
-                .with(crate::telemetry::logs::CorrelationLayer)
+                .with(crate::telemetry::logs::CorrelationLayer::filtered())
                 .with(tracing_subscriber::filter::LevelFilter::INFO)
                 .with(layer);
             let guard = tracing::subscriber::set_default(subscriber);
