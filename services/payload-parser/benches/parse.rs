@@ -160,6 +160,24 @@ fn benches(c: &mut Criterion) {
             }
         })
     });
+    // The part of that floor no parse can skip: the custom payloads' JSON,
+    // which the result carries as an owned `Map` (the suggestion lists and
+    // the tool call are read without a `Value`).
+    let payloads: Vec<&str> = corpus
+        .iter()
+        .filter(|text| text.contains("_PROPOSAL"))
+        .filter_map(|text| json_parts(text).into_iter().next())
+        .collect();
+    assert_eq!(payloads.len(), 3, "three payloads in the corpus");
+    group.bench_function("floor_payload_value", |b| {
+        b.iter(|| {
+            for part in &payloads {
+                black_box(
+                    serde_json::from_str::<serde_json::Value>(black_box(part)).expect("valid JSON"),
+                );
+            }
+        })
+    });
     group.finish();
 
     let prose = prose_64k();

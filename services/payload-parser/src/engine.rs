@@ -114,10 +114,19 @@ impl Engine {
         std::mem::take(&mut self.items)
     }
 
-    /// Moves the items produced since the last call to `out`, keeping this
-    /// buffer's capacity.
-    pub(crate) fn drain_items(&mut self, out: &mut Vec<StreamItem>) {
-        out.append(&mut self.items);
+    /// [`Engine::run`] appending the items it produces straight to `out`
+    /// (no copy through this engine's own buffer).
+    pub(crate) fn run_into(
+        &mut self,
+        text: &str,
+        profile: &Profile,
+        at_end: bool,
+        out: &mut Vec<StreamItem>,
+    ) {
+        // `items` is empty between calls: every call's items are taken.
+        std::mem::swap(&mut self.items, out);
+        self.run(text, profile, at_end);
+        std::mem::swap(&mut self.items, out);
     }
 
     /// Advances over `text` (everything received so far) as far as it can

@@ -64,10 +64,23 @@ impl MessageBuilder {
         };
         // Whitespace never splits a UTF-8 sequence, so these are char boundaries.
         let last = bytes.iter().rposition(|&b| !is_ws(b)).unwrap_or(first);
-        self.ws.push_str(&text[..first]);
-        self.flush_ws();
-        self.out.push_str(&text[first..=last]);
-        self.ws.push_str(&text[last + 1..]);
+        if self.joint.is_none() {
+            // No joint: the withheld and the leading whitespace stay as
+            // they are, in one copy with the text (the common case, once
+            // per delta of a stream).
+            if !self.ws.is_empty() {
+                self.out.push_str(&self.ws);
+                self.ws.clear();
+            }
+            self.out.push_str(&text[..=last]);
+        } else {
+            self.ws.push_str(&text[..first]);
+            self.flush_ws();
+            self.out.push_str(&text[first..=last]);
+        }
+        if last + 1 < text.len() {
+            self.ws.push_str(&text[last + 1..]);
+        }
     }
 
     /// Records that a region was removed at the current end.
