@@ -125,8 +125,49 @@ impl Engine {
     ) {
         // `items` is empty between calls: every call's items are taken.
         std::mem::swap(&mut self.items, out);
-        self.run(text, profile, at_end);
+        if at_end || !self.advance_quickly(text, profile) {
+            self.run(text, profile, at_end);
+        }
         std::mem::swap(&mut self.items, out);
+    }
+
+    /// The two commonest steps of a stream, done as [`Engine::run`] does
+    /// them but without its whole state machine: a delta of plain text (no
+    /// trigger byte since the last scan) and a delta inside an element that
+    /// does not close it. True when done; false leaves the call to `run`
+    /// (with the state as `run` would have it at that point).
+    fn advance_quickly(&mut self, text: &str, profile: &Profile) -> bool {
+        if self.partials.is_some() || self.lists.is_some() {
+            return false;
+        }
+        let t = text.as_bytes();
+        match &mut self.state {
+            State::Scan => {
+                if find_trigger(&profile.triggers, t, self.scan).is_some() {
+                    return false;
+                }
+                let hold = profile.markers.hold_from(t, self.pos);
+                self.keep_to(text, hold);
+                self.scan = self.scan.max(hold);
+            }
+            State::Element { cand, lexer } => {
+                if matches!(&self.index, Some(index) if cand.opener >= index.base()) {
+                    return false;
+                }
+                if let Some(close) = lexer.run(t) {
+                    let depth = Some(lexer.max_depth());
+                    self.state = State::Closed {
+                        cand: *cand,
+                        close,
+                        depth,
+                    };
+                    return false;
+                }
+            }
+            _ => return false,
+        }
+        self.flush_text();
+        true
     }
 
     /// Advances over `text` (everything received so far) as far as it can
