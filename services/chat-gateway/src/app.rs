@@ -80,7 +80,8 @@ impl Gateway {
             config.upstream.connect_timeout,
             config.upstream.parse_timeout,
             &client_tls,
-        )?;
+        )?
+        .with_parsing(config.upstream.parsing);
         let store = Store::open(
             &config.store.database_url,
             &StoreOptions {

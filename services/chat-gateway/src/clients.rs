@@ -15,6 +15,8 @@ use parley_proto::{
 };
 use tonic::transport::Channel;
 
+pub use crate::config::Parsing;
+
 /// A traced channel (CLIENT spans, `traceparent` in the metadata).
 pub type Traced = RpcClient<Channel>;
 
@@ -44,6 +46,8 @@ pub struct Upstreams {
     /// sidecar is unreachable), so a fallback turn does not compile its
     /// page's schemas again.
     pub compiled_profiles: Arc<payload_parser::ProfileCache>,
+    /// Whether turns parse through the sidecar or in-process.
+    pub parsing: Parsing,
 }
 
 fn channel(
@@ -95,6 +99,13 @@ impl Upstreams {
             .max_decoding_message_size(16 * 1024 * 1024),
             parse_timeout,
             compiled_profiles: Arc::default(),
+            parsing: Parsing::Sidecar,
         })
+    }
+
+    /// The same upstreams, parsing as `parsing` says.
+    pub fn with_parsing(mut self, parsing: Parsing) -> Self {
+        self.parsing = parsing;
+        self
     }
 }

@@ -99,6 +99,22 @@ pub struct UpstreamConfig {
     /// parser answers.
     #[serde(with = "duration")]
     pub parse_timeout: Duration,
+    /// Who cleans a turn's text while it streams and parses the answer.
+    pub parsing: Parsing,
+}
+
+/// `upstream.parsing`: where the gateway parses the model's text.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Parsing {
+    /// The payload-parser at `parser_url`: a `ParseStream` per turn, one
+    /// message each way per text delta; the library in-process when it
+    /// cannot answer (`PARSER_FALLBACK`).
+    #[default]
+    Sidecar,
+    /// The parser library in the gateway's process (the same code and
+    /// results, without the hop); `parser_url` is not called.
+    InProcess,
 }
 
 impl Default for UpstreamConfig {
@@ -108,6 +124,7 @@ impl Default for UpstreamConfig {
             parser_url: "http://127.0.0.1:50053".into(),
             connect_timeout: Duration::from_secs(2),
             parse_timeout: Duration::from_secs(2),
+            parsing: Parsing::default(),
         }
     }
 }

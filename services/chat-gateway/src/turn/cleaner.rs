@@ -49,7 +49,7 @@ use super::{
     parse::{local_profile, parse_locally, short, unparsed},
     partials::Shown,
 };
-use crate::clients::{Traced, Upstreams};
+use crate::clients::{Parsing, Traced, Upstreams};
 
 /// Requests buffered towards the sidecar.
 const REQUEST_BUFFER: usize = 64;
@@ -142,6 +142,9 @@ pub struct TextCleaner {
     final_response: Option<ParseResponse>,
     /// Why the library took over, when it did.
     fallback: Option<String>,
+    /// The library cleans by configuration (`upstream.parsing =
+    /// "in_process"`), not as a fallback.
+    in_process: bool,
 }
 
 impl std::fmt::Debug for TextCleaner {
@@ -172,18 +175,29 @@ impl TextCleaner {
             checkpoint_answered: 0,
             final_response: None,
             fallback: None,
+            in_process: false,
         }
     }
 
-    /// Opens a `ParseStream` on the sidecar, or the library when that fails.
+    /// The turn's cleaner, as `upstream.parsing` says: a `ParseStream` on
+    /// the sidecar (the library when that fails), or the library.
     pub async fn open(upstreams: &Upstreams, profile: ParseProfile) -> Self {
-        let mut cleaner = Self::new(
-            profile,
-            upstreams.compiled_profiles.clone(),
-            upstreams.parse_timeout,
-        );
+        let compiled = upstreams.compiled_profiles.clone();
+        if upstreams.parsing == Parsing::InProcess {
+            return Self::in_process(profile, compiled);
+        }
+        let mut cleaner = Self::new(profile, compiled, upstreams.parse_timeout);
         cleaner.parser = Some(upstreams.parser.clone());
         cleaner.open_remote(None).await;
+        cleaner
+    }
+
+    /// A cleaner that parses in-process by choice: no sidecar, and no
+    /// `PARSER_FALLBACK` diagnostic.
+    pub fn in_process(profile: ParseProfile, compiled: Arc<ProfileCache>) -> Self {
+        let mut cleaner = Self::new(profile, compiled, Duration::ZERO);
+        cleaner.in_process = true;
+        cleaner.restart_local();
         cleaner
     }
 
@@ -536,8 +550,10 @@ impl TextCleaner {
                 parsed.into_proto()
             }
             (None, None) => {
-                self.fallback
-                    .get_or_insert_with(|| "in-process parser in use".into());
+                if !self.in_process {
+                    self.fallback
+                        .get_or_insert_with(|| "in-process parser in use".into());
+                }
                 parse_locally(&self.raw, &self.profile, &self.compiled)
                     .unwrap_or_else(|error| unparsed(self.emitted.clone(), &error))
             }
@@ -613,7 +629,7 @@ impl TextCleaner {
             self.unsynced = false;
             let text = self.raw.clone();
             self.open_remote(Some(text)).await;
-        } else if self.fallback.is_some() {
+        } else if self.fallback.is_some() || self.in_process {
             self.restart_local();
         }
         taken_down

@@ -10,7 +10,7 @@ use parley_proto::parser::v1::{
 };
 use payload_parser::{Limits, Profile, ProfileCache};
 
-use crate::clients::Upstreams;
+use crate::clients::{Parsing, Upstreams};
 
 /// The diagnostic that says the in-process parser answered.
 pub fn fallback_diagnostic(reason: &str) -> Diagnostic {
@@ -67,12 +67,18 @@ pub(super) fn short(status: &tonic::Status) -> String {
 }
 
 /// Parses a complete text: the sidecar's `Parse`, else the library (the
-/// second value says why the library answered).
+/// second value says why the library answered); the library alone when
+/// `upstream.parsing` is `in_process`.
 pub async fn parse_text(
     upstreams: &Upstreams,
     text: &str,
     profile: &ParseProfile,
 ) -> (ParseResponse, Option<String>) {
+    if upstreams.parsing == Parsing::InProcess {
+        let parsed = parse_locally(text, profile, &upstreams.compiled_profiles)
+            .unwrap_or_else(|error| unparsed(String::new(), &error));
+        return (parsed, None);
+    }
     let mut client = upstreams.parser.clone();
     let request = ParseRequest {
         text: text.to_owned(),

@@ -2,7 +2,9 @@
 //! real payload-parser service served by `parley_grpc::serve` with
 //! `uds_listen`, and the gateway given only its `unix:` URL (never its TCP
 //! port). A turn parsed by the sidecar carries no `PARSER_FALLBACK`
-//! diagnostic; one whose socket nobody serves does.
+//! diagnostic; one whose socket nobody serves does. And the other way the
+//! gateway may parse: in-process by configuration (`upstream.parsing =
+//! "in_process"`), the same results with no sidecar and no diagnostic.
 
 use std::time::Duration;
 
@@ -194,5 +196,35 @@ async fn a_unix_socket_nobody_serves_falls_back_in_process() {
     .await;
     assert_parsed(&turn);
     assert_eq!(fallbacks(&turn), 1, "{:?}", turn.complete.diagnostics);
+    stack.stop().await;
+}
+
+#[tokio::test]
+async fn parsing_in_process_needs_no_sidecar_and_is_no_fallback() {
+    let mut stack = Harness::start(Options {
+        // Nothing serves the parser's URL: the gateway must not call it.
+        parser: ParserMode::Down,
+        tweak: |config| config.upstream.parsing = chat_gateway::config::Parsing::InProcess,
+        ..Options::default()
+    })
+    .await;
+    for _ in 0..2 {
+        stack.runner.push(answer());
+        let turn = chat(
+            &mut stack.client,
+            chat_request("", "Track my job applications", "tables_list"),
+        )
+        .await;
+        assert_parsed(&turn);
+        assert_eq!(fallbacks(&turn), 0, "{:?}", turn.complete.diagnostics);
+        // The suggestions were handed out while the answer streamed.
+        assert!(
+            turn.events
+                .iter()
+                .any(|e| matches!(e.event, Some(Event::SuggestedValues(_)))),
+            "{:?}",
+            turn.events
+        );
+    }
     stack.stop().await;
 }
