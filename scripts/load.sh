@@ -34,6 +34,12 @@
 # and once without to compare the sidecar hop over TCP and over the socket.
 # --check also fails when the parser served no ParseStream (the gateway
 # would then have parsed every turn in-process, not measured the hop).
+#
+# --parsing in_process: the gateway parses with the parser library in its
+# own process (upstream.parsing), no sidecar hop; rows labelled
+# parley-inproc. --bin DIR: run the binaries in DIR instead of building
+# (say, those of an older commit, for a before/after in one session);
+# --tag TEXT is appended to every row's label.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -48,6 +54,9 @@ max_turns=65536
 excess=0
 check=false
 parser_uds=false
+parsing=sidecar
+bin=
+tag=
 peers=()
 while (($#)); do
     case "$1" in
@@ -63,14 +72,20 @@ while (($#)); do
         --excess) excess=$2; shift 2 ;;
         --check) check=true; shift ;;
         --parser-uds) parser_uds=true; shift ;;
-        -h | --help) sed -n '2,36p' "$0"; exit 0 ;;
+        --parsing) parsing=$2; shift 2 ;;
+        --bin) bin=$2; shift 2 ;;
+        --tag) tag=$2; shift 2 ;;
+        -h | --help) sed -n '2,43p' "$0"; exit 0 ;;
         *) echo "load: unknown argument $1 (see --help)" >&2; exit 2 ;;
     esac
 done
 
-echo "load: building parley-load and the three services (profile $profile)" >&2
-cargo build --quiet --profile "$profile" -p parley-load -p payload-parser -p agent-runner -p chat-gateway --bins
-case "$profile" in dev) bin=target/debug ;; *) bin="target/$profile" ;; esac
+case "$parsing" in sidecar | in_process) ;; *) echo "load: --parsing is sidecar or in_process" >&2; exit 2 ;; esac
+if [[ -z "$bin" ]]; then
+    echo "load: building parley-load and the three services (profile $profile)" >&2
+    cargo build --quiet --profile "$profile" -p parley-load -p payload-parser -p agent-runner -p chat-gateway --bins
+    case "$profile" in dev) bin=target/debug ;; *) bin="target/$profile" ;; esac
+fi
 
 # 1 000 streams hold about 2 000 sockets in the runner and the mock.
 ulimit -n "$(ulimit -Hn)" 2>/dev/null || true
@@ -118,6 +133,7 @@ if $parser_uds; then
     parser_args=(--uds-listen "$parser_socket")
     parley_label=parley-uds
 fi
+if [[ "$parsing" == in_process ]]; then parley_label=parley-inproc; fi
 "$bin/payload-parser" --listen "$parser" --metrics-listen "$parser_metrics" "${parser_args[@]}" \
     >"$state/parser.log" 2>&1 &
 parser_pid=$!
@@ -129,7 +145,7 @@ pids+=("$runner_pid")
 # gateway's own limits raised past the largest level.
 PARLEY_TURNS__MAX_CONCURRENT="$max_turns" PARLEY_TURNS__MAX_STREAMS=65536 \
 PARLEY_TURNS__PER_USER__CONCURRENT_TURNS=0 PARLEY_TURNS__PER_USER__TURNS_PER_MINUTE=0 \
-PARLEY_TURNS__PER_USER__TOKENS_PER_DAY=0 \
+PARLEY_TURNS__PER_USER__TOKENS_PER_DAY=0 PARLEY_UPSTREAM__PARSING="$parsing" \
     "$bin/chat-gateway" --listen "$gateway" --metrics-listen off --dev-auth \
     --runner "http://$runner" --parser "$parser_url" \
     --database-url "sqlite://$state/load.db?mode=rwc" >"$state/gateway.log" 2>&1 &
@@ -164,7 +180,11 @@ wait_port "$gateway" gateway
 
 results="$state/results.jsonl"
 run() {
-    "$bin/parley-load" run --json --duration "$duration" --warmup "$warmup" --pid self "$@" \
+    local args=()
+    while (($#)); do
+        if [[ "$1" == --label ]]; then args+=(--label "$2$tag"); shift 2; else args+=("$1"); shift; fi
+    done
+    "$bin/parley-load" run --json --duration "$duration" --warmup "$warmup" --pid self "${args[@]}" \
         | tee -a "$results" >/dev/null
 }
 for streams in $levels; do
@@ -194,7 +214,7 @@ for streams in $levels; do
             --pid "mock=$mock_pid" "${pid_args[@]}"
     done
 done
-if $check; then
+if $check && [[ "$parsing" == sidecar ]]; then
     # The sidecar's own count of the streams it parsed (over the socket
     # with --parser-uds: the gateway knows no other way to it).
     parsed=$(python3 - "http://$parser_metrics/metrics" <<'PY'
@@ -209,6 +229,8 @@ PY
         echo "load: the gateway never reached its parser sidecar" >&2
         exit 1
     fi
+fi
+if $check; then
     python3 scripts/load_table.py --check "$results"
 else
     python3 scripts/load_table.py "$results"

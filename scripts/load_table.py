@@ -61,7 +61,7 @@ def main(path: str, check: bool) -> int:
     broken = [
         row["label"]
         for row in rows
-        if row["label"] in {"mock", "runner", "parley", "parley-uds"} and (row["errors"] or row["ok"] == 0)
+        if row["label"] in {"mock", "runner", "parley", "parley-uds", "parley-inproc"} and (row["errors"] or row["ok"] == 0)
     ]
     if check and broken:
         print(f"load: failed or no turns: {broken}", file=sys.stderr)
