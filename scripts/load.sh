@@ -133,7 +133,12 @@ if $parser_uds; then
     parser_args=(--uds-listen "$parser_socket")
     parley_label=parley-uds
 fi
-if [[ "$parsing" == in_process ]]; then parley_label=parley-inproc; fi
+# Set only when asked for, so --bin can run binaries older than the key.
+parsing_env=()
+if [[ "$parsing" == in_process ]]; then
+    parley_label=parley-inproc
+    parsing_env=(PARLEY_UPSTREAM__PARSING=in_process)
+fi
 "$bin/payload-parser" --listen "$parser" --metrics-listen "$parser_metrics" "${parser_args[@]}" \
     >"$state/parser.log" 2>&1 &
 parser_pid=$!
@@ -145,8 +150,8 @@ pids+=("$runner_pid")
 # gateway's own limits raised past the largest level.
 PARLEY_TURNS__MAX_CONCURRENT="$max_turns" PARLEY_TURNS__MAX_STREAMS=65536 \
 PARLEY_TURNS__PER_USER__CONCURRENT_TURNS=0 PARLEY_TURNS__PER_USER__TURNS_PER_MINUTE=0 \
-PARLEY_TURNS__PER_USER__TOKENS_PER_DAY=0 PARLEY_UPSTREAM__PARSING="$parsing" \
-    "$bin/chat-gateway" --listen "$gateway" --metrics-listen off --dev-auth \
+PARLEY_TURNS__PER_USER__TOKENS_PER_DAY=0 \
+    env ${parsing_env[@]+"${parsing_env[@]}"} "$bin/chat-gateway" --listen "$gateway" --metrics-listen off --dev-auth \
     --runner "http://$runner" --parser "$parser_url" \
     --database-url "sqlite://$state/load.db?mode=rwc" >"$state/gateway.log" 2>&1 &
 gateway_pid=$!
