@@ -147,6 +147,18 @@ fn assert_parsed(turn: &Turn) {
     assert_eq!(turn.text, turn.complete.message);
 }
 
+/// One turn of [`answer`], checked by [`assert_parsed`].
+async fn parsed_turn(stack: &mut Harness) -> Turn {
+    stack.runner.push(answer());
+    let turn = chat(
+        &mut stack.client,
+        chat_request("", "Track my job applications", "tables_list"),
+    )
+    .await;
+    assert_parsed(&turn);
+    turn
+}
+
 #[tokio::test]
 async fn a_turn_is_parsed_by_the_sidecar_over_a_unix_socket() {
     let dir = tempfile::tempdir().expect("tempdir");
@@ -163,13 +175,7 @@ async fn a_turn_is_parsed_by_the_sidecar_over_a_unix_socket() {
     })
     .await;
     for _ in 0..2 {
-        stack.runner.push(answer());
-        let turn = chat(
-            &mut stack.client,
-            chat_request("", "Track my job applications", "tables_list"),
-        )
-        .await;
-        assert_parsed(&turn);
+        let turn = parsed_turn(&mut stack).await;
         assert_eq!(fallbacks(&turn), 0, "{:?}", turn.complete.diagnostics);
     }
     stack.stop().await;
@@ -188,13 +194,7 @@ async fn a_unix_socket_nobody_serves_falls_back_in_process() {
         ..Options::default()
     })
     .await;
-    stack.runner.push(answer());
-    let turn = chat(
-        &mut stack.client,
-        chat_request("", "Track my job applications", "tables_list"),
-    )
-    .await;
-    assert_parsed(&turn);
+    let turn = parsed_turn(&mut stack).await;
     assert_eq!(fallbacks(&turn), 1, "{:?}", turn.complete.diagnostics);
     stack.stop().await;
 }
@@ -209,13 +209,7 @@ async fn parsing_in_process_needs_no_sidecar_and_is_no_fallback() {
     })
     .await;
     for _ in 0..2 {
-        stack.runner.push(answer());
-        let turn = chat(
-            &mut stack.client,
-            chat_request("", "Track my job applications", "tables_list"),
-        )
-        .await;
-        assert_parsed(&turn);
+        let turn = parsed_turn(&mut stack).await;
         assert_eq!(fallbacks(&turn), 0, "{:?}", turn.complete.diagnostics);
         // The suggestions were handed out while the answer streamed.
         assert!(
