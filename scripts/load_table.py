@@ -54,11 +54,16 @@ def main(path: str, check: bool) -> int:
             if not servers:
                 cpu_cell = "—"
             rss = sum(value["rss_bytes"] for value in servers.values()) / 1e6
+            rss_cell = f"{rss:.1f} MB" if servers else "—"
+            if len(servers) > 1:
+                rss_cell += " (" + " + ".join(
+                    f"{name} {value['rss_bytes'] / 1e6:.1f}" for name, value in servers.items()
+                ) + ")"
             failed = sum(row["errors"].values())
             print(
                 f"| {row['streams']} | {row['label']} | {ft['p50']:.2f} / {ft['p99']:.2f} ms | {added} | "
                 f"{row['total_ms']['p50']:.1f} ms | {cpu_cell} | "
-                f"{f'{rss:.1f} MB' if servers else '—'} | {row['turns_per_s']:.1f} | {failed} |"
+                f"{rss_cell} | {row['turns_per_s']:.1f} | {failed} |"
             )
     errors = {row["label"]: row["errors"] for row in rows if row["errors"]}
     if errors:
