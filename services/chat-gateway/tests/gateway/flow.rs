@@ -10,7 +10,7 @@ use prost_types::Duration;
 
 use crate::harness::{
     Harness, Options, ParserMode, chat, chat_request,
-    fake_runner::{Reply, Step, finished, text_reply},
+    fake_runner::{Reply, Step, deltas, finished, text_reply},
 };
 
 const PROPOSAL: &str = r#"{"mode": "create", "reasoning": "Track applications", "table_name": "Job Applications", "table_description": "Tracks job applications", "operations": [{"action": "add", "column": {"name": "Company", "type": "text", "required": true}}, {"action": "add", "column": {"name": "Status", "type": "select", "options": ["Applied", "Interview"]}}], "sample_rows": [{"Company": "Acme", "Status": "Applied"}, {"Company": "Globex", "Status": "Interview"}]}"#;
@@ -20,34 +20,6 @@ fn answer() -> String {
     format!(
         "Here is a table to track your applications.\n\n**SCHEMA_PROPOSAL:** {PROPOSAL}\n\nSUGGESTED_VALUES: [{{\"label\": \"Add rows\", \"value\": \"Add some sample rows\"}}]"
     )
-}
-
-/// `text` cut into deltas of `size` characters, so markers straddle them.
-fn chunks(text: &str, size: usize) -> Vec<String> {
-    let chars: Vec<char> = text.chars().collect();
-    chars
-        .chunks(size)
-        .map(|chunk| chunk.iter().collect())
-        .collect()
-}
-
-/// `text` streamed in deltas of `size` characters, a millisecond apart like
-/// a model's, so each delta travels to the parser on its own (deltas that
-/// queue up in the gateway are batched).
-fn deltas(text: &str, size: usize) -> Reply {
-    let pieces = chunks(text, size);
-    let Reply::Steps(steps) = text_reply(&pieces.iter().map(String::as_str).collect::<Vec<_>>())
-    else {
-        unreachable!("text_reply streams")
-    };
-    let mut paced = Vec::with_capacity(steps.len() * 2);
-    for step in steps {
-        if !paced.is_empty() {
-            paced.push(Step::Sleep(std::time::Duration::from_millis(1)));
-        }
-        paced.push(step);
-    }
-    Reply::Steps(paced)
 }
 
 fn assert_clean(turn: &crate::harness::Turn) {

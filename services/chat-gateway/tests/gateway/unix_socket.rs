@@ -22,7 +22,7 @@ use tonic_health::pb::{
 
 use crate::harness::{
     Harness, Options, ParserMode, Turn, chat, chat_request,
-    fake_runner::{Reply, Step, text_reply},
+    fake_runner::{Reply, deltas},
 };
 
 const PROPOSAL: &str = r#"{"mode": "create", "reasoning": "Track applications", "table_name": "Job Applications", "table_description": "Tracks job applications", "operations": [{"action": "add", "column": {"name": "Company", "type": "text", "required": true}}], "sample_rows": [{"Company": "Acme"}]}"#;
@@ -30,23 +30,12 @@ const PROPOSAL: &str = r#"{"mode": "create", "reasoning": "Track applications", 
 /// Prose, a proposal marker and suggestions, in 5-character deltas a
 /// millisecond apart, so each travels to the parser on its own.
 fn answer() -> Reply {
-    let text = format!(
-        "Here is a table to track your applications.\n\n**SCHEMA_PROPOSAL:** {PROPOSAL}\n\nSUGGESTED_VALUES: [{{\"label\": \"Add rows\", \"value\": \"Add some sample rows\"}}]"
-    );
-    let chars: Vec<char> = text.chars().collect();
-    let pieces: Vec<String> = chars.chunks(5).map(|c| c.iter().collect()).collect();
-    let Reply::Steps(steps) = text_reply(&pieces.iter().map(String::as_str).collect::<Vec<_>>())
-    else {
-        unreachable!("text_reply streams")
-    };
-    let mut paced = Vec::with_capacity(steps.len() * 2);
-    for step in steps {
-        if !paced.is_empty() {
-            paced.push(Step::Sleep(Duration::from_millis(1)));
-        }
-        paced.push(step);
-    }
-    Reply::Steps(paced)
+    deltas(
+        &format!(
+            "Here is a table to track your applications.\n\n**SCHEMA_PROPOSAL:** {PROPOSAL}\n\nSUGGESTED_VALUES: [{{\"label\": \"Add rows\", \"value\": \"Add some sample rows\"}}]"
+        ),
+        5,
+    )
 }
 
 /// The real payload-parser on 127.0.0.1:0 and on the socket `path`.

@@ -50,6 +50,34 @@ pub fn text_reply(deltas: &[&str]) -> Reply {
     Reply::Steps(steps)
 }
 
+/// `text` cut into deltas of `size` characters, so markers straddle them.
+pub fn chunks(text: &str, size: usize) -> Vec<String> {
+    let chars: Vec<char> = text.chars().collect();
+    chars
+        .chunks(size)
+        .map(|chunk| chunk.iter().collect())
+        .collect()
+}
+
+/// `text` streamed in deltas of `size` characters, a millisecond apart like
+/// a model's, so each delta travels to the parser on its own (deltas that
+/// queue up in the gateway are batched).
+pub fn deltas(text: &str, size: usize) -> Reply {
+    let pieces = chunks(text, size);
+    let Reply::Steps(steps) = text_reply(&pieces.iter().map(String::as_str).collect::<Vec<_>>())
+    else {
+        unreachable!("text_reply streams")
+    };
+    let mut paced = Vec::with_capacity(steps.len() * 2);
+    for step in steps {
+        if !paced.is_empty() {
+            paced.push(Step::Sleep(std::time::Duration::from_millis(1)));
+        }
+        paced.push(step);
+    }
+    Reply::Steps(paced)
+}
+
 /// A `finished` event for `text`.
 pub fn finished(text: &str) -> Event {
     Event::Finished(runner::Finished {
