@@ -266,30 +266,3 @@ impl Telemetry {
         }
     }
 }
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// Without an OTLP endpoint nothing records a span below the log
-    /// level, so none is created: h2 opens trace-level spans around every
-    /// frame, and creating and closing them cost 9.5 % of the gateway's
-    /// CPU under load (issue 16).
-    #[test]
-    fn spans_below_the_log_level_are_not_created_when_tracing_is_off() {
-        for log_format in [LogFormat::Json, LogFormat::Text] {
-            let options = TelemetryOptions {
-                default_log_filter: "warn",
-                ..TelemetryOptions::binary("test", "0", log_format)
-            };
-            tracing::subscriber::with_default(subscriber(&options, None), || {
-                assert!(tracing::trace_span!("poll").is_disabled());
-                assert!(tracing::debug_span!("frame").is_disabled());
-                // A span with the correlation ids is kept for the log lines
-                // inside it.
-                let turn = tracing::info_span!("turn", { semconv::PARLEY_TURN_ID } = "t-1");
-                assert!(!turn.is_disabled());
-            });
-        }
-    }
-}

@@ -319,21 +319,4 @@ mod tests {
         // No OpenTelemetry layer here: no trace id to show.
         assert!(line.get("trace_id").is_none(), "{text}");
     }
-
-    #[test]
-    fn spans_without_correlation_ids_are_never_created_below_the_log_level() {
-        let subscriber = Registry::default().with(CorrelationLayer::filtered()).with(
-            tracing_subscriber::fmt::layer()
-                .with_writer(Buffer::default())
-                .with_filter(tracing_subscriber::filter::LevelFilter::WARN),
-        );
-        tracing::subscriber::with_default(subscriber, || {
-            // What h2 opens around every frame: nobody wants it.
-            assert!(tracing::trace_span!("poll").is_disabled());
-            assert!(tracing::info_span!("store.load_history").is_disabled());
-            // A span with the ids is kept for the log lines inside it.
-            let turn = tracing::info_span!("turn", { semconv::PARLEY_TURN_ID } = "t-1");
-            assert!(!turn.is_disabled());
-        });
-    }
 }
