@@ -19,7 +19,7 @@
 //! cannot roll it back.
 
 use futures::future::BoxFuture;
-use sqlx::{AnyConnection, AnyPool};
+use sqlx::{Any, AnyConnection, AnyPool, pool::PoolConnection};
 use tokio::sync::{mpsc, oneshot};
 
 use super::StoreError;
@@ -122,36 +122,104 @@ impl Writes {
     }
 }
 
-/// Runs `jobs` in one transaction, committed only if every one succeeded.
+/// Runs `jobs` in one transaction on `conn`, committed only if every one
+/// succeeded. Returns whether `conn` may run another transaction.
 ///
-/// A failed transaction is rolled back before the connection goes back to
-/// the pool: left to the pool, a transaction whose COMMIT failed (a full
-/// disk) kept SQLite's write lock on an idle connection and every later
-/// write waited out the busy timeout. A connection that cannot roll back is
-/// closed instead.
-async fn commit(pool: &AnyPool, jobs: &mut [Box<dyn Job>]) -> Result<(), StoreError> {
-    let mut conn = pool.acquire().await?;
+/// A failed transaction is rolled back before the connection is used again
+/// or goes back to the pool: left to the pool, a transaction whose COMMIT
+/// failed (a full disk) kept SQLite's write lock on an idle connection and
+/// every later write waited out the busy timeout. A connection that cannot
+/// roll back is closed instead.
+async fn commit(
+    conn: &mut PoolConnection<Any>,
+    jobs: &mut [Box<dyn Job>],
+) -> (Result<(), StoreError>, bool) {
     let ran = async {
-        sqlx::raw_sql("BEGIN").execute(&mut *conn).await?;
+        sqlx::raw_sql("BEGIN").execute(&mut **conn).await?;
         for job in jobs.iter_mut() {
-            job.run(&mut conn).await?;
+            job.run(conn).await?;
         }
-        sqlx::raw_sql("COMMIT").execute(&mut *conn).await?;
+        sqlx::raw_sql("COMMIT").execute(&mut **conn).await?;
         Ok(())
     }
     .await;
-    if ran.is_err() && sqlx::raw_sql("ROLLBACK").execute(&mut *conn).await.is_err() {
+    if ran.is_err()
+        && sqlx::raw_sql("ROLLBACK")
+            .execute(&mut **conn)
+            .await
+            .is_err()
+    {
         // Nothing to roll back (BEGIN failed), or the connection is broken:
         // either way it must not hold a transaction in the pool.
         conn.close_on_drop();
+        return (ran, false);
     }
-    ran
+    (ran, true)
+}
+
+/// The SQLite writer's connection.
+///
+/// SQLite keeps a page cache per connection and empties it whenever another
+/// connection has written since its last transaction. Taking whichever
+/// connection the pool hands out, the writer read every page a write
+/// touched again (a dozen `pread`s for each turn begun, once readers kept
+/// other connections idle in the pool). So it keeps one connection while
+/// the pool has others for the readers, and gives it back when the pool
+/// closes or the connection breaks.
+struct Connection {
+    pool: AnyPool,
+    /// Whether to keep the connection between batches: not when it is the
+    /// pool's only one (an in-memory database).
+    keep: bool,
+    held: Option<PoolConnection<Any>>,
+}
+
+impl Connection {
+    fn new(pool: AnyPool) -> Self {
+        let keep = pool.options().get_max_connections() > 1;
+        Self {
+            pool,
+            keep,
+            held: None,
+        }
+    }
+
+    /// Runs `jobs` in one transaction (see [`commit`]).
+    async fn commit(&mut self, jobs: &mut [Box<dyn Job>]) -> Result<(), StoreError> {
+        let mut conn = match self.held.take() {
+            Some(conn) => conn,
+            None => self.pool.acquire().await?,
+        };
+        let (ran, usable) = commit(&mut conn, jobs).await;
+        if usable && self.keep && !self.pool.is_closed() {
+            self.held = Some(conn);
+        }
+        ran
+    }
+
+    /// Gives the connection back once the pool closes, which waits for it.
+    async fn release_on_close(&mut self) {
+        if self.held.is_some() {
+            self.pool.close_event().await;
+            self.held = None;
+        } else {
+            std::future::pending::<()>().await;
+        }
+    }
 }
 
 async fn run_writer(pool: AnyPool, mut queue: mpsc::Receiver<Box<dyn Job>>, max_batch: usize) {
+    let mut conn = Connection::new(pool);
     let mut batch = Vec::with_capacity(max_batch);
-    while queue.recv_many(&mut batch, max_batch).await > 0 {
-        match commit(&pool, &mut batch).await {
+    loop {
+        let received = tokio::select! {
+            received = queue.recv_many(&mut batch, max_batch) => received,
+            () = conn.release_on_close() => continue,
+        };
+        if received == 0 {
+            break;
+        }
+        match conn.commit(&mut batch).await {
             Ok(()) => {
                 for job in batch.drain(..) {
                     job.reply(Ok(()));
@@ -165,7 +233,7 @@ async fn run_writer(pool: AnyPool, mut queue: mpsc::Receiver<Box<dyn Job>>, max_
             Err(error) => {
                 tracing::debug!(%error, writes = batch.len(), "write batch failed; running its writes one by one");
                 for mut job in batch.drain(..) {
-                    let alone = commit(&pool, std::slice::from_mut(&mut job)).await;
+                    let alone = conn.commit(std::slice::from_mut(&mut job)).await;
                     job.reply(alone);
                 }
             }
@@ -258,6 +326,55 @@ mod tests {
             .collect();
         assert_eq!(ids, (0..100).collect::<Vec<_>>());
         assert_eq!(stored(&pool).await, (0..100).collect::<Vec<_>>());
+    }
+
+    /// Counts the writes run on the connection it runs on: a temporary
+    /// table exists once per connection.
+    struct CountOnConnection;
+
+    impl Write for CountOnConnection {
+        type Output = i64;
+
+        fn run<'c>(
+            &'c self,
+            conn: &'c mut AnyConnection,
+        ) -> BoxFuture<'c, Result<i64, StoreError>> {
+            Box::pin(async move {
+                use sqlx::Row;
+                sqlx::raw_sql(
+                    "CREATE TEMP TABLE IF NOT EXISTS ran (n BIGINT); INSERT INTO ran VALUES (1)",
+                )
+                .execute(&mut *conn)
+                .await?;
+                let row = sqlx::query("SELECT count(*) AS n FROM ran")
+                    .fetch_one(&mut *conn)
+                    .await?;
+                Ok(row.try_get("n")?)
+            })
+        }
+    }
+
+    #[tokio::test]
+    async fn the_writer_keeps_its_connection_and_readers_use_the_others() {
+        let (_dir, pool) = pool().await;
+        // Both of the pool's connections open and idle: taking whatever the
+        // pool hands out, one write after another alternates between them.
+        let (a, b) = tokio::join!(pool.acquire(), pool.acquire());
+        drop((a.expect("a"), b.expect("b")));
+        let writes = Writes::batched(pool.clone(), 1);
+        let mut counts = Vec::new();
+        for _ in 0..4 {
+            counts.push(writes.run(CountOnConnection).await.expect("write"));
+        }
+        // Readers still have a connection.
+        assert_eq!(stored(&pool).await, Vec::<i64>::new());
+        assert_eq!(counts, vec![1, 2, 3, 4]);
+        // Closing the pool gets the writer's connection back (close waits
+        // for every connection), and later writes fail.
+        tokio::time::timeout(std::time::Duration::from_secs(5), pool.close())
+            .await
+            .expect("the pool closes");
+        assert!(writes.run(Insert(1)).await.is_err());
     }
 
     #[tokio::test]
