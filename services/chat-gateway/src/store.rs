@@ -357,6 +357,11 @@ impl Store {
                         sqlx::raw_sql("PRAGMA synchronous = NORMAL")
                             .execute(&mut *connection)
                             .await?;
+                        // The writer's commits leave checkpoints to a task
+                        // beside it (see `batch`).
+                        sqlx::raw_sql(batch::AUTOCHECKPOINT)
+                            .execute(&mut *connection)
+                            .await?;
                     }
                     Ok(())
                 })
