@@ -22,7 +22,6 @@ use std::sync::Arc;
 
 use futures::future::BoxFuture;
 use sqlx::{Any, AnyConnection, AnyPool, pool::PoolConnection};
-
 use tokio::sync::{Notify, mpsc, oneshot};
 
 use super::StoreError;
@@ -188,8 +187,7 @@ struct Connection {
 }
 
 impl Connection {
-    fn new(pool: AnyPool) -> Self {
-        let keep = pool.options().get_max_connections() > 1;
+    fn new(pool: AnyPool, keep: bool) -> Self {
         Self {
             pool,
             keep,
@@ -274,9 +272,12 @@ async fn checkpoint(pool: AnyPool, wanted: Arc<Notify>) {
 }
 
 async fn run_writer(pool: AnyPool, mut queue: mpsc::Receiver<Box<dyn Job>>, max_batch: usize) {
-    let mut checkpoints =
-        (pool.options().get_max_connections() > 1).then(|| Checkpoints::start(pool.clone()));
-    let mut conn = Connection::new(pool);
+    // A file database (the pool has connections to spare): the writer keeps
+    // one, and checkpoints run on another. An in-memory one has a single
+    // connection and no WAL.
+    let file = pool.options().get_max_connections() > 1;
+    let mut checkpoints = file.then(|| Checkpoints::start(pool.clone()));
+    let mut conn = Connection::new(pool, file);
     let mut batch = Vec::with_capacity(max_batch);
     loop {
         let received = tokio::select! {
