@@ -3,9 +3,9 @@
 //! `Parse` checks the size limit, resolves the profile (inline or by name)
 //! and parses. `ParseStream` reads the profile from the first message, then
 //! feeds each text delta to a [`StreamParser`] (with partial payloads on,
-//! sent as `partial` outputs) in a task that stops when the client goes
-//! away, answers each checkpoint once everything before it has been
-//! answered, and ends with the `final` response. Streams are bounded
+//! sent as `partial` outputs) as the response stream is read (no task per
+//! call: [`output`]), answers each checkpoint once everything before it has
+//! been answered, and ends with the `final` response. Streams are bounded
 //! in bytes (the same limit as `Parse`), in idle time between messages and in
 //! total lifetime. Inline profiles are compiled once and kept
 //! ([`ProfileCache`]). Every parse counts its diagnostics by kind
@@ -16,19 +16,18 @@ use std::{sync::Arc, time::Duration};
 
 use parley_grpc::status::{error, invalid_argument};
 use parley_proto::parser::v1::{
-    ParseProfile, ParseRequest, ParseResponse, ParseStreamRequest, ParseStreamResponse,
+    ParseProfile, ParseRequest, ParseResponse, ParseStreamRequest,
     parse_stream_request::Input,
-    parse_stream_response::Output,
     payload_parser_server::{PayloadParser, PayloadParserServer},
 };
-use tokio::sync::mpsc;
-use tokio_stream::wrappers::ReceiverStream;
 use tonic::{Code, Request, Response, Status, Streaming};
 
+pub use self::output::Responses;
 use crate::{
-    Limits, ParseError, Profile, ProfileCache, Profiles, StreamItem, StreamParser,
-    error::ProfileError, parse,
+    Limits, ParseError, Profile, ProfileCache, Profiles, StreamParser, error::ProfileError, parse,
 };
+
+mod output;
 
 /// Reason: the text is larger than the configured limit.
 pub const TEXT_TOO_LARGE: &str = "TEXT_TOO_LARGE";
@@ -49,10 +48,6 @@ pub const DEFAULT_IDLE_TIMEOUT: Duration = Duration::from_secs(120);
 pub const DEFAULT_MAX_STREAM_DURATION: Duration = Duration::from_secs(30 * 60);
 /// Default number of inline profiles kept compiled.
 pub const DEFAULT_PROFILE_CACHE: usize = crate::profile_cache::DEFAULT_CAPACITY;
-
-/// How many responses may wait for a slow client before the stream task
-/// waits too.
-const STREAM_BUFFER: usize = 32;
 
 /// The parser service. Cheap to clone.
 #[derive(Debug, Clone)]
@@ -223,7 +218,7 @@ impl PayloadParser for ParserService {
         Ok(Response::new(parsed.into_proto()))
     }
 
-    type ParseStreamStream = ReceiverStream<Result<ParseStreamResponse, Status>>;
+    type ParseStreamStream = Responses;
 
     async fn parse_stream(
         &self,
@@ -248,104 +243,12 @@ impl PayloadParser for ParserService {
             }
             _ => return Err(profile_required()),
         };
-        let (tx, rx) = mpsc::channel(STREAM_BUFFER);
         let parser = StreamParser::new(profile, self.inner.limits).with_partial_payloads();
         let deadline = tokio::time::Instant::now() + self.inner.options.max_stream_duration;
-        tokio::spawn(run_stream(inbound, parser, tx, idle, deadline));
-        Ok(Response::new(ReceiverStream::new(rx)))
+        Ok(Response::new(Responses::new(
+            inbound, parser, idle, deadline,
+        )))
     }
-}
-
-type Sender = mpsc::Sender<Result<ParseStreamResponse, Status>>;
-
-/// Feeds deltas to the parser until the client half-closes, then sends the
-/// remaining items and `final`. Stops early (dropping the parser) when the
-/// client goes away, breaks a limit or sends something invalid.
-async fn run_stream(
-    mut inbound: Streaming<ParseStreamRequest>,
-    mut parser: StreamParser,
-    tx: Sender,
-    idle: Duration,
-    deadline: tokio::time::Instant,
-) {
-    let mut items = Vec::new();
-    loop {
-        let next = tokio::select! {
-            () = tx.closed() => return,
-            () = tokio::time::sleep_until(deadline) => {
-                let _ = tx.send(Err(error(Code::DeadlineExceeded, STREAM_TIMEOUT, "the stream exceeded its maximum duration"))).await;
-                return;
-            }
-            next = tokio::time::timeout(idle, inbound.message()) => next,
-        };
-        let message = match next {
-            Err(_) => {
-                let _ = tx
-                    .send(Err(error(
-                        Code::DeadlineExceeded,
-                        STREAM_TIMEOUT,
-                        "no message arrived within the idle timeout",
-                    )))
-                    .await;
-                return;
-            }
-            // A message that failed to decode (or a broken stream) ends the
-            // stream with that status (the edge layer, `parley_grpc::edge`,
-            // gives decode failures the client's code), never with OK and
-            // no `final`.
-            Ok(Err(status)) => {
-                tracing::debug!(code = ?status.code(), "parse stream input failed");
-                let _ = tx.send(Err(status)).await;
-                return;
-            }
-            Ok(Ok(None)) => break,
-            Ok(Ok(Some(message))) => message,
-        };
-        match message.input {
-            Some(Input::Text(delta)) => match parser.push_into(&delta, &mut items) {
-                Ok(()) => {
-                    if !send_all(&tx, &mut items).await {
-                        return;
-                    }
-                }
-                Err(ParseError::TooLarge { size, limit }) => {
-                    let _ = tx.send(Err(too_large(size, limit))).await;
-                    return;
-                }
-            },
-            Some(Input::Profile(_) | Input::ProfileName(_)) => {
-                let status = invalid_argument(
-                    PROFILE_ALREADY_SET,
-                    vec![(
-                        "input".into(),
-                        "only the first message may carry a profile".into(),
-                    )],
-                );
-                let _ = tx.send(Err(status)).await;
-                return;
-            }
-            Some(Input::Checkpoint(mark)) => {
-                // Everything before it has been sent (send_all above).
-                let answer = ParseStreamResponse {
-                    output: Some(Output::Checkpoint(mark)),
-                };
-                if tx.send(Ok(answer)).await.is_err() {
-                    return;
-                }
-            }
-            None => {}
-        }
-    }
-    let received = parser.received();
-    let (mut items, parsed) = parser.finish_with_items();
-    count_diagnostics(&parsed.diagnostics);
-    tracing::debug!(
-        bytes = received,
-        diagnostics = parsed.diagnostics.len(),
-        "parse stream finished"
-    );
-    items.push(StreamItem::Final(Box::new(parsed)));
-    send_all(&tx, &mut items).await;
 }
 
 /// Counts the diagnostics of a parse in `parley_parser_diagnostics_total`.
@@ -355,14 +258,4 @@ fn count_diagnostics(diagnostics: &[crate::Diagnostic]) {
         let kind = parley_proto::parser::v1::DiagnosticKind::from(diagnostic.kind);
         metrics.count_parser_diagnostic(kind as i32);
     }
-}
-
-/// Sends (and drains) items in order; false when the client is gone.
-async fn send_all(tx: &Sender, items: &mut Vec<StreamItem>) -> bool {
-    for item in items.drain(..) {
-        if tx.send(Ok(item.into_proto())).await.is_err() {
-            return false;
-        }
-    }
-    true
 }

@@ -11,7 +11,10 @@ use parley_proto::parser::v1::{
     parse_stream_request::Input, parse_stream_response::Output, payload::Typed,
     payload_parser_client::PayloadParserClient, payload_parser_server::PayloadParserServer,
 };
-use payload_parser::{Limits, service::ParserService};
+use payload_parser::{
+    Limits,
+    service::{ParserService, ServiceOptions},
+};
 use tokio::{net::TcpListener, sync::oneshot};
 use tonic::{Code, Status, server::NamedService, transport::Channel};
 use tonic_types::StatusExt;
@@ -26,14 +29,19 @@ struct Server {
 
 impl Server {
     async fn start() -> Self {
+        Self::start_with(ServiceOptions::default()).await
+    }
+
+    async fn start_with(options: ServiceOptions) -> Self {
         let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind port 0");
         let addr = listener.local_addr().expect("local addr");
-        let service = ParserService::new(
+        let service = ParserService::with_options(
             profiles(),
             Limits {
                 max_bytes: LIMIT,
                 ..Limits::default()
             },
+            options,
         );
         let routes = tonic::service::Routes::new(service.into_server());
         let options = parley_grpc::ServeOptions::new(
@@ -432,5 +440,109 @@ async fn parse_stream_requires_a_profile_first_and_bounds_its_bytes() {
         parley_grpc::status::reason(&error.expect("second profile")).as_deref(),
         Some("PROFILE_ALREADY_SET")
     );
+    server.stop().await;
+}
+
+/// Opens a stream with the default profile whose requests the test sends
+/// one by one (the stream stays open while the sender lives).
+async fn open_stream(
+    client: &mut PayloadParserClient<Channel>,
+) -> (
+    tokio::sync::mpsc::Sender<ParseStreamRequest>,
+    tonic::Streaming<ParseStreamResponse>,
+) {
+    let (tx, rx) = tokio::sync::mpsc::channel(8);
+    tx.send(ParseStreamRequest {
+        input: Some(Input::Profile(ParseProfile::default())),
+    })
+    .await
+    .expect("queue the profile");
+    let responses = client
+        .parse_stream(tokio_stream::wrappers::ReceiverStream::new(rx))
+        .await
+        .expect("stream starts")
+        .into_inner();
+    (tx, responses)
+}
+
+async fn send_text(tx: &tokio::sync::mpsc::Sender<ParseStreamRequest>, text: &str) {
+    tx.send(ParseStreamRequest {
+        input: Some(Input::Text(text.into())),
+    })
+    .await
+    .expect("the call is open");
+}
+
+#[tokio::test]
+async fn a_stream_ends_after_its_idle_timeout_and_each_message_moves_it_on() {
+    let idle = std::time::Duration::from_millis(300);
+    let server = Server::start_with(ServiceOptions {
+        idle_timeout: idle,
+        ..ServiceOptions::default()
+    })
+    .await;
+    let mut client = server.client().await;
+    let (tx, mut responses) = open_stream(&mut client).await;
+    // Messages 100 ms apart for three idle timeouts: the stream stays open.
+    for _ in 0..9 {
+        send_text(&tx, "word ").await;
+        let message = responses.message().await.expect("no error while messages come");
+        assert!(
+            matches!(message.and_then(|m| m.output), Some(Output::Text(_))),
+            "each word is answered"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    // Then nothing: the stream ends with STREAM_TIMEOUT (the sender still open).
+    let (outputs, error) = collect(responses).await;
+    let status = error.expect("the idle timeout ends the stream");
+    assert_eq!(status.code(), Code::DeadlineExceeded);
+    assert_eq!(
+        parley_grpc::status::reason(&status).as_deref(),
+        Some("STREAM_TIMEOUT")
+    );
+    assert!(status.message().contains("idle"), "{status:?}");
+    assert!(outputs.is_empty(), "{outputs:?}");
+    drop(tx);
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn a_stream_ends_at_its_maximum_duration_however_busy() {
+    let server = Server::start_with(ServiceOptions {
+        max_stream_duration: std::time::Duration::from_millis(400),
+        ..ServiceOptions::default()
+    })
+    .await;
+    let mut client = server.client().await;
+    let (tx, responses) = open_stream(&mut client).await;
+    let sender = tokio::spawn(async move {
+        loop {
+            if tx
+                .send(ParseStreamRequest {
+                    input: Some(Input::Text("word ".into())),
+                })
+                .await
+                .is_err()
+            {
+                return;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        }
+    });
+    let (outputs, error) = collect(responses).await;
+    let status = error.expect("the lifetime ends the stream");
+    assert_eq!(status.code(), Code::DeadlineExceeded);
+    assert_eq!(
+        parley_grpc::status::reason(&status).as_deref(),
+        Some("STREAM_TIMEOUT")
+    );
+    assert!(status.message().contains("maximum duration"), "{status:?}");
+    assert!(
+        outputs.iter().any(|o| matches!(o, Output::Text(_))),
+        "the words before it were answered"
+    );
+    assert!(!outputs.iter().any(|o| matches!(o, Output::Final(_))));
+    sender.abort();
     server.stop().await;
 }
