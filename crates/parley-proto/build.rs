@@ -44,6 +44,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     tonic_prost_build::configure()
         .build_client(true)
         .build_server(true)
+        // Small first buffers per call (src/codec.rs).
+        .codec_path("crate::codec::LeanCodec")
         .compile_fds(fds)?;
     Ok(())
 }

@@ -7,6 +7,7 @@
 
 #![allow(clippy::all, missing_docs)]
 
+pub mod codec;
 pub mod json;
 
 /// `parley.parser.v1`: the payload parser and the typed elements it produces.

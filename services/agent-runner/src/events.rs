@@ -221,16 +221,20 @@ pub struct TurnError {
 pub struct Closed;
 
 /// Numbers events and sends them to the response stream.
+///
+/// Events travel boxed: a channel keeps its slots in blocks of 32 for as
+/// long as the turn runs, and an [`Event`] is a few hundred bytes (its
+/// largest kinds), a box eight.
 #[derive(Debug)]
 pub struct EventSink {
-    tx: mpsc::Sender<Event>,
+    tx: mpsc::Sender<Box<Event>>,
     seq: u64,
     text: String,
 }
 
 impl EventSink {
     /// A sink sending to `tx`.
-    pub fn new(tx: mpsc::Sender<Event>) -> Self {
+    pub fn new(tx: mpsc::Sender<Box<Event>>) -> Self {
         Self {
             tx,
             seq: 0,
@@ -245,10 +249,10 @@ impl EventSink {
         }
         self.seq += 1;
         self.tx
-            .send(Event {
+            .send(Box::new(Event {
                 seq: self.seq,
                 kind,
-            })
+            }))
             .await
             .map_err(|_| Closed)
     }

@@ -61,7 +61,7 @@ impl RunnerService {
 
 /// The stream of one turn's events; dropping it cancels the turn.
 pub struct RunEventStream {
-    rx: mpsc::Receiver<Event>,
+    rx: mpsc::Receiver<Box<Event>>,
     _cancel_on_drop: DropGuard,
     /// The turn's admission (`max_concurrent_runs`), shared with its task.
     _admitted: Arc<OwnedSemaphorePermit>,
@@ -73,7 +73,7 @@ impl Stream for RunEventStream {
     fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
         self.rx
             .poll_recv(cx)
-            .map(|event| event.map(|event| Ok(convert::event::to_proto(event))))
+            .map(|event| event.map(|event| Ok(convert::event::to_proto(*event))))
     }
 }
 

@@ -486,7 +486,10 @@ async fn a_stream_ends_after_its_idle_timeout_and_each_message_moves_it_on() {
     // Messages 100 ms apart for three idle timeouts: the stream stays open.
     for _ in 0..9 {
         send_text(&tx, "word ").await;
-        let message = responses.message().await.expect("no error while messages come");
+        let message = responses
+            .message()
+            .await
+            .expect("no error while messages come");
         assert!(
             matches!(message.and_then(|m| m.output), Some(Output::Text(_))),
             "each word is answered"

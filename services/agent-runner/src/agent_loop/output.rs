@@ -197,7 +197,7 @@ mod tests {
     use super::*;
     use crate::events::Event;
 
-    fn drain(rx: &mut mpsc::Receiver<Event>) -> Vec<EventKind> {
+    fn drain(rx: &mut mpsc::Receiver<Box<Event>>) -> Vec<EventKind> {
         let mut out = Vec::new();
         while let Ok(event) = rx.try_recv() {
             out.push(event.kind);

@@ -172,7 +172,7 @@ pub async fn run(runner: &Runner, turn: Turn) -> Vec<Event> {
         .await;
     let mut events = Vec::new();
     while let Ok(event) = rx.try_recv() {
-        events.push(event);
+        events.push(*event);
     }
     check_invariants(&events);
     events
