@@ -473,6 +473,17 @@ async fn send_text(tx: &tokio::sync::mpsc::Sender<ParseStreamRequest>, text: &st
     .expect("the call is open");
 }
 
+/// The call ended with STREAM_TIMEOUT saying `why`.
+fn expect_stream_timeout(error: Option<Status>, why: &str) {
+    let status = error.expect("a timeout ends the stream");
+    assert_eq!(status.code(), Code::DeadlineExceeded);
+    assert_eq!(
+        parley_grpc::status::reason(&status).as_deref(),
+        Some("STREAM_TIMEOUT")
+    );
+    assert!(status.message().contains(why), "{status:?}");
+}
+
 #[tokio::test]
 async fn a_stream_ends_after_its_idle_timeout_and_each_message_moves_it_on() {
     let idle = std::time::Duration::from_millis(300);
@@ -498,13 +509,7 @@ async fn a_stream_ends_after_its_idle_timeout_and_each_message_moves_it_on() {
     }
     // Then nothing: the stream ends with STREAM_TIMEOUT (the sender still open).
     let (outputs, error) = collect(responses).await;
-    let status = error.expect("the idle timeout ends the stream");
-    assert_eq!(status.code(), Code::DeadlineExceeded);
-    assert_eq!(
-        parley_grpc::status::reason(&status).as_deref(),
-        Some("STREAM_TIMEOUT")
-    );
-    assert!(status.message().contains("idle"), "{status:?}");
+    expect_stream_timeout(error, "idle");
     assert!(outputs.is_empty(), "{outputs:?}");
     drop(tx);
     server.stop().await;
@@ -520,27 +525,16 @@ async fn a_stream_ends_at_its_maximum_duration_however_busy() {
     let mut client = server.client().await;
     let (tx, responses) = open_stream(&mut client).await;
     let sender = tokio::spawn(async move {
-        loop {
-            if tx
-                .send(ParseStreamRequest {
-                    input: Some(Input::Text("word ".into())),
-                })
-                .await
-                .is_err()
-            {
-                return;
-            }
+        let word = || ParseStreamRequest {
+            input: Some(Input::Text("word ".into())),
+        };
+        // Until the call is gone.
+        while tx.send(word()).await.is_ok() {
             tokio::time::sleep(std::time::Duration::from_millis(20)).await;
         }
     });
     let (outputs, error) = collect(responses).await;
-    let status = error.expect("the lifetime ends the stream");
-    assert_eq!(status.code(), Code::DeadlineExceeded);
-    assert_eq!(
-        parley_grpc::status::reason(&status).as_deref(),
-        Some("STREAM_TIMEOUT")
-    );
-    assert!(status.message().contains("maximum duration"), "{status:?}");
+    expect_stream_timeout(error, "maximum duration");
     assert!(
         outputs.iter().any(|o| matches!(o, Output::Text(_))),
         "the words before it were answered"
