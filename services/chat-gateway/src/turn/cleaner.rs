@@ -189,7 +189,9 @@ impl TextCleaner {
         }
         let mut cleaner = Self::new(profile, compiled, upstreams.parse_timeout);
         cleaner.parser = Some(upstreams.parser.clone());
-        cleaner.open_remote(None).await;
+        // Boxed: a tonic call's future is large and lives only while the
+        // stream opens, not for the turn (see `super::flow`).
+        Box::pin(cleaner.open_remote(None)).await;
         cleaner
     }
 
@@ -539,7 +541,7 @@ impl TextCleaner {
         let mut response = None;
         let mut local = None;
         match std::mem::replace(&mut self.mode, Mode::Stopped) {
-            Mode::Remote(remote) => response = self.final_from(*remote).await,
+            Mode::Remote(remote) => response = Box::pin(self.final_from(*remote)).await,
             Mode::Local(parser) => local = Some(parser),
             Mode::Stopped => {}
         }
@@ -629,7 +631,7 @@ impl TextCleaner {
             self.checkpoint_answered = 0;
             self.unsynced = false;
             let text = self.raw.clone();
-            self.open_remote(Some(text)).await;
+            Box::pin(self.open_remote(Some(text))).await;
         } else if self.fallback.is_some() || self.in_process {
             self.restart_local();
         }

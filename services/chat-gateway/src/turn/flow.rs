@@ -11,6 +11,12 @@
 //! with the answer in one transaction, so `complete` with `success = true`
 //! reaches a client only once the turn is committed. When the store fails,
 //! the turn ends with a retryable `STORE_UNAVAILABLE` instead.
+//!
+//! The turn's task lives as long as the turn, and a future is as large as
+//! the largest state it can be in: the steps that run once (the history
+//! read, opening the runner and parser calls, the final parse, storing the
+//! answer) are boxed, so their large tonic and sqlx futures take memory
+//! only while they run, not for the whole stream.
 
 use std::sync::Arc;
 
@@ -107,7 +113,7 @@ pub async fn run(engine: Arc<Engine>, spec: TurnSpec, slot: TurnSlot, journal: A
         slot,
         journal: &journal,
     };
-    finish(&engine, &spec, ended, produced).await;
+    Box::pin(finish(&engine, &spec, ended, produced)).await;
 }
 
 /// Everything up to the parsed answer.
@@ -120,7 +126,7 @@ async fn produce(
 ) -> Produced {
     let stop = slot.cancel_token().clone();
     let page = &spec.start.resolved;
-    let history = match load_history(engine, spec)
+    let history = match Box::pin(load_history(engine, spec))
         .instrument(tracing::info_span!("store.load_history"))
         .await
     {
@@ -163,7 +169,8 @@ async fn produce(
         mid_answer_failover: spec.start.mid_answer_failover || page.mid_answer_failover,
     };
 
-    // Open the parser stream and the runner call together.
+    // Open the parser stream and the runner call together (boxed: see the
+    // module's header).
     let mut call = tonic::Request::new(request);
     call.set_timeout(
         spec.start
@@ -175,9 +182,9 @@ async fn produce(
         biased;
         () = stop.cancelled() => None,
         () = tokio::time::sleep_until(spec.start.deadline) => Some(Err(deadline_failure())),
-        (cleaner, response) = async {
+        (cleaner, response) = Box::pin(async {
             tokio::join!(TextCleaner::open(&engine.upstreams, profile.clone()), runner_client.run(call))
-        } => Some(match response {
+        }) => Some(match response {
             Ok(response) => Ok((cleaner, response.into_inner())),
             Err(status) => {
                 tracing::warn!(code = ?status.code(), detail = %status.message(), "runner call failed");
@@ -192,7 +199,7 @@ async fn produce(
     };
 
     let relayed = relay::relay(stream, cleaner, sink, ids, &stop, spec.start.deadline).await;
-    let mut cleaned = relayed.cleaner.finish().await;
+    let mut cleaned = Box::pin(relayed.cleaner.finish()).await;
     for event in std::mem::take(&mut cleaned.events) {
         sink.push(event);
     }
@@ -218,8 +225,12 @@ async fn produce(
             // stream's final parse is already the parse of the whole answer;
             // only when they differ is it parsed again.
             if finished.text != cleaned.raw {
-                let (parsed, fallback) =
-                    parse::parse_text(&engine.upstreams, &finished.text, &profile).await;
+                let (parsed, fallback) = Box::pin(parse::parse_text(
+                    &engine.upstreams,
+                    &finished.text,
+                    &profile,
+                ))
+                .await;
                 for event in cleaned.shown.settle(&parsed) {
                     sink.push(event);
                 }

@@ -228,7 +228,10 @@ impl Follower {
                 }
                 Source::Stored(store) => {
                     let store = store.clone();
-                    if let Err(status) = self.read_store(&store).await {
+                    // Boxed: the store's query futures are large and most
+                    // followers never read the store; the stream's state
+                    // stays small for them.
+                    if let Err(status) = Box::pin(self.read_store(&store)).await {
                         self.source = Source::Done;
                         return Some(Err(status));
                     }
