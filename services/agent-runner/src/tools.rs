@@ -16,6 +16,7 @@ pub mod clock;
 pub mod execute;
 pub mod prepare;
 pub mod remote;
+pub mod schemas;
 
 use std::{collections::BTreeMap, fmt, sync::Arc, time::Duration};
 
@@ -170,6 +171,8 @@ pub struct ToolRuntime {
     pub channels: Arc<remote::Channels>,
     /// The configured MCP servers.
     pub mcp: Arc<crate::mcp::McpServers>,
+    /// Tool input schemas compiled so far, shared by turns.
+    pub schemas: Arc<schemas::Schemas>,
 }
 
 impl ToolRuntime {
@@ -179,6 +182,7 @@ impl ToolRuntime {
             local: BTreeMap::new(),
             channels: Arc::new(remote::Channels::default()),
             mcp: Arc::default(),
+            schemas: Arc::default(),
         };
         for tool in builtin::all() {
             runtime.register(tool);

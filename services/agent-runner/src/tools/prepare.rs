@@ -40,8 +40,9 @@ pub enum Target {
 pub struct PreparedTool {
     /// What the model is told.
     pub spec: ToolSpec,
-    /// Checks call inputs against `spec.input_schema`.
-    pub validator: Validator,
+    /// Checks call inputs against `spec.input_schema` (compiled once per
+    /// distinct schema, [`super::schemas`]).
+    pub validator: Arc<Validator>,
     /// Where it runs.
     pub target: Target,
     /// The tool's own timeout, if the request set one.
@@ -154,7 +155,7 @@ impl TurnTools {
                 ));
                 continue;
             }
-            let validator = match jsonschema::validator_for(&schema) {
+            let validator = match runtime.schemas.validator(&schema) {
                 Ok(validator) => validator,
                 Err(error) => {
                     violations.push(Violation::new(
