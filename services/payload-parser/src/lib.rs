@@ -16,6 +16,7 @@
 //! Everything is bounded by [`Limits`]: input size, nesting depth, and time
 //! (one linear pass, even over adversarial input).
 
+pub mod compiled_cache;
 mod convert;
 mod direct;
 mod elements;
@@ -40,6 +41,7 @@ pub mod structured;
 mod tool_calls;
 pub mod typed;
 
+pub use compiled_cache::CompiledCache;
 pub use error::{ParseError, PartialError, ProfileError};
 pub use limits::{DEFAULT_MAX_BYTES, DEFAULT_MAX_DEPTH, HARD_MAX_BYTES, HARD_MAX_DEPTH, Limits};
 pub use model::{

@@ -4,21 +4,17 @@
 //! and over (the gateway sends its page's profile with every turn).
 //! Compiling one means compiling its JSON schemas, about 200 µs for the
 //! example pages, so the service and the gateway's in-process fallback keep
-//! what they compiled, keyed by the profile's encoded bytes (prost encodes a
-//! message deterministically: `Struct` fields are a sorted map). The cache
-//! holds at most `capacity` profiles and forgets the oldest first; profiles
-//! that fail to compile are not kept, so a bad one costs its compile each
-//! time and never displaces a good one.
+//! what they compiled in a [`CompiledCache`], keyed by the profile's encoded
+//! bytes (prost encodes a message deterministically: `Struct` fields are a
+//! sorted map): at most `capacity` profiles, the oldest forgotten first,
+//! those that fail to compile not kept.
 
-use std::{
-    collections::{HashMap, VecDeque},
-    sync::{Arc, Mutex, PoisonError},
-};
+use std::sync::Arc;
 
 use parley_proto::parser::v1::ParseProfile;
 use prost::Message;
 
-use crate::{Profile, ProfileError};
+use crate::{Profile, ProfileError, compiled_cache::CompiledCache};
 
 /// Profiles kept by default.
 pub const DEFAULT_CAPACITY: usize = 256;
@@ -26,15 +22,7 @@ pub const DEFAULT_CAPACITY: usize = 256;
 /// A bounded cache of compiled profiles. Share it behind an `Arc`.
 #[derive(Debug)]
 pub struct ProfileCache {
-    capacity: usize,
-    inner: Mutex<Inner>,
-}
-
-#[derive(Debug, Default)]
-struct Inner {
-    by_bytes: HashMap<Arc<[u8]>, Arc<Profile>>,
-    /// Keys in insertion order, oldest first.
-    order: VecDeque<Arc<[u8]>>,
+    compiled: CompiledCache<Profile>,
 }
 
 impl Default for ProfileCache {
@@ -47,50 +35,24 @@ impl ProfileCache {
     /// A cache keeping at most `capacity` profiles; 0 keeps none.
     pub fn new(capacity: usize) -> Self {
         Self {
-            capacity,
-            inner: Mutex::default(),
+            compiled: CompiledCache::new(capacity),
         }
     }
 
     /// How many profiles are kept now.
     pub fn len(&self) -> usize {
-        self.lock().by_bytes.len()
+        self.compiled.len()
     }
 
     /// Whether no profile is kept.
     pub fn is_empty(&self) -> bool {
-        self.len() == 0
-    }
-
-    fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
-        self.inner.lock().unwrap_or_else(PoisonError::into_inner)
+        self.compiled.is_empty()
     }
 
     /// The compiled form of `proto`, compiled now only if it is not kept.
-    /// Compiling happens outside the lock: two callers missing the same
-    /// profile at once both compile it, and nobody waits behind a compile.
     pub fn get_or_compile(&self, proto: &ParseProfile) -> Result<Arc<Profile>, ProfileError> {
-        if self.capacity == 0 {
-            return Profile::from_proto(proto).map(Arc::new);
-        }
-        let key: Arc<[u8]> = proto.encode_to_vec().into();
-        if let Some(profile) = self.lock().by_bytes.get(&key) {
-            return Ok(profile.clone());
-        }
-        let profile = Arc::new(Profile::from_proto(proto)?);
-        let mut inner = self.lock();
-        if inner.by_bytes.contains_key(&key) {
-            return Ok(profile);
-        }
-        while inner.order.len() >= self.capacity {
-            let Some(oldest) = inner.order.pop_front() else {
-                break;
-            };
-            inner.by_bytes.remove(&oldest);
-        }
-        inner.order.push_back(key.clone());
-        inner.by_bytes.insert(key, profile.clone());
-        Ok(profile)
+        self.compiled
+            .get_or_compile(&proto.encode_to_vec(), || Profile::from_proto(proto))
     }
 }
 

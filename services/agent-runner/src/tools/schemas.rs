@@ -4,56 +4,50 @@
 //! A turn's tools are prepared from its request, and a page sends the same
 //! tools with every turn: compiling each schema again per turn cost CPU,
 //! and every running turn kept its own copy of the compiled validators.
-//! Validators are kept here by the schema's JSON text, at most
-//! [`CAPACITY`] of them; when that many are kept the cache starts again
-//! empty (schemas come from configuration and pages, so a runner sees few).
+//! Validators are kept in a [`CompiledCache`] keyed by the schema's JSON
+//! text, at most [`CAPACITY`] of them, the oldest forgotten first (schemas
+//! come from configuration and pages, so a runner sees few).
 
-use std::{
-    collections::HashMap,
-    sync::{Arc, Mutex, PoisonError},
-};
+use std::sync::Arc;
 
 use jsonschema::{ValidationError, Validator};
+use payload_parser::CompiledCache;
 use serde_json::Value;
 
 /// The most distinct schemas kept compiled.
 pub const CAPACITY: usize = 512;
 
 /// Compiled schemas by their JSON text.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct Schemas {
-    compiled: Mutex<HashMap<String, Arc<Validator>>>,
+    compiled: CompiledCache<Validator>,
+}
+
+impl Default for Schemas {
+    fn default() -> Self {
+        Self {
+            compiled: CompiledCache::new(CAPACITY),
+        }
+    }
 }
 
 impl Schemas {
     /// The validator of `schema`, compiled once.
     pub fn validator(&self, schema: &Value) -> Result<Arc<Validator>, ValidationError<'static>> {
-        let key = schema.to_string();
-        let lock = || self.compiled.lock().unwrap_or_else(PoisonError::into_inner);
-        if let Some(validator) = lock().get(&key) {
-            return Ok(validator.clone());
-        }
-        // Compiled outside the lock; two turns may both compile a new
-        // schema, and the second keeps the first's.
-        let validator = Arc::new(jsonschema::validator_for(schema)?);
-        let mut compiled = lock();
-        if compiled.len() >= CAPACITY {
-            compiled.clear();
-        }
-        Ok(compiled.entry(key).or_insert(validator).clone())
+        self.compiled
+            .get_or_compile(schema.to_string().as_bytes(), || {
+                jsonschema::validator_for(schema)
+            })
     }
 
     /// How many schemas are kept compiled.
     pub fn len(&self) -> usize {
-        self.compiled
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .len()
+        self.compiled.len()
     }
 
     /// Whether none are.
     pub fn is_empty(&self) -> bool {
-        self.len() == 0
+        self.compiled.is_empty()
     }
 }
 
@@ -87,17 +81,25 @@ mod tests {
     }
 
     #[test]
-    fn a_full_cache_starts_again() {
+    fn a_full_cache_forgets_the_oldest_schema() {
         let schemas = Schemas::default();
-        for n in 0..CAPACITY {
-            schemas
-                .validator(&json!({"type": "object", "maxProperties": n}))
-                .expect("valid");
+        let schema = |n: usize| json!({"type": "object", "maxProperties": n});
+        let oldest = schemas.validator(&schema(0)).expect("valid");
+        for n in 1..CAPACITY - 1 {
+            schemas.validator(&schema(n)).expect("valid");
         }
+        let newest = schemas.validator(&schema(CAPACITY - 1)).expect("valid");
         assert_eq!(schemas.len(), CAPACITY);
         schemas
             .validator(&json!({"type": "object", "minProperties": 1}))
             .expect("valid");
-        assert_eq!(schemas.len(), 1);
+        assert_eq!(schemas.len(), CAPACITY);
+        let newest_again = schemas.validator(&schema(CAPACITY - 1)).expect("valid");
+        assert!(Arc::ptr_eq(&newest, &newest_again), "the newest is kept");
+        let oldest_again = schemas.validator(&schema(0)).expect("valid");
+        assert!(
+            !Arc::ptr_eq(&oldest, &oldest_again),
+            "the oldest was forgotten"
+        );
     }
 }
