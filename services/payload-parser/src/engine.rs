@@ -74,6 +74,9 @@ pub(crate) struct Engine {
     lists: Option<ListPartials>,
     /// What resolving an element reports (kept for its capacity).
     events: Vec<Event>,
+    /// The value of the payload in `State::Closed`, when it was decoded to
+    /// find where it closes ([`crate::extract::decode_whole`]).
+    decoded: Option<serde_json::Value>,
 }
 
 impl Engine {
@@ -93,6 +96,7 @@ impl Engine {
             partials: None,
             lists: None,
             events: Vec::new(),
+            decoded: None,
         }
     }
 
@@ -222,9 +226,19 @@ impl Engine {
                             what: What::Marker(index),
                         };
                         self.open_partial(t, profile, &cand);
-                        self.state = State::Element {
-                            cand,
-                            lexer: Lexer::new(opener),
+                        self.state = match self.decode_whole(text, profile, &cand, at_end) {
+                            Some((value, close, depth)) => {
+                                self.decoded = Some(value);
+                                State::Closed {
+                                    cand,
+                                    close,
+                                    depth: Some(depth),
+                                }
+                            }
+                            None => State::Element {
+                                cand,
+                                lexer: Lexer::new(opener),
+                            },
                         };
                     }
                 },
@@ -358,6 +372,28 @@ impl Engine {
         }
     }
 
+    /// With the whole text at hand (`at_end`), a custom payload's object is
+    /// decoded straight away, which also tells where it closes: the lexer
+    /// need not go over it first (`parse` meets every element this way).
+    /// `None` leaves it to the lexer: anything but a payload object, JSON
+    /// that does not parse as it stands, or one nesting too deep.
+    fn decode_whole(
+        &self,
+        text: &str,
+        profile: &Profile,
+        cand: &Candidate,
+        at_end: bool,
+    ) -> Option<(serde_json::Value, usize, usize)> {
+        let What::Marker(index) = cand.what else {
+            return None;
+        };
+        let payload = matches!(profile.markers.element(index), Element::Payload(_));
+        if !(at_end && payload && self.index.is_none() && self.partials.is_none()) {
+            return None;
+        }
+        crate::extract::decode_whole(text, cand.opener, self.limits.effective_depth())
+    }
+
     fn unterminated(&mut self, text: &str, profile: &Profile, cand: Candidate) {
         if let Some(partials) = &mut self.partials {
             partials.withdraw(cand.start);
@@ -404,10 +440,11 @@ impl Engine {
                 let candidates = self.found.payload_candidates();
                 let lists_before = (self.found.has_values(), self.found.has_actions());
                 let mut events = std::mem::take(&mut self.events);
+                let decoded = self.decoded.take();
                 self.found.accept(
                     profile,
                     element,
-                    within.map(|()| json),
+                    within.map(|()| (json, decoded)),
                     raw,
                     cand.start,
                     cand.fenced,

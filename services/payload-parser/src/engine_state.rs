@@ -129,7 +129,8 @@ fn read<T>(
 
 impl Collected {
     /// Takes in a marker element whose JSON is `json` (within the depth
-    /// limit); appends what to report, in order, to `events`.
+    /// limit), with its value when a payload's was already decoded
+    /// (without a repair); appends what to report, in order, to `events`.
     ///
     /// Suggestion lists are read straight from the text when they are
     /// well-formed ([`direct`]); everything else, and every list that is
@@ -139,7 +140,7 @@ impl Collected {
         &mut self,
         profile: &Profile,
         element: Element,
-        json: Result<&str, (DiagnosticKind, String)>,
+        json: Result<(&str, Option<Value>), (DiagnosticKind, String)>,
         raw: &str,
         offset: usize,
         fenced: bool,
@@ -147,7 +148,7 @@ impl Collected {
         events: &mut Vec<Event>,
     ) {
         let name = profile.element_name(element);
-        let json = match json {
+        let (json, decoded) = match json {
             Ok(json) => json,
             Err((kind, reason)) => {
                 events.push(Event::Diagnostic(diagnostic(
@@ -228,7 +229,13 @@ impl Collected {
             },
             Element::Payload(priority) => {
                 let spec = &profile.payloads[priority];
-                match read(json, |_| None, |value| elements::payload(value, spec)) {
+                let read = match decoded {
+                    Some(value) => elements::payload(value, spec)
+                        .map(|payload| (payload, false))
+                        .map_err(|reason| (DiagnosticKind::SchemaViolation, reason)),
+                    None => read(json, |_| None, |value| elements::payload(value, spec)),
+                };
+                match read {
                     Err(error) => events.push(failed(error)),
                     Ok((payload, commas)) => {
                         repaired(events, commas);

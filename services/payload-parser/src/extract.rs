@@ -343,6 +343,43 @@ pub(crate) fn decode_within_depth(json: &str) -> Decoded {
     }
 }
 
+/// A custom payload's object read by `serde_json` straight from its opening
+/// brace at `opener`, when the whole text is at hand: the value, the
+/// position of its closing brace and its nesting, or `None` when it is not
+/// valid JSON or nests deeper than `max_depth` (the lexer then finds the
+/// element and the decoder words the diagnostic, as for any element).
+///
+/// For valid JSON the closing brace is the one the lexer finds (it counts
+/// brackets outside strings, as JSON nests them), and the nesting is the
+/// lexer's: so this gives what the lexer and [`decode_within_depth`] give,
+/// without the lexer's pass over the payload, the largest element of a
+/// response.
+pub(crate) fn decode_whole(
+    text: &str,
+    opener: usize,
+    max_depth: usize,
+) -> Option<(Value, usize, usize)> {
+    let rest = text.get(opener..)?;
+    if !rest.starts_with('{') {
+        return None;
+    }
+    let mut values = serde_json::Deserializer::from_str(rest).into_iter::<Value>();
+    let value = values.next()?.ok()?;
+    let close = opener + values.byte_offset().checked_sub(1)?;
+    let depth = depth_of(&value);
+    (depth <= max_depth).then_some((value, close, depth))
+}
+
+/// How deep `value` nests: 1 for an array or object of scalars.
+/// (`serde_json` stops at 128 levels, so the recursion is bounded.)
+fn depth_of(value: &Value) -> usize {
+    match value {
+        Value::Array(items) => 1 + items.iter().map(depth_of).max().unwrap_or(0),
+        Value::Object(members) => 1 + members.values().map(depth_of).max().unwrap_or(0),
+        _ => 0,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -372,6 +409,37 @@ mod tests {
                 .position(|&b| b == b'"' || b == b'\\')
                 .map_or(bytes.len(), |k| from + k);
             proptest::prop_assert_eq!(string_stop(&bytes, from), naive);
+        }
+    }
+
+    #[test]
+    fn decode_whole_agrees_with_the_lexer_and_the_decoder() {
+        let cases = [
+            r#"P: {"a": "}]{[", "b": [1, {"c": "\\\""}]} tail {"#,
+            r#"P: {"a": [[[1]]]} and more"#,
+            r#"P: {"a": 1,} trailing comma"#,
+            r#"P: {"a": 1"#,
+            r#"P: {"a": [1}] mismatched"#,
+            r#"P: {} "#,
+        ];
+        for text in cases {
+            let opener = text.find('{').unwrap_or(0);
+            let lexed = Lexer::new(opener).run(text.as_bytes());
+            for max_depth in [1, 2, 3, 4, 64] {
+                let by_lexer = lexed.and_then(|close| {
+                    let mut lexer = Lexer::new(opener);
+                    lexer.run(text.as_bytes());
+                    match decode(&text[opener..=close], Some(lexer.max_depth()), max_depth) {
+                        Ok((value, false)) => Some((value, close, lexer.max_depth())),
+                        _ => None,
+                    }
+                });
+                assert_eq!(
+                    decode_whole(text, opener, max_depth),
+                    by_lexer,
+                    "{text} {max_depth}"
+                );
+            }
         }
     }
 
