@@ -373,11 +373,18 @@ pub(crate) fn decode_whole(
 /// How deep `value` nests: 1 for an array or object of scalars.
 /// (`serde_json` stops at 128 levels, so the recursion is bounded.)
 fn depth_of(value: &Value) -> usize {
+    let mut deepest = 0;
+    let mut visit = |child: &Value| {
+        if matches!(child, Value::Array(_) | Value::Object(_)) {
+            deepest = deepest.max(depth_of(child));
+        }
+    };
     match value {
-        Value::Array(items) => 1 + items.iter().map(depth_of).max().unwrap_or(0),
-        Value::Object(members) => 1 + members.values().map(depth_of).max().unwrap_or(0),
-        _ => 0,
+        Value::Array(items) => items.iter().for_each(&mut visit),
+        Value::Object(members) => members.values().for_each(&mut visit),
+        _ => return 0,
     }
+    1 + deepest
 }
 
 #[cfg(test)]
