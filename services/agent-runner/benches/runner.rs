@@ -127,7 +127,7 @@ fn request() -> RunRequest {
 
 fn turn() -> Turn {
     Turn {
-        system: String::new(),
+        system: "".into(),
         messages: vec![Message::User { text: "go".into() }],
         tools: Vec::new(),
         model: ModelChoice {

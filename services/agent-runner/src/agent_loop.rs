@@ -158,7 +158,7 @@ impl Runner {
 
     async fn run_turn(
         &self,
-        prepared: PreparedTurn,
+        mut prepared: PreparedTurn,
         sink: EventSink,
         cancel: CancellationToken,
         span: &tracing::Span,
@@ -173,7 +173,11 @@ impl Runner {
             TextMode::Stream
         };
         let mut out = TurnOutput::new(sink, mode);
-        let result = self.drive(&prepared, &mut out, &cancel, deadline).await;
+        // The history moves into the requests' shared copy.
+        let history = std::mem::take(&mut prepared.turn.messages);
+        let result = self
+            .drive(&prepared, history, &mut out, &cancel, deadline)
+            .await;
         let last = match result {
             Ok(finished) => {
                 span.record(
@@ -224,6 +228,7 @@ impl Runner {
     async fn drive(
         &self,
         prepared: &PreparedTurn,
+        history: Vec<Message>,
         out: &mut TurnOutput,
         cancel: &CancellationToken,
         deadline: Instant,
@@ -234,7 +239,7 @@ impl Runner {
         let round = self.round(prepared, cancel, deadline);
         let output_schema = output_schema(turn);
         let specs = prepared.tools.specs();
-        let mut messages = turn.messages.clone();
+        let mut messages: Arc<[Message]> = history.into();
         let mut total = Usage::default();
         let mut current = 0usize;
 
@@ -288,16 +293,18 @@ impl Runner {
                     iteration,
                 ));
             }
-            messages.push(Message::Assistant {
+            let answer = Message::Assistant {
                 reasoning: outcome.reasoning,
                 text: call_text,
                 tool_calls: pending.iter().map(|p| p.call.clone()).collect(),
-            });
+            };
             if pending.is_empty() {
-                continue; // `pause_turn`: the model continues in another call.
+                // `pause_turn`: the model continues in another call.
+                messages = appended(&messages, [answer]);
+                continue;
             }
             let results = run_tools(&round, &pending, out, iteration, model).await?;
-            messages.push(Message::ToolResults(results));
+            messages = appended(&messages, [answer, Message::ToolResults(results)]);
         }
         Err(End::Failed(TurnError {
             code: tonic::Code::Internal,
@@ -367,21 +374,29 @@ fn output_schema(turn: &Turn) -> Option<OutputSchema> {
 }
 
 /// The request of one model call; the model is set per candidate.
+/// The next model call's request: the turn's prompt, conversation and
+/// tools shared, not copied.
 fn chat_request(
     turn: &Turn,
-    messages: &[Message],
-    tools: &[ToolSpec],
+    messages: &Arc<[Message]>,
+    tools: &Arc<[ToolSpec]>,
     output_schema: Option<&OutputSchema>,
 ) -> ChatRequest {
     ChatRequest {
         model: String::new(),
         system: turn.system.clone(),
-        messages: messages.to_vec(),
-        tools: tools.to_vec(),
+        messages: messages.clone(),
+        tools: tools.clone(),
         output_schema: output_schema.cloned(),
         max_output_tokens: turn.limits.max_output_tokens,
         params: Default::default(),
     }
+}
+
+/// `messages` followed by `more`, for the next model call (the calls
+/// before it keep theirs).
+fn appended(messages: &[Message], more: impl IntoIterator<Item = Message>) -> Arc<[Message]> {
+    messages.iter().cloned().chain(more).collect()
 }
 
 /// The turn's normal end after its last model call (`finish`).

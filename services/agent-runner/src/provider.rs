@@ -17,7 +17,7 @@ pub mod sse;
 
 pub use configured::{ProviderEntry, Providers, UnknownProvider};
 
-use std::{pin::Pin, time::Duration};
+use std::{pin::Pin, sync::Arc, time::Duration};
 
 use futures::Stream;
 use serde_json::Value;
@@ -26,16 +26,21 @@ use serde_json::Value;
 pub type EventStream = Pin<Box<dyn Stream<Item = Result<StreamEvent, ProviderError>> + Send>>;
 
 /// One model call, in provider-neutral form.
+///
+/// The large parts (the system prompt, the conversation, the tools and
+/// their schemas) are shared, not owned: a turn's requests, one per model
+/// call and a copy per fallback and attempt, point at the turn's one copy
+/// for as long as the call streams.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ChatRequest {
     /// The provider's model name.
     pub model: String,
     /// The system prompt (may be empty).
-    pub system: String,
+    pub system: Arc<str>,
     /// The conversation, oldest first.
-    pub messages: Vec<Message>,
+    pub messages: Arc<[Message]>,
     /// Tools the model may call.
-    pub tools: Vec<ToolSpec>,
+    pub tools: Arc<[ToolSpec]>,
     /// When set, the answer must be JSON satisfying the schema (native API).
     pub output_schema: Option<OutputSchema>,
     /// Output token limit for this call.

@@ -2,7 +2,7 @@
 //! turn, with the wire types already converted and validated. Tests build
 //! these by hand; the service builds them in `convert`.
 
-use std::time::Duration;
+use std::{sync::Arc, time::Duration};
 
 use serde_json::Value;
 
@@ -11,8 +11,8 @@ use crate::provider::{Message, SamplingParams};
 /// A fully assembled turn.
 #[derive(Debug, Clone)]
 pub struct Turn {
-    /// The system prompt (may be empty).
-    pub system: String,
+    /// The system prompt (may be empty); shared with the turn's model calls.
+    pub system: Arc<str>,
     /// The conversation, oldest first, ending with the new user message.
     pub messages: Vec<Message>,
     /// The tools the model may call.

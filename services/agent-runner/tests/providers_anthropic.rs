@@ -78,7 +78,7 @@ async fn plain_text_with_ping_padding_and_cache_usage() {
 #[tokio::test]
 async fn a_tool_use_split_over_input_json_deltas() {
     let mut req = request("claude-sonnet-4-5");
-    req.tools = vec![weather_tool()];
+    req.tools = vec![weather_tool()].into();
     req.max_output_tokens = Some(1024);
     let (out, server) = replay(
         Reply::sse_fixture("anthropic/tool_use_split.sse").chunked(3),
@@ -106,7 +106,7 @@ async fn a_tool_use_split_over_input_json_deltas() {
 #[tokio::test]
 async fn parallel_tool_uses_including_one_without_arguments() {
     let mut req = request("claude-sonnet-4-5");
-    req.tools = vec![weather_tool(), time_tool()];
+    req.tools = vec![weather_tool(), time_tool()].into();
     let (out, _server) = replay(Reply::sse_fixture("anthropic/parallel_tool_use.sse"), req).await;
     let calls: Vec<_> = out
         .tool_calls()
@@ -127,7 +127,7 @@ async fn parallel_tool_uses_including_one_without_arguments() {
 #[tokio::test]
 async fn thinking_with_signature_and_redacted_thinking_are_kept_for_replay() {
     let mut req = request("claude-sonnet-4-5");
-    req.tools = vec![weather_tool()];
+    req.tools = vec![weather_tool()].into();
     req.params.thinking_budget = Some(2048);
     let (out, server) = replay(
         Reply::sse_fixture("anthropic/thinking_tool_use.sse").chunked(11),
@@ -264,7 +264,8 @@ async fn a_tool_input_cut_by_max_tokens_is_never_final() {
 #[tokio::test]
 async fn tool_calls_from_history_keep_their_ids() {
     let mut req = request("claude-sonnet-4-5");
-    req.messages.push(Message::Assistant {
+    let mut messages = req.messages.to_vec();
+    messages.push(Message::Assistant {
         reasoning: vec![],
         text: "Checking.".into(),
         tool_calls: vec![ToolCall {
@@ -274,12 +275,13 @@ async fn tool_calls_from_history_keep_their_ids() {
             provider_data: None,
         }],
     });
-    req.messages.push(Message::ToolResults(vec![ToolResult {
+    messages.push(Message::ToolResults(vec![ToolResult {
         call_id: "toolu_x".into(),
         name: "get_weather".into(),
         text: "18°C".into(),
         is_error: false,
     }]));
+    req.messages = messages.into();
     let (_, server) = replay(Reply::sse_fixture("anthropic/text.sse"), req).await;
     let body = server.single_request().json();
     assert_eq!(

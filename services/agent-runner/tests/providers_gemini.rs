@@ -87,7 +87,7 @@ async fn plain_text_with_cumulative_usage() {
 #[tokio::test]
 async fn a_function_call_with_thought_and_signature_read_byte_by_byte() {
     let mut req = request("gemini-2.5-flash");
-    req.tools = vec![weather_tool()];
+    req.tools = vec![weather_tool()].into();
     req.max_output_tokens = Some(800);
     req.params.thinking_budget = Some(1024);
     let (out, server) = replay(
@@ -165,7 +165,7 @@ async fn a_function_call_with_thought_and_signature_read_byte_by_byte() {
 #[tokio::test]
 async fn two_parallel_function_calls_in_one_chunk() {
     let mut req = request("gemini-2.5-flash");
-    req.tools = vec![weather_tool(), time_tool()];
+    req.tools = vec![weather_tool(), time_tool()].into();
     let (out, _server) = replay(
         Reply::sse_fixture("gemini/parallel_calls.sse").chunked(9),
         req,

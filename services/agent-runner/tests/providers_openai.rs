@@ -74,7 +74,7 @@ async fn plain_text_usage_and_finish() {
 #[tokio::test]
 async fn a_tool_call_split_over_many_fragments_read_byte_by_byte() {
     let mut req = request("gpt-4o");
-    req.tools = vec![weather_tool()];
+    req.tools = vec![weather_tool()].into();
     req.max_output_tokens = Some(256);
     req.params.temperature = Some(0.5);
     let (out, server) = replay(
@@ -110,7 +110,7 @@ async fn a_tool_call_split_over_many_fragments_read_byte_by_byte() {
 #[tokio::test]
 async fn two_parallel_tool_calls() {
     let mut req = request("gpt-4o");
-    req.tools = vec![weather_tool(), time_tool()];
+    req.tools = vec![weather_tool(), time_tool()].into();
     let (out, _server) = replay(
         Reply::sse_fixture("openai/parallel_tool_calls.sse").chunked(7),
         req,
@@ -203,7 +203,7 @@ async fn ollama_whole_call_in_one_chunk_and_reasoning_field() {
     let provider = OpenAiProvider::new(HttpProviderConfig::new("ollama", server.url("/v1")))
         .expect("provider builds");
     let mut req = request("qwen3:8b");
-    req.tools = vec![weather_tool()];
+    req.tools = vec![weather_tool()].into();
     req.max_output_tokens = Some(512);
     let out = drain(provider.stream(req).await.expect("stream starts")).await;
     assert_eq!(out.reasoning(), "The user wants weather.");

@@ -289,7 +289,7 @@ async fn with_failover_a_mid_stream_error_resets_the_step_and_the_retry_answers(
             },
         };
         let turn = Turn {
-            system: String::new(),
+            system: "".into(),
             messages: vec![Message::User { text: "hi".into() }],
             tools: Vec::new(),
             model: ModelChoice {

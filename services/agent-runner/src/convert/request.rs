@@ -66,7 +66,7 @@ pub fn turn_from_request(
         return Err(violations);
     }
     Ok(Turn {
-        system: request.system_prompt,
+        system: request.system_prompt.into(),
         messages,
         tools,
         model,

@@ -35,13 +35,12 @@ pub enum Target {
     },
 }
 
-/// One tool, ready to validate input and run.
+/// One tool, ready to validate input and run (what the model is told of
+/// it is in [`TurnTools::specs`]).
 #[derive(Debug)]
 pub struct PreparedTool {
-    /// What the model is told.
-    pub spec: ToolSpec,
-    /// Checks call inputs against `spec.input_schema` (compiled once per
-    /// distinct schema, [`super::schemas`]).
+    /// Checks call inputs against the tool's input schema (compiled once
+    /// per distinct schema, [`super::schemas`]).
     pub validator: Arc<Validator>,
     /// Where it runs.
     pub target: Target,
@@ -50,10 +49,23 @@ pub struct PreparedTool {
 }
 
 /// The tools of one turn.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct TurnTools {
     tools: Vec<PreparedTool>,
     by_name: HashMap<String, usize>,
+    /// What the model is offered, in the same order as `tools`; shared by
+    /// the turn's model calls.
+    specs: Arc<[ToolSpec]>,
+}
+
+impl Default for TurnTools {
+    fn default() -> Self {
+        Self {
+            tools: Vec::new(),
+            by_name: HashMap::new(),
+            specs: Arc::new([]),
+        }
+    }
 }
 
 impl TurnTools {
@@ -61,6 +73,7 @@ impl TurnTools {
     pub fn prepare(defs: Vec<ToolDef>, runtime: &ToolRuntime) -> Result<Self, Vec<Violation>> {
         let mut violations = Vec::new();
         let mut prepared = Self::default();
+        let mut specs = Vec::new();
         for (index, def) in defs.into_iter().enumerate() {
             let field = |name: &str| format!("tools[{index}].{name}");
             if let Err(problem) = check_name(&def.name) {
@@ -173,18 +186,19 @@ impl TurnTools {
             prepared
                 .by_name
                 .insert(def.name.clone(), prepared.tools.len());
+            specs.push(ToolSpec {
+                name: def.name,
+                description,
+                input_schema: schema,
+            });
             prepared.tools.push(PreparedTool {
-                spec: ToolSpec {
-                    name: def.name,
-                    description,
-                    input_schema: schema,
-                },
                 validator,
                 target,
                 timeout: def.timeout,
             });
         }
         if violations.is_empty() {
+            prepared.specs = specs.into();
             Ok(prepared)
         } else {
             Err(violations)
@@ -198,17 +212,14 @@ impl TurnTools {
             .and_then(|index| self.tools.get(*index))
     }
 
-    /// What the model is offered.
-    pub fn specs(&self) -> Vec<ToolSpec> {
-        self.tools.iter().map(|tool| tool.spec.clone()).collect()
+    /// What the model is offered (shared, not copied).
+    pub fn specs(&self) -> Arc<[ToolSpec]> {
+        self.specs.clone()
     }
 
     /// The declared names, in order.
     pub fn names(&self) -> Vec<String> {
-        self.tools
-            .iter()
-            .map(|tool| tool.spec.name.clone())
-            .collect()
+        self.specs.iter().map(|spec| spec.name.clone()).collect()
     }
 
     /// Whether the turn has no tools.
@@ -290,7 +301,7 @@ mod tests {
         )
         .expect("should succeed");
         let tool = tools.get("calc").expect("should succeed");
-        assert!(tool.spec.description.contains("arithmetic"));
+        assert!(tools.specs()[0].description.contains("arithmetic"));
         assert!(tool.check_input(&json!({"expression": "1+1"})).is_ok());
         let problem = tool
             .check_input(&json!({"expression": 3}))

@@ -114,8 +114,9 @@ pub fn request(model: &str) -> ChatRequest {
         system: "You are terse.".into(),
         messages: vec![Message::User {
             text: "What is the weather in Paris?".into(),
-        }],
-        tools: vec![],
+        }]
+        .into(),
+        tools: vec![].into(),
         output_schema: None,
         max_output_tokens: None,
         params: SamplingParams::default(),
@@ -128,17 +129,19 @@ pub fn request(model: &str) -> ChatRequest {
 pub fn follow_up(model: &str, out: &Drained, text: &str, is_error: bool) -> ChatRequest {
     let calls = out.tool_calls();
     let mut next = request(model);
-    next.messages.push(Message::Assistant {
+    let mut messages = next.messages.to_vec();
+    messages.push(Message::Assistant {
         reasoning: out.reasoning_blocks(),
         text: String::new(),
         tool_calls: calls.clone(),
     });
-    next.messages.push(Message::ToolResults(vec![ToolResult {
+    messages.push(Message::ToolResults(vec![ToolResult {
         call_id: calls[0].id.clone(),
         name: "get_weather".into(),
         text: text.into(),
         is_error,
     }]));
+    next.messages = messages.into();
     next
 }
 

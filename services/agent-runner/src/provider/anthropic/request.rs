@@ -161,7 +161,7 @@ mod tests {
     fn replay_orders_thinking_text_and_tool_use_and_groups_results() {
         let request = ChatRequest {
             model: "claude-sonnet-4-5".into(),
-            system: String::new(),
+            system: "".into(),
             messages: vec![
                 Message::User { text: "hi".into() },
                 Message::Assistant {
@@ -189,8 +189,9 @@ mod tests {
                 Message::User {
                     text: "and?".into(),
                 },
-            ],
-            tools: vec![],
+            ]
+            .into(),
+            tools: vec![].into(),
             output_schema: None,
             max_output_tokens: None,
             params: SamplingParams::default(),
@@ -232,8 +233,8 @@ mod tests {
         let mut request = ChatRequest {
             model: "m".into(),
             system: "sys".into(),
-            messages: vec![Message::User { text: "x".into() }],
-            tools: vec![],
+            messages: vec![Message::User { text: "x".into() }].into(),
+            tools: vec![].into(),
             output_schema: Some(OutputSchema {
                 name: "n".into(),
                 schema: json!({"type": "object"}),

@@ -199,7 +199,7 @@ mod tests {
     fn replay_echoes_signatures_and_answers_by_name() {
         let request = ChatRequest {
             model: "gemini-2.5-flash".into(),
-            system: String::new(),
+            system: "".into(),
             messages: vec![
                 Message::User {
                     text: "weather?".into(),
@@ -236,12 +236,14 @@ mod tests {
                         is_error: true,
                     },
                 ]),
-            ],
+            ]
+            .into(),
             tools: vec![ToolSpec {
                 name: "get_time".into(),
                 description: "time".into(),
                 input_schema: json!({"type": "object", "properties": {}}),
-            }],
+            }]
+            .into(),
             output_schema: Some(OutputSchema {
                 name: "x".into(),
                 schema: json!({"type": "object", "properties": {"a": {"type": "string"}}, "additionalProperties": false}),

@@ -93,7 +93,7 @@ fn messages(request: &ChatRequest) -> Vec<Value> {
     if !request.system.is_empty() {
         out.push(json!({ "role": "system", "content": request.system }));
     }
-    for message in &request.messages {
+    for message in request.messages.iter() {
         match message {
             Message::User { text } => out.push(json!({ "role": "user", "content": text })),
             // Chat Completions takes no reasoning back: it is dropped.
@@ -177,12 +177,14 @@ mod tests {
                     text: "no data".into(),
                     is_error: true,
                 }]),
-            ],
+            ]
+            .into(),
             tools: vec![ToolSpec {
                 name: "get_weather".into(),
                 description: "weather".into(),
                 input_schema: Value::Null,
-            }],
+            }]
+            .into(),
             output_schema: Some(OutputSchema {
                 name: "my schema!".into(),
                 schema: json!({"type": "object"}),

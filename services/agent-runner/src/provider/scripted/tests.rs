@@ -10,9 +10,9 @@ use crate::provider::{OutputSchema, SamplingParams, ToolResult};
 fn request(messages: Vec<Message>) -> ChatRequest {
     ChatRequest {
         model: "scripted-demo".into(),
-        system: String::new(),
-        messages,
-        tools: vec![],
+        system: "".into(),
+        messages: messages.into(),
+        tools: vec![].into(),
         output_schema: None,
         max_output_tokens: None,
         params: SamplingParams::default(),
