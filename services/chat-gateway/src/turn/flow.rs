@@ -185,7 +185,9 @@ async fn produce(
         (cleaner, response) = Box::pin(async {
             tokio::join!(TextCleaner::open(&engine.upstreams, profile.clone()), runner_client.run(call))
         }) => Some(match response {
-            Ok(response) => Ok((cleaner, response.into_inner())),
+            // Boxed: the cleaner (about 1 KB) moves through the relay and
+            // its result, and the turn's task need only hold a pointer.
+            Ok(response) => Ok((Box::new(cleaner), response.into_inner())),
             Err(status) => {
                 tracing::warn!(code = ?status.code(), detail = %status.message(), "runner call failed");
                 Err(Failure::from_runner_status(&status))

@@ -59,7 +59,7 @@ pub struct Relayed {
     /// How it ended.
     pub end: RunEnd,
     /// The cleaner, to be finished by the caller.
-    pub cleaner: TextCleaner,
+    pub cleaner: Box<TextCleaner>,
     /// The accumulated reasoning.
     pub reasoning: String,
     /// The accumulated structured text.
@@ -223,7 +223,7 @@ struct StepStart {
 /// deadline passes. The runner's stream is dropped before this returns.
 pub async fn relay(
     mut stream: tonic::Streaming<runner::RunEvent>,
-    mut cleaner: TextCleaner,
+    mut cleaner: Box<TextCleaner>,
     sink: &Journal,
     ids: &TurnIds,
     stop: &CancellationToken,
