@@ -7,50 +7,12 @@
 //! Responses per second = (responses per iteration) / (time per iteration);
 //! the realistic group parses all corpus files once per iteration.
 
-use std::{hint::black_box, path::PathBuf, sync::Arc};
+mod inputs;
+
+use std::{hint::black_box, sync::Arc};
 
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
-use payload_parser::{Limits, Parsed, Profile, ProfileSpec, StreamParser, parse};
-
-/// The example `table_view` profile (deploy/config/parser-profiles.json), plus tools.
-fn profile() -> Arc<Profile> {
-    let path =
-        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../deploy/config/parser-profiles.json");
-    let text = std::fs::read_to_string(&path).expect("example profiles");
-    let file: serde_json::Value = serde_json::from_str(&text).expect("valid JSON");
-    let mut spec: ProfileSpec =
-        serde_json::from_value(file["profiles"]["table_view"].clone()).expect("table_view profile");
-    spec.tools = vec!["search_rows".into(), "create_row".into()];
-    Arc::new(Profile::new(&spec).expect("compiles"))
-}
-
-fn corpus() -> Vec<String> {
-    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("benches/corpus");
-    let mut paths: Vec<_> = std::fs::read_dir(&dir)
-        .expect("corpus dir")
-        .map(|e| e.expect("entry").path())
-        .collect();
-    paths.sort();
-    paths
-        .into_iter()
-        .map(|p| std::fs::read_to_string(p).expect("corpus file"))
-        .collect()
-}
-
-/// About 64 KiB of prose without markers (an occasional colon, as prose has).
-fn prose_64k() -> String {
-    let paragraph = "The quarterly review showed steady growth across every region, although the \
-        northern offices reported slower hiring than planned. Teams that adopted the new planning \
-        process shipped more predictably, and customer satisfaction rose for the third quarter in \
-        a row. Note: figures for March are preliminary and may change once the audit closes. \
-        Looking ahead, the priorities are simple, keep the release cadence, reduce support backlog \
-        and invest in onboarding for new customers.\n\n";
-    let mut text = String::with_capacity(66 * 1024);
-    while text.len() + paragraph.len() <= 64 * 1024 {
-        text.push_str(paragraph);
-    }
-    text
-}
+use payload_parser::{Limits, Parsed, Profile, StreamParser, parse};
 
 /// Every JSON value written in a corpus response, for the serde floor.
 fn json_parts(text: &str) -> Vec<&str> {
@@ -126,8 +88,8 @@ fn sanity(profile: &Profile, corpus: &[String]) {
 }
 
 fn benches(c: &mut Criterion) {
-    let profile = profile();
-    let corpus = corpus();
+    let profile = inputs::profile().expect("the example profile compiles");
+    let corpus = inputs::corpus().expect("the bench corpus reads");
     sanity(&profile, &corpus);
     let limits = Limits::default();
     let bytes: usize = corpus.iter().map(String::len).sum();
@@ -180,7 +142,7 @@ fn benches(c: &mut Criterion) {
     });
     group.finish();
 
-    let prose = prose_64k();
+    let prose = inputs::prose_64k();
     let mut group = c.benchmark_group("prose_64KiB");
     group.throughput(Throughput::Bytes(prose.len() as u64));
     group.bench_function("parse", |b| {

@@ -14,46 +14,12 @@
 //! `stream` instead of `parse` measures the stream, `prose-parse` and
 //! `prose-stream` the bench's 64 KiB of marker-free prose).
 
-use std::{hint::black_box, path::PathBuf, sync::Arc};
+#[path = "../benches/inputs/mod.rs"]
+mod inputs;
 
-use payload_parser::{Limits, Profile, ProfileSpec, StreamParser, parse};
+use std::{hint::black_box, sync::Arc};
 
-/// The bench's profile: `table_view` from deploy/config/parser-profiles.json, plus tools.
-fn profile() -> Result<Arc<Profile>, Box<dyn std::error::Error>> {
-    let path =
-        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../deploy/config/parser-profiles.json");
-    let file: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&path)?)?;
-    let mut spec: ProfileSpec = serde_json::from_value(file["profiles"]["table_view"].clone())?;
-    spec.tools = vec!["search_rows".into(), "create_row".into()];
-    Ok(Arc::new(Profile::new(&spec)?))
-}
-
-fn corpus() -> Result<Vec<String>, Box<dyn std::error::Error>> {
-    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("benches/corpus");
-    let mut paths = std::fs::read_dir(&dir)?
-        .map(|entry| entry.map(|e| e.path()))
-        .collect::<Result<Vec<_>, _>>()?;
-    paths.sort();
-    paths
-        .into_iter()
-        .map(|p| Ok(std::fs::read_to_string(p)?))
-        .collect()
-}
-
-/// The bench's 64 KiB of marker-free prose.
-fn prose_64k() -> String {
-    let paragraph = "The quarterly review showed steady growth across every region, although the \
-        northern offices reported slower hiring than planned. Teams that adopted the new planning \
-        process shipped more predictably, and customer satisfaction rose for the third quarter in \
-        a row. Note: figures for March are preliminary and may change once the audit closes. \
-        Looking ahead, the priorities are simple, keep the release cadence, reduce support backlog \
-        and invest in onboarding for new customers.\n\n";
-    let mut text = String::with_capacity(66 * 1024);
-    while text.len() + paragraph.len() <= 64 * 1024 {
-        text.push_str(paragraph);
-    }
-    text
-}
+use payload_parser::{Limits, Profile, StreamParser, parse};
 
 fn stream(profile: &Arc<Profile>, text: &str, items: &mut Vec<payload_parser::StreamItem>) {
     let mut parser = StreamParser::new(Arc::clone(profile), Limits::default());
@@ -75,11 +41,11 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let mut args = std::env::args().skip(1);
     let mode = args.next().unwrap_or_else(|| "parse".into());
     let passes: usize = args.next().as_deref().unwrap_or("1000").parse()?;
-    let profile = profile()?;
+    let profile = inputs::profile()?;
     // `prose-parse` and `prose-stream` take the 64 KiB of prose instead.
     let corpus = match mode.strip_prefix("prose-") {
-        Some(_) => vec![prose_64k()],
-        None => corpus()?,
+        Some(_) => vec![inputs::prose_64k()],
+        None => inputs::corpus()?,
     };
     let limits = Limits::default();
     let mut items = Vec::new();
