@@ -373,9 +373,8 @@ fn output_schema(turn: &Turn) -> Option<OutputSchema> {
     })
 }
 
-/// The request of one model call; the model is set per candidate.
-/// The next model call's request: the turn's prompt, conversation and
-/// tools shared, not copied.
+/// The request of one model call (the model is set per candidate): the
+/// turn's prompt, conversation and tools shared, not copied.
 fn chat_request(
     turn: &Turn,
     messages: &Arc<[Message]>,

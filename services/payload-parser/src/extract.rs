@@ -128,9 +128,7 @@ fn zero_bytes(x: u64) -> u64 {
     x.wrapping_sub(splat(0x01)) & !x & splat(0x80)
 }
 
-/// The first position at or after `i` whose byte `stop_byte` accepts, or
-/// `t.len()`. `stop_word` marks (as [`zero_bytes`] does) the bytes of an
-/// eight-byte little-endian word that `stop_byte` accepts.
+/// The first `"` or `\` at or after `i` (inside a string), or `t.len()`.
 ///
 /// The lexer runs over every byte of every element, and a stream calls it
 /// again for each delta. JSON strings are short (a member name, a word or
@@ -138,36 +136,22 @@ fn zero_bytes(x: u64) -> u64 {
 /// than `memchr2`'s set-up (measured: 8k fewer instructions per corpus pass
 /// of `parse`, 15k fewer for a stream of 16-byte deltas). The runs between
 /// tokens are shorter still, and a byte loop does best on them.
-#[inline(always)]
-fn first_stop(
-    t: &[u8],
-    mut i: usize,
-    stop_word: impl Fn(u64) -> u64,
-    stop_byte: impl Fn(u8) -> bool,
-) -> usize {
+fn string_stop(t: &[u8], mut i: usize) -> usize {
     while let Some(chunk) = t.get(i..i + 8) {
         let mut word = [0; 8];
         word.copy_from_slice(chunk);
-        let found = stop_word(u64::from_le_bytes(word));
+        let w = u64::from_le_bytes(word);
+        // The lowest marked byte is exact (see `zero_bytes`).
+        let found = zero_bytes(w ^ splat(b'"')) | zero_bytes(w ^ splat(b'\\'));
         if found != 0 {
             return i + (found.trailing_zeros() / 8) as usize;
         }
         i += 8;
     }
-    while i < t.len() && !stop_byte(t[i]) {
+    while i < t.len() && t[i] != b'"' && t[i] != b'\\' {
         i += 1;
     }
     i
-}
-
-/// The first `"` or `\` at or after `i` (inside a string).
-fn string_stop(t: &[u8], i: usize) -> usize {
-    first_stop(
-        t,
-        i,
-        |w| zero_bytes(w ^ splat(b'"')) | zero_bytes(w ^ splat(b'\\')),
-        |b| b == b'"' || b == b'\\',
-    )
 }
 
 /// Where each bracket closes, for every opener at or after `base`, computed in

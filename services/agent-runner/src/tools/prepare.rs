@@ -49,23 +49,13 @@ pub struct PreparedTool {
 }
 
 /// The tools of one turn.
-#[derive(Debug)]
+#[derive(Debug, Default)]
 pub struct TurnTools {
     tools: Vec<PreparedTool>,
     by_name: HashMap<String, usize>,
     /// What the model is offered, in the same order as `tools`; shared by
     /// the turn's model calls.
     specs: Arc<[ToolSpec]>,
-}
-
-impl Default for TurnTools {
-    fn default() -> Self {
-        Self {
-            tools: Vec::new(),
-            by_name: HashMap::new(),
-            specs: Arc::new([]),
-        }
-    }
 }
 
 impl TurnTools {
