@@ -39,7 +39,7 @@
 # own process (upstream.parsing), no sidecar hop; rows labelled
 # parley-inproc. --bin DIR: run the binaries in DIR instead of building
 # (say, those of an older commit, for a before/after in one session);
-# --tag TEXT is appended to every row's label.
+# --tag TEXT is appended to every row's label (after a space).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -187,7 +187,7 @@ results="$state/results.jsonl"
 run() {
     local args=()
     while (($#)); do
-        if [[ "$1" == --label ]]; then args+=(--label "$2$tag"); shift 2; else args+=("$1"); shift; fi
+        if [[ "$1" == --label ]]; then args+=(--label "$2${tag:+ $tag}"); shift 2; else args+=("$1"); shift; fi
     done
     "$bin/parley-load" run --json --duration "$duration" --warmup "$warmup" --pid self "${args[@]}" \
         | tee -a "$results" >/dev/null

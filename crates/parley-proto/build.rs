@@ -46,6 +46,18 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         .build_server(true)
         // Small first buffers per call (src/codec.rs).
         .codec_path("crate::codec::LeanCodec")
+        // A oneof is as large as its largest variant, and every event of a
+        // stream pays that size wherever it is queued or kept (a turn's
+        // journal, a follower's queue, the channels between tasks): the
+        // variants that come once per turn or per tool call are boxed, so
+        // a text delta's event is about 90 bytes instead of 300 to 530.
+        .boxed(".parley.gateway.v1.ChatEvent.event.complete")
+        .boxed(".parley.gateway.v1.ChatEvent.event.tool_complete")
+        .boxed(".parley.gateway.v1.ChatEvent.event.payload_partial")
+        .boxed(".parley.runner.v1.RunEvent.event.tool_complete")
+        .boxed(".parley.runner.v1.RunEvent.event.finished")
+        .boxed(".parley.parser.v1.ParseStreamResponse.output.final")
+        .boxed(".parley.parser.v1.ParseStreamResponse.output.custom_payload")
         .compile_fds(fds)?;
     Ok(())
 }

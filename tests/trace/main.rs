@@ -101,7 +101,7 @@ async fn chat(gateway: &str, request: ChatRequest, traceparent: Option<&str>) ->
     while let Some(event) = stream.message().await.expect("the stream stays healthy") {
         match event.event {
             Some(Event::ToolComplete(done)) => tools.push((done.name, done.success)),
-            Some(Event::Complete(done)) => complete = Some(done),
+            Some(Event::Complete(done)) => complete = Some(*done),
             _ => {}
         }
     }

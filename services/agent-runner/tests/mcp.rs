@@ -268,7 +268,7 @@ async fn until_complete(stream: &mut tonic::Streaming<RunEvent>) -> (Vec<Event>,
     while let Some(event) = stream.next().await {
         let event = event.expect("event").event.expect("an event");
         if let Event::ToolComplete(complete) = &event {
-            return (seen, complete.clone());
+            return (seen, (**complete).clone());
         }
         seen.push(event);
     }
@@ -278,7 +278,7 @@ async fn until_complete(stream: &mut tonic::Streaming<RunEvent>) -> (Vec<Event>,
 async fn finished(stream: &mut tonic::Streaming<RunEvent>) -> pb::Finished {
     while let Some(event) = stream.next().await {
         match event.expect("event").event {
-            Some(Event::Finished(finished)) => return finished,
+            Some(Event::Finished(finished)) => return *finished,
             Some(Event::Error(error)) => panic!("the turn failed: {error:?}"),
             _ => {}
         }

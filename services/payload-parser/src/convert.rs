@@ -131,7 +131,7 @@ impl StreamItem {
             Self::SuggestedActions(actions) => Output::SuggestedActions(pb::SuggestedActions {
                 actions: actions.into_iter().map(Into::into).collect(),
             }),
-            Self::CustomPayload(payload) => Output::CustomPayload(payload.into()),
+            Self::CustomPayload(payload) => Output::CustomPayload(Box::new(payload.into())),
             Self::ToolCall(call) => Output::ToolCall(call.into()),
             Self::Diagnostic(diagnostic) => Output::Diagnostic(diagnostic.into()),
             Self::PartialPayload(partial) => Output::Partial(partial.into()),
@@ -145,7 +145,7 @@ impl StreamItem {
                     actions: actions.into_iter().map(Into::into).collect(),
                 })
             }
-            Self::Final(parsed) => Output::Final(parsed.into_proto()),
+            Self::Final(parsed) => Output::Final(Box::new(parsed.into_proto())),
         };
         pb::ParseStreamResponse {
             output: Some(output),

@@ -268,7 +268,7 @@ async fn parse_stream_streams_text_elements_and_final() {
         .await
         .expect("parse")
         .into_inner();
-    assert_eq!(last, &unary);
+    assert_eq!(**last, unary);
     server.stop().await;
 }
 

@@ -255,7 +255,7 @@ impl Turn {
             }
             Some(Event::TextDelta(text)) => self.text.push_str(text),
             Some(Event::Error(error)) => self.error = Some(error.clone()),
-            Some(Event::Complete(complete)) => self.complete = Some(complete.clone()),
+            Some(Event::Complete(complete)) => self.complete = Some((**complete).clone()),
             _ => {}
         }
         self.events.push(event);

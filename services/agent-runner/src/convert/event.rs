@@ -35,7 +35,7 @@ pub fn to_proto(event: Event) -> pb::RunEvent {
             message: progress.message,
             fraction: progress.fraction,
         }),
-        EventKind::ToolComplete(complete) => PbEvent::ToolComplete(pb::ToolComplete {
+        EventKind::ToolComplete(complete) => PbEvent::ToolComplete(Box::new(pb::ToolComplete {
             call_id: complete.call_id,
             name: complete.name,
             success: complete.success,
@@ -44,9 +44,9 @@ pub fn to_proto(event: Event) -> pb::RunEvent {
             payload: complete.payload,
             error: complete.error,
             error_reason: complete.error_reason,
-        }),
+        })),
         EventKind::Usage(report) => PbEvent::Usage(usage(report.usage, report.model.as_ref())),
-        EventKind::Finished(finished) => PbEvent::Finished(pb::Finished {
+        EventKind::Finished(finished) => PbEvent::Finished(Box::new(pb::Finished {
             stop_reason: stop_reason(finished.stop_reason) as i32,
             raw_stop_reason: finished.raw_stop_reason,
             text: finished.text,
@@ -55,7 +55,7 @@ pub fn to_proto(event: Event) -> pb::RunEvent {
             iterations: finished.iterations,
             response_model: finished.response_model,
             response_id: finished.response_id,
-        }),
+        })),
         EventKind::Error(error) => PbEvent::Error(pb::Error {
             code: error.code as i32,
             reason: error.reason,

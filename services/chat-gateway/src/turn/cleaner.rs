@@ -328,7 +328,7 @@ impl TextCleaner {
     fn take_output(&mut self, output: Output) {
         match output {
             Output::Text(text) => self.hand_out(text),
-            Output::Final(response) => self.final_response = Some(response),
+            Output::Final(response) => self.final_response = Some(*response),
             Output::Checkpoint(mark) => {
                 self.checkpoint_answered = self.checkpoint_answered.max(mark);
             }

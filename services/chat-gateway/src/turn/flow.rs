@@ -374,7 +374,7 @@ async fn finish(engine: &Engine, spec: &TurnSpec, ended: Ended<'_>, produced: Pr
     let tail = journal.close().await;
     let outcome = convert::encode_outcome(&complete);
     let mut last: Vec<Event> = error_event.map(Event::Error).into_iter().collect();
-    last.push(Event::Complete(complete));
+    last.push(Event::Complete(Box::new(complete)));
     let stored = engine
         .store
         .finish_turn(FinishTurn {
@@ -412,7 +412,7 @@ async fn finish(engine: &Engine, spec: &TurnSpec, ended: Ended<'_>, produced: Pr
             let failed = Ending::Failed(failure.clone());
             journal.finish(vec![
                 Event::Error(failure.to_event()),
-                Event::Complete(outcome::complete(parts, &failed)),
+                Event::Complete(Box::new(outcome::complete(parts, &failed))),
             ]);
             "unstored"
         }

@@ -341,7 +341,7 @@ pub fn replay_outcome(turn: &TurnRecord) -> Vec<ChatEvent> {
         });
     [
         ids.status(gw::TurnPhase::Started, "Replaying the stored answer"),
-        Event::Complete(complete),
+        Event::Complete(Box::new(complete)),
     ]
     .into_iter()
     .zip(1_u64..)

@@ -210,7 +210,7 @@ impl Shown {
 
     fn event(&self, offset: u64) -> Event {
         let card = &self.cards[&offset];
-        Event::PayloadPartial(gw::PayloadPartial {
+        Event::PayloadPartial(Box::new(gw::PayloadPartial {
             r#type: card.payload_type.clone(),
             data: card.data.clone(),
             complete_paths: card.complete_paths.clone(),
@@ -221,7 +221,7 @@ impl Shown {
             } else {
                 None
             },
-        })
+        }))
     }
 
     /// The event for the suggested values so far (`whole` when their
@@ -262,14 +262,14 @@ impl Shown {
                 card.data = None;
                 card.complete_paths.clear();
                 card.revision += 1;
-                Some(Event::PayloadPartial(gw::PayloadPartial {
+                Some(Event::PayloadPartial(Box::new(gw::PayloadPartial {
                     r#type: card.payload_type.clone(),
                     data: None,
                     complete_paths: Vec::new(),
                     revision: card.revision,
                     offset,
                     diagnostic: None,
-                }))
+                })))
             })
             .collect();
         self.cards

@@ -124,7 +124,7 @@ pub fn reaped(input: &ReapInput, failure: &Failure) -> Reaped {
         Some(&error),
     )));
     let outcome = convert::encode_outcome(&complete);
-    let last = [Event::Error(error), Event::Complete(complete)];
+    let last = [Event::Error(error), Event::Complete(Box::new(complete))];
     // After every seq a client may have seen: the stored events and those
     // the lost replica could stream ahead of them.
     let first_seq = input

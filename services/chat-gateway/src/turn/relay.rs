@@ -305,7 +305,7 @@ pub async fn relay(
             Some(run_event::Event::ToolComplete(done)) => {
                 text_first(&mut cleaner, sink).await;
                 tools.complete(&done);
-                sink.push(Event::ToolComplete(gw::ToolComplete {
+                sink.push(Event::ToolComplete(Box::new(gw::ToolComplete {
                     call_id: done.call_id,
                     name: done.name,
                     success: done.success,
@@ -313,7 +313,7 @@ pub async fn relay(
                     result_text: done.result_text,
                     payload: done.payload,
                     error: done.error,
-                }));
+                })));
             }
             Some(run_event::Event::Status(status)) => {
                 if let Some(phase) = phase(status.phase) {
@@ -341,7 +341,7 @@ pub async fn relay(
                 push_all(sink, taken_down);
             }
             Some(run_event::Event::Usage(call)) => add_usage(&mut usage, &call),
-            Some(run_event::Event::Finished(finished)) => break RunEnd::Finished(finished),
+            Some(run_event::Event::Finished(finished)) => break RunEnd::Finished(*finished),
             Some(run_event::Event::Error(error)) => break RunEnd::Failed(error),
             None => {}
         }

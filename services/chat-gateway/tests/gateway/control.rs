@@ -273,7 +273,7 @@ async fn a_retried_request_id_follows_or_replays_its_turn() {
         panic!("{rest:?}")
     };
     let attached = collect(attached).await;
-    assert_eq!(attached.complete, original);
+    assert_eq!(attached.complete, *original);
     assert_eq!(attached.text, "One answer.");
 
     // Once it is over, the retry replays the stored stream exactly.

@@ -86,7 +86,7 @@ fn ending(events: &[ChatEvent]) -> (Option<gw::TurnError>, gw::TurnComplete) {
     else {
         panic!("the last event is complete: {events:?}")
     };
-    (error, complete)
+    (error, *complete)
 }
 
 async fn last_answer(

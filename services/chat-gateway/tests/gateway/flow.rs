@@ -167,13 +167,15 @@ async fn text_written_before_a_tool_call_reaches_the_client_before_it() {
                 name: "lookup_rows".into(),
                 ..Default::default()
             })),
-            Step::Send(run_event::Event::ToolComplete(runner::ToolComplete {
-                call_id: "call_1".into(),
-                name: "lookup_rows".into(),
-                success: true,
-                result_text: "1 row matches".into(),
-                ..Default::default()
-            })),
+            Step::Send(run_event::Event::ToolComplete(Box::new(
+                runner::ToolComplete {
+                    call_id: "call_1".into(),
+                    name: "lookup_rows".into(),
+                    success: true,
+                    result_text: "1 row matches".into(),
+                    ..Default::default()
+                },
+            ))),
             Step::Send(run_event::Event::TextDelta("Acme is in row 5.".into())),
             Step::Send(finished("Let me look that up. Acme is in row 5.")),
         ]));
@@ -229,17 +231,19 @@ async fn tool_events_pass_through_and_are_kept() {
             message: "Searching rows".into(),
             fraction: Some(0.5),
         })),
-        Step::Send(run_event::Event::ToolComplete(runner::ToolComplete {
-            call_id: "call_1".into(),
-            name: "lookup_rows".into(),
-            success: true,
-            duration: Some(Duration {
-                seconds: 0,
-                nanos: 250_000_000,
-            }),
-            result_text: "1 row matches".into(),
-            ..Default::default()
-        })),
+        Step::Send(run_event::Event::ToolComplete(Box::new(
+            runner::ToolComplete {
+                call_id: "call_1".into(),
+                name: "lookup_rows".into(),
+                success: true,
+                duration: Some(Duration {
+                    seconds: 0,
+                    nanos: 250_000_000,
+                }),
+                result_text: "1 row matches".into(),
+                ..Default::default()
+            },
+        ))),
         Step::Send(run_event::Event::ReasoningDelta(
             "The user wants Acme.".into(),
         )),
@@ -354,7 +358,7 @@ async fn structured_answers_stream_and_come_back_as_assistant_text() {
     stack.runner.push(Reply::Steps(vec![
         Step::Send(run_event::Event::StructuredDelta("{\"name\": ".into())),
         Step::Send(run_event::Event::StructuredDelta("\"Ada\"}".into())),
-        Step::Send(run_event::Event::Finished(runner::Finished {
+        Step::Send(run_event::Event::Finished(Box::new(runner::Finished {
             stop_reason: runner::StopReason::EndTurn as i32,
             structured: Some(parley_proto::parser::v1::StructuredResult {
                 value: Some(parley_proto::json::to_value(&value)),
@@ -363,7 +367,7 @@ async fn structured_answers_stream_and_come_back_as_assistant_text() {
                 error: String::new(),
             }),
             ..Default::default()
-        })),
+        }))),
     ]));
     let mut request = chat_request("", "Extract the contact", "tables_list");
     request.response_schema = Some(parley_proto::json::to_struct_wrapped(&schema));

@@ -60,7 +60,7 @@ fn partials(turn: &crate::harness::Turn) -> Vec<(u64, gw::PayloadPartial)> {
     turn.events
         .iter()
         .filter_map(|event| match &event.event {
-            Some(Event::PayloadPartial(partial)) => Some((event.seq, partial.clone())),
+            Some(Event::PayloadPartial(partial)) => Some((event.seq, (**partial).clone())),
             _ => None,
         })
         .collect()

@@ -80,7 +80,7 @@ pub fn deltas(text: &str, size: usize) -> Reply {
 
 /// A `finished` event for `text`.
 pub fn finished(text: &str) -> Event {
-    Event::Finished(runner::Finished {
+    Event::Finished(Box::new(runner::Finished {
         stop_reason: runner::StopReason::EndTurn as i32,
         raw_stop_reason: "end_turn".into(),
         text: text.to_owned(),
@@ -93,7 +93,7 @@ pub fn finished(text: &str) -> Event {
         iterations: 1,
         response_model: "scripted-test".into(),
         response_id: "resp_1".into(),
-    })
+    }))
 }
 
 /// A request the runner received.

@@ -302,7 +302,7 @@ pub async fn collect(stream: Streaming<ChatEvent>) -> Turn {
     Turn {
         events,
         text,
-        complete,
+        complete: *complete,
         error,
     }
 }

@@ -133,7 +133,7 @@ impl PayloadParser for LibraryParser {
                 }
             }
             let _ = send(Ok(ParseStreamResponse {
-                output: Some(Output::Final(parsed.into_proto())),
+                output: Some(Output::Final(Box::new(parsed.into_proto()))),
             }))
             .await;
         });
