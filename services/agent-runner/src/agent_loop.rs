@@ -138,7 +138,17 @@ impl Runner {
 
     /// Runs a prepared turn to its last event. Returns when the turn is
     /// over or `cancel` fires; never panics on provider or tool input.
-    pub async fn run(&self, prepared: PreparedTurn, sink: EventSink, cancel: CancellationToken) {
+    ///
+    /// Not an `async fn`: the returned future is the turn's own, in its
+    /// span, without an outer one that would keep a second copy of its
+    /// arguments for the whole turn (a turn's task is as large as its
+    /// future, and it lives as long as the stream).
+    pub fn run(
+        &self,
+        prepared: PreparedTurn,
+        sink: EventSink,
+        cancel: CancellationToken,
+    ) -> impl Future<Output = ()> + Send + '_ {
         let primary = &prepared.candidates[0];
         let provider = self
             .providers
@@ -151,9 +161,8 @@ impl Runner {
             &prepared.turn.turn_id,
             prepared.turn.output_schema.is_some(),
         );
-        self.run_turn(prepared, sink, cancel, &span)
-            .instrument(span.clone())
-            .await;
+        self.run_turn(prepared, sink, cancel, span.clone())
+            .instrument(span)
     }
 
     async fn run_turn(
@@ -161,7 +170,7 @@ impl Runner {
         mut prepared: PreparedTurn,
         sink: EventSink,
         cancel: CancellationToken,
-        span: &tracing::Span,
+        span: tracing::Span,
     ) {
         let started = Instant::now();
         let deadline = started + prepared.turn.limits.total_timeout;
@@ -188,17 +197,17 @@ impl Runner {
                     semconv::GEN_AI_USAGE_OUTPUT_TOKENS,
                     finished.usage.output_tokens,
                 );
-                observe::turn_ended(span, "completed", "");
+                observe::turn_ended(&span, "completed", "");
                 EventKind::Finished(finished)
             }
             Err(End::Failed(error)) => {
                 tracing::warn!(turn_id = %prepared.turn.turn_id, reason = %error.reason, "turn failed");
-                observe::turn_ended(span, "failed", &error.reason);
+                observe::turn_ended(&span, "failed", &error.reason);
                 EventKind::Error(error)
             }
             Err(End::Deadline) => {
                 tracing::warn!(turn_id = %prepared.turn.turn_id, "turn deadline exceeded");
-                observe::turn_ended(span, "failed", "DEADLINE_EXCEEDED");
+                observe::turn_ended(&span, "failed", "DEADLINE_EXCEEDED");
                 EventKind::Error(TurnError {
                     code: tonic::Code::DeadlineExceeded,
                     reason: "DEADLINE_EXCEEDED".into(),
@@ -214,7 +223,7 @@ impl Runner {
             }
             Err(End::Cancelled) => {
                 tracing::info!(turn_id = %prepared.turn.turn_id, "turn cancelled");
-                observe::turn_ended(span, "cancelled", "CANCELLED");
+                observe::turn_ended(&span, "cancelled", "CANCELLED");
                 return;
             }
         };

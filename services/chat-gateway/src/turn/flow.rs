@@ -16,7 +16,9 @@
 //! the largest state it can be in: the steps that run once (the history
 //! read, opening the runner and parser calls, the final parse, storing the
 //! answer) are boxed, so their large tonic and sqlx futures take memory
-//! only while they run, not for the whole stream.
+//! only while they run, not for the whole stream. What such a step
+//! consumes (the runner request) is built inside it: a future keeps room
+//! for a local until its scope ends, even after the value moved out.
 
 use std::sync::Arc;
 
@@ -133,67 +135,11 @@ async fn produce(
         Ok(history) => history,
         Err(failure) => return Produced::empty(Ending::Failed(failure)),
     };
-    let stream_id = Some(spec.start.page.stream_id.as_str()).filter(|id| !id.is_empty());
-    let system_prompt = tracing::info_span!("prompt.build").in_scope(|| {
-        build_system_prompt(&PromptInput {
-            registry: &engine.registry,
-            page,
-            stream_id,
-            state: spec.start.page.state.as_ref(),
-            history_payloads: &history.payloads,
-            response_schema: spec.start.response_schema.as_ref(),
-        })
-    });
     let profile = page.parse_profile();
-    let request = runner::RunRequest {
-        system_prompt,
-        messages: history.messages,
-        tools: page.runner_tools(),
-        model: spec.start.model.clone(),
-        fallbacks: Vec::new(),
-        output_schema: spec
-            .start
-            .response_schema
-            .as_ref()
-            .map(json::to_struct_wrapped),
-        output_schema_name: String::new(),
-        limits: None,
-        conversation_id: spec.start.conversation_id.clone(),
-        turn_id: spec.turn_id.clone(),
-        user_id: spec.start.principal.subject.clone(),
-        user_issuer: spec.start.principal.issuer.clone(),
-        tenant: spec.start.principal.tenant.clone().unwrap_or_default(),
-        text_tool_calls: engine.config.text_tool_calls,
-        context: spec.start.page.state.as_ref().map(json::to_struct_wrapped),
-        // The request or the page turns it on.
-        mid_answer_failover: spec.start.mid_answer_failover || page.mid_answer_failover,
-    };
-
-    // Open the parser stream and the runner call together (boxed: see the
-    // module's header).
-    let mut call = tonic::Request::new(request);
-    call.set_timeout(
-        spec.start
-            .deadline
-            .saturating_duration_since(Instant::now()),
-    );
-    let mut runner_client = engine.upstreams.runner.clone();
-    let opened = tokio::select! {
-        biased;
-        () = stop.cancelled() => None,
-        () = tokio::time::sleep_until(spec.start.deadline) => Some(Err(deadline_failure())),
-        (cleaner, response) = Box::pin(async {
-            tokio::join!(TextCleaner::open(&engine.upstreams, profile.clone()), runner_client.run(call))
-        }) => Some(match response {
-            // Boxed: the cleaner (about 1 KB) moves through the relay and
-            // its result, and the turn's task need only hold a pointer.
-            Ok(response) => Ok((Box::new(cleaner), response.into_inner())),
-            Err(status) => {
-                tracing::warn!(code = ?status.code(), detail = %status.message(), "runner call failed");
-                Err(Failure::from_runner_status(&status))
-            }
-        }),
-    };
+    // Boxed, like the other once-only steps; the request is built inside,
+    // so no moved-from copy of it stays in this future's state while the
+    // turn streams (about 900 bytes per turn).
+    let opened = Box::pin(open_calls(engine, spec, &stop, history, profile.clone())).await;
     let (cleaner, stream) = match opened {
         None => return Produced::empty(stopped(slot, sink)),
         Some(Err(failure)) => return Produced::empty(Ending::Failed(failure)),
@@ -274,6 +220,78 @@ async fn produce(
         tools: relayed.tools,
         structured,
         usage: (usage.model_calls > 0 || usage.input_tokens > 0).then_some(usage),
+    }
+}
+
+/// The system prompt and the runner request for the turn; opens the parser
+/// stream and the runner call together. `None` when the turn was stopped
+/// first.
+async fn open_calls(
+    engine: &Engine,
+    spec: &TurnSpec,
+    stop: &tokio_util::sync::CancellationToken,
+    history: History,
+    profile: parley_proto::parser::v1::ParseProfile,
+) -> Option<Result<(Box<TextCleaner>, tonic::Streaming<runner::RunEvent>), Failure>> {
+    let page = &spec.start.resolved;
+    let stream_id = Some(spec.start.page.stream_id.as_str()).filter(|id| !id.is_empty());
+    let system_prompt = tracing::info_span!("prompt.build").in_scope(|| {
+        build_system_prompt(&PromptInput {
+            registry: &engine.registry,
+            page,
+            stream_id,
+            state: spec.start.page.state.as_ref(),
+            history_payloads: &history.payloads,
+            response_schema: spec.start.response_schema.as_ref(),
+        })
+    });
+    let request = runner::RunRequest {
+        system_prompt,
+        messages: history.messages,
+        tools: page.runner_tools(),
+        model: spec.start.model.clone(),
+        fallbacks: Vec::new(),
+        output_schema: spec
+            .start
+            .response_schema
+            .as_ref()
+            .map(json::to_struct_wrapped),
+        output_schema_name: String::new(),
+        limits: None,
+        conversation_id: spec.start.conversation_id.clone(),
+        turn_id: spec.turn_id.clone(),
+        user_id: spec.start.principal.subject.clone(),
+        user_issuer: spec.start.principal.issuer.clone(),
+        tenant: spec.start.principal.tenant.clone().unwrap_or_default(),
+        text_tool_calls: engine.config.text_tool_calls,
+        context: spec.start.page.state.as_ref().map(json::to_struct_wrapped),
+        // The request or the page turns it on.
+        mid_answer_failover: spec.start.mid_answer_failover || page.mid_answer_failover,
+    };
+
+    // The parser stream and the runner call open together.
+    let mut call = tonic::Request::new(request);
+    call.set_timeout(
+        spec.start
+            .deadline
+            .saturating_duration_since(Instant::now()),
+    );
+    let mut runner_client = engine.upstreams.runner.clone();
+    tokio::select! {
+        biased;
+        () = stop.cancelled() => None,
+        () = tokio::time::sleep_until(spec.start.deadline) => Some(Err(deadline_failure())),
+        (cleaner, response) = async {
+            tokio::join!(TextCleaner::open(&engine.upstreams, profile), runner_client.run(call))
+        } => Some(match response {
+            // Boxed: the cleaner (about 1 KB) moves through the relay and
+            // its result, and the turn's task need only hold a pointer.
+            Ok(response) => Ok((Box::new(cleaner), response.into_inner())),
+            Err(status) => {
+                tracing::warn!(code = ?status.code(), detail = %status.message(), "runner call failed");
+                Err(Failure::from_runner_status(&status))
+            }
+        }),
     }
 }
 

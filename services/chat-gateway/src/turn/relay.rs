@@ -42,7 +42,7 @@ use super::{cleaner::TextCleaner, journal::Journal, parse::short, partials::Stru
 #[derive(Debug)]
 pub enum RunEnd {
     /// The runner finished normally.
-    Finished(runner::Finished),
+    Finished(Box<runner::Finished>),
     /// The runner reported an error.
     Failed(runner::Error),
     /// The stream broke or ended without `finished`.
@@ -341,7 +341,7 @@ pub async fn relay(
                 push_all(sink, taken_down);
             }
             Some(run_event::Event::Usage(call)) => add_usage(&mut usage, &call),
-            Some(run_event::Event::Finished(finished)) => break RunEnd::Finished(*finished),
+            Some(run_event::Event::Finished(finished)) => break RunEnd::Finished(finished),
             Some(run_event::Event::Error(error)) => break RunEnd::Failed(error),
             None => {}
         }
