@@ -40,6 +40,10 @@
 # parley-inproc. --bin DIR: run the binaries in DIR instead of building
 # (say, those of an older commit, for a before/after in one session);
 # --tag TEXT is appended to every row's label (after a space).
+# --pod-workers: the gateway and the parser run one tokio worker thread
+# each (TOKIO_WORKER_THREADS=1), as in their Kubernetes pod, whose CPU
+# limits (1 and 500m) make tokio start one; the runner keeps its two (its
+# limit is 2). Off Kubernetes each binary starts one per core.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -57,6 +61,7 @@ parser_uds=false
 parsing=sidecar
 bin=
 tag=
+pod_workers=false
 peers=()
 while (($#)); do
     case "$1" in
@@ -72,10 +77,11 @@ while (($#)); do
         --excess) excess=$2; shift 2 ;;
         --check) check=true; shift ;;
         --parser-uds) parser_uds=true; shift ;;
+        --pod-workers) pod_workers=true; shift ;;
         --parsing) parsing=$2; shift 2 ;;
         --bin) bin=$2; shift 2 ;;
         --tag) tag=$2; shift 2 ;;
-        -h | --help) sed -n '2,43p' "$0"; exit 0 ;;
+        -h | --help) sed -n '2,46p' "$0"; exit 0 ;;
         *) echo "load: unknown argument $1 (see --help)" >&2; exit 2 ;;
     esac
 done
@@ -139,7 +145,12 @@ if [[ "$parsing" == in_process ]]; then
     parley_label=parley-inproc
     parsing_env=(PARLEY_UPSTREAM__PARSING=in_process)
 fi
-"$bin/payload-parser" --listen "$parser" --metrics-listen "$parser_metrics" "${parser_args[@]}" \
+# One worker thread each for the gateway and the parser with --pod-workers.
+pod_env=()
+if $pod_workers; then
+    pod_env=(TOKIO_WORKER_THREADS=1)
+fi
+env ${pod_env[@]+"${pod_env[@]}"} "$bin/payload-parser" --listen "$parser" --metrics-listen "$parser_metrics" "${parser_args[@]}" \
     >"$state/parser.log" 2>&1 &
 parser_pid=$!
 pids+=("$parser_pid")
@@ -151,7 +162,7 @@ pids+=("$runner_pid")
 PARLEY_TURNS__MAX_CONCURRENT="$max_turns" PARLEY_TURNS__MAX_STREAMS=65536 \
 PARLEY_TURNS__PER_USER__CONCURRENT_TURNS=0 PARLEY_TURNS__PER_USER__TURNS_PER_MINUTE=0 \
 PARLEY_TURNS__PER_USER__TOKENS_PER_DAY=0 \
-    env ${parsing_env[@]+"${parsing_env[@]}"} "$bin/chat-gateway" --listen "$gateway" --metrics-listen off --dev-auth \
+    env ${parsing_env[@]+"${parsing_env[@]}"} ${pod_env[@]+"${pod_env[@]}"} "$bin/chat-gateway" --listen "$gateway" --metrics-listen off --dev-auth \
     --runner "http://$runner" --parser "$parser_url" \
     --database-url "sqlite://$state/load.db?mode=rwc" >"$state/gateway.log" 2>&1 &
 gateway_pid=$!
