@@ -20,6 +20,7 @@ pub mod mcp;
 pub mod model_call;
 pub mod observe;
 pub mod parsing;
+pub mod prompts;
 pub mod provider;
 pub mod retry;
 pub mod service;

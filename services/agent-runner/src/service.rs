@@ -28,6 +28,7 @@ use crate::{
     convert,
     error::RunError,
     events::{Event, EventSink},
+    prompts::Prompts,
     turn::Limits,
 };
 
@@ -38,6 +39,8 @@ pub struct RunnerService {
     defaults: Limits,
     permits: Arc<Semaphore>,
     event_buffer: usize,
+    /// System prompts shared by the turns that send the same one.
+    prompts: Arc<Prompts>,
 }
 
 impl RunnerService {
@@ -55,6 +58,7 @@ impl RunnerService {
             defaults,
             permits: Arc::new(Semaphore::new(max_concurrent_runs.max(1))),
             event_buffer: event_buffer.max(1),
+            prompts: Arc::default(),
         }
     }
 }
@@ -92,9 +96,10 @@ impl AgentRunner for RunnerService {
                 .map_err(|_| RunError::Busy)?,
         );
         let deadline = parley_grpc::deadline::grpc_timeout(request.metadata());
-        let turn =
+        let mut turn =
             convert::request::turn_from_request(request.into_inner(), &self.defaults, deadline)
                 .map_err(RunError::Invalid)?;
+        turn.system = self.prompts.share(&turn.system);
         let turn_id = turn.turn_id.clone();
         let prepared = self.runner.prepare(turn)?;
         let (tx, rx) = mpsc::channel(self.event_buffer);
