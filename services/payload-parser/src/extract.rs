@@ -16,7 +16,7 @@
 
 use serde_json::Value;
 
-use crate::model::DiagnosticKind;
+use crate::{json_value, model::DiagnosticKind};
 
 const OUT: u8 = 0;
 const IN: u8 = 1;
@@ -314,6 +314,9 @@ pub(crate) fn check_depth(
 
 /// [`decode`] of an element already checked with [`check_depth`].
 pub(crate) fn decode_within_depth(json: &str) -> Decoded {
+    if let Some(value) = json_value::read_whole(json) {
+        return Ok((value, false));
+    }
     match serde_json::from_str::<Value>(json) {
         Ok(value) => Ok((value, false)),
         Err(error) => {
@@ -346,6 +349,9 @@ pub(crate) fn decode_whole(
     let rest = text.get(opener..)?;
     if !rest.starts_with('{') {
         return None;
+    }
+    if let Some(read) = json_value::read_at(text, opener, max_depth) {
+        return Some((read.value, read.end - 1, read.depth));
     }
     let mut values = serde_json::Deserializer::from_str(rest).into_iter::<Value>();
     let value = values.next()?.ok()?;

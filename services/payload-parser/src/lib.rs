@@ -25,6 +25,7 @@ mod engine_state;
 mod error;
 mod extract;
 mod fence;
+mod json_value;
 mod limits;
 mod list_partials;
 mod marker;

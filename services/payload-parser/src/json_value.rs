@@ -1,0 +1,460 @@
+//! A JSON text read straight into a `serde_json::Value`, for the common
+//! case, without going through serde's deserializer and visitor.
+//!
+//! Building a payload's `Value` is most of what a parse costs, and half of
+//! that was `serde_json`'s machinery around the tree rather than the tree:
+//! a visitor call per value, a scan set up per string, arrays grown by
+//! doubling. This reader builds the same tree in one recursive pass, each
+//! array allocated once at its size.
+//!
+//! It only ever answers what `serde_json::from_str::<Value>` accepts and
+//! gives the same `Value` for it; anything it does not read itself it
+//! either hands to `serde_json` (a string with an escape, a number other
+//! than a plain unsigned integer) or gives up on (`None`): malformed
+//! JSON, a control character in a string, a member name starting with `$`
+//! (`serde_json` may treat some as its own markers), nesting deeper than
+//! asked. The caller then takes the `serde_json` route, which decides and
+//! words the error as it always has. The tests below hold it to that.
+
+use serde_json::{Map, Number, Value};
+
+/// Deepest nesting `serde_json` reads (it refuses the 128th level).
+const SERDE_MAX_DEPTH: usize = 127;
+
+/// A value read from the text.
+#[derive(Debug, PartialEq)]
+pub(crate) struct Read {
+    pub value: Value,
+    /// The position just after the value.
+    pub end: usize,
+    /// How deep it nests: 0 for a scalar, 1 for an array or object of
+    /// scalars.
+    pub depth: usize,
+}
+
+/// Reads the JSON value that starts at `text[at]` (no whitespace before
+/// it), nesting at most `max_depth` levels; `None` when this reader does
+/// not answer (see the module documentation). What follows the value is
+/// not looked at.
+pub(crate) fn read_at(text: &str, at: usize, max_depth: usize) -> Option<Read> {
+    let mut reader = Reader {
+        s: text,
+        t: text.as_bytes(),
+        i: at,
+        depth: 0,
+        deepest: 0,
+        max_depth: max_depth.min(SERDE_MAX_DEPTH),
+        items: Vec::new(),
+    };
+    let value = reader.value()?;
+    Some(Read {
+        value,
+        end: reader.i,
+        depth: reader.deepest,
+    })
+}
+
+/// What `serde_json::from_str::<Value>(json)` gives when it succeeds, or
+/// `None` when this reader does not answer.
+pub(crate) fn read_whole(json: &str) -> Option<Value> {
+    let t = json.as_bytes();
+    let start = skip_ws(t, 0);
+    let read = read_at(json, start, SERDE_MAX_DEPTH)?;
+    (skip_ws(t, read.end) == t.len()).then_some(read.value)
+}
+
+/// The first position at or after `i` that is not JSON whitespace.
+fn skip_ws(t: &[u8], mut i: usize) -> usize {
+    while let Some(b' ' | b'\n' | b'\t' | b'\r') = t.get(i) {
+        i += 1;
+    }
+    i
+}
+
+/// Copies of byte `b` in every byte of a word.
+const fn splat(b: u8) -> u64 {
+    u64::from_ne_bytes([b; 8])
+}
+
+/// The high bit of each byte of `x` below `n` (`n <= 0x80`), exact for the
+/// lowest such byte (a higher one may be marked wrongly after a borrow).
+fn bytes_below(x: u64, n: u8) -> u64 {
+    x.wrapping_sub(splat(n)) & !x & splat(0x80)
+}
+
+/// The first `"`, `\` or control character at or after `i`, or `t.len()`.
+fn string_stop(t: &[u8], mut i: usize) -> usize {
+    while let Some(chunk) = t.get(i..i + 8) {
+        let mut word = [0; 8];
+        word.copy_from_slice(chunk);
+        let w = u64::from_le_bytes(word);
+        // Each term's lowest mark is exact, and a wrong mark only ever sits
+        // above a right one of the same term: the lowest of all is exact.
+        let found = bytes_below(w ^ splat(b'"'), 1)
+            | bytes_below(w ^ splat(b'\\'), 1)
+            | bytes_below(w, 0x20);
+        if found != 0 {
+            return i + (found.trailing_zeros() / 8) as usize;
+        }
+        i += 8;
+    }
+    while i < t.len() && t[i] != b'"' && t[i] != b'\\' && t[i] >= 0x20 {
+        i += 1;
+    }
+    i
+}
+
+/// Whether `b` can continue a JSON number.
+fn is_number_byte(b: u8) -> bool {
+    matches!(b, b'0'..=b'9' | b'.' | b'e' | b'E' | b'+' | b'-')
+}
+
+struct Reader<'a> {
+    s: &'a str,
+    t: &'a [u8],
+    i: usize,
+    depth: usize,
+    deepest: usize,
+    max_depth: usize,
+    /// The items of the arrays being read, innermost last: each array is
+    /// allocated once, at its length, when it closes.
+    items: Vec<Value>,
+}
+
+impl Reader<'_> {
+    fn value(&mut self) -> Option<Value> {
+        match *self.t.get(self.i)? {
+            b'{' => self.object(),
+            b'[' => self.array(),
+            b'"' => self.string().map(Value::String),
+            b't' => self.literal(b"true", Value::Bool(true)),
+            b'f' => self.literal(b"false", Value::Bool(false)),
+            b'n' => self.literal(b"null", Value::Null),
+            b'-' | b'0'..=b'9' => self.number(),
+            _ => None,
+        }
+    }
+
+    fn enter(&mut self) -> Option<()> {
+        self.depth += 1;
+        if self.depth > self.max_depth {
+            return None;
+        }
+        self.deepest = self.deepest.max(self.depth);
+        Some(())
+    }
+
+    /// The byte after the whitespace at the current position, consumed.
+    fn next_token(&mut self) -> Option<u8> {
+        self.i = skip_ws(self.t, self.i);
+        let b = *self.t.get(self.i)?;
+        self.i += 1;
+        Some(b)
+    }
+
+    fn object(&mut self) -> Option<Value> {
+        self.enter()?;
+        self.i += 1;
+        let mut members = Map::new();
+        let mut b = self.next_token()?;
+        if b != b'}' {
+            loop {
+                if b != b'"' {
+                    return None;
+                }
+                self.i -= 1;
+                let key = self.string()?;
+                if key.starts_with('$') {
+                    return None;
+                }
+                if self.next_token()? != b':' {
+                    return None;
+                }
+                self.i = skip_ws(self.t, self.i);
+                let value = self.value()?;
+                members.insert(key, value);
+                match self.next_token()? {
+                    b',' => b = self.next_token()?,
+                    b'}' => break,
+                    _ => return None,
+                }
+            }
+        }
+        self.depth -= 1;
+        Some(Value::Object(members))
+    }
+
+    fn array(&mut self) -> Option<Value> {
+        self.enter()?;
+        self.i += 1;
+        let base = self.items.len();
+        self.i = skip_ws(self.t, self.i);
+        if self.t.get(self.i) == Some(&b']') {
+            self.i += 1;
+        } else {
+            loop {
+                let item = self.value()?;
+                self.items.push(item);
+                match self.next_token()? {
+                    b',' => self.i = skip_ws(self.t, self.i),
+                    b']' => break,
+                    _ => return None,
+                }
+            }
+        }
+        self.depth -= 1;
+        Some(Value::Array(self.items.split_off(base)))
+    }
+
+    /// The string whose opening quote is at the current position.
+    fn string(&mut self) -> Option<String> {
+        let start = self.i + 1;
+        let stop = string_stop(self.t, start);
+        match self.t.get(stop)? {
+            b'"' => {
+                self.i = stop + 1;
+                Some(self.s[start..stop].to_owned())
+            }
+            b'\\' => self.escaped_string(),
+            _ => None,
+        }
+    }
+
+    /// A string with an escape: found here, unescaped by `serde_json`.
+    fn escaped_string(&mut self) -> Option<String> {
+        let start = self.i;
+        let mut i = start + 1;
+        loop {
+            i = string_stop(self.t, i);
+            match self.t.get(i)? {
+                b'"' => break,
+                b'\\' => i += 2,
+                _ => return None,
+            }
+        }
+        self.i = i + 1;
+        serde_json::from_str(self.s.get(start..self.i)?).ok()
+    }
+
+    fn literal(&mut self, word: &[u8], value: Value) -> Option<Value> {
+        let end = self.i + word.len();
+        if self.t.get(self.i..end)? != word {
+            return None;
+        }
+        self.i = end;
+        Some(value)
+    }
+
+    /// A number: a plain unsigned integer is read here, any other is
+    /// handed to `serde_json` (which also refuses what JSON does not allow,
+    /// such as a leading zero).
+    fn number(&mut self) -> Option<Value> {
+        let start = self.i;
+        let mut end = start;
+        let mut n: u64 = 0;
+        while let Some(&b) = self.t.get(end)
+            && b.is_ascii_digit()
+        {
+            n = n.wrapping_mul(10).wrapping_add(u64::from(b - b'0'));
+            end += 1;
+        }
+        let digits = end - start;
+        if self.t.get(end).copied().is_some_and(is_number_byte)
+            || digits == 0
+            || digits > 19
+            || (digits > 1 && self.t[start] == b'0')
+        {
+            while self.t.get(end).copied().is_some_and(is_number_byte) {
+                end += 1;
+            }
+            self.i = end;
+            return match serde_json::from_str::<Value>(self.s.get(start..end)?).ok()? {
+                number @ Value::Number(_) => Some(number),
+                _ => None,
+            };
+        }
+        // At most 19 digits: below 10^19, no overflow.
+        self.i = end;
+        Some(Value::Number(Number::from(n)))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    /// Agrees with `serde_json`; returns whether it answered.
+    fn agrees(json: &str) -> bool {
+        let read = read_whole(json);
+        if let Some(value) = &read {
+            let by_serde = serde_json::from_str::<Value>(json);
+            assert_eq!(Some(value), by_serde.as_ref().ok(), "{json}");
+        }
+        read.is_some()
+    }
+
+    #[test]
+    fn reads_what_serde_json_reads() {
+        let answered = [
+            r#"{"a": [1, 2, {"b": null}], "c": true, "d": false, "e": "x y"}"#,
+            " \n{\"a\":{}}\t ",
+            r#"[]"#,
+            r#"[[], {}, [[1]], ""]"#,
+            r#"{"a": "é\"\\\n\u00e9\ud83d\ude00", "b\n": 1}"#,
+            r#"{"n": [0, 7, -1, -0, 1.5, 2e3, -2.5E-3, 18446744073709551615, 18446744073709551616]}"#,
+            r#"{"a": 1, "a": 2}"#,
+            r#"{"x": 9999999999999999999}"#,
+            "\"just a string\"",
+            "12",
+            "null",
+        ];
+        for json in answered {
+            assert!(agrees(json), "no answer for {json}");
+        }
+    }
+
+    #[test]
+    fn leaves_the_rest_to_serde_json() {
+        let left = [
+            r#"{"a": 1,}"#,
+            r#"[1, 2,]"#,
+            r#"{"a": 01}"#,
+            r#"{"a": 1.}"#,
+            r#"{"a": -}"#,
+            r#"{"a": tru}"#,
+            r#"{"a": truex}"#,
+            r#"{'a': 1}"#,
+            r#"{"a" 1}"#,
+            r#"{"a": 1 "b": 2}"#,
+            "{\"a\": \"tab\there\"}",
+            r#"{"a": "\ud800"}"#,
+            r#"{"a": "\x"}"#,
+            r#"{"$serde_json::private::RawValue": "1"}"#,
+            r#"{"a": 1} x"#,
+            r#"{"a": [1}"#,
+            r#"{"a": "open"#,
+            r#"[1 2]"#,
+            "",
+        ];
+        for json in left {
+            assert_eq!(read_whole(json), None, "{json}");
+        }
+    }
+
+    #[test]
+    fn reads_at_a_position_and_tells_where_and_how_deep() {
+        let text = r#"P: {"a": [[1], {"b": []}]} tail"#;
+        let read = read_at(text, 3, 64).expect("valid");
+        assert_eq!(&text[read.end..], " tail");
+        assert_eq!(read.depth, 4);
+        assert_eq!(read_at(text, 3, 3), None);
+        assert_eq!(
+            read_at("P: 7 ", 3, 1).map(|r| (r.end, r.depth)),
+            Some((4, 0))
+        );
+    }
+
+    #[test]
+    fn nesting_stops_where_serde_json_stops() {
+        let deep = |n: usize| format!("{}{}", "[".repeat(n), "]".repeat(n));
+        assert!(agrees(&deep(127)));
+        assert!(!agrees(&deep(128)));
+        assert!(serde_json::from_str::<Value>(&deep(128)).is_err());
+    }
+
+    #[test]
+    fn string_stop_finds_quotes_backslashes_and_control_characters() {
+        let t = b"abcdefghij\"klm\\nop\x01qrstuvwxyz";
+        assert_eq!(string_stop(t, 0), 10);
+        assert_eq!(string_stop(t, 11), 14);
+        assert_eq!(string_stop(t, 15), 18);
+        assert_eq!(string_stop(t, 19), t.len());
+    }
+
+    /// JSON-ish text built from the pieces JSON is made of.
+    fn jsonish() -> impl Strategy<Value = String> {
+        let atom = prop_oneof![
+            Just("\"a\"".to_owned()),
+            Just("\"label\"".to_owned()),
+            Just("\"$x\"".to_owned()),
+            Just("\"\"".to_owned()),
+            Just("\"a\\\"b\\u00e9\\n\"".to_owned()),
+            Just("\"\\ud800\"".to_owned()),
+            Just("\"\\q\"".to_owned()),
+            Just("\"tab\there\"".to_owned()),
+            Just("\"long string of some words, more than eight bytes\"".to_owned()),
+            Just("\"é ü 😀\"".to_owned()),
+            Just("0".to_owned()),
+            Just("1".to_owned()),
+            Just("42".to_owned()),
+            Just("-0".to_owned()),
+            Just("-7".to_owned()),
+            Just("01".to_owned()),
+            Just("1.5".to_owned()),
+            Just("2.5e400".to_owned()),
+            Just("1e-3".to_owned()),
+            Just("18446744073709551615".to_owned()),
+            Just("18446744073709551616".to_owned()),
+            Just("9999999999999999999".to_owned()),
+            Just("null".to_owned()),
+            Just("true".to_owned()),
+            Just("false".to_owned()),
+            Just("nul".to_owned()),
+        ];
+        let piece = prop_oneof![
+            6 => atom,
+            2 => Just("{".to_owned()),
+            2 => Just("}".to_owned()),
+            2 => Just("[".to_owned()),
+            2 => Just("]".to_owned()),
+            3 => Just(":".to_owned()),
+            3 => Just(",".to_owned()),
+            2 => Just(" ".to_owned()),
+            1 => Just("\n".to_owned()),
+            1 => Just("x".to_owned()),
+        ];
+        proptest::collection::vec(piece, 0..40).prop_map(|pieces| pieces.concat())
+    }
+
+    /// Well-formed JSON of random shape.
+    fn wellformed() -> impl Strategy<Value = String> {
+        let leaf = prop_oneof![
+            any::<String>().prop_map(Value::String),
+            "[a-z $\"\\\\\n]{0,12}".prop_map(Value::String),
+            any::<u64>().prop_map(Value::from),
+            any::<i64>().prop_map(Value::from),
+            any::<f64>().prop_map(Value::from),
+            any::<bool>().prop_map(Value::Bool),
+            Just(Value::Null),
+        ];
+        let value = leaf.prop_recursive(6, 48, 6, |inner| {
+            prop_oneof![
+                proptest::collection::vec(inner.clone(), 0..6).prop_map(Value::Array),
+                proptest::collection::btree_map("[a-z_$]{0,8}", inner, 0..6)
+                    .prop_map(|m| Value::Object(m.into_iter().collect())),
+            ]
+        });
+        (value, any::<bool>()).prop_map(|(value, pretty)| {
+            if pretty {
+                serde_json::to_string_pretty(&value).unwrap_or_default()
+            } else {
+                serde_json::to_string(&value).unwrap_or_default()
+            }
+        })
+    }
+
+    proptest! {
+        #[test]
+        fn never_disagrees_with_serde_json(json in jsonish()) {
+            agrees(&json);
+        }
+
+        #[test]
+        fn answers_well_formed_json_as_serde_json_does(json in wellformed()) {
+            let answered = agrees(&json);
+            // Only a member name with a `$` is left over.
+            prop_assert!(answered || json.contains("\"$"), "{}", json);
+        }
+    }
+}
