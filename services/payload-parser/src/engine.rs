@@ -105,6 +105,12 @@ impl Engine {
         self.out.reserve(bytes);
     }
 
+    /// The message will be at most about `bytes` long (see
+    /// [`MessageBuilder::expect`]).
+    pub(crate) fn expect_message(&mut self, bytes: usize) {
+        self.out.expect(bytes);
+    }
+
     /// Also produce `PartialPayload` items (a stream only).
     pub(crate) fn enable_partials(&mut self) {
         if self.emit {

@@ -69,9 +69,10 @@ pub fn parse(text: &str, profile: &Profile, limits: &Limits) -> Result<Parsed, P
         });
     }
     let mut engine = engine::Engine::new(*limits, false);
-    // The message is the text less what is removed: one allocation instead
-    // of a string of doublings.
-    engine.reserve_message(text.len());
+    // The message is the text less what is removed: one allocation (two
+    // for a message longer than `SMALL_MESSAGE`) instead of a string of
+    // doublings.
+    engine.expect_message(text.len());
     engine.run(text, profile, true);
     Ok(engine.into_parsed())
 }

@@ -14,6 +14,17 @@
 //! `message[emitted..]` after every delta and the pieces add up to the final
 //! message.
 
+/// What the message grows to when it first outgrows its room: the largest
+/// block glibc's allocator hands out from its small bins. A block of 1 KiB
+/// or more makes the allocator consolidate its free lists first, which
+/// costs more the more small blocks were freed (a parse's or a stream's
+/// payload just dropped): a message that fits here never asks for one.
+const SMALL_MESSAGE: usize = 1000;
+
+/// More bytes than the text kept that a joint may write: two `\r\n` where
+/// the whitespace had fewer bytes.
+const JOINT_SLACK: usize = 4;
+
 /// The message under construction.
 #[derive(Debug, Default)]
 pub(crate) struct MessageBuilder {
@@ -21,6 +32,9 @@ pub(crate) struct MessageBuilder {
     /// Whitespace seen since the last kept non-whitespace byte.
     ws: String,
     joint: Option<Joint>,
+    /// The most the message is expected to need, when known (a parse: the
+    /// length of its text).
+    expected: Option<usize>,
 }
 
 /// Whitespace runs around one or more adjacent removed regions.
@@ -49,10 +63,41 @@ fn is_ws(b: u8) -> bool {
 }
 
 impl MessageBuilder {
-    /// Room for `bytes` of message up front (a parse knows its message is
-    /// at most as long as its text).
+    /// Room for `bytes` of message up front.
     pub(crate) fn reserve(&mut self, bytes: usize) {
         self.out.reserve(bytes);
+    }
+
+    /// The message will be about `bytes` long at most (a parse's is at most
+    /// as long as its text, but for a joint's line breaks): it is given
+    /// that much room at once when it outgrows [`SMALL_MESSAGE`], and no
+    /// more than that before.
+    pub(crate) fn expect(&mut self, bytes: usize) {
+        self.expected = Some(bytes);
+    }
+
+    /// Room for `more` bytes after the message so far.
+    fn room(&mut self, more: usize) {
+        let need = self.out.len() + more;
+        if need > self.out.capacity() {
+            self.grow(need);
+        }
+    }
+
+    /// Grows the message to hold `need` bytes: to the expected size (at
+    /// most [`SMALL_MESSAGE`] until it needs more), else to
+    /// [`SMALL_MESSAGE`], then by doubling, kept to powers of two (the
+    /// stream's text grows the same way). Out of line: rare.
+    #[cold]
+    #[inline(never)]
+    fn grow(&mut self, need: usize) {
+        let grown = match self.expected {
+            Some(expected) if need <= expected.min(SMALL_MESSAGE) => expected.min(SMALL_MESSAGE),
+            Some(expected) if need > SMALL_MESSAGE && need <= expected => expected,
+            _ if need <= SMALL_MESSAGE => SMALL_MESSAGE,
+            _ => need.max(2 * self.out.capacity()).next_power_of_two(),
+        };
+        self.out.reserve_exact(grown - self.out.len());
     }
 
     /// Appends kept text.
@@ -64,6 +109,8 @@ impl MessageBuilder {
         };
         // Whitespace never splits a UTF-8 sequence, so these are char boundaries.
         let last = bytes.iter().rposition(|&b| !is_ws(b)).unwrap_or(first);
+        let slack = if self.joint.is_some() { JOINT_SLACK } else { 0 };
+        self.room(self.ws.len() + text.len() + slack);
         if self.joint.is_none() {
             // No joint: the withheld and the leading whitespace stay as
             // they are, in one copy with the text (the common case, once
@@ -99,6 +146,7 @@ impl MessageBuilder {
     /// removed at the end.
     pub(crate) fn finish(&mut self) {
         if self.joint.take().is_none() {
+            self.room(self.ws.len());
             self.out.push_str(&self.ws);
         }
         self.ws.clear();
@@ -202,6 +250,32 @@ mod tests {
             "Intro\n\nOutro"
         );
         assert_eq!(build(&[Some("Intro\n"), None, Some("\n"), None]), "Intro");
+    }
+
+    #[test]
+    fn grows_to_the_expected_size_without_large_blocks_first() {
+        let mut b = MessageBuilder::default();
+        b.expect(300);
+        b.keep("hello");
+        assert_eq!(b.out.capacity(), 300);
+        let mut b = MessageBuilder::default();
+        b.expect(5000);
+        b.keep("hello");
+        assert_eq!(b.out.capacity(), SMALL_MESSAGE);
+        b.keep(&"x".repeat(2000));
+        assert_eq!(b.out.capacity(), 5000);
+        // A stream's: no expectation, the text's steps.
+        let mut b = MessageBuilder::default();
+        b.reserve(256);
+        b.keep(&"x".repeat(300));
+        assert_eq!(b.out.capacity(), SMALL_MESSAGE);
+        b.keep(&"x".repeat(800));
+        assert_eq!(b.out.capacity(), 2048);
+        b.keep(" \r\n");
+        b.remove();
+        b.keep("\r\n\r\n  y");
+        b.finish();
+        assert_eq!(&b.into_string()[1100..], "\r\n\r\n  y");
     }
 
     #[test]
