@@ -77,6 +77,7 @@ impl MessageBuilder {
     }
 
     /// Room for `more` bytes after the message so far.
+    #[inline(always)]
     fn room(&mut self, more: usize) {
         let need = self.out.len() + more;
         if need > self.out.capacity() {
@@ -109,18 +110,18 @@ impl MessageBuilder {
         };
         // Whitespace never splits a UTF-8 sequence, so these are char boundaries.
         let last = bytes.iter().rposition(|&b| !is_ws(b)).unwrap_or(first);
-        let slack = if self.joint.is_some() { JOINT_SLACK } else { 0 };
-        self.room(self.ws.len() + text.len() + slack);
         if self.joint.is_none() {
             // No joint: the withheld and the leading whitespace stay as
             // they are, in one copy with the text (the common case, once
             // per delta of a stream).
+            self.room(self.ws.len() + last + 1);
             if !self.ws.is_empty() {
                 self.out.push_str(&self.ws);
                 self.ws.clear();
             }
             self.out.push_str(&text[..=last]);
         } else {
+            self.room(self.ws.len() + text.len() + JOINT_SLACK);
             self.ws.push_str(&text[..first]);
             self.flush_ws();
             self.out.push_str(&text[first..=last]);

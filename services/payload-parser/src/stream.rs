@@ -204,7 +204,17 @@ impl StreamParser {
         } else {
             size.max(2 * self.text.capacity()).next_power_of_two()
         };
-        self.text.reserve_exact(grown.min(limit) - self.text.len());
+        let grown = grown.min(limit);
+        if grown <= SMALL_TEXT {
+            // A new block and a copy rather than `realloc`: glibc's
+            // `realloc` never takes a block from the per-thread cache,
+            // where the last stream's text of this size usually waits.
+            let mut text = String::with_capacity(grown);
+            text.push_str(&self.text);
+            self.text = text;
+        } else {
+            self.text.reserve_exact(grown - self.text.len());
+        }
     }
 
     /// Marks the end of the text and returns everything still held back:
