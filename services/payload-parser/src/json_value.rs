@@ -21,6 +21,11 @@ use serde_json::{Map, Number, Value};
 /// Deepest nesting `serde_json` reads (it refuses the 128th level).
 const SERDE_MAX_DEPTH: usize = 127;
 
+/// Room for this many pending array items up front: the arrays of a
+/// payload rarely hold more between them, and growing the scratch from
+/// nothing costs three reallocations per payload.
+const SCRATCH_ITEMS: usize = 16;
+
 /// A value read from the text.
 #[derive(Debug, PartialEq)]
 pub(crate) struct Read {
@@ -44,7 +49,7 @@ pub(crate) fn read_at(text: &str, at: usize, max_depth: usize) -> Option<Read> {
         depth: 0,
         deepest: 0,
         max_depth: max_depth.min(SERDE_MAX_DEPTH),
-        items: Vec::new(),
+        items: Vec::with_capacity(SCRATCH_ITEMS),
     };
     let value = reader.value()?;
     Some(Read {
