@@ -58,7 +58,7 @@ pub struct Runner {
 #[derive(Debug)]
 pub struct PreparedTurn {
     turn: Turn,
-    tools: TurnTools,
+    tools: Arc<TurnTools>,
     candidates: Vec<ModelChoice>,
 }
 
@@ -95,6 +95,19 @@ impl From<crate::model_call::Interrupt> for End {
 impl Runner {
     /// Resolves the models, binds the tools and checks structured output.
     pub fn prepare(&self, mut turn: Turn) -> Result<PreparedTurn, RunError> {
+        let tools = TurnTools::prepare(std::mem::take(&mut turn.tools), &self.tools)
+            .map_err(RunError::Invalid)?;
+        self.prepare_with(turn, Arc::new(tools))
+    }
+
+    /// [`Self::prepare`] for a turn whose tools are already bound (shared
+    /// by the turns that declare the same ones, see
+    /// [`crate::tool_sets::ToolSets`]); `turn.tools` is ignored.
+    pub fn prepare_with(
+        &self,
+        turn: Turn,
+        tools: Arc<TurnTools>,
+    ) -> Result<PreparedTurn, RunError> {
         let mut candidates = Vec::with_capacity(1 + turn.fallbacks.len());
         let references = std::iter::once(("model".to_owned(), turn.model.clone())).chain(
             turn.fallbacks
@@ -113,8 +126,6 @@ impl Runner {
                     })?;
             candidates.push(resolved);
         }
-        let tools = TurnTools::prepare(std::mem::take(&mut turn.tools), &self.tools)
-            .map_err(RunError::Invalid)?;
         if turn.output_schema.is_some() {
             for candidate in &candidates {
                 let supported = self

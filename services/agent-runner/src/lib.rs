@@ -24,5 +24,6 @@ pub mod prompts;
 pub mod provider;
 pub mod retry;
 pub mod service;
+pub mod tool_sets;
 pub mod tools;
 pub mod turn;

@@ -29,6 +29,7 @@ use crate::{
     error::RunError,
     events::{Event, EventSink},
     prompts::Prompts,
+    tool_sets::ToolSets,
     turn::Limits,
 };
 
@@ -41,6 +42,8 @@ pub struct RunnerService {
     event_buffer: usize,
     /// System prompts shared by the turns that send the same one.
     prompts: Arc<Prompts>,
+    /// Tool sets shared by the turns that declare the same tools.
+    tool_sets: Arc<ToolSets>,
 }
 
 impl RunnerService {
@@ -59,6 +62,7 @@ impl RunnerService {
             permits: Arc::new(Semaphore::new(max_concurrent_runs.max(1))),
             event_buffer: event_buffer.max(1),
             prompts: Arc::default(),
+            tool_sets: Arc::default(),
         }
     }
 }
@@ -96,12 +100,26 @@ impl AgentRunner for RunnerService {
                 .map_err(|_| RunError::Busy)?,
         );
         let deadline = parley_grpc::deadline::grpc_timeout(request.metadata());
-        let mut turn =
-            convert::request::turn_from_request(request.into_inner(), &self.defaults, deadline)
-                .map_err(RunError::Invalid)?;
+        let mut request = request.into_inner();
+        // The tools first: a page's turns mostly declare the same ones, and
+        // a kept set skips their conversion (see `tool_sets`).
+        let tools = self
+            .tool_sets
+            .prepare(std::mem::take(&mut request.tools), &self.runner.tools);
+        let turn = convert::request::turn_from_request(request, &self.defaults, deadline);
+        let (mut turn, tools) = match (turn, tools) {
+            (Ok(turn), Ok(tools)) => (turn, tools),
+            (Err(mut violations), Err(more)) => {
+                violations.extend(more);
+                return Err(RunError::Invalid(violations).into());
+            }
+            (Err(violations), Ok(_)) | (Ok(_), Err(violations)) => {
+                return Err(RunError::Invalid(violations).into());
+            }
+        };
         turn.system = self.prompts.share(&turn.system);
         let turn_id = turn.turn_id.clone();
-        let prepared = self.runner.prepare(turn)?;
+        let prepared = self.runner.prepare_with(turn, tools)?;
         let (tx, rx) = mpsc::channel(self.event_buffer);
         let cancel = CancellationToken::new();
         let runner = self.runner.clone();

@@ -177,6 +177,21 @@ fn messages(input: Vec<pb::Message>, violations: &mut Vec<Violation>) -> Vec<Mes
     out
 }
 
+/// Converts a turn's tool declarations; every problem is a field violation.
+pub fn tool_defs(tools: Vec<pb::ToolDefinition>) -> Result<Vec<ToolDef>, Vec<Violation>> {
+    let mut violations = Vec::new();
+    let defs = tools
+        .into_iter()
+        .enumerate()
+        .filter_map(|(i, tool)| tool_def(i, tool, &mut violations))
+        .collect();
+    if violations.is_empty() {
+        Ok(defs)
+    } else {
+        Err(violations)
+    }
+}
+
 fn tool_def(
     index: usize,
     tool: pb::ToolDefinition,
