@@ -29,12 +29,10 @@ pub fn turn_from_request(
 ) -> Result<Turn, Vec<Violation>> {
     let mut violations = Vec::new();
     let messages = messages(request.messages, &mut violations);
-    let tools = request
-        .tools
-        .into_iter()
-        .enumerate()
-        .filter_map(|(i, tool)| tool_def(i, tool, &mut violations))
-        .collect();
+    let tools = tool_defs(request.tools).unwrap_or_else(|more| {
+        violations.extend(more);
+        Vec::new()
+    });
     let model = model_choice("model", request.model.unwrap_or_default(), &mut violations);
     let fallbacks = request
         .fallbacks
