@@ -351,6 +351,15 @@ impl Store {
             .acquire_timeout(options.acquire_timeout)
             .after_connect(move |connection, _| {
                 Box::pin(async move {
+                    if backend == Backend::Sqlite {
+                        // Statement journals (a multi-row statement inside
+                        // the writer's transaction keeps one) and the
+                        // planner's temporary tables in memory, not in a
+                        // file created and unlinked each time.
+                        sqlx::raw_sql("PRAGMA temp_store = MEMORY")
+                            .execute(&mut *connection)
+                            .await?;
+                    }
                     if backend == Backend::Sqlite && !memory {
                         // With WAL (set below), NORMAL syncs at checkpoints
                         // only: commits survive a crash of the process.

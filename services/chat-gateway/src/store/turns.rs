@@ -141,28 +141,56 @@ impl Write for AppendWire {
     }
 }
 
-/// `($first, $second), ($third, $fourth)...`: `rows` rows of `width`
-/// placeholders numbered from `first`. The statements built with it are
-/// fixed text and numbered placeholders (hence `AssertSqlSafe`): every
-/// value is bound. Not sqlx's `QueryBuilder`: for the `Any` driver it
-/// writes `?` placeholders, which PostgreSQL rejects.
-fn placeholders(rows: usize, width: usize, first: usize) -> String {
-    let mut sql = String::with_capacity(rows * width * 5);
-    for row in 0..rows {
-        if row > 0 {
-            sql.push_str(", ");
+/// How a multi-row statement writes its placeholders.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Binds {
+    /// `$1, $2...` (PostgreSQL; the values bind in number order).
+    Numbered,
+    /// `?, ?...` (SQLite; the values bind in text order). sqlx asks SQLite
+    /// for each placeholder's name, and SQLite finds a name by walking the
+    /// statement's list of names: with `$n` that is quadratic in a
+    /// statement of hundreds of rows, with anonymous `?` there is no list.
+    Anonymous,
+}
+
+impl Binds {
+    fn of(conn: &AnyConnection) -> Self {
+        if conn.backend_name() == <sqlx::Sqlite as sqlx::Database>::NAME {
+            Self::Anonymous
+        } else {
+            Self::Numbered
         }
-        sql.push('(');
-        for column in 0..width {
-            if column > 0 {
+    }
+
+    /// `($first, $second), ($third, $fourth)...` (or `(?, ?), (?, ?)...`):
+    /// `rows` rows of `width` placeholders numbered from `first`. The
+    /// statements built with it are fixed text and placeholders (hence
+    /// `AssertSqlSafe`): every value is bound. Not sqlx's `QueryBuilder`:
+    /// for the `Any` driver it writes `?` placeholders, which PostgreSQL
+    /// rejects.
+    fn rows(self, rows: usize, width: usize, first: usize) -> String {
+        let mut sql = String::with_capacity(rows * width * 5);
+        for row in 0..rows {
+            if row > 0 {
                 sql.push_str(", ");
             }
-            sql.push('$');
-            sql.push_str(&(first + row * width + column).to_string());
+            sql.push('(');
+            for column in 0..width {
+                if column > 0 {
+                    sql.push_str(", ");
+                }
+                match self {
+                    Self::Numbered => {
+                        sql.push('$');
+                        sql.push_str(&(first + row * width + column).to_string());
+                    }
+                    Self::Anonymous => sql.push('?'),
+                }
+            }
+            sql.push(')');
         }
-        sql.push(')');
+        sql
     }
-    sql
 }
 
 /// Moves `last_event_seq` of the batches' turns that `replica` still runs;
@@ -172,18 +200,30 @@ async fn advance_held(
     replica: &str,
     chunk: &[TurnBatch],
 ) -> Result<std::collections::HashSet<String>, StoreError> {
+    let binds = Binds::of(conn);
+    // The replica is `$1` when numbered, the last value when anonymous.
+    let replica_placeholder = match binds {
+        Binds::Numbered => "$1",
+        Binds::Anonymous => "?",
+    };
     let sql = format!(
         "WITH batch (turn, seq) AS (VALUES {}) \
          UPDATE turns SET last_event_seq = batch.seq FROM batch \
-         WHERE turns.id = batch.turn AND turns.replica = $1 AND turns.state = 'running' \
-         RETURNING id",
-        placeholders(chunk.len(), 2, 2)
+         WHERE turns.id = batch.turn AND turns.replica = {replica_placeholder} \
+         AND turns.state = 'running' RETURNING id",
+        binds.rows(chunk.len(), 2, 2)
     );
-    let mut query = sqlx::query(AssertSqlSafe(sql)).bind(replica);
+    let mut query = sqlx::query(AssertSqlSafe(sql));
+    if binds == Binds::Numbered {
+        query = query.bind(replica);
+    }
     for turn in chunk {
         query = query
             .bind(turn.turn_id.as_str())
             .bind(to_i64(turn.batch.last_seq));
+    }
+    if binds == Binds::Anonymous {
+        query = query.bind(replica);
     }
     let rows = query.fetch_all(&mut *conn).await?;
     rows.iter().map(|row| Ok(row.try_get("id")?)).collect()
@@ -200,7 +240,7 @@ async fn insert_wires(
     }
     let sql = format!(
         "INSERT INTO turn_events (turn_id, first_seq, last_seq, events, created_at) VALUES {}",
-        placeholders(batches.len(), 5, 1)
+        Binds::of(conn).rows(batches.len(), 5, 1)
     );
     let mut query = sqlx::query(AssertSqlSafe(sql));
     for turn in batches {
@@ -226,7 +266,7 @@ async fn notify_many(
     }
     let sql = format!(
         "SELECT pg_notify($1, batch.turn) FROM (VALUES {}) AS batch (turn)",
-        placeholders(batches.len(), 1, 2)
+        Binds::Numbered.rows(batches.len(), 1, 2)
     );
     let mut query = sqlx::query(AssertSqlSafe(sql)).bind(channel);
     for turn in batches {
@@ -570,5 +610,17 @@ impl Store {
     /// resume window has passed. Conversation history is not touched.
     pub async fn prune_wire(&self, before: i64) -> Result<u64, StoreError> {
         self.write(Prune { before }).await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Binds;
+
+    #[test]
+    fn placeholders_are_numbered_for_postgres_and_anonymous_for_sqlite() {
+        assert_eq!(Binds::Numbered.rows(2, 2, 2), "($2, $3), ($4, $5)");
+        assert_eq!(Binds::Anonymous.rows(2, 2, 2), "(?, ?), (?, ?)");
+        assert_eq!(Binds::Numbered.rows(1, 3, 1), "($1, $2, $3)");
     }
 }
