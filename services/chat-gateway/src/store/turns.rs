@@ -142,7 +142,7 @@ impl Write for AppendWire {
 }
 
 /// How a multi-row statement writes its placeholders.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy)]
 enum Binds {
     /// `$1, $2...` (PostgreSQL; the values bind in number order).
     Numbered,
@@ -159,6 +159,15 @@ impl Binds {
             Self::Anonymous
         } else {
             Self::Numbered
+        }
+    }
+
+    /// The placeholder of the value bound `number`th (from 1): `$number`,
+    /// or `?` when values bind in text order.
+    fn one(self, number: usize) -> String {
+        match self {
+            Self::Numbered => format!("${number}"),
+            Self::Anonymous => "?".to_owned(),
         }
     }
 
@@ -179,13 +188,7 @@ impl Binds {
                 if column > 0 {
                     sql.push_str(", ");
                 }
-                match self {
-                    Self::Numbered => {
-                        sql.push('$');
-                        sql.push_str(&(first + row * width + column).to_string());
-                    }
-                    Self::Anonymous => sql.push('?'),
-                }
+                sql.push_str(&self.one(first + row * width + column));
             }
             sql.push(')');
         }
@@ -200,32 +203,24 @@ async fn advance_held(
     replica: &str,
     chunk: &[TurnBatch],
 ) -> Result<std::collections::HashSet<String>, StoreError> {
+    // The rows' values bind first, the replica last: the same order for
+    // numbered and anonymous placeholders.
     let binds = Binds::of(conn);
-    // The replica is `$1` when numbered, the last value when anonymous.
-    let replica_placeholder = match binds {
-        Binds::Numbered => "$1",
-        Binds::Anonymous => "?",
-    };
     let sql = format!(
         "WITH batch (turn, seq) AS (VALUES {}) \
          UPDATE turns SET last_event_seq = batch.seq FROM batch \
-         WHERE turns.id = batch.turn AND turns.replica = {replica_placeholder} \
+         WHERE turns.id = batch.turn AND turns.replica = {} \
          AND turns.state = 'running' RETURNING id",
-        binds.rows(chunk.len(), 2, 2)
+        binds.rows(chunk.len(), 2, 1),
+        binds.one(chunk.len() * 2 + 1)
     );
     let mut query = sqlx::query(AssertSqlSafe(sql));
-    if binds == Binds::Numbered {
-        query = query.bind(replica);
-    }
     for turn in chunk {
         query = query
             .bind(turn.turn_id.as_str())
             .bind(to_i64(turn.batch.last_seq));
     }
-    if binds == Binds::Anonymous {
-        query = query.bind(replica);
-    }
-    let rows = query.fetch_all(&mut *conn).await?;
+    let rows = query.bind(replica).fetch_all(&mut *conn).await?;
     rows.iter().map(|row| Ok(row.try_get("id")?)).collect()
 }
 
