@@ -53,6 +53,18 @@ impl From<Payload> for pb::Payload {
     }
 }
 
+/// For a payload a stream shares with its parser: the data is read in place
+/// (as the owned conversion does too), only the type name is copied.
+impl From<&Payload> for pb::Payload {
+    fn from(p: &Payload) -> Self {
+        Self {
+            r#type: p.payload_type.clone(),
+            data: Some(to_struct(&p.data)),
+            typed: typed_view(&p.payload_type, &p.data),
+        }
+    }
+}
+
 impl From<TextToolCall> for pb::TextToolCall {
     fn from(c: TextToolCall) -> Self {
         let arguments = match &c.arguments {
@@ -131,7 +143,7 @@ impl StreamItem {
             Self::SuggestedActions(actions) => Output::SuggestedActions(pb::SuggestedActions {
                 actions: actions.into_iter().map(Into::into).collect(),
             }),
-            Self::CustomPayload(payload) => Output::CustomPayload(Box::new(payload.into())),
+            Self::CustomPayload(payload) => Output::CustomPayload(Box::new((&*payload).into())),
             Self::ToolCall(call) => Output::ToolCall(call.into()),
             Self::Diagnostic(diagnostic) => Output::Diagnostic(diagnostic.into()),
             Self::PartialPayload(partial) => Output::Partial(partial.into()),

@@ -7,6 +7,8 @@
 //! valid candidate is removed from the message as soon as it closes and the
 //! losers become `Duplicate` diagnostics with their raw text.
 
+use std::sync::Arc;
+
 use serde_json::Value;
 
 use crate::{
@@ -75,7 +77,8 @@ pub(crate) enum Event {
 #[derive(Debug)]
 struct PayloadCandidate {
     priority: usize,
-    payload: Payload,
+    /// Shared with the `CustomPayload` item a stream handed out for it.
+    payload: Arc<Payload>,
     /// Where its text is (`[offset, end)`), quoted only if it loses.
     offset: usize,
     end: usize,
@@ -239,14 +242,15 @@ impl Collected {
                     Err(error) => events.push(failed(error)),
                     Ok((payload, commas)) => {
                         repaired(events, commas);
+                        let payload = Arc::new(payload);
                         let better = self
                             .best
                             .is_none_or(|best| priority < self.payloads[best].priority);
                         if better {
                             self.best = Some(self.payloads.len());
                             if emit {
-                                events
-                                    .push(Event::Item(StreamItem::CustomPayload(payload.clone())));
+                                let shared = Arc::clone(&payload);
+                                events.push(Event::Item(StreamItem::CustomPayload(shared)));
                             }
                         }
                         self.payloads.push(PayloadCandidate {
@@ -319,7 +323,8 @@ impl Collected {
             .collect()
     }
 
-    /// The final result around `message`.
+    /// The final result around `message`. The winning payload is moved
+    /// out of its `Arc`, copied only if a handle handed out is still held.
     pub(crate) fn into_parsed(self, message: String) -> Parsed {
         let best = self.best;
         Parsed {
@@ -328,7 +333,7 @@ impl Collected {
             suggested_actions: self.actions.unwrap_or_default(),
             custom_payload: best
                 .and_then(|b| self.payloads.into_iter().nth(b))
-                .map(|c| c.payload),
+                .map(|c| Arc::unwrap_or_clone(c.payload)),
             tool_calls: self.tool_calls,
             diagnostics: self.diagnostics,
         }

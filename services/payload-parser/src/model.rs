@@ -4,6 +4,8 @@
 //! values that tests build by hand. `convert` turns them into the
 //! `parley.parser.v1` messages at the edge.
 
+use std::sync::Arc;
+
 use serde_json::{Map, Value};
 
 /// A clickable chip: clicking it sends `value` as the user's next message.
@@ -153,7 +155,13 @@ pub enum StreamItem {
     SuggestedActions(Vec<SuggestedAction>),
     /// A custom payload that is, for now, the best candidate; a later item
     /// of a higher-priority type supersedes it. The final result decides.
-    CustomPayload(Payload),
+    ///
+    /// The payload is shared with the parser, which keeps it for its final
+    /// result: handing it out copies nothing, and
+    /// [`finish`](crate::StreamParser::finish) moves it into
+    /// [`Parsed::custom_payload`] without a copy when every handle to it has
+    /// been dropped by then (a handle still held costs one copy there).
+    CustomPayload(Arc<Payload>),
     /// A text tool call, as soon as it closed.
     ToolCall(TextToolCall),
     /// A diagnostic, as soon as it is known.

@@ -232,12 +232,19 @@ impl StreamParser {
 
     /// The complete result (ending the text first if needed); equal to
     /// `parse` of all pushed text.
+    ///
+    /// Its custom payload is the one last handed out as a
+    /// [`StreamItem::CustomPayload`], moved out of the shared handle: a copy
+    /// is made only if the caller still holds that handle.
     pub fn finish(mut self) -> Parsed {
         self.end();
         self.engine.into_parsed()
     }
 
-    /// [`StreamParser::end`] and [`StreamParser::finish`] in one call.
+    /// [`StreamParser::end`] and [`StreamParser::finish`] in one call. When
+    /// the last items include the custom payload, the result gets a copy of
+    /// it (the items hold it); calling `end`, dropping its items, then
+    /// `finish` makes none.
     pub fn finish_with_items(mut self) -> (Vec<StreamItem>, Parsed) {
         let items = self.end();
         (items, self.engine.into_parsed())
@@ -303,6 +310,62 @@ mod tests {
         let mut parser = StreamParser::new(profile, limits);
         parser.push(&"a".repeat(300)).expect("within limits");
         assert_eq!(parser.text.capacity(), 400);
+    }
+
+    /// A payload text in 16-byte deltas, with its stream items.
+    fn payload_stream() -> (StreamParser, Vec<StreamItem>) {
+        let spec = crate::ProfileSpec {
+            payloads: vec![crate::PayloadSpec {
+                name: "schema_proposal".into(),
+                marker: "SCHEMA_PROPOSAL".into(),
+                schema: None,
+            }],
+            ..crate::ProfileSpec::default()
+        };
+        let profile = Arc::new(Profile::new(&spec).expect("valid profile"));
+        let text =
+            "Here.\n\nSCHEMA_PROPOSAL: {\"mode\": \"update\", \"operations\": [1, 2]}\n\nDone.";
+        let mut parser = StreamParser::new(profile, Limits::default());
+        let mut items = Vec::new();
+        for chunk in text.as_bytes().chunks(16) {
+            let delta = std::str::from_utf8(chunk).expect("ASCII");
+            parser.push_into(delta, &mut items).expect("within limits");
+        }
+        items.extend(parser.end());
+        (parser, items)
+    }
+
+    fn shared_payload(items: &[StreamItem]) -> Arc<crate::Payload> {
+        let mut payloads = items.iter().filter_map(|item| match item {
+            StreamItem::CustomPayload(payload) => Some(Arc::clone(payload)),
+            _ => None,
+        });
+        let payload = payloads.next().expect("one payload handed out");
+        assert!(payloads.next().is_none());
+        payload
+    }
+
+    #[test]
+    fn a_payload_whose_handles_were_dropped_is_moved_into_the_result() {
+        let (parser, items) = payload_stream();
+        let shared = shared_payload(&items);
+        // Where the payload's strings live: a copy would put them elsewhere.
+        let type_at = shared.payload_type.as_ptr();
+        let expected = crate::Payload::clone(&shared);
+        drop((shared, items));
+        let payload = parser.finish().custom_payload.expect("a payload");
+        assert_eq!(payload, expected);
+        assert_eq!(payload.payload_type.as_ptr(), type_at);
+    }
+
+    #[test]
+    fn a_payload_still_held_is_copied_into_the_result() {
+        let (parser, items) = payload_stream();
+        let shared = shared_payload(&items);
+        drop(items);
+        let payload = parser.finish().custom_payload.expect("a payload");
+        assert_eq!(payload, *shared);
+        assert_ne!(payload.payload_type.as_ptr(), shared.payload_type.as_ptr());
     }
 
     #[test]

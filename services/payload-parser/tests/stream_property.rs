@@ -5,9 +5,19 @@
 
 mod common;
 
+use std::sync::Arc;
+
 use common::{elements_of, rich_profile, stream, text_of, texts};
-use payload_parser::{Limits, StreamItem, StreamParser, parse};
+use payload_parser::{Limits, Payload, StreamItem, StreamParser, parse};
 use proptest::prelude::*;
+
+/// The last custom payload among `items`.
+fn last_payload(items: &[StreamItem]) -> Option<&Payload> {
+    items.iter().rev().find_map(|item| match item {
+        StreamItem::CustomPayload(payload) => Some(&**payload),
+        _ => None,
+    })
+}
 
 proptest! {
     #![proptest_config(ProptestConfig { cases: 512, ..ProptestConfig::default() })]
@@ -21,8 +31,41 @@ proptest! {
         let (items, parsed) = stream(&profile, limits, &deltas);
         prop_assert_eq!(&text_of(&items), &parsed.message);
         prop_assert_eq!(&parsed, &whole);
+        // The payload last handed out is the result's (each one handed out
+        // was the best so far), whether the caller kept the items...
+        prop_assert_eq!(last_payload(&items), parsed.custom_payload.as_ref());
         let (one_items, _) = stream(&profile, limits, &[text.as_str()]);
         prop_assert_eq!(elements_of(items), elements_of(one_items));
+    }
+
+    #[test]
+    fn the_result_is_the_same_when_the_items_are_dropped_as_they_come(
+        text in texts::response(),
+        sizes in texts::splits(),
+    ) {
+        // ...or dropped them (then the payload is moved into the result,
+        // not copied).
+        let profile = rich_profile();
+        let limits = Limits::default();
+        let whole = parse(&text, &profile, &limits).expect("within limits");
+        let deltas = texts::cut(&text, &sizes);
+        let mut parser = StreamParser::new(Arc::clone(&profile), limits);
+        let mut last = None;
+        for delta in &deltas {
+            for item in parser.push(delta).expect("within limits") {
+                if let StreamItem::CustomPayload(payload) = item {
+                    last = Some(Payload::clone(&payload));
+                }
+            }
+        }
+        for item in parser.end() {
+            if let StreamItem::CustomPayload(payload) = item {
+                last = Some(Payload::clone(&payload));
+            }
+        }
+        let parsed = parser.finish();
+        prop_assert_eq!(&parsed, &whole);
+        prop_assert_eq!(last.as_ref(), parsed.custom_payload.as_ref());
     }
 
     #[test]

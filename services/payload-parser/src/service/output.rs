@@ -107,19 +107,22 @@ impl Responses {
 
     /// The client half-closed: queues the remaining items and `final`.
     fn finish(&mut self) {
-        let Some(parser) = self.parser.take() else {
+        let Some(mut parser) = self.parser.take() else {
             return;
         };
         let received = parser.received();
-        let (items, parsed) = parser.finish_with_items();
+        // The last items are converted (and dropped) before `finish`, so a
+        // payload among them is moved into the result, not copied.
+        let items = parser.end();
+        self.ready
+            .extend(items.into_iter().map(|item| Ok(item.into_proto())));
+        let parsed = parser.finish();
         count_diagnostics(&parsed.diagnostics);
         tracing::debug!(
             bytes = received,
             diagnostics = parsed.diagnostics.len(),
             "parse stream finished"
         );
-        self.ready
-            .extend(items.into_iter().map(|item| Ok(item.into_proto())));
         self.ready
             .push_back(Ok(StreamItem::Final(Box::new(parsed)).into_proto()));
     }
