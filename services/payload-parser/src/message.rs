@@ -98,7 +98,16 @@ impl MessageBuilder {
             _ if need <= SMALL_MESSAGE => SMALL_MESSAGE,
             _ => need.max(2 * self.out.capacity()).next_power_of_two(),
         };
-        self.out.reserve_exact(grown - self.out.len());
+        if grown <= SMALL_MESSAGE {
+            // A new block and a copy rather than `realloc`, which never
+            // takes a block from glibc's per-thread cache (a stream's
+            // message outgrowing its first 256 bytes).
+            let mut out = String::with_capacity(grown);
+            out.push_str(&self.out);
+            self.out = out;
+        } else {
+            self.out.reserve_exact(grown - self.out.len());
+        }
     }
 
     /// Appends kept text.
@@ -201,6 +210,20 @@ mod tests {
         }
         b.finish();
         b.into_string()
+    }
+
+    #[test]
+    fn a_reserved_message_grows_to_the_small_block_then_doubles() {
+        let mut b = MessageBuilder::default();
+        b.reserve(256);
+        let first = "a".repeat(200);
+        b.keep(&first);
+        b.keep(&"b".repeat(100));
+        assert_eq!(b.out.capacity(), SMALL_MESSAGE);
+        assert_eq!(b.as_str(), format!("{first}{}", "b".repeat(100)));
+        b.keep(&"c".repeat(800));
+        assert_eq!(b.out.capacity(), 2048);
+        assert_eq!(b.as_str().len(), 1100);
     }
 
     #[test]
