@@ -217,13 +217,17 @@ mod tests {
         let two = Journal::logged("t2", log.clone(), 2);
         one.push(text("a"));
         // The first write goes at once, then the interval holds the next.
+        // Waited for until the journal knows (the row is visible a moment
+        // before): pushed earlier, "c" would be more than 2 ahead of
+        // nothing stored and hurry the next write.
         tokio::time::timeout(Duration::from_secs(5), async {
-            while stored_seqs(&store, "t1").await.is_empty() {
+            while one.stored() < 1 {
                 tokio::time::sleep(Duration::from_millis(5)).await;
             }
         })
         .await
         .expect("the first event stored at once");
+        assert_eq!(stored_seqs(&store, "t1").await, [1]);
         one.push(text("b"));
         one.push(text("c"));
         two.push(text("x"));

@@ -292,6 +292,12 @@ impl Journal {
             .unwrap_or_default()
     }
 
+    /// The seq of the last committed event, as the event log settled it.
+    #[cfg(test)]
+    pub(super) fn stored(&self) -> u64 {
+        lock(&self.inner).stored
+    }
+
     /// Why storing stopped, when it did.
     pub fn fault(&self) -> Option<Fault> {
         lock(&self.inner).fault
