@@ -20,7 +20,7 @@
 
 use std::sync::Arc;
 
-use futures::future::BoxFuture;
+use futures::{StreamExt, future::BoxFuture};
 use sqlx::{Any, AnyConnection, AnyPool, pool::PoolConnection};
 use tokio::sync::{Notify, mpsc, oneshot};
 
@@ -134,8 +134,38 @@ impl Writes {
     }
 }
 
+/// How [`commit`] ends a transaction that succeeded.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Then {
+    /// `COMMIT`: the connection may go back to the pool.
+    Close,
+    /// `COMMIT; BEGIN` in one round trip: the writer keeps the connection,
+    /// and its next batch starts inside the transaction this opens.
+    Reopen,
+}
+
+/// What [`commit`] left on the connection.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Left {
+    /// No transaction: the connection may run another batch after a `BEGIN`.
+    Idle,
+    /// An open transaction that has not read or written anything yet.
+    Open,
+    /// Nothing usable: the connection was closed.
+    Broken,
+}
+
 /// Runs `jobs` in one transaction on `conn`, committed only if every one
-/// succeeded. Returns whether `conn` may run another transaction.
+/// succeeded; `open` says the connection is already inside a transaction
+/// that has not run anything ([`Then::Reopen`] of the batch before).
+///
+/// On SQLite every statement is a round trip to the connection's thread
+/// (two thread wake-ups), so the writer, which keeps its connection, ends a
+/// batch with `COMMIT; BEGIN` in one: a deferred transaction takes no lock
+/// and no snapshot until its first statement, so the open one holds back
+/// neither readers nor checkpoints while the writer waits. The commit
+/// counts only by its own result: a `BEGIN` that fails after it leaves the
+/// connection idle, and the batch is committed.
 ///
 /// A failed transaction is rolled back before the connection is used again
 /// or goes back to the pool: left to the pool, a transaction whose COMMIT
@@ -145,28 +175,51 @@ impl Writes {
 async fn commit(
     conn: &mut PoolConnection<Any>,
     jobs: &mut [Box<dyn Job>],
-) -> (Result<(), StoreError>, bool) {
+    open: bool,
+    then: Then,
+) -> (Result<(), StoreError>, Left) {
+    let mut left = Left::Idle;
     let ran = async {
-        sqlx::raw_sql("BEGIN").execute(&mut **conn).await?;
+        if !open {
+            sqlx::raw_sql("BEGIN").execute(&mut **conn).await?;
+        }
         for job in jobs.iter_mut() {
             job.run(conn).await?;
         }
-        sqlx::raw_sql("COMMIT").execute(&mut **conn).await?;
+        match then {
+            Then::Close => {
+                sqlx::raw_sql("COMMIT").execute(&mut **conn).await?;
+            }
+            Then::Reopen => {
+                let mut results = sqlx::raw_sql("COMMIT; BEGIN").execute_many(&mut **conn);
+                // The first result is the COMMIT's; the BEGIN runs only
+                // when it succeeded.
+                results
+                    .next()
+                    .await
+                    .unwrap_or(Err(sqlx::Error::WorkerCrashed))?;
+                if let Some(Ok(_)) = results.next().await {
+                    left = Left::Open;
+                }
+            }
+        }
         Ok(())
     }
     .await;
-    if ran.is_err()
-        && sqlx::raw_sql("ROLLBACK")
+    if ran.is_err() {
+        left = Left::Idle;
+        if sqlx::raw_sql("ROLLBACK")
             .execute(&mut **conn)
             .await
             .is_err()
-    {
-        // Nothing to roll back (BEGIN failed), or the connection is broken:
-        // either way it must not hold a transaction in the pool.
-        conn.close_on_drop();
-        return (ran, false);
+        {
+            // Nothing to roll back (BEGIN failed), or the connection is
+            // broken: either way it must not hold a transaction in the pool.
+            conn.close_on_drop();
+            left = Left::Broken;
+        }
     }
-    (ran, true)
+    (ran, left)
 }
 
 /// The SQLite writer's connection.
@@ -184,6 +237,8 @@ struct Connection {
     /// pool's only one (an in-memory database).
     keep: bool,
     held: Option<PoolConnection<Any>>,
+    /// The held connection is inside a transaction that has run nothing.
+    open: bool,
 }
 
 impl Connection {
@@ -192,26 +247,36 @@ impl Connection {
             pool,
             keep,
             held: None,
+            open: false,
         }
     }
 
     /// Runs `jobs` in one transaction (see [`commit`]).
     async fn commit(&mut self, jobs: &mut [Box<dyn Job>]) -> Result<(), StoreError> {
-        let mut conn = match self.held.take() {
-            Some(conn) => conn,
-            None => self.pool.acquire().await?,
+        let (mut conn, open) = match self.held.take() {
+            Some(conn) => (conn, std::mem::take(&mut self.open)),
+            None => (self.pool.acquire().await?, false),
         };
-        let (ran, usable) = commit(&mut conn, jobs).await;
-        if usable && self.keep && !self.pool.is_closed() {
+        let then = if self.keep { Then::Reopen } else { Then::Close };
+        let (ran, left) = commit(&mut conn, jobs, open, then).await;
+        if left != Left::Broken && self.keep && !self.pool.is_closed() {
+            self.open = left == Left::Open;
             self.held = Some(conn);
+        } else if left == Left::Open {
+            // Not kept after all (the pool is closing): end the empty
+            // transaction before the pool takes the connection back.
+            let _ = sqlx::raw_sql("ROLLBACK").execute(&mut *conn).await;
         }
         ran
     }
 
     /// Gives the connection back once the pool closes, which waits for it.
     async fn release_on_close(&mut self) {
-        if self.held.is_some() {
+        if let Some(conn) = &mut self.held {
             self.pool.close_event().await;
+            if std::mem::take(&mut self.open) {
+                let _ = sqlx::raw_sql("ROLLBACK").execute(&mut **conn).await;
+            }
             self.held = None;
         } else {
             std::future::pending::<()>().await;
@@ -397,6 +462,51 @@ mod tests {
             .collect();
         assert_eq!(ids, (0..100).collect::<Vec<_>>());
         assert_eq!(stored(&pool).await, (0..100).collect::<Vec<_>>());
+    }
+
+    /// Counts the rows of `t`, inside the write's transaction.
+    struct CountRows;
+
+    impl Write for CountRows {
+        type Output = i64;
+
+        fn run<'c>(
+            &'c self,
+            conn: &'c mut AnyConnection,
+        ) -> BoxFuture<'c, Result<i64, StoreError>> {
+            Box::pin(async move {
+                use sqlx::Row;
+                let row = sqlx::query("SELECT count(*) AS n FROM t")
+                    .fetch_one(&mut *conn)
+                    .await?;
+                Ok(row.try_get("n")?)
+            })
+        }
+    }
+
+    // After a batch the writer waits inside the transaction its commit
+    // opened (`COMMIT; BEGIN`): it must hold no lock and no snapshot, so
+    // other connections write meanwhile and its next batch sees them.
+    #[tokio::test]
+    async fn the_transaction_a_commit_opens_holds_nothing_until_the_next_batch() {
+        let (_dir, pool) = pool().await;
+        let writes = Writes::batched(pool.clone(), 4);
+        assert_eq!(writes.run(Insert(1)).await.expect("1 stored"), 1);
+        // Another connection takes the write lock and commits: it would
+        // wait out the busy timeout behind a lock.
+        tokio::time::timeout(
+            std::time::Duration::from_secs(2),
+            sqlx::query("INSERT INTO t (id) VALUES (2)").execute(&pool),
+        )
+        .await
+        .expect("the writer holds no lock")
+        .expect("another connection writes");
+        assert_eq!(writes.run(CountRows).await.expect("counted"), 2);
+        assert_eq!(writes.run(Insert(3)).await.expect("3 stored"), 3);
+        // And a failed batch leaves the writer able to go on.
+        assert!(writes.run(Insert(3)).await.is_err());
+        assert_eq!(writes.run(Insert(4)).await.expect("4 stored"), 4);
+        assert_eq!(stored(&pool).await, vec![1, 2, 3, 4]);
     }
 
     /// Counts the writes run on the connection it runs on: a temporary
