@@ -14,6 +14,7 @@
 //! both allocates the event positions and serialises concurrent appends.
 
 mod batch;
+mod group;
 pub mod listen;
 pub mod model;
 pub mod owners;

@@ -155,7 +155,7 @@ enum Binds {
 
 impl Binds {
     fn of(conn: &AnyConnection) -> Self {
-        if conn.backend_name() == <sqlx::Sqlite as sqlx::Database>::NAME {
+        if super::group::is_sqlite(conn) {
             Self::Anonymous
         } else {
             Self::Numbered

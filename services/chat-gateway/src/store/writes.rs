@@ -9,11 +9,12 @@
 //! [`super::batch`]).
 
 use futures::future::BoxFuture;
-use sqlx::{AnyConnection, Row};
+use sqlx::{AnyConnection, Arguments, Row};
 
 use super::{
     EventBody, StoreError, TurnState, WireBatch,
     batch::Write,
+    group::Statements,
     quota::{self, Admission, QuotaExceeded},
 };
 
@@ -33,8 +34,9 @@ impl EncodedEvent {
     }
 }
 
-async fn insert_events(
-    conn: &mut AnyConnection,
+/// Adds to `group` the statements that insert `events` from `first_seq`.
+fn insert_events(
+    group: &mut Statements,
     conversation_id: &str,
     turn_id: &str,
     first_seq: i64,
@@ -42,18 +44,18 @@ async fn insert_events(
     now: i64,
 ) -> Result<(), StoreError> {
     for (seq, event) in (first_seq..).zip(events) {
-        sqlx::query(
+        group.push(
             "INSERT INTO events (conversation_id, seq, turn_id, kind, body, created_at) \
              VALUES ($1, $2, $3, $4, $5, $6)",
-        )
-        .bind(conversation_id)
-        .bind(seq)
-        .bind(turn_id)
-        .bind(event.kind)
-        .bind(event.body.as_str())
-        .bind(now)
-        .execute(&mut *conn)
-        .await?;
+            |values| {
+                values.add(conversation_id)?;
+                values.add(seq)?;
+                values.add(turn_id)?;
+                values.add(event.kind)?;
+                values.add(event.body.as_str())?;
+                values.add(now)
+            },
+        )?;
     }
     Ok(())
 }
@@ -91,25 +93,24 @@ pub(crate) enum Begun {
     OverQuota(QuotaExceeded),
 }
 
-/// Inserts a wire batch of a turn.
-pub(crate) async fn insert_wire(
-    conn: &mut AnyConnection,
+/// Adds to `group` the statement that inserts a wire batch of a turn.
+fn insert_wire(
+    group: &mut Statements,
     turn_id: &str,
     batch: &WireBatch,
     now: i64,
 ) -> Result<(), StoreError> {
-    sqlx::query(
+    group.push(
         "INSERT INTO turn_events (turn_id, first_seq, last_seq, events, created_at) \
          VALUES ($1, $2, $3, $4, $5)",
+        |values| {
+            values.add(turn_id)?;
+            values.add(to_i64(batch.first_seq))?;
+            values.add(to_i64(batch.last_seq))?;
+            values.add(batch.events.as_str())?;
+            values.add(now)
+        },
     )
-    .bind(turn_id)
-    .bind(to_i64(batch.first_seq))
-    .bind(to_i64(batch.last_seq))
-    .bind(batch.events.as_str())
-    .bind(now)
-    .execute(&mut *conn)
-    .await?;
-    Ok(())
 }
 
 pub(crate) fn to_i64(value: u64) -> i64 {
@@ -157,17 +158,19 @@ impl Write for BeginTurnWrite {
             {
                 return Ok(Begun::OverQuota(refused));
             }
+            // What is left writes without reading: one round trip on SQLite.
+            let mut group = Statements::new(conn);
             let (seq, turn_index) = if self.create {
-                sqlx::query(
+                group.push(
                     "INSERT INTO conversations (id, owner, title, created_at, updated_at, turn_count, last_seq) \
                      VALUES ($1, $2, $3, $4, $4, 1, 1)",
-                )
-                .bind(self.conversation_id.as_str())
-                .bind(self.owner.as_str())
-                .bind(self.title.as_str())
-                .bind(self.now)
-                .execute(&mut *conn)
-                .await?;
+                    |values| {
+                        values.add(self.conversation_id.as_str())?;
+                        values.add(self.owner.as_str())?;
+                        values.add(self.title.as_str())?;
+                        values.add(self.now)
+                    },
+                )?;
                 (1_i64, 0_i64)
             } else {
                 let row = sqlx::query(
@@ -188,42 +191,42 @@ impl Write for BeginTurnWrite {
             if let Some(request_id) = &self.request_id {
                 // A turn that failed with a retryable error gives its request
                 // id up to the new attempt.
-                sqlx::query(
+                group.push(
                     "UPDATE turns SET request_id = NULL \
                      WHERE owner = $1 AND request_id = $2 AND state = 'failed' AND retryable = 1",
-                )
-                .bind(self.owner.as_str())
-                .bind(request_id.as_str())
-                .execute(&mut *conn)
-                .await?;
+                    |values| {
+                        values.add(self.owner.as_str())?;
+                        values.add(request_id.as_str())
+                    },
+                )?;
             }
-            sqlx::query(
+            group.push(
                 "INSERT INTO turns (id, conversation_id, owner, request_id, turn_index, state, outcome, \
                  created_at, finished_at, replica, lease_until, stream_ahead, tenant) \
                  VALUES ($1, $2, $3, $4, $5, $6, NULL, $7, NULL, $8, $9, $10, $11)",
-            )
-            .bind(self.turn_id.as_str())
-            .bind(self.conversation_id.as_str())
-            .bind(self.owner.as_str())
-            .bind(self.request_id.as_deref())
-            .bind(turn_index)
-            .bind(TurnState::Running.as_str())
-            .bind(self.now)
-            .bind(self.replica.as_str())
-            .bind(self.lease_until)
-            .bind(to_i64(self.stream_ahead))
-            .bind(self.admission.tenant.as_deref())
-            .execute(&mut *conn)
-            .await?;
+                |values| {
+                    values.add(self.turn_id.as_str())?;
+                    values.add(self.conversation_id.as_str())?;
+                    values.add(self.owner.as_str())?;
+                    values.add(self.request_id.as_deref())?;
+                    values.add(turn_index)?;
+                    values.add(TurnState::Running.as_str())?;
+                    values.add(self.now)?;
+                    values.add(self.replica.as_str())?;
+                    values.add(self.lease_until)?;
+                    values.add(to_i64(self.stream_ahead))?;
+                    values.add(self.admission.tenant.as_deref())
+                },
+            )?;
             insert_events(
-                conn,
+                &mut group,
                 &self.conversation_id,
                 &self.turn_id,
                 seq,
                 std::slice::from_ref(&self.user_message),
                 self.now,
-            )
-            .await?;
+            )?;
+            group.execute(conn).await?;
             Ok(Begun::Started(turn_index))
         })
     }
@@ -328,18 +331,20 @@ impl Write for FinishTurnWrite {
                 return Err(StoreError::Database(sqlx::Error::RowNotFound));
             };
             let last_seq: i64 = row.try_get("last_seq")?;
+            // The rest writes without reading: one round trip on SQLite.
+            let mut group = Statements::new(conn);
             insert_events(
-                conn,
+                &mut group,
                 &self.conversation_id,
                 &self.turn_id,
                 last_seq - count + 1,
                 &self.events,
                 self.now,
-            )
-            .await?;
+            )?;
             if let Some(wire) = &self.wire {
-                insert_wire(conn, &self.turn_id, wire, self.now).await?;
+                insert_wire(&mut group, &self.turn_id, wire, self.now)?;
             }
+            group.execute(conn).await?;
             if self.notify {
                 notify(conn, super::TURN_EVENTS_CHANNEL, &self.turn_id).await?;
             }

@@ -1,0 +1,201 @@
+//! Statements of one write that do not depend on one another's results,
+//! sent together.
+//!
+//! On SQLite every statement is a round trip to the connection's thread
+//! (a wake-up there and one back), so a [`Statements`] runs as one query:
+//! the statements joined with `;`, their values bound in order across them
+//! (sqlx binds a `$n` placeholder to the query's `n`th value, so each
+//! statement's placeholders are moved on past the values before it). On
+//! PostgreSQL the extended protocol binds values to one statement per
+//! query, so they run one after the other, as written.
+//!
+//! Only for statements whose results nobody reads: the group reports
+//! success or the first error, like a statement would.
+
+use sqlx::{AnyConnection, Arguments, AssertSqlSafe, any::AnyArguments, error::BoxDynError};
+
+use super::StoreError;
+
+/// Whether `conn` is SQLite's (values bound in text order, statements
+/// joined into one query).
+pub(crate) fn is_sqlite(conn: &AnyConnection) -> bool {
+    conn.backend_name() == <sqlx::Sqlite as sqlx::Database>::NAME
+}
+
+/// Statements run together (see the module).
+pub(crate) enum Statements {
+    /// SQLite: the joined text and every value.
+    Joined(String, AnyArguments),
+    /// PostgreSQL: each statement with its values.
+    Each(Vec<(&'static str, AnyArguments)>),
+}
+
+impl Statements {
+    /// No statements yet, for the backend of `conn`.
+    pub(crate) fn new(conn: &AnyConnection) -> Self {
+        if is_sqlite(conn) {
+            Self::Joined(String::new(), AnyArguments::default())
+        } else {
+            Self::Each(Vec::new())
+        }
+    }
+
+    /// Adds `sql`, whose placeholders are `$1`, `$2`... as if it ran alone,
+    /// with the values `bind` adds in that order.
+    pub(crate) fn push(
+        &mut self,
+        sql: &'static str,
+        bind: impl FnOnce(&mut AnyArguments) -> Result<(), BoxDynError>,
+    ) -> Result<(), StoreError> {
+        let encode = |error| StoreError::Database(sqlx::Error::Encode(error));
+        match self {
+            Self::Joined(text, values) => {
+                if !text.is_empty() {
+                    text.push_str(";\n");
+                }
+                text.push_str(&renumber(sql, values.len()));
+                bind(values).map_err(encode)
+            }
+            Self::Each(statements) => {
+                let mut values = AnyArguments::default();
+                bind(&mut values).map_err(encode)?;
+                statements.push((sql, values));
+                Ok(())
+            }
+        }
+    }
+
+    /// Runs the statements, stopping at the first that fails.
+    pub(crate) async fn execute(self, conn: &mut AnyConnection) -> Result<(), StoreError> {
+        match self {
+            Self::Joined(text, _) if text.is_empty() => {}
+            // Fixed statement text with placeholders (hence `AssertSqlSafe`):
+            // every value is bound.
+            Self::Joined(text, values) => {
+                sqlx::query_with(AssertSqlSafe(text), values)
+                    .execute(&mut *conn)
+                    .await?;
+            }
+            Self::Each(statements) => {
+                for (sql, values) in statements {
+                    sqlx::query_with(sql, values).execute(&mut *conn).await?;
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// `sql` with every `$n` placeholder moved on by `by` (`$1` → `$(1 + by)`).
+/// The statements are the store's own text, which holds no `$` elsewhere.
+fn renumber(sql: &str, by: usize) -> String {
+    if by == 0 {
+        return sql.to_owned();
+    }
+    let mut out = String::with_capacity(sql.len() + 16);
+    let mut rest = sql;
+    while let Some(at) = rest.find('$') {
+        out.push_str(&rest[..=at]);
+        rest = &rest[at + 1..];
+        let digits = rest.bytes().take_while(u8::is_ascii_digit).count();
+        match rest[..digits].parse::<usize>() {
+            Ok(number) => out.push_str(&(number + by).to_string()),
+            Err(_) => out.push_str(&rest[..digits]),
+        }
+        rest = &rest[digits..];
+    }
+    out.push_str(rest);
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use sqlx::{AnyPool, Row, any::AnyPoolOptions};
+
+    use super::*;
+
+    #[test]
+    fn placeholders_move_on_past_the_values_before() {
+        assert_eq!(
+            renumber("VALUES ($1, $2, $2, $10)", 3),
+            "VALUES ($4, $5, $5, $13)"
+        );
+        assert_eq!(renumber("VALUES ($1)", 0), "VALUES ($1)");
+        assert_eq!(renumber("no placeholders", 5), "no placeholders");
+    }
+
+    async fn sqlite() -> (tempfile::TempDir, AnyPool) {
+        sqlx::any::install_default_drivers();
+        let dir = tempfile::tempdir().expect("temp dir");
+        let url = format!("sqlite://{}?mode=rwc", dir.path().join("g.db").display());
+        let pool = AnyPoolOptions::new()
+            .max_connections(1)
+            .connect(&url)
+            .await
+            .expect("open");
+        sqlx::raw_sql(
+            "CREATE TABLE a (id BIGINT PRIMARY KEY, name TEXT NOT NULL, again TEXT NOT NULL); \
+             CREATE TABLE b (id BIGINT PRIMARY KEY, note TEXT)",
+        )
+        .execute(&pool)
+        .await
+        .expect("create");
+        (dir, pool)
+    }
+
+    fn two(conn: &AnyConnection, id: i64) -> Statements {
+        let mut group = Statements::new(conn);
+        group
+            .push("INSERT INTO a (id, name, again) VALUES ($1, $2, $2)", |v| {
+                v.add(id)?;
+                v.add("first")
+            })
+            .expect("bound");
+        group
+            .push("INSERT INTO b (id, note) VALUES ($1, $2)", |v| {
+                v.add(id * 10)?;
+                v.add(None::<String>)
+            })
+            .expect("bound");
+        group
+    }
+
+    #[tokio::test]
+    async fn joined_statements_bind_each_its_own_values() {
+        let (_dir, pool) = sqlite().await;
+        let mut conn = pool.acquire().await.expect("connection");
+        let group = two(&conn, 1);
+        assert!(matches!(group, Statements::Joined(..)));
+        group.execute(&mut conn).await.expect("ran");
+        let a = sqlx::query("SELECT id, name, again FROM a")
+            .fetch_one(&mut *conn)
+            .await
+            .expect("a");
+        assert_eq!(a.try_get::<i64, _>("id").expect("id"), 1);
+        assert_eq!(a.try_get::<String, _>("name").expect("name"), "first");
+        assert_eq!(a.try_get::<String, _>("again").expect("again"), "first");
+        let b = sqlx::query("SELECT id, note FROM b")
+            .fetch_one(&mut *conn)
+            .await
+            .expect("b");
+        assert_eq!(b.try_get::<i64, _>("id").expect("id"), 10);
+        assert_eq!(b.try_get::<Option<String>, _>("note").expect("note"), None);
+    }
+
+    #[tokio::test]
+    async fn a_failing_statement_fails_the_group_and_stops_it() {
+        let (_dir, pool) = sqlite().await;
+        let mut conn = pool.acquire().await.expect("connection");
+        sqlx::query("INSERT INTO a (id, name, again) VALUES (2, 'x', 'x')")
+            .execute(&mut *conn)
+            .await
+            .expect("seed");
+        // The first statement meets the duplicate id: the second never runs.
+        assert!(two(&conn, 2).execute(&mut conn).await.is_err());
+        let rows = sqlx::query("SELECT count(*) AS n FROM b")
+            .fetch_one(&mut *conn)
+            .await
+            .expect("count");
+        assert_eq!(rows.try_get::<i64, _>("n").expect("n"), 0);
+    }
+}
