@@ -133,20 +133,27 @@ impl Engine {
         at_end: bool,
         out: &mut Vec<StreamItem>,
     ) {
+        if !at_end && self.advance_quickly(text, profile, out) {
+            return;
+        }
         // `items` is empty between calls: every call's items are taken.
         std::mem::swap(&mut self.items, out);
-        if at_end || !self.advance_quickly(text, profile) {
-            self.run(text, profile, at_end);
-        }
+        self.run(text, profile, at_end);
         std::mem::swap(&mut self.items, out);
     }
 
     /// The two commonest steps of a stream, done as [`Engine::run`] does
     /// them but without its whole state machine: a delta of plain text (no
     /// trigger byte since the last scan) and a delta inside an element that
-    /// does not close it. True when done; false leaves the call to `run`
-    /// (with the state as `run` would have it at that point).
-    fn advance_quickly(&mut self, text: &str, profile: &Profile) -> bool {
+    /// does not close it. True when done, its text item appended to `out`;
+    /// false leaves the call to `run` (with the state as `run` would have
+    /// it at that point, and nothing appended).
+    fn advance_quickly(
+        &mut self,
+        text: &str,
+        profile: &Profile,
+        out: &mut Vec<StreamItem>,
+    ) -> bool {
         if self.partials.is_some() || self.lists.is_some() {
             return false;
         }
@@ -176,7 +183,7 @@ impl Engine {
             }
             _ => return false,
         }
-        self.flush_text();
+        out.extend(self.text_item());
         true
     }
 
@@ -551,12 +558,20 @@ impl Engine {
     }
 
     fn flush_text(&mut self) {
-        let message = self.out.as_str();
-        if self.emit && message.len() > self.emitted {
-            self.items
-                .push(StreamItem::Text(message[self.emitted..].to_owned()));
-            self.emitted = message.len();
+        if let Some(item) = self.text_item() {
+            self.items.push(item);
         }
+    }
+
+    /// The message not yet handed out, as a `Text` item (a stream only).
+    fn text_item(&mut self) -> Option<StreamItem> {
+        let message = self.out.as_str();
+        if !(self.emit && message.len() > self.emitted) {
+            return None;
+        }
+        let item = StreamItem::Text(message[self.emitted..].to_owned());
+        self.emitted = message.len();
+        Some(item)
     }
 }
 
