@@ -171,21 +171,31 @@ impl MarkerSet {
 
     /// The earliest position at or after `floor` where the end of `t` could
     /// still be the beginning of a marker; `t.len()` when there is none.
+    ///
+    /// Inlined for its first test, which most deltas of a stream stop at (a
+    /// text ending in a byte no marker can end in, before its colon).
+    #[inline]
     pub(crate) fn hold_from(&self, t: &[u8], floor: usize) -> usize {
-        let len = t.len();
-        let Some(&last) = t.last() else { return len };
-        if !(self.name_byte[usize::from(last)] || matches!(last, b'*' | b' ' | b'\t' | b':')) {
-            return len;
+        match t.last() {
+            Some(&last) if self.may_continue(last) => self.hold_from_run(t, floor),
+            _ => t.len(),
         }
+    }
+
+    /// Whether `b` can be part of a marker that is still open.
+    fn may_continue(&self, b: u8) -> bool {
+        self.name_byte[usize::from(b)] || matches!(b, b'*' | b' ' | b'\t' | b':')
+    }
+
+    /// [`MarkerSet::hold_from`] once the last byte may belong to a marker.
+    #[inline(never)]
+    fn hold_from_run(&self, t: &[u8], floor: usize) -> usize {
+        let len = t.len();
         // A marker that is still open consists only of stars, name bytes,
         // spaces and a colon: only the last run of those can hold one.
         let window = self.max_len + 2 + 2 + MAX_MARKER_SPACES + 1 + 2;
         let mut lo = len;
-        while lo > floor
-            && len - lo < window
-            && (self.name_byte[usize::from(t[lo - 1])]
-                || matches!(t[lo - 1], b'*' | b' ' | b'\t' | b':'))
-        {
+        while lo > floor && len - lo < window && self.may_continue(t[lo - 1]) {
             lo -= 1;
         }
         (lo..len)
