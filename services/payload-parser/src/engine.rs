@@ -564,6 +564,7 @@ impl Engine {
     }
 
     /// The message not yet handed out, as a `Text` item (a stream only).
+    #[inline(always)]
     fn text_item(&mut self) -> Option<StreamItem> {
         let message = self.out.as_str();
         if !(self.emit && message.len() > self.emitted) {

@@ -28,8 +28,14 @@ const JOINT_SLACK: usize = 4;
 /// The message under construction.
 #[derive(Debug, Default)]
 pub(crate) struct MessageBuilder {
+    /// The message so far, followed by the whitespace withheld.
     out: String,
-    /// Whitespace seen since the last kept non-whitespace byte.
+    /// How many bytes at the end of `out` are withheld whitespace: seen
+    /// since the last kept non-whitespace byte (or the last removal). They
+    /// stay in place when text follows and no joint is open, the common
+    /// case, so kept text is copied once.
+    withheld: usize,
+    /// Scratch for a joint's right-hand whitespace (kept for its capacity).
     ws: String,
     joint: Option<Joint>,
     /// The most the message is expected to need, when known (a parse: the
@@ -113,68 +119,68 @@ impl MessageBuilder {
     /// Appends kept text.
     pub(crate) fn keep(&mut self, text: &str) {
         let bytes = text.as_bytes();
-        let Some(first) = bytes.iter().position(|&b| !is_ws(b)) else {
-            self.ws.push_str(text);
+        let Some(last) = bytes.iter().rposition(|&b| !is_ws(b)) else {
+            self.room(text.len());
+            self.out.push_str(text);
+            self.withheld += text.len();
             return;
         };
         // Whitespace never splits a UTF-8 sequence, so these are char boundaries.
-        let last = bytes.iter().rposition(|&b| !is_ws(b)).unwrap_or(first);
-        if self.joint.is_none() {
-            // No joint: the withheld and the leading whitespace stay as
-            // they are, in one copy with the text (the common case, once
-            // per delta of a stream).
-            self.room(self.ws.len() + last + 1);
-            if !self.ws.is_empty() {
-                self.out.push_str(&self.ws);
-                self.ws.clear();
-            }
-            self.out.push_str(&text[..=last]);
+        if let Some(joint) = self.joint.take() {
+            let first = bytes.iter().position(|&b| !is_ws(b)).unwrap_or(last);
+            let kept = self.out.len() - self.withheld;
+            let mut right = std::mem::take(&mut self.ws);
+            right.push_str(&self.out[kept..]);
+            right.push_str(&text[..first]);
+            self.out.truncate(kept);
+            self.room(right.len() + text.len() + JOINT_SLACK);
+            self.separate(joint, &right);
+            right.clear();
+            self.ws = right;
+            self.out.push_str(&text[first..]);
         } else {
-            self.room(self.ws.len() + text.len() + JOINT_SLACK);
-            self.ws.push_str(&text[..first]);
-            self.flush_ws();
-            self.out.push_str(&text[first..=last]);
+            // No joint: the withheld and the leading whitespace stay as
+            // they are (the common case, once per delta of a stream).
+            self.room(text.len());
+            self.out.push_str(text);
         }
-        if last + 1 < text.len() {
-            self.ws.push_str(&text[last + 1..]);
-        }
+        self.withheld = text.len() - (last + 1);
     }
 
     /// Records that a region was removed at the current end.
     pub(crate) fn remove(&mut self) {
-        let joint = self.joint.get_or_insert_with(Joint::default);
-        joint.absorb(&self.ws);
-        self.ws.clear();
+        let kept = self.out.len() - self.withheld;
+        self.joint
+            .get_or_insert_with(Joint::default)
+            .absorb(&self.out[kept..]);
+        self.out.truncate(kept);
+        self.withheld = 0;
     }
 
     /// The message so far (everything before the withheld whitespace).
     pub(crate) fn as_str(&self) -> &str {
-        &self.out
+        &self.out[..self.out.len() - self.withheld]
     }
 
     /// Ends the message: trailing whitespace stays unless a region was
     /// removed at the end.
     pub(crate) fn finish(&mut self) {
-        if self.joint.take().is_none() {
-            self.room(self.ws.len());
-            self.out.push_str(&self.ws);
+        if self.joint.take().is_some() {
+            self.out.truncate(self.out.len() - self.withheld);
         }
-        self.ws.clear();
+        self.withheld = 0;
     }
 
     /// Consumes the builder, returning the message.
-    pub(crate) fn into_string(self) -> String {
+    pub(crate) fn into_string(mut self) -> String {
+        self.out.truncate(self.out.len() - self.withheld);
         self.out
     }
 
-    fn flush_ws(&mut self) {
-        let Some(mut joint) = self.joint.take() else {
-            self.out.push_str(&self.ws);
-            self.ws.clear();
-            return;
-        };
-        let right = std::mem::take(&mut self.ws);
-        joint.absorb(&right);
+    /// Writes the one separator a joint collapses to, given the whitespace
+    /// on its right (`right`).
+    fn separate(&mut self, mut joint: Joint, right: &str) {
+        joint.absorb(right);
         if self.out.is_empty() {
             return;
         }
