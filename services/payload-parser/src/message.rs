@@ -233,6 +233,24 @@ mod tests {
     }
 
     #[test]
+    fn withheld_whitespace_shows_only_once_text_follows() {
+        let mut b = MessageBuilder::default();
+        b.keep("Hi \n");
+        assert_eq!(b.as_str(), "Hi");
+        b.keep("  ");
+        assert_eq!(b.as_str(), "Hi");
+        b.keep("there ");
+        assert_eq!(b.as_str(), "Hi \n  there");
+        b.remove();
+        b.keep(" \n");
+        assert_eq!(b.as_str(), "Hi \n  there");
+        b.keep("\n  end\t");
+        assert_eq!(b.as_str(), "Hi \n  there\n\n  end");
+        b.finish();
+        assert_eq!(b.into_string(), "Hi \n  there\n\n  end\t");
+    }
+
+    #[test]
     fn joints_collapse_to_one_separator() {
         assert_eq!(
             build(&[Some("Intro\n\n"), None, Some("\n\nOutro")]),
