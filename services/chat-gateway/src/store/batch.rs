@@ -464,6 +464,13 @@ mod tests {
         assert_eq!(stored(&pool).await, (0..100).collect::<Vec<_>>());
     }
 
+    /// The `n` that `query` selects.
+    async fn count(conn: &mut AnyConnection, query: &'static str) -> Result<i64, StoreError> {
+        use sqlx::Row;
+        let row = sqlx::query(query).fetch_one(&mut *conn).await?;
+        Ok(row.try_get("n")?)
+    }
+
     /// Counts the rows of `t`, inside the write's transaction.
     struct CountRows;
 
@@ -474,13 +481,7 @@ mod tests {
             &'c self,
             conn: &'c mut AnyConnection,
         ) -> BoxFuture<'c, Result<i64, StoreError>> {
-            Box::pin(async move {
-                use sqlx::Row;
-                let row = sqlx::query("SELECT count(*) AS n FROM t")
-                    .fetch_one(&mut *conn)
-                    .await?;
-                Ok(row.try_get("n")?)
-            })
+            Box::pin(count(conn, "SELECT count(*) AS n FROM t"))
         }
     }
 
@@ -521,16 +522,12 @@ mod tests {
             conn: &'c mut AnyConnection,
         ) -> BoxFuture<'c, Result<i64, StoreError>> {
             Box::pin(async move {
-                use sqlx::Row;
                 sqlx::raw_sql(
                     "CREATE TEMP TABLE IF NOT EXISTS ran (n BIGINT); INSERT INTO ran VALUES (1)",
                 )
                 .execute(&mut *conn)
                 .await?;
-                let row = sqlx::query("SELECT count(*) AS n FROM ran")
-                    .fetch_one(&mut *conn)
-                    .await?;
-                Ok(row.try_get("n")?)
+                count(conn, "SELECT count(*) AS n FROM ran").await
             })
         }
     }
