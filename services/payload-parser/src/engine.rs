@@ -165,7 +165,8 @@ impl Engine {
                 }
                 let hold = profile.markers.hold_from(t, self.pos);
                 self.keep_to(text, hold);
-                self.scan = self.scan.max(hold);
+                // No trigger up to the end: the held bytes are not searched again.
+                self.scan = t.len();
             }
             State::Element { cand, lexer } => {
                 if matches!(&self.index, Some(index) if cand.opener >= index.base()) {
@@ -180,6 +181,8 @@ impl Engine {
                     };
                     return false;
                 }
+                // Inside an element nothing is kept: no text to hand out.
+                return true;
             }
             _ => return false,
         }
@@ -201,7 +204,7 @@ impl Engine {
                             profile.markers.hold_from(t, self.pos)
                         };
                         self.keep_to(text, hold);
-                        self.scan = self.scan.max(hold);
+                        self.scan = t.len();
                         break;
                     };
                     match self.trigger(t, at, profile, at_end) {

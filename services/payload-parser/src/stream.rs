@@ -296,6 +296,54 @@ mod tests {
     }
 
     #[test]
+    fn a_marker_split_over_plain_text_deltas_is_found() {
+        let profile = Arc::new(Profile::default());
+        let list = "[{\"label\": \"A\", \"value\": \"a\"}]";
+        let splits: [&[&str]; 3] = [
+            &[
+                "Pick one ",
+                "**SUGG",
+                "ESTED_VAL",
+                "UES** ",
+                ":",
+                " ",
+                list,
+                " Bye",
+            ],
+            &[
+                "Pick one **SUGGESTED_VALUES**",
+                " ",
+                ": [{\"label\": \"A\"",
+                ", \"value\": \"a\"}]",
+                " Bye",
+            ],
+            &["Pick one SUGGESTED_VALUES", ":", list, " Bye"],
+        ];
+        for deltas in splits {
+            let text = deltas.concat();
+            let whole = parse(&text, &profile, &Limits::default()).expect("within limits");
+            assert_eq!(whole.suggested_values.len(), 1, "{text}");
+            let mut parser = StreamParser::new(Arc::clone(&profile), Limits::default());
+            let mut items = Vec::new();
+            for delta in deltas {
+                parser.push_into(delta, &mut items).expect("within limits");
+            }
+            let (tail, parsed) = parser.finish_with_items();
+            items.extend(tail);
+            let streamed: String = items
+                .iter()
+                .filter_map(|item| match item {
+                    StreamItem::Text(delta) => Some(delta.as_str()),
+                    _ => None,
+                })
+                .collect();
+            assert!(!streamed.contains("SUGG"), "leaked {streamed:?}");
+            assert_eq!(streamed, parsed.message, "{deltas:?}");
+            assert_eq!(parsed, whole, "{deltas:?}");
+        }
+    }
+
+    #[test]
     fn the_text_outgrows_its_first_block_in_one_step_within_the_limit() {
         let profile = Arc::new(Profile::default());
         let mut parser = StreamParser::new(Arc::clone(&profile), Limits::default());
