@@ -9,10 +9,17 @@
 //! PostgreSQL the extended protocol binds values to one statement per
 //! query, so they run one after the other, as written.
 //!
-//! Only for statements whose results nobody reads: the group reports
-//! success or the first error, like a statement would.
+//! Only for statements that do not depend on one another's results: the
+//! group reports the first error, or the rows every statement returned (a
+//! `RETURNING` clause), in order.
 
-use sqlx::{AnyConnection, Arguments, AssertSqlSafe, any::AnyArguments, error::BoxDynError};
+use std::borrow::Cow;
+
+use sqlx::{
+    AnyConnection, Arguments, AssertSqlSafe,
+    any::{AnyArguments, AnyRow},
+    error::BoxDynError,
+};
 
 use super::StoreError;
 
@@ -24,36 +31,53 @@ pub(crate) fn is_sqlite(conn: &AnyConnection) -> bool {
 
 /// Statements run together (see the module).
 pub(crate) enum Statements {
-    /// SQLite: the joined text and every value.
-    Joined(String, AnyArguments),
+    /// SQLite: the joined text, every value, and whether a statement with
+    /// numbered placeholders is among them.
+    Joined(String, AnyArguments, bool),
     /// PostgreSQL: each statement with its values.
-    Each(Vec<(&'static str, AnyArguments)>),
+    Each(Vec<(Cow<'static, str>, AnyArguments)>),
 }
 
 impl Statements {
     /// No statements yet, for the backend of `conn`.
     pub(crate) fn new(conn: &AnyConnection) -> Self {
         if is_sqlite(conn) {
-            Self::Joined(String::new(), AnyArguments::default())
+            Self::Joined(String::new(), AnyArguments::default(), false)
         } else {
             Self::Each(Vec::new())
         }
     }
 
-    /// Adds `sql`, whose placeholders are `$1`, `$2`... as if it ran alone,
-    /// with the values `bind` adds in that order.
+    /// Adds `sql`, whose placeholders are `$1`, `$2`... as if it ran alone
+    /// (or anonymous `?` on SQLite), with the values `bind` adds in that
+    /// order. `sql` is the store's own text: every value is bound, none is
+    /// spliced in, and it holds no `$` or `?` but its placeholders.
+    ///
+    /// SQLite counts anonymous placeholders on from the last anonymous one,
+    /// not past numbered ones: a statement with `?` cannot follow one with
+    /// `$n` in a group (refused).
     pub(crate) fn push(
         &mut self,
-        sql: &'static str,
+        sql: impl Into<Cow<'static, str>>,
         bind: impl FnOnce(&mut AnyArguments) -> Result<(), BoxDynError>,
     ) -> Result<(), StoreError> {
+        let sql = sql.into();
         let encode = |error| StoreError::Database(sqlx::Error::Encode(error));
         match self {
-            Self::Joined(text, values) => {
+            Self::Joined(text, values, numbered) => {
+                if sql.contains('?') {
+                    if *numbered {
+                        return Err(StoreError::Database(sqlx::Error::Protocol(
+                            "a statement with anonymous placeholders after numbered ones".into(),
+                        )));
+                    }
+                } else {
+                    *numbered |= sql.contains('$');
+                }
                 if !text.is_empty() {
                     text.push_str(";\n");
                 }
-                text.push_str(&renumber(sql, values.len()));
+                text.push_str(&renumber(&sql, values.len()));
                 bind(values).map_err(encode)
             }
             Self::Each(statements) => {
@@ -67,22 +91,34 @@ impl Statements {
 
     /// Runs the statements, stopping at the first that fails.
     pub(crate) async fn execute(self, conn: &mut AnyConnection) -> Result<(), StoreError> {
+        self.fetch_all(conn).await.map(drop)
+    }
+
+    /// Runs the statements, stopping at the first that fails, and returns
+    /// the rows they returned, in order.
+    pub(crate) async fn fetch_all(
+        self,
+        conn: &mut AnyConnection,
+    ) -> Result<Vec<AnyRow>, StoreError> {
         match self {
-            Self::Joined(text, _) if text.is_empty() => {}
-            // Fixed statement text with placeholders (hence `AssertSqlSafe`):
-            // every value is bound.
-            Self::Joined(text, values) => {
-                sqlx::query_with(AssertSqlSafe(text), values)
-                    .execute(&mut *conn)
-                    .await?;
-            }
+            Self::Joined(text, ..) if text.is_empty() => Ok(Vec::new()),
+            // The store's own statement text with placeholders (hence
+            // `AssertSqlSafe`): every value is bound.
+            Self::Joined(text, values, _) => Ok(sqlx::query_with(AssertSqlSafe(text), values)
+                .fetch_all(&mut *conn)
+                .await?),
             Self::Each(statements) => {
+                let mut rows = Vec::new();
                 for (sql, values) in statements {
-                    sqlx::query_with(sql, values).execute(&mut *conn).await?;
+                    rows.extend(
+                        sqlx::query_with(AssertSqlSafe(sql), values)
+                            .fetch_all(&mut *conn)
+                            .await?,
+                    );
                 }
+                Ok(rows)
             }
         }
-        Ok(())
     }
 }
 
@@ -180,6 +216,49 @@ mod tests {
             .expect("b");
         assert_eq!(b.try_get::<i64, _>("id").expect("id"), 10);
         assert_eq!(b.try_get::<Option<String>, _>("note").expect("note"), None);
+    }
+
+    #[tokio::test]
+    async fn the_rows_of_every_statement_come_back_in_order() {
+        let (_dir, pool) = sqlite().await;
+        let mut conn = pool.acquire().await.expect("connection");
+        two(&conn, 3).execute(&mut conn).await.expect("seeded");
+        let mut group = Statements::new(&conn);
+        group
+            .push(
+                String::from("INSERT INTO b (id, note) VALUES (?, ?)"),
+                |v| {
+                    v.add(4_i64)?;
+                    v.add("anonymous")
+                },
+            )
+            .expect("bound");
+        group
+            .push("UPDATE a SET name = $1 WHERE id = $2 RETURNING id", |v| {
+                v.add("second")?;
+                v.add(3_i64)
+            })
+            .expect("bound");
+        group
+            .push("SELECT id FROM b WHERE note = $1", |v| v.add("anonymous"))
+            .expect("bound");
+        // SQLite would bind it from the first value on.
+        assert!(
+            group
+                .push("SELECT id FROM b WHERE id = ?", |v| v.add(4_i64))
+                .is_err()
+        );
+        let rows = group.fetch_all(&mut conn).await.expect("ran");
+        let ids: Vec<i64> = rows
+            .iter()
+            .map(|row| row.try_get("id").expect("id"))
+            .collect();
+        assert_eq!(ids, [3, 4]);
+        let name = sqlx::query("SELECT name FROM a WHERE id = 3")
+            .fetch_one(&mut *conn)
+            .await
+            .expect("a");
+        assert_eq!(name.try_get::<String, _>("name").expect("name"), "second");
     }
 
     #[tokio::test]

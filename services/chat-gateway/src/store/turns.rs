@@ -15,14 +15,15 @@
 //! cancel request, NOTIFYs the other replicas (see [`super::listen`]); the
 //! notification is delivered when the transaction commits.
 
-use std::sync::Arc;
+use std::{collections::HashSet, sync::Arc};
 
 use futures::future::BoxFuture;
-use sqlx::{AnyConnection, AssertSqlSafe, Row};
+use sqlx::{AnyConnection, Arguments, AssertSqlSafe, Row};
 
 use super::{
     EventBody, Store, StoreError, TURN_CANCEL_CHANNEL, TURN_EVENTS_CHANNEL, TurnState, WireBatch,
     batch::Write,
+    group::Statements,
     now_ms,
     writes::{EncodedEvent, FinishTurnWrite, notify, to_i64, tokens_of},
 };
@@ -121,12 +122,23 @@ impl Write for AppendWire {
         Box::pin(async move {
             let mut stored = Vec::with_capacity(self.batches.len());
             for chunk in self.batches.chunks(APPEND_CHUNK) {
-                let held = advance_held(conn, &self.replica, chunk).await?;
+                // Both statements keep to the turns `replica` still runs,
+                // so neither waits for the other's result: one round trip
+                // on SQLite.
+                let mut group = Statements::new(conn);
+                let binds = Binds::of(conn);
+                advance_held(&mut group, binds, &self.replica, chunk)?;
+                insert_wires(&mut group, binds, &self.replica, chunk, self.now)?;
+                let held = group
+                    .fetch_all(conn)
+                    .await?
+                    .iter()
+                    .map(|row| Ok(row.try_get("id")?))
+                    .collect::<Result<HashSet<String>, StoreError>>()?;
                 let kept: Vec<&TurnBatch> = chunk
                     .iter()
                     .filter(|turn| held.contains(turn.turn_id.as_str()))
                     .collect();
-                insert_wires(conn, &kept, self.now).await?;
                 if self.notify {
                     notify_many(conn, TURN_EVENTS_CHANNEL, &kept).await?;
                 }
@@ -196,16 +208,17 @@ impl Binds {
     }
 }
 
-/// Moves `last_event_seq` of the batches' turns that `replica` still runs;
-/// returns those turns. One statement for the whole chunk.
-async fn advance_held(
-    conn: &mut AnyConnection,
+/// Adds to `group` the statement that moves `last_event_seq` of the
+/// batches' turns that `replica` still runs and returns their ids, one
+/// statement for the whole chunk.
+fn advance_held(
+    group: &mut Statements,
+    binds: Binds,
     replica: &str,
     chunk: &[TurnBatch],
-) -> Result<std::collections::HashSet<String>, StoreError> {
+) -> Result<(), StoreError> {
     // The rows' values bind first, the replica last: the same order for
     // numbered and anonymous placeholders.
-    let binds = Binds::of(conn);
     let sql = format!(
         "WITH batch (turn, seq) AS (VALUES {}) \
          UPDATE turns SET last_event_seq = batch.seq FROM batch \
@@ -214,40 +227,43 @@ async fn advance_held(
         binds.rows(chunk.len(), 2, 1),
         binds.one(chunk.len() * 2 + 1)
     );
-    let mut query = sqlx::query(AssertSqlSafe(sql));
-    for turn in chunk {
-        query = query
-            .bind(turn.turn_id.as_str())
-            .bind(to_i64(turn.batch.last_seq));
-    }
-    let rows = query.bind(replica).fetch_all(&mut *conn).await?;
-    rows.iter().map(|row| Ok(row.try_get("id")?)).collect()
+    group.push(sql, |values| {
+        for turn in chunk {
+            values.add(turn.turn_id.as_str())?;
+            values.add(to_i64(turn.batch.last_seq))?;
+        }
+        values.add(replica)
+    })
 }
 
-/// Inserts the batches, one statement for them all.
-async fn insert_wires(
-    conn: &mut AnyConnection,
-    batches: &[&TurnBatch],
+/// Adds to `group` the statement that inserts the batches of the turns
+/// that `replica` still runs, one statement for them all.
+fn insert_wires(
+    group: &mut Statements,
+    binds: Binds,
+    replica: &str,
+    chunk: &[TurnBatch],
     now: i64,
 ) -> Result<(), StoreError> {
-    if batches.is_empty() {
-        return Ok(());
-    }
     let sql = format!(
-        "INSERT INTO turn_events (turn_id, first_seq, last_seq, events, created_at) VALUES {}",
-        Binds::of(conn).rows(batches.len(), 5, 1)
+        "WITH wire (turn_id, first_seq, last_seq, events, created_at) AS (VALUES {}) \
+         INSERT INTO turn_events (turn_id, first_seq, last_seq, events, created_at) \
+         SELECT wire.turn_id, wire.first_seq, wire.last_seq, wire.events, wire.created_at \
+         FROM wire JOIN turns ON turns.id = wire.turn_id \
+         WHERE turns.replica = {} AND turns.state = 'running'",
+        binds.rows(chunk.len(), 5, 1),
+        binds.one(chunk.len() * 5 + 1)
     );
-    let mut query = sqlx::query(AssertSqlSafe(sql));
-    for turn in batches {
-        query = query
-            .bind(turn.turn_id.as_str())
-            .bind(to_i64(turn.batch.first_seq))
-            .bind(to_i64(turn.batch.last_seq))
-            .bind(turn.batch.events.as_str())
-            .bind(now);
-    }
-    query.execute(&mut *conn).await?;
-    Ok(())
+    group.push(sql, |values| {
+        for turn in chunk {
+            values.add(turn.turn_id.as_str())?;
+            values.add(to_i64(turn.batch.first_seq))?;
+            values.add(to_i64(turn.batch.last_seq))?;
+            values.add(turn.batch.events.as_str())?;
+            values.add(now)?;
+        }
+        values.add(replica)
+    })
 }
 
 /// NOTIFYs `channel` once per batch's turn, in one statement.
