@@ -1,4 +1,7 @@
-//! The three real binaries as child processes on free ports.
+//! The three real binaries as child processes, each on a port it bound
+//! itself (`--listen 127.0.0.1:0`, the address read back from its log):
+//! ports picked ahead and released could be taken meanwhile by another
+//! test's process, whose health check would then answer for this one.
 //!
 //! The binaries come from the target directory this test was built into
 //! (`cargo test --workspace` builds them); this crate never runs cargo
@@ -92,10 +95,33 @@ fn command(name: &str, tracing: &Tracing, log: &Path) -> Command {
     command
 }
 
-async fn wait_healthy(url: &str, name: &str, log: &Path) {
+/// The URL the service logging to `log` listens on, from its `listening`
+/// line (JSON logs), once it has bound.
+async fn bound_url(name: &str, log: &Path) -> String {
     let started = Instant::now();
     loop {
-        if let Ok(channel) = tonic::transport::Endpoint::from_shared(url.to_owned())
+        let text = std::fs::read_to_string(log).unwrap_or_default();
+        let addr = text.lines().find_map(|line| {
+            let entry: serde_json::Value = serde_json::from_str(line).ok()?;
+            (entry.get("message")?.as_str()? == "listening")
+                .then(|| entry.get("addr")?.as_str().map(str::to_owned))
+                .flatten()
+        });
+        if let Some(addr) = addr {
+            return format!("http://{addr}");
+        }
+        if started.elapsed() > Duration::from_secs(30) {
+            panic!("{name} logged no listening address; its log:\n{text}");
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// Waits until the service at `url` is healthy; returns `url`.
+async fn wait_healthy(url: String, name: &str, log: &Path) -> String {
+    let started = Instant::now();
+    loop {
+        if let Ok(channel) = tonic::transport::Endpoint::from_shared(url.clone())
             .expect("a valid url")
             .connect()
             .await
@@ -106,7 +132,7 @@ async fn wait_healthy(url: &str, name: &str, log: &Path) {
                 .await
             && reply.into_inner().status == 1
         {
-            return;
+            return url;
         }
         if started.elapsed() > Duration::from_secs(30) {
             let text = std::fs::read_to_string(log).unwrap_or_default();
@@ -123,39 +149,37 @@ impl Stack {
     pub async fn start(tracing: &Tracing, script: &Path, registry: &Path) -> Self {
         let state = tempfile::tempdir().expect("state directory");
         let dir = state.path();
-        let (parser_port, runner_port, gateway_port) = (free_port(), free_port(), free_port());
-        let parser_url = format!("http://127.0.0.1:{parser_port}");
-        let runner_url = format!("http://127.0.0.1:{runner_port}");
-        let gateway_url = format!("http://127.0.0.1:{gateway_port}");
         let profiles = repo_root().join("deploy/config/parser-profiles.json");
 
         let mut children = Vec::new();
         let log = dir.join("parser.log");
         let parser = command("payload-parser", tracing, &log)
             .arg("--listen")
-            .arg(format!("127.0.0.1:{parser_port}"))
+            .arg("127.0.0.1:0")
             .arg("--profiles")
             .arg(&profiles)
             .spawn()
             .expect("spawn payload-parser");
         children.push(("payload-parser", parser));
-        wait_healthy(&parser_url, "payload-parser", &log).await;
+        let parser_url = bound_url("payload-parser", &log).await;
+        let parser_url = wait_healthy(parser_url, "payload-parser", &log).await;
 
         let log = dir.join("runner.log");
         let runner = command("agent-runner", tracing, &log)
             .arg("--listen")
-            .arg(format!("127.0.0.1:{runner_port}"))
+            .arg("127.0.0.1:0")
             .arg("--script")
             .arg(script)
             .spawn()
             .expect("spawn agent-runner");
         children.push(("agent-runner", runner));
-        wait_healthy(&runner_url, "agent-runner", &log).await;
+        let runner_url = bound_url("agent-runner", &log).await;
+        let runner_url = wait_healthy(runner_url, "agent-runner", &log).await;
 
         let log = dir.join("gateway.log");
         let gateway = command("chat-gateway", tracing, &log)
             .arg("--listen")
-            .arg(format!("127.0.0.1:{gateway_port}"))
+            .arg("127.0.0.1:0")
             .arg("--runner")
             .arg(&runner_url)
             .arg("--parser")
@@ -171,7 +195,8 @@ impl Stack {
             .spawn()
             .expect("spawn chat-gateway");
         children.push(("chat-gateway", gateway));
-        wait_healthy(&gateway_url, "chat-gateway", &log).await;
+        let gateway_url = bound_url("chat-gateway", &log).await;
+        let gateway_url = wait_healthy(gateway_url, "chat-gateway", &log).await;
 
         Self {
             gateway: gateway_url,
