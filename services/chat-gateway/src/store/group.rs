@@ -25,15 +25,21 @@ use super::StoreError;
 
 /// Whether `conn` is SQLite's (values bound in text order, statements
 /// joined into one query).
-pub(crate) fn is_sqlite(conn: &AnyConnection) -> bool {
+fn is_sqlite(conn: &AnyConnection) -> bool {
     conn.backend_name() == <sqlx::Sqlite as sqlx::Database>::NAME
 }
 
 /// Statements run together (see the module).
 pub(crate) enum Statements {
-    /// SQLite: the joined text, every value, and whether a statement with
-    /// numbered placeholders is among them.
-    Joined(String, AnyArguments, bool),
+    /// SQLite: one query.
+    Joined {
+        /// The statements, joined with `;`.
+        text: String,
+        /// Every statement's values, in order.
+        values: AnyArguments,
+        /// Whether a statement with numbered placeholders is among them.
+        numbered: bool,
+    },
     /// PostgreSQL: each statement with its values.
     Each(Vec<(Cow<'static, str>, AnyArguments)>),
 }
@@ -42,7 +48,11 @@ impl Statements {
     /// No statements yet, for the backend of `conn`.
     pub(crate) fn new(conn: &AnyConnection) -> Self {
         if is_sqlite(conn) {
-            Self::Joined(String::new(), AnyArguments::default(), false)
+            Self::Joined {
+                text: String::new(),
+                values: AnyArguments::default(),
+                numbered: false,
+            }
         } else {
             Self::Each(Vec::new())
         }
@@ -64,7 +74,11 @@ impl Statements {
         let sql = sql.into();
         let encode = |error| StoreError::Database(sqlx::Error::Encode(error));
         match self {
-            Self::Joined(text, values, numbered) => {
+            Self::Joined {
+                text,
+                values,
+                numbered,
+            } => {
                 if sql.contains('?') {
                     if *numbered {
                         return Err(StoreError::Database(sqlx::Error::Protocol(
@@ -89,6 +103,12 @@ impl Statements {
         }
     }
 
+    /// Whether the statements run as one query (SQLite), where a
+    /// statement's values may bind in text order (anonymous `?`).
+    pub(crate) fn is_joined(&self) -> bool {
+        matches!(self, Self::Joined { .. })
+    }
+
     /// Runs the statements, stopping at the first that fails.
     pub(crate) async fn execute(self, conn: &mut AnyConnection) -> Result<(), StoreError> {
         self.fetch_all(conn).await.map(drop)
@@ -101,10 +121,10 @@ impl Statements {
         conn: &mut AnyConnection,
     ) -> Result<Vec<AnyRow>, StoreError> {
         match self {
-            Self::Joined(text, ..) if text.is_empty() => Ok(Vec::new()),
+            Self::Joined { text, .. } if text.is_empty() => Ok(Vec::new()),
             // The store's own statement text with placeholders (hence
             // `AssertSqlSafe`): every value is bound.
-            Self::Joined(text, values, _) => Ok(sqlx::query_with(AssertSqlSafe(text), values)
+            Self::Joined { text, values, .. } => Ok(sqlx::query_with(AssertSqlSafe(text), values)
                 .fetch_all(&mut *conn)
                 .await?),
             Self::Each(statements) => {
@@ -201,7 +221,7 @@ mod tests {
         let (_dir, pool) = sqlite().await;
         let mut conn = pool.acquire().await.expect("connection");
         let group = two(&conn, 1);
-        assert!(matches!(group, Statements::Joined(..)));
+        assert!(group.is_joined());
         group.execute(&mut conn).await.expect("ran");
         let a = sqlx::query("SELECT id, name, again FROM a")
             .fetch_one(&mut *conn)

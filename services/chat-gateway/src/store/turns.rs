@@ -126,7 +126,7 @@ impl Write for AppendWire {
                 // so neither waits for the other's result: one round trip
                 // on SQLite.
                 let mut group = Statements::new(conn);
-                let binds = Binds::of(conn);
+                let binds = Binds::of(&group);
                 advance_held(&mut group, binds, &self.replica, chunk)?;
                 insert_wires(&mut group, binds, &self.replica, chunk, self.now)?;
                 let held = group
@@ -166,8 +166,9 @@ enum Binds {
 }
 
 impl Binds {
-    fn of(conn: &AnyConnection) -> Self {
-        if super::group::is_sqlite(conn) {
+    /// Anonymous where the group runs as one query (SQLite).
+    fn of(group: &Statements) -> Self {
+        if group.is_joined() {
             Self::Anonymous
         } else {
             Self::Numbered
