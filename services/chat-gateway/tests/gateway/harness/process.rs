@@ -46,22 +46,15 @@ pub struct GatewayProcess {
     pub log: PathBuf,
 }
 
-/// A port that was free a moment ago.
-fn free_port() -> u16 {
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind port 0");
-    listener.local_addr().expect("addr").port()
-}
-
 impl GatewayProcess {
     /// Starts `chat-gateway` with `config`, its files under `dir` named
-    /// after `name`, and waits until it answers.
+    /// after `name`, and waits until it answers. It binds port 0 and the
+    /// address is read from its `listening` log line: a port picked ahead
+    /// and released could be taken by another test's process meanwhile.
     pub async fn start(config: &ProcessConfig, dir: &Path, name: &str) -> Self {
-        let addr: SocketAddr = format!("127.0.0.1:{}", free_port())
-            .parse()
-            .expect("address");
         let file = dir.join(format!("{name}.toml"));
         let toml = format!(
-            "[server]\nlisten = \"{addr}\"\ndrain_timeout = \"2s\"\n\n\
+            "[server]\nlisten = \"127.0.0.1:0\"\ndrain_timeout = \"2s\"\n\n\
              [store]\ndatabase_url = \"{}\"\n\n\
              [upstream]\nrunner_url = \"http://{}\"\nparser_url = \"http://{}\"\n\n\
              [turns]\nlease_renew = \"{}\"\nlease_ttl = \"{}\"\nstream_ahead = {}\n\n\
@@ -85,7 +78,7 @@ impl GatewayProcess {
             .arg("--metrics-listen")
             .arg("127.0.0.1:0")
             .arg("--log-format")
-            .arg("text")
+            .arg("json")
             .env_remove("PARLEY_DATABASE_URL")
             .env_remove("PARLEY_LISTEN")
             .stdout(Stdio::from(out))
@@ -95,14 +88,40 @@ impl GatewayProcess {
             .expect("start chat-gateway");
         let mut process = Self {
             child,
-            addr,
+            addr: SocketAddr::from(([127, 0, 0, 1], 0)),
             client: ChatGatewayClient::new(
                 Channel::from_static("http://127.0.0.1:1").connect_lazy(),
             ),
             log,
         };
+        process.addr = process.bound_addr().await;
         process.client = process.connect().await;
         process
+    }
+
+    /// The address from its `listening` line (JSON logs), once it has
+    /// bound.
+    async fn bound_addr(&mut self) -> SocketAddr {
+        for _ in 0..1500 {
+            if let Ok(Some(status)) = self.child.try_wait() {
+                panic!("chat-gateway exited ({status}):\n{}", self.log_text());
+            }
+            let text = self.log_text();
+            let addr = text.lines().find_map(|line| {
+                let entry: serde_json::Value = serde_json::from_str(line).ok()?;
+                (entry.get("message")?.as_str()? == "listening")
+                    .then(|| entry.get("addr")?.as_str()?.parse().ok())
+                    .flatten()
+            });
+            if let Some(addr) = addr {
+                return addr;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        panic!(
+            "chat-gateway logged no listening address within 30 s:\n{}",
+            self.log_text()
+        );
     }
 
     async fn connect(&mut self) -> ChatGatewayClient<Channel> {
