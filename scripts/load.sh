@@ -44,6 +44,9 @@
 # each (TOKIO_WORKER_THREADS=1), as in their Kubernetes pod, whose CPU
 # limits (1 and 500m) make tokio start one; the runner keeps its two (its
 # limit is 2). Off Kubernetes each binary starts one per core.
+# --database-url URL: the gateway's store (default: a new SQLite file per
+# run), for example a PostgreSQL database as the replica set runs on; give
+# it an empty database or schema, since the runs' turns stay in it.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -62,6 +65,7 @@ parsing=sidecar
 bin=
 tag=
 pod_workers=false
+database_url=
 peers=()
 while (($#)); do
     case "$1" in
@@ -78,10 +82,11 @@ while (($#)); do
         --check) check=true; shift ;;
         --parser-uds) parser_uds=true; shift ;;
         --pod-workers) pod_workers=true; shift ;;
+        --database-url) database_url=$2; shift 2 ;;
         --parsing) parsing=$2; shift 2 ;;
         --bin) bin=$2; shift 2 ;;
         --tag) tag=$2; shift 2 ;;
-        -h | --help) sed -n '2,46p' "$0"; exit 0 ;;
+        -h | --help) sed -n '2,49p' "$0"; exit 0 ;;
         *) echo "load: unknown argument $1 (see --help)" >&2; exit 2 ;;
     esac
 done
@@ -97,6 +102,7 @@ fi
 ulimit -n "$(ulimit -Hn)" 2>/dev/null || true
 
 state="$(mktemp -d -t parley-load.XXXXXX)"
+database_url=${database_url:-"sqlite://$state/load.db?mode=rwc"}
 pids=()
 stop() {
     local status=$? pid
@@ -164,7 +170,7 @@ PARLEY_TURNS__PER_USER__CONCURRENT_TURNS=0 PARLEY_TURNS__PER_USER__TURNS_PER_MIN
 PARLEY_TURNS__PER_USER__TOKENS_PER_DAY=0 \
     env ${parsing_env[@]+"${parsing_env[@]}"} ${pod_env[@]+"${pod_env[@]}"} "$bin/chat-gateway" --listen "$gateway" --metrics-listen off --dev-auth \
     --runner "http://$runner" --parser "$parser_url" \
-    --database-url "sqlite://$state/load.db?mode=rwc" >"$state/gateway.log" 2>&1 &
+    --database-url "$database_url" >"$state/gateway.log" 2>&1 &
 gateway_pid=$!
 pids+=("$gateway_pid")
 

@@ -5,9 +5,19 @@
 //! (a wake-up there and one back), so a [`Statements`] runs as one query:
 //! the statements joined with `;`, their values bound in order across them
 //! (sqlx binds a `$n` placeholder to the query's `n`th value, so each
-//! statement's placeholders are moved on past the values before it). On
-//! PostgreSQL the extended protocol binds values to one statement per
-//! query, so they run one after the other, as written.
+//! statement's placeholders are moved on past the values before it); they
+//! run one after the other, each seeing what the ones before it wrote.
+//!
+//! On PostgreSQL the extended protocol binds values to one statement per
+//! query, and every query is a round trip to the server. Statements that
+//! return no rows are joined into one statement, the ones before the last
+//! as data-modifying `WITH` queries (`WITH s1 AS (INSERT ...), s2 AS
+//! (INSERT ...) INSERT ...`). PostgreSQL runs those together on one
+//! snapshot, in no set order, and checks foreign keys at the statement's
+//! end: a statement that must see another's effect (the same row, or the
+//! same unique key freed first) goes after [`Statements::then`], which
+//! starts the next statement. A statement with `RETURNING` runs as one of
+//! its own, so the rows of every statement come back.
 //!
 //! Only for statements that do not depend on one another's results: the
 //! group reports the first error, or the rows every statement returned (a
@@ -40,8 +50,42 @@ pub(crate) enum Statements {
         /// Whether a statement with numbered placeholders is among them.
         numbered: bool,
     },
-    /// PostgreSQL: each statement with its values.
-    Each(Vec<(Cow<'static, str>, AnyArguments)>),
+    /// PostgreSQL: one statement per [`Together`], in order.
+    Each(Vec<Together>),
+}
+
+/// PostgreSQL statements run as one (see the module).
+#[derive(Default)]
+pub(crate) struct Together {
+    /// Each statement, its placeholders moved on past the values before it.
+    statements: Vec<String>,
+    /// Every statement's values, in order.
+    values: AnyArguments,
+    /// Whether nothing more may join: a `RETURNING` statement, or
+    /// [`Statements::then`] was called.
+    closed: bool,
+}
+
+impl Together {
+    /// The one statement: the last, the ones before it as `WITH` queries.
+    fn text(&self) -> Cow<'_, str> {
+        let Some((last, before)) = self.statements.split_last() else {
+            return Cow::Borrowed("");
+        };
+        if before.is_empty() {
+            return Cow::Borrowed(last);
+        }
+        let mut text = String::from("WITH ");
+        for (number, statement) in before.iter().enumerate() {
+            if number > 0 {
+                text.push_str(", ");
+            }
+            text.push_str(&format!("s{number} AS ({statement})"));
+        }
+        text.push(' ');
+        text.push_str(last);
+        Cow::Owned(text)
+    }
 }
 
 impl Statements {
@@ -94,12 +138,39 @@ impl Statements {
                 text.push_str(&renumber(&sql, values.len()));
                 bind(values).map_err(encode)
             }
-            Self::Each(statements) => {
-                let mut values = AnyArguments::default();
-                bind(&mut values).map_err(encode)?;
-                statements.push((sql, values));
-                Ok(())
+            Self::Each(groups) => {
+                let returns_rows = sql.contains("RETURNING");
+                let open = groups
+                    .last()
+                    .is_some_and(|group| !group.closed && !returns_rows);
+                if !open {
+                    groups.push(Together::default());
+                }
+                let last = groups.len() - 1;
+                let group = &mut groups[last];
+                group.statements.push(renumber(&sql, group.values.len()));
+                group.closed = returns_rows;
+                bind(&mut group.values).map_err(encode)
             }
+        }
+    }
+
+    /// The statements pushed after this run after the ones before it
+    /// (PostgreSQL: in the next statement; SQLite: in order, as always).
+    pub(crate) fn then(&mut self) {
+        if let Self::Each(groups) = self
+            && let Some(group) = groups.last_mut()
+        {
+            group.closed = true;
+        }
+    }
+
+    /// How many queries the statements take (one on SQLite).
+    #[cfg(test)]
+    pub(crate) fn queries(&self) -> usize {
+        match self {
+            Self::Joined { .. } => 1,
+            Self::Each(groups) => groups.len(),
         }
     }
 
@@ -127,11 +198,12 @@ impl Statements {
             Self::Joined { text, values, .. } => Ok(sqlx::query_with(AssertSqlSafe(text), values)
                 .fetch_all(&mut *conn)
                 .await?),
-            Self::Each(statements) => {
+            Self::Each(groups) => {
                 let mut rows = Vec::new();
-                for (sql, values) in statements {
+                for group in groups {
+                    let text = group.text().into_owned();
                     rows.extend(
-                        sqlx::query_with(AssertSqlSafe(sql), values)
+                        sqlx::query_with(AssertSqlSafe(text), group.values)
                             .fetch_all(&mut *conn)
                             .await?,
                     );
@@ -220,8 +292,10 @@ mod tests {
     async fn joined_statements_bind_each_its_own_values() {
         let (_dir, pool) = sqlite().await;
         let mut conn = pool.acquire().await.expect("connection");
-        let group = two(&conn, 1);
+        let mut group = two(&conn, 1);
+        group.then();
         assert!(group.is_joined());
+        assert_eq!(group.queries(), 1);
         group.execute(&mut conn).await.expect("ran");
         let a = sqlx::query("SELECT id, name, again FROM a")
             .fetch_one(&mut *conn)
@@ -296,5 +370,141 @@ mod tests {
             .await
             .expect("count");
         assert_eq!(rows.try_get::<i64, _>("n").expect("n"), 0);
+    }
+
+    /// A pool on a fresh PostgreSQL schema with the tables of [`sqlite`]
+    /// and a child table, or `None` (a loud line) outside CI without one.
+    async fn postgres(test: &str) -> Option<(AnyPool, String)> {
+        let (url, schema) = crate::store::tests::test_postgres::fresh_schema(test).await?;
+        sqlx::any::install_default_drivers();
+        let pool = AnyPoolOptions::new()
+            .max_connections(1)
+            .connect(&url)
+            .await
+            .expect("connect");
+        sqlx::raw_sql(
+            "CREATE TABLE a (id BIGINT PRIMARY KEY, name TEXT NOT NULL, again TEXT NOT NULL); \
+             CREATE TABLE b (id BIGINT PRIMARY KEY, note TEXT); \
+             CREATE TABLE c (id BIGINT PRIMARY KEY, a_id BIGINT NOT NULL REFERENCES a (id), \
+             tag TEXT UNIQUE)",
+        )
+        .execute(&pool)
+        .await
+        .expect("create");
+        Some((pool, schema))
+    }
+
+    async fn count(conn: &mut AnyConnection, table: &str) -> i64 {
+        sqlx::query(AssertSqlSafe(format!("SELECT count(*) AS n FROM {table}")))
+            .fetch_one(&mut *conn)
+            .await
+            .expect("count")
+            .try_get("n")
+            .expect("n")
+    }
+
+    #[tokio::test]
+    async fn postgres_runs_statements_that_return_nothing_as_one() {
+        let Some((pool, schema)) =
+            postgres("group::postgres_runs_statements_that_return_nothing_as_one").await
+        else {
+            return;
+        };
+        let mut conn = pool.acquire().await.expect("connection");
+        let mut group = two(&conn, 1);
+        // A child of the row the same statement inserts: the foreign key
+        // is checked at the statement's end.
+        group
+            .push("INSERT INTO c (id, a_id, tag) VALUES ($1, $2, $3)", |v| {
+                v.add(7_i64)?;
+                v.add(1_i64)?;
+                v.add("seven")
+            })
+            .expect("bound");
+        assert!(!group.is_joined());
+        assert_eq!(group.queries(), 1);
+        group.execute(&mut conn).await.expect("ran");
+        let a = sqlx::query("SELECT name, again FROM a WHERE id = 1")
+            .fetch_one(&mut *conn)
+            .await
+            .expect("a");
+        assert_eq!(a.try_get::<String, _>("again").expect("again"), "first");
+        let b = sqlx::query("SELECT id, note FROM b")
+            .fetch_one(&mut *conn)
+            .await
+            .expect("b");
+        assert_eq!(b.try_get::<i64, _>("id").expect("id"), 10);
+        assert_eq!(count(&mut conn, "c").await, 1);
+
+        // One failing statement fails them all: nothing of it is written.
+        let mut group = two(&conn, 2);
+        group
+            .push("INSERT INTO c (id, a_id, tag) VALUES ($1, $2, $3)", |v| {
+                v.add(8_i64)?;
+                v.add(2_i64)?;
+                v.add("seven")
+            })
+            .expect("bound");
+        assert!(group.execute(&mut conn).await.is_err());
+        assert_eq!(count(&mut conn, "a").await, 1);
+        assert_eq!(count(&mut conn, "b").await, 1);
+        drop(conn);
+        pool.close().await;
+        crate::store::tests::test_postgres::drop_schema(&schema).await;
+    }
+
+    #[tokio::test]
+    async fn postgres_runs_what_follows_then_and_returning_on_its_own() {
+        let Some((pool, schema)) =
+            postgres("group::postgres_runs_what_follows_then_and_returning_on_its_own").await
+        else {
+            return;
+        };
+        let mut conn = pool.acquire().await.expect("connection");
+        two(&conn, 3).execute(&mut conn).await.expect("seeded");
+        sqlx::query("INSERT INTO c (id, a_id, tag) VALUES (1, 3, 'taken')")
+            .execute(&mut *conn)
+            .await
+            .expect("seed c");
+        let mut group = Statements::new(&conn);
+        // The unique tag is freed first, then taken by the new row.
+        group
+            .push("UPDATE c SET tag = NULL WHERE tag = $1", |v| v.add("taken"))
+            .expect("bound");
+        group.then();
+        group
+            .push("INSERT INTO c (id, a_id, tag) VALUES ($1, $2, $3)", |v| {
+                v.add(2_i64)?;
+                v.add(3_i64)?;
+                v.add("taken")
+            })
+            .expect("bound");
+        group
+            .push("UPDATE a SET name = $1 WHERE id = $2 RETURNING id", |v| {
+                v.add("second")?;
+                v.add(3_i64)
+            })
+            .expect("bound");
+        group
+            .push("UPDATE b SET note = $1 WHERE id = $2 RETURNING id", |v| {
+                v.add("noted")?;
+                v.add(30_i64)
+            })
+            .expect("bound");
+        assert_eq!(group.queries(), 4);
+        let rows = group.fetch_all(&mut conn).await.expect("ran");
+        let ids: Vec<i64> = rows
+            .iter()
+            .map(|row| row.try_get("id").expect("id"))
+            .collect();
+        assert_eq!(ids, [3, 30]);
+        let tag = sqlx::query("SELECT tag FROM c WHERE id = 2")
+            .fetch_one(&mut *conn)
+            .await
+            .expect("c");
+        assert_eq!(tag.try_get::<String, _>("tag").expect("tag"), "taken");
+        drop(conn);
+        pool.close().await;
+        crate::store::tests::test_postgres::drop_schema(&schema).await;
     }
 }

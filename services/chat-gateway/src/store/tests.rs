@@ -6,7 +6,7 @@
 //! loud NOT RUN line ([`parley_grpc::testing::not_run`]).
 
 #[path = "../../tests/gateway/postgres.rs"]
-mod test_postgres;
+pub(crate) mod test_postgres;
 
 use serde_json::json;
 

@@ -158,8 +158,23 @@ impl Write for BeginTurnWrite {
             {
                 return Ok(Begun::OverQuota(refused));
             }
-            // What is left writes without reading: one round trip on SQLite.
+            // What is left writes without reading: one round trip on
+            // SQLite; on PostgreSQL one statement, two with a request id.
             let mut group = Statements::new(conn);
+            if let Some(request_id) = &self.request_id {
+                // A turn that failed with a retryable error gives its request
+                // id up to the new attempt: before the turn's insert takes
+                // it (the unique index on owner and request id).
+                group.push(
+                    "UPDATE turns SET request_id = NULL \
+                     WHERE owner = $1 AND request_id = $2 AND state = 'failed' AND retryable = 1",
+                    |values| {
+                        values.add(self.owner.as_str())?;
+                        values.add(request_id.as_str())
+                    },
+                )?;
+                group.then();
+            }
             let (seq, turn_index) = if self.create {
                 group.push(
                     "INSERT INTO conversations (id, owner, title, created_at, updated_at, turn_count, last_seq) \
@@ -188,18 +203,6 @@ impl Write for BeginTurnWrite {
                 let turn_count: i64 = row.try_get("turn_count")?;
                 (row.try_get("last_seq")?, turn_count - 1)
             };
-            if let Some(request_id) = &self.request_id {
-                // A turn that failed with a retryable error gives its request
-                // id up to the new attempt.
-                group.push(
-                    "UPDATE turns SET request_id = NULL \
-                     WHERE owner = $1 AND request_id = $2 AND state = 'failed' AND retryable = 1",
-                    |values| {
-                        values.add(self.owner.as_str())?;
-                        values.add(request_id.as_str())
-                    },
-                )?;
-            }
             group.push(
                 "INSERT INTO turns (id, conversation_id, owner, request_id, turn_index, state, outcome, \
                  created_at, finished_at, replica, lease_until, stream_ahead, tenant) \
@@ -331,7 +334,8 @@ impl Write for FinishTurnWrite {
                 return Err(StoreError::Database(sqlx::Error::RowNotFound));
             };
             let last_seq: i64 = row.try_get("last_seq")?;
-            // The rest writes without reading: one round trip on SQLite.
+            // The rest writes without reading: one round trip on SQLite,
+            // one statement on PostgreSQL.
             let mut group = Statements::new(conn);
             insert_events(
                 &mut group,
