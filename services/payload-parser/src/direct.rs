@@ -3,205 +3,130 @@
 //!
 //! Decoding such an element into a `Value` costs an allocation per key, per
 //! string and per object (a B-tree node each), all thrown away once the few
-//! strings the element carries are copied out. These readers drive the same
-//! `serde_json` deserializer over the same text and keep only what the
-//! result needs, so they accept exactly the text the `Value` route accepts:
-//! every number is parsed and every string unescaped and checked as it
-//! would be, even in members they then ignore ([`Checked`]).
+//! strings the element carries are copied out. These readers walk the text
+//! with [`json_value::Reader`] and keep only what the result needs: member
+//! names are matched where they stand, and every member they then ignore is
+//! still checked as the `Value` route would read it (every number parsed,
+//! every string unescaped), so they accept exactly the text that route
+//! accepts.
 //!
 //! They only ever answer the common case, a well-formed element of the right
 //! shape. Anything else (a shape or schema violation, a repeated member, an
-//! action the profile drops, arguments written as an encoded string) gives
-//! `None`, and the caller takes the `Value` route, which decides and words
-//! the diagnostic as it always has. So each reader, when it answers, gives
-//! what that route gives; the tests below hold them to it.
+//! action the profile drops, arguments written as an encoded string, JSON
+//! the reader leaves to `serde_json`) gives `None`, and the caller takes the
+//! `Value` route, which decides and words the diagnostic as it always has.
+//! So each reader, when it answers, gives what that route gives; the tests
+//! below hold them to it.
 
-use std::fmt;
-
-use serde::{
-    Deserialize, Deserializer,
-    de::{self, DeserializeSeed, MapAccess, SeqAccess, Visitor},
-};
 use serde_json::{Map, Value};
 
 use crate::{
+    json_value::Reader,
     model::{ActionHandler, SuggestedAction, SuggestedValue},
     profile::Profile,
     tool_calls::{ARGUMENT_KEYS, NAME_KEYS},
 };
 
-/// Any JSON value, read and checked as a `Value` would be, then dropped.
-struct Checked;
+/// Room for this many list items up front (suggestion lists are short).
+const LIST_ITEMS: usize = 4;
 
-impl<'de> Deserialize<'de> for Checked {
-    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        deserializer.deserialize_any(CheckedVisitor)
-    }
-}
-
-struct CheckedVisitor;
-
-impl<'de> Visitor<'de> for CheckedVisitor {
-    type Value = Checked;
-
-    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
-        f.write_str("any JSON value")
-    }
-
-    fn visit_bool<E>(self, _: bool) -> Result<Checked, E> {
-        Ok(Checked)
-    }
-
-    fn visit_i64<E>(self, _: i64) -> Result<Checked, E> {
-        Ok(Checked)
-    }
-
-    fn visit_u64<E>(self, _: u64) -> Result<Checked, E> {
-        Ok(Checked)
-    }
-
-    fn visit_f64<E>(self, _: f64) -> Result<Checked, E> {
-        Ok(Checked)
-    }
-
-    fn visit_str<E>(self, _: &str) -> Result<Checked, E> {
-        Ok(Checked)
-    }
-
-    fn visit_unit<E>(self) -> Result<Checked, E> {
-        Ok(Checked)
-    }
-
-    fn visit_none<E>(self) -> Result<Checked, E> {
-        Ok(Checked)
-    }
-
-    fn visit_some<D: Deserializer<'de>>(self, deserializer: D) -> Result<Checked, D::Error> {
-        Checked::deserialize(deserializer)
-    }
-
-    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Checked, A::Error> {
-        while seq.next_element::<Checked>()?.is_some() {}
-        Ok(Checked)
-    }
-
-    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Checked, A::Error> {
-        while map.next_entry::<Checked, Checked>()?.is_some() {}
-        Ok(Checked)
-    }
-}
-
-/// A member name, matched against `names` (its index) without keeping it.
-struct KeyIn(&'static [&'static str]);
-
-impl<'de> DeserializeSeed<'de> for KeyIn {
-    /// The index in the list, or `None` for any other name.
-    type Value = Option<usize>;
-
-    fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<Self::Value, D::Error> {
-        deserializer.deserialize_identifier(self)
-    }
-}
-
-impl<'de> Visitor<'de> for KeyIn {
-    type Value = Option<usize>;
-
-    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
-        f.write_str("a member name")
-    }
-
-    fn visit_str<E>(self, name: &str) -> Result<Self::Value, E> {
-        Ok(self.0.iter().position(|known| *known == name))
-    }
-}
-
-/// Records member `index` as seen; a name written twice is left to the
-/// `Value` route (where the last one wins).
-fn first_time<E: de::Error>(seen: &mut u32, index: usize) -> Result<(), E> {
+/// Records member `index` as seen; `None` for a name written twice (left
+/// to the `Value` route, where the last one wins).
+fn first_time(seen: &mut u32, index: usize) -> Option<()> {
     let bit = 1 << index;
     if *seen & bit != 0 {
-        return Err(E::custom("a member is repeated"));
+        return None;
     }
     *seen |= bit;
-    Ok(())
+    Some(())
 }
 
-fn give_up<E: de::Error>() -> E {
-    E::custom("left to the Value route")
+/// The string value at the reader's position, owned.
+fn owned_text(reader: &mut Reader<'_>) -> Option<String> {
+    reader.text().map(|text| text.into_owned())
 }
 
-/// The items of a JSON array, each read by `T`.
-struct Items<T>(Vec<T>);
-
-impl<'de, T: Deserialize<'de>> Deserialize<'de> for Items<T> {
-    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        deserializer.deserialize_seq(ItemsVisitor(std::marker::PhantomData))
-    }
+/// `read` over the whole of `json` (whitespace around it aside).
+fn whole<T>(json: &str, read: impl FnOnce(&mut Reader<'_>) -> Option<T>) -> Option<T> {
+    let mut reader = Reader::new(json);
+    let value = read(&mut reader)?;
+    reader.at_end().then_some(value)
 }
 
-struct ItemsVisitor<T>(std::marker::PhantomData<T>);
+/// An element read from its opening bracket at `text[opener]`, with the
+/// position of its closing bracket and how deep it nests (as the lexer
+/// measures both), when it nests at most `max_depth` levels.
+pub(crate) type Found<T> = (T, usize, usize);
 
-impl<'de, T: Deserialize<'de>> Visitor<'de> for ItemsVisitor<T> {
-    type Value = Items<T>;
-
-    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
-        f.write_str("an array")
-    }
-
-    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
-        let mut items = Vec::with_capacity(seq.size_hint().unwrap_or(4).min(64));
-        while let Some(item) = seq.next_element()? {
-            items.push(item);
-        }
-        Ok(Items(items))
-    }
+/// `read` from the opening bracket at `text[opener]`: for valid JSON the
+/// reader ends where the lexer finds the closing bracket (it counts the
+/// brackets outside strings, as JSON nests them), and nests as deep.
+fn from_opener<T>(
+    text: &str,
+    opener: usize,
+    max_depth: usize,
+    read: impl FnOnce(&mut Reader<'_>) -> Option<T>,
+) -> Option<Found<T>> {
+    let mut reader = Reader::at(text, opener, max_depth);
+    let value = read(&mut reader)?;
+    let close = reader.position().checked_sub(1)?;
+    Some((value, close, reader.deepest()))
 }
 
-const VALUE_MEMBERS: &[&str] = &["label", "value"];
-
-struct ValueItem(SuggestedValue);
-
-impl<'de> Deserialize<'de> for ValueItem {
-    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        deserializer.deserialize_map(ValueItemVisitor)
-    }
+/// The items of the array at the reader's position, each read by `item`.
+fn list<T>(
+    reader: &mut Reader<'_>,
+    mut item: impl FnMut(&mut Reader<'_>) -> Option<T>,
+) -> Option<Vec<T>> {
+    let mut items = Vec::with_capacity(LIST_ITEMS);
+    reader.items(|reader| {
+        items.push(item(reader)?);
+        Some(())
+    })?;
+    Some(items)
 }
 
-struct ValueItemVisitor;
+const VALUE_MEMBERS: [&str; 2] = ["label", "value"];
 
-impl<'de> Visitor<'de> for ValueItemVisitor {
-    type Value = ValueItem;
-
-    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
-        f.write_str("a suggested value")
-    }
-
-    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<ValueItem, A::Error> {
-        let (mut label, mut value, mut seen) = (None, None, 0);
-        while let Some(key) = map.next_key_seed(KeyIn(VALUE_MEMBERS))? {
-            match key {
-                Some(index) => {
-                    first_time(&mut seen, index)?;
-                    let text: String = map.next_value()?;
-                    if index == 0 {
-                        label = Some(text);
-                    } else {
-                        value = Some(text);
-                    }
+fn value_item(reader: &mut Reader<'_>) -> Option<SuggestedValue> {
+    let (mut label, mut value, mut seen) = (None, None, 0);
+    reader.members(
+        |reader, name| match VALUE_MEMBERS.iter().position(|known| *known == name) {
+            Some(index) => {
+                first_time(&mut seen, index)?;
+                let text = owned_text(reader)?;
+                if index == 0 {
+                    label = Some(text);
+                } else {
+                    value = Some(text);
                 }
-                None => {
-                    map.next_value::<Checked>()?;
-                }
+                Some(())
             }
-        }
-        match (label, value) {
-            (Some(label), Some(value)) => Ok(ValueItem(SuggestedValue { label, value })),
-            _ => Err(give_up()),
-        }
-    }
+            None => reader.skip(),
+        },
+    )?;
+    Some(SuggestedValue {
+        label: label?,
+        value: value?,
+    })
 }
 
-const ACTION_MEMBERS: &[&str] = &["label", "action", "handler", "params"];
+/// A `SUGGESTED_VALUES` array: what `elements::suggested_values` gives for
+/// it, or `None`.
+pub(crate) fn suggested_values(json: &str) -> Option<Vec<SuggestedValue>> {
+    whole(json, |reader| list(reader, value_item))
+}
+
+/// [`suggested_values`] of the array opening at `text[opener]`.
+pub(crate) fn suggested_values_at(
+    text: &str,
+    opener: usize,
+    max_depth: usize,
+) -> Option<Found<Vec<SuggestedValue>>> {
+    from_opener(text, opener, max_depth, |reader| list(reader, value_item))
+}
+
+const ACTION_MEMBERS: [&str; 4] = ["label", "action", "handler", "params"];
 
 /// An action item as written, before the profile looks at it.
 struct ActionItem {
@@ -211,102 +136,82 @@ struct ActionItem {
     params: Option<Map<String, Value>>,
 }
 
-impl<'de> Deserialize<'de> for ActionItem {
-    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        deserializer.deserialize_map(ActionItemVisitor)
-    }
-}
-
-struct ActionItemVisitor;
-
-impl<'de> Visitor<'de> for ActionItemVisitor {
-    type Value = ActionItem;
-
-    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
-        f.write_str("a suggested action")
-    }
-
-    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<ActionItem, A::Error> {
-        let (mut label, mut action, mut handler, mut params, mut seen) =
-            (None, None, None, None, 0);
-        while let Some(key) = map.next_key_seed(KeyIn(ACTION_MEMBERS))? {
-            let Some(index) = key else {
-                map.next_value::<Checked>()?;
-                continue;
-            };
-            first_time(&mut seen, index)?;
-            match index {
-                0 => label = Some(map.next_value::<String>()?),
-                1 => action = Some(map.next_value::<String>()?),
-                2 => {
-                    handler = match map.next_value::<Option<String>>()?.as_deref() {
-                        None => None,
-                        Some("client") => Some(ActionHandler::Client),
-                        Some("server") => Some(ActionHandler::Server),
-                        Some(_) => return Err(give_up()),
-                    }
-                }
-                _ => {
-                    params = match map.next_value::<Value>()? {
-                        Value::Null => None,
-                        Value::Object(members) => Some(members),
-                        _ => return Err(give_up()),
-                    }
-                }
+fn action_item(reader: &mut Reader<'_>) -> Option<ActionItem> {
+    let (mut label, mut action, mut handler, mut params, mut seen) = (None, None, None, None, 0);
+    reader.members(|reader, name| {
+        let Some(index) = ACTION_MEMBERS.iter().position(|known| *known == name) else {
+            return reader.skip();
+        };
+        first_time(&mut seen, index)?;
+        match index {
+            0 => label = Some(owned_text(reader)?),
+            1 => action = Some(owned_text(reader)?),
+            2 if reader.null() => {}
+            2 => {
+                handler = Some(match reader.text()?.as_ref() {
+                    "client" => ActionHandler::Client,
+                    "server" => ActionHandler::Server,
+                    _ => return None,
+                })
             }
+            _ if reader.null() => {}
+            _ => match reader.value()? {
+                Value::Object(members) => params = Some(members),
+                _ => return None,
+            },
         }
-        match (label, action) {
-            (Some(label), Some(action)) => Ok(ActionItem {
-                label,
-                action,
-                handler,
-                params,
-            }),
-            _ => Err(give_up()),
-        }
-    }
+        Some(())
+    })?;
+    Some(ActionItem {
+        label: label?,
+        action: action?,
+        handler,
+        params,
+    })
 }
 
-/// A `SUGGESTED_VALUES` array: what `elements::suggested_values` gives for
-/// it, or `None`.
-pub(crate) fn suggested_values(json: &str) -> Option<Vec<SuggestedValue>> {
-    let Items(items) = serde_json::from_str::<Items<ValueItem>>(json).ok()?;
-    Some(items.into_iter().map(|ValueItem(item)| item).collect())
+/// An action item the profile allows, with its handler decided.
+fn allowed_action(reader: &mut Reader<'_>, profile: &Profile) -> Option<SuggestedAction> {
+    let item = action_item(reader)?;
+    let is_server = profile.server_actions.contains(&item.action);
+    let is_client = profile.client_actions.contains(&item.action);
+    if !(profile.client_actions.is_empty() || is_server || is_client) {
+        // Dropped: the `Value` route quotes the item as written.
+        return None;
+    }
+    let handler = if is_server {
+        ActionHandler::Server
+    } else if is_client {
+        ActionHandler::Client
+    } else {
+        item.handler.unwrap_or_default()
+    };
+    Some(SuggestedAction {
+        label: item.label,
+        action: item.action,
+        handler,
+        params: item.params,
+    })
 }
 
 /// A `SUGGESTED_ACTIONS` array: what `elements::suggested_actions` gives for
 /// it when it drops no action, or `None`.
 pub(crate) fn suggested_actions(json: &str, profile: &Profile) -> Option<Vec<SuggestedAction>> {
-    let Items(items) = serde_json::from_str::<Items<ActionItem>>(json).ok()?;
-    items
-        .into_iter()
-        .map(|item| {
-            let is_server = profile.server_actions.contains(&item.action);
-            let is_client = profile.client_actions.contains(&item.action);
-            if !(profile.client_actions.is_empty() || is_server || is_client) {
-                // Dropped: the `Value` route quotes the item as written.
-                return None;
-            }
-            let handler = if is_server {
-                ActionHandler::Server
-            } else if is_client {
-                ActionHandler::Client
-            } else {
-                item.handler.unwrap_or_default()
-            };
-            Some(SuggestedAction {
-                label: item.label,
-                action: item.action,
-                handler,
-                params: item.params,
-            })
-        })
-        .collect()
+    whole(json, |reader| {
+        list(reader, |reader| allowed_action(reader, profile))
+    })
 }
 
-/// Reads a tool call whose name is in member `NAME_KEYS[key]`.
-struct ToolCallSeed {
-    key: usize,
+/// [`suggested_actions`] of the array opening at `text[opener]`.
+pub(crate) fn suggested_actions_at(
+    text: &str,
+    opener: usize,
+    max_depth: usize,
+    profile: &Profile,
+) -> Option<Found<Vec<SuggestedAction>>> {
+    from_opener(text, opener, max_depth, |reader| {
+        list(reader, |reader| allowed_action(reader, profile))
+    })
 }
 
 /// The members a tool call may have, for one naming member: the name, the
@@ -341,65 +246,64 @@ const TOOL_MEMBERS: [[&str; 7]; 3] = [
     ],
 ];
 
-impl<'de> DeserializeSeed<'de> for ToolCallSeed {
-    type Value = (String, Value);
-
-    fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<Self::Value, D::Error> {
-        deserializer.deserialize_map(self)
-    }
-}
-
-impl<'de> Visitor<'de> for ToolCallSeed {
-    type Value = (String, Value);
-
-    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
-        f.write_str("a tool call")
-    }
-
-    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
-        let members = TOOL_MEMBERS.get(self.key).ok_or_else(give_up)?;
-        let (mut name, mut arguments, mut seen) = (None, None, 0);
-        while let Some(key) = map.next_key_seed(KeyIn(members))? {
-            // Any other member is an error the `Value` route words.
-            let index = key.ok_or_else(give_up)?;
-            first_time(&mut seen, index)?;
-            match index {
-                0 => name = Some(map.next_value::<String>()?),
-                1..=4 => {
-                    if arguments.is_some() {
-                        return Err(give_up());
+/// The tool call object at the reader's position, named in member
+/// `NAME_KEYS[key]`.
+fn tool_object(reader: &mut Reader<'_>, key: usize, profile: &Profile) -> Option<(String, Value)> {
+    debug_assert_eq!(NAME_KEYS.len(), TOOL_MEMBERS.len());
+    debug_assert!(ARGUMENT_KEYS.iter().eq(TOOL_MEMBERS[0][1..5].iter()));
+    let members = TOOL_MEMBERS.get(key)?;
+    let (mut name, mut arguments, mut seen) = (None, None, 0);
+    reader.members(|reader, member| {
+        // Any other member is an error the `Value` route words.
+        let index = members.iter().position(|known| *known == member)?;
+        first_time(&mut seen, index)?;
+        match index {
+            0 => name = Some(owned_text(reader)?),
+            1..=4 => {
+                if arguments.is_some() {
+                    return None;
+                }
+                arguments = Some(if reader.null() {
+                    Map::new()
+                } else {
+                    match reader.value()? {
+                        Value::Object(members) => members,
+                        _ => return None,
                     }
-                    arguments = Some(map.next_value::<Value>()?);
-                }
-                _ => {
-                    map.next_value::<Checked>()?;
-                }
+                });
             }
+            _ => reader.skip()?,
         }
-        let arguments = match arguments {
-            None | Some(Value::Null) => Value::Object(Map::new()),
-            Some(Value::Object(members)) => Value::Object(members),
-            Some(_) => return Err(give_up()),
-        };
-        Ok((name.ok_or_else(give_up)?, arguments))
-    }
+        Some(())
+    })?;
+    let name = name?;
+    let arguments = Value::Object(arguments.unwrap_or_default());
+    profile.has_tool(&name).then_some((name, arguments))
 }
 
 /// A text tool call named in member `NAME_KEYS[key]`: what
 /// `tool_calls::interpret` gives for it (name, arguments), or `None`.
 pub(crate) fn tool_call(json: &str, key: usize, profile: &Profile) -> Option<(String, Value)> {
-    debug_assert_eq!(NAME_KEYS.len(), TOOL_MEMBERS.len());
-    debug_assert!(ARGUMENT_KEYS.iter().eq(TOOL_MEMBERS[0][1..5].iter()));
-    let mut deserializer = serde_json::Deserializer::from_str(json);
-    let (name, arguments) = ToolCallSeed { key }.deserialize(&mut deserializer).ok()?;
-    deserializer.end().ok()?;
-    profile.has_tool(&name).then_some((name, arguments))
+    whole(json, |reader| tool_object(reader, key, profile))
+}
+
+/// [`tool_call`] of the object opening at `text[opener]`.
+pub(crate) fn tool_call_at(
+    text: &str,
+    opener: usize,
+    max_depth: usize,
+    key: usize,
+    profile: &Profile,
+) -> Option<Found<(String, Value)>> {
+    from_opener(text, opener, max_depth, |reader| {
+        tool_object(reader, key, profile)
+    })
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::{elements, profile::ProfileSpec, tool_calls};
+    use crate::{elements, extract::Lexer, profile::ProfileSpec, tool_calls};
     use proptest::prelude::*;
 
     fn profile() -> Profile {
@@ -447,7 +351,45 @@ mod tests {
                 tools = true;
             }
         }
+        agrees_from_the_opener(json);
         values.is_some() || actions.is_some() || tools
+    }
+
+    /// The readers from an opener in a longer text agree with the lexer
+    /// (where it closes, how deep) and with the readers of the element
+    /// alone, and answer whenever those do within the depth limit.
+    fn agrees_from_the_opener(json: &str) {
+        let p = profile();
+        let text = format!("P: {json} tail }}] {{");
+        let Some(opener) = text.find(['[', '{']).filter(|&at| at == 3) else {
+            return;
+        };
+        let mut lexer = Lexer::new(opener);
+        let lexed = lexer.run(text.as_bytes()).map(|c| (c, lexer.max_depth()));
+        for max_depth in [1, 2, 3, 64] {
+            let within = lexed.filter(|&(_, depth)| depth <= max_depth);
+            let element = within.map(|(close, _)| &text[opener..=close]);
+            let found = |answered: bool, close_depth: Option<(usize, usize)>| {
+                assert_eq!(close_depth.is_some(), answered, "{text} {max_depth}");
+                if let Some(close_depth) = close_depth {
+                    assert_eq!(Some(close_depth), within, "{text} {max_depth}");
+                }
+            };
+            let values = suggested_values_at(&text, opener, max_depth);
+            let whole = element.and_then(suggested_values);
+            found(whole.is_some(), values.as_ref().map(|f| (f.1, f.2)));
+            assert_eq!(values.map(|f| f.0), whole, "{text}");
+            let actions = suggested_actions_at(&text, opener, max_depth, &p);
+            let whole = element.and_then(|json| suggested_actions(json, &p));
+            found(whole.is_some(), actions.as_ref().map(|f| (f.1, f.2)));
+            assert_eq!(actions.map(|f| f.0), whole, "{text}");
+            for key in 0..NAME_KEYS.len() {
+                let call = tool_call_at(&text, opener, max_depth, key, &p);
+                let whole = element.and_then(|json| tool_call(json, key, &p));
+                found(whole.is_some(), call.as_ref().map(|f| (f.1, f.2)));
+                assert_eq!(call.map(|f| f.0), whole, "{text}");
+            }
+        }
     }
 
     #[test]
@@ -465,6 +407,27 @@ mod tests {
         ];
         for json in answered {
             assert!(agrees(json), "no answer for {json}");
+        }
+    }
+
+    #[test]
+    fn reads_from_the_opener_within_the_depth_limit_only() {
+        let p = profile();
+        let text = r#"X: [{"label": "A", "value": "a", "x": [[1]]}] tail ]"#;
+        let close = text.rfind("] tail").unwrap_or(0);
+        let (values, at, depth) = suggested_values_at(text, 3, 4).expect("within 4 levels");
+        assert_eq!((values.len(), at, depth), (1, close, 4));
+        assert_eq!(suggested_values_at(text, 3, 3), None);
+        let call = r#"X: {"tool": "search", "input": {"q": [1]}} tail"#;
+        let (_, at, depth) = tool_call_at(call, 3, 3, 0, &p).expect("within 3 levels");
+        assert_eq!((at, depth), (call.rfind('}').unwrap_or(0), 3));
+        assert_eq!(tool_call_at(call, 3, 2, 0, &p), None);
+        for json in [
+            r#"[{"label": "A", "value": "a"}, {"label": "B", "value": "b"}]"#,
+            r#"[{"label": "Close", "action": "close_chat", "params": {"a": [1]}}]"#,
+            r#"{"tool": "search", "input": {"q": "x"}}"#,
+        ] {
+            assert!(agrees(json), "{json}");
         }
     }
 

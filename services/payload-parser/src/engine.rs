@@ -14,7 +14,7 @@
 
 use crate::{
     direct,
-    engine_state::{Candidate, Collected, Event, State, What},
+    engine_state::{Candidate, Collected, Decoded, Event, State, What},
     extract::{CloseIndex, Lexer},
     fence::{self, MAX_GAP, skip_ws},
     limits::Limits,
@@ -74,9 +74,9 @@ pub(crate) struct Engine {
     lists: Option<ListPartials>,
     /// What resolving an element reports (kept for its capacity).
     events: Vec<Event>,
-    /// The value of the payload in `State::Closed`, when it was decoded to
-    /// find where it closes ([`crate::extract::decode_whole`]).
-    decoded: Option<serde_json::Value>,
+    /// What was read of the element in `State::Closed`, when it was read
+    /// whole to find where it closes ([`Engine::read_whole`]).
+    decoded: Option<Decoded>,
 }
 
 impl Engine {
@@ -220,10 +220,7 @@ impl Engine {
                         }
                         Trigger::Tool(cand) => {
                             self.keep_to(text, cand.start);
-                            self.state = State::Element {
-                                cand,
-                                lexer: Lexer::new(cand.opener),
-                            };
+                            self.state = self.open_element(text, profile, cand, at_end);
                         }
                     }
                 }
@@ -242,20 +239,7 @@ impl Engine {
                             what: What::Marker(index),
                         };
                         self.open_partial(t, profile, &cand);
-                        self.state = match self.decode_whole(text, profile, &cand, at_end) {
-                            Some((value, close, depth)) => {
-                                self.decoded = Some(value);
-                                State::Closed {
-                                    cand,
-                                    close,
-                                    depth: Some(depth),
-                                }
-                            }
-                            None => State::Element {
-                                cand,
-                                lexer: Lexer::new(opener),
-                            },
-                        };
+                        self.state = self.open_element(text, profile, cand, at_end);
                     }
                 },
                 State::Element { cand, mut lexer } => {
@@ -388,26 +372,64 @@ impl Engine {
         }
     }
 
-    /// With the whole text at hand (`at_end`), a custom payload's object is
-    /// decoded straight away, which also tells where it closes: the lexer
-    /// need not go over it first (`parse` meets every element this way).
-    /// `None` leaves it to the lexer: anything but a payload object, JSON
-    /// that does not parse as it stands, or one nesting too deep.
-    fn decode_whole(
+    /// The state for an element opening at `cand.opener`: closed already
+    /// when it was read whole ([`Engine::read_whole`]), else inside it.
+    fn open_element(
+        &mut self,
+        text: &str,
+        profile: &Profile,
+        cand: Candidate,
+        at_end: bool,
+    ) -> State {
+        match self.read_whole(text, profile, &cand, at_end) {
+            Some((decoded, close, depth)) => {
+                self.decoded = Some(decoded);
+                State::Closed {
+                    cand,
+                    close,
+                    depth: Some(depth),
+                }
+            }
+            None => State::Element {
+                cand,
+                lexer: Lexer::new(cand.opener),
+            },
+        }
+    }
+
+    /// With the whole text at hand (`at_end`), an element is read straight
+    /// away, which also tells where it closes: the lexer need not go over
+    /// it first (`parse` meets every well-formed element this way). `None`
+    /// leaves it to the lexer: anything the readers do not answer (JSON
+    /// that does not parse as it stands, the wrong shape, a list that
+    /// drops an action, nesting too deep), which is then read and
+    /// explained as any element is.
+    fn read_whole(
         &self,
         text: &str,
         profile: &Profile,
         cand: &Candidate,
         at_end: bool,
-    ) -> Option<(serde_json::Value, usize, usize)> {
-        let What::Marker(index) = cand.what else {
-            return None;
-        };
-        let payload = matches!(profile.markers.element(index), Element::Payload(_));
-        if !(at_end && payload && self.index.is_none() && self.partials.is_none()) {
+    ) -> Option<(Decoded, usize, usize)> {
+        if !(at_end && self.index.is_none() && self.partials.is_none() && self.lists.is_none()) {
             return None;
         }
-        crate::extract::decode_whole(text, cand.opener, self.limits.effective_depth())
+        let (opener, depth) = (cand.opener, self.limits.effective_depth());
+        match cand.what {
+            What::Marker(index) => match profile.markers.element(index) {
+                Element::Payload(_) => crate::extract::decode_whole(text, opener, depth)
+                    .map(|(value, close, depth)| (Decoded::Payload(value), close, depth)),
+                Element::SuggestedValues => direct::suggested_values_at(text, opener, depth)
+                    .map(|(values, close, depth)| (Decoded::Values(values), close, depth)),
+                Element::SuggestedActions => {
+                    direct::suggested_actions_at(text, opener, depth, profile)
+                        .map(|(actions, close, depth)| (Decoded::Actions(actions), close, depth))
+                }
+            },
+            What::Tool(key) => direct::tool_call_at(text, opener, depth, key, profile).map(
+                |((name, arguments), close, depth)| (Decoded::Tool(name, arguments), close, depth),
+            ),
+        }
     }
 
     fn unterminated(&mut self, text: &str, profile: &Profile, cand: Candidate) {
@@ -495,14 +517,20 @@ impl Engine {
                 let raw = &text[start..end];
                 // A well-formed call is read straight from the text; the
                 // `Value` route decides (and explains) the rest.
-                let call = within.and_then(|()| match direct::tool_call(json, key, profile) {
-                    Some(call) => Ok((call, false)),
-                    None => {
-                        crate::extract::decode_within_depth(json).and_then(|(value, commas)| {
-                            tool_calls::interpret(value, key, profile)
-                                .map(|call| (call, commas))
-                                .map_err(|reason| (DiagnosticKind::SchemaViolation, reason))
-                        })
+                let decoded = match self.decoded.take() {
+                    Some(Decoded::Tool(name, arguments)) => Some((name, arguments)),
+                    _ => None,
+                };
+                let call = within.and_then(|()| {
+                    match decoded.or_else(|| direct::tool_call(json, key, profile)) {
+                        Some(call) => Ok((call, false)),
+                        None => {
+                            crate::extract::decode_within_depth(json).and_then(|(value, commas)| {
+                                tool_calls::interpret(value, key, profile)
+                                    .map(|call| (call, commas))
+                                    .map_err(|reason| (DiagnosticKind::SchemaViolation, reason))
+                            })
+                        }
                     }
                 });
                 match call {

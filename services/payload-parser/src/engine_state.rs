@@ -65,6 +65,22 @@ pub(crate) enum State {
     },
 }
 
+/// An element read whole where it opens, which also told where it closes
+/// (so the lexer need not go over it): `parse` meets every well-formed
+/// element this way.
+#[derive(Debug)]
+pub(crate) enum Decoded {
+    /// A custom payload's JSON, not yet checked against its schema.
+    Payload(Value),
+    /// A suggested values list, as [`direct::suggested_values`] reads it.
+    Values(Vec<SuggestedValue>),
+    /// A suggested actions list that drops no action, as
+    /// [`direct::suggested_actions`] reads it.
+    Actions(Vec<SuggestedAction>),
+    /// A text tool call (name, arguments), as [`direct::tool_call`] reads it.
+    Tool(String, Value),
+}
+
 /// Something to report, in order.
 #[derive(Debug)]
 pub(crate) enum Event {
@@ -132,8 +148,9 @@ fn read<T>(
 
 impl Collected {
     /// Takes in a marker element whose JSON is `json` (within the depth
-    /// limit), with its value when a payload's was already decoded
-    /// (without a repair); appends what to report, in order, to `events`.
+    /// limit), with what was read of it when it was read whole where it
+    /// opens (without a repair); appends what to report, in order, to
+    /// `events`.
     ///
     /// Suggestion lists are read straight from the text when they are
     /// well-formed ([`direct`]); everything else, and every list that is
@@ -143,7 +160,7 @@ impl Collected {
         &mut self,
         profile: &Profile,
         element: Element,
-        json: Result<(&str, Option<Value>), (DiagnosticKind, String)>,
+        json: Result<(&str, Option<Decoded>), (DiagnosticKind, String)>,
         raw: &str,
         offset: usize,
         fenced: bool,
@@ -189,9 +206,12 @@ impl Collected {
             Event::Diagnostic(diagnostic(kind, name, raw, reason, offset))
         };
         match element {
-            Element::SuggestedValues => match read(json, direct::suggested_values, |value| {
-                elements::suggested_values(&value)
-            }) {
+            Element::SuggestedValues => match match decoded {
+                Some(Decoded::Values(values)) => Ok((values, false)),
+                _ => read(json, direct::suggested_values, |value| {
+                    elements::suggested_values(&value)
+                }),
+            } {
                 Err(error) => events.push(failed(error)),
                 Ok(_) if self.values.is_some() => events.push(duplicate("suggested values")),
                 Ok((values, commas)) => {
@@ -202,11 +222,14 @@ impl Collected {
                     self.values = Some(values);
                 }
             },
-            Element::SuggestedActions => match read(
-                json,
-                |json| direct::suggested_actions(json, profile).map(|kept| (kept, Vec::new())),
-                |value| elements::suggested_actions(&value, profile),
-            ) {
+            Element::SuggestedActions => match match decoded {
+                Some(Decoded::Actions(kept)) => Ok(((kept, Vec::new()), false)),
+                _ => read(
+                    json,
+                    |json| direct::suggested_actions(json, profile).map(|kept| (kept, Vec::new())),
+                    |value| elements::suggested_actions(&value, profile),
+                ),
+            } {
                 Err(error) => events.push(failed(error)),
                 Ok(_) if self.actions.is_some() => events.push(duplicate("suggested actions")),
                 Ok(((actions, dropped), commas)) => {
@@ -233,10 +256,10 @@ impl Collected {
             Element::Payload(priority) => {
                 let spec = &profile.payloads[priority];
                 let read = match decoded {
-                    Some(value) => elements::payload(value, spec)
+                    Some(Decoded::Payload(value)) => elements::payload(value, spec)
                         .map(|payload| (payload, false))
                         .map_err(|reason| (DiagnosticKind::SchemaViolation, reason)),
-                    None => read(json, |_| None, |value| elements::payload(value, spec)),
+                    _ => read(json, |_| None, |value| elements::payload(value, spec)),
                 };
                 match read {
                     Err(error) => events.push(failed(error)),

@@ -15,6 +15,12 @@
 //! (`serde_json` may treat some as its own markers), nesting deeper than
 //! asked. The caller then takes the `serde_json` route, which decides and
 //! words the error as it always has. The tests below hold it to that.
+//!
+//! [`Reader`] is also a cursor for readers that keep only part of an
+//! element (`direct`): it checks a value it skips exactly as it would read
+//! it, and hands out strings without escapes borrowed from the text.
+
+use std::borrow::Cow;
 
 use serde_json::{Map, Number, Value};
 
@@ -114,7 +120,12 @@ fn is_number_byte(b: u8) -> bool {
     matches!(b, b'0'..=b'9' | b'.' | b'e' | b'E' | b'+' | b'-')
 }
 
-struct Reader<'a> {
+/// A position in a JSON text, read forwards. Every method that reads a
+/// value expects the position at its first byte (no whitespace before it)
+/// and leaves it just after the value; `None` means this reader does not
+/// answer (see the module documentation), and the position is then
+/// unspecified.
+pub(crate) struct Reader<'a> {
     s: &'a str,
     t: &'a [u8],
     i: usize,
@@ -126,8 +137,162 @@ struct Reader<'a> {
     items: Vec<Value>,
 }
 
-impl Reader<'_> {
-    fn value(&mut self) -> Option<Value> {
+impl<'a> Reader<'a> {
+    /// A reader at the first byte of `json` that is not whitespace,
+    /// nesting as deep as `serde_json` reads. Allocates nothing until an
+    /// array is read into a `Value`.
+    pub(crate) fn new(json: &'a str) -> Self {
+        let t = json.as_bytes();
+        Self {
+            s: json,
+            t,
+            i: skip_ws(t, 0),
+            depth: 0,
+            deepest: 0,
+            max_depth: SERDE_MAX_DEPTH,
+            items: Vec::new(),
+        }
+    }
+
+    /// A reader at `text[at]`, nesting at most `max_depth` levels (and no
+    /// deeper than `serde_json` reads).
+    pub(crate) fn at(text: &'a str, at: usize, max_depth: usize) -> Self {
+        Self {
+            s: text,
+            t: text.as_bytes(),
+            i: at,
+            depth: 0,
+            deepest: 0,
+            max_depth: max_depth.min(SERDE_MAX_DEPTH),
+            items: Vec::new(),
+        }
+    }
+
+    /// The position: just after the last value read.
+    pub(crate) fn position(&self) -> usize {
+        self.i
+    }
+
+    /// How deep what was read so far nests: 1 for an array or object of
+    /// scalars.
+    pub(crate) fn deepest(&self) -> usize {
+        self.deepest
+    }
+
+    /// The byte at the position, if any.
+    pub(crate) fn peek(&self) -> Option<u8> {
+        self.t.get(self.i).copied()
+    }
+
+    /// Whether only whitespace is left.
+    pub(crate) fn at_end(&self) -> bool {
+        skip_ws(self.t, self.i) == self.t.len()
+    }
+
+    /// The items of the array at the position, each read by `item` (called
+    /// at the item's first byte; it must read the whole item).
+    pub(crate) fn items(&mut self, mut item: impl FnMut(&mut Self) -> Option<()>) -> Option<()> {
+        if self.peek()? != b'[' {
+            return None;
+        }
+        self.enter()?;
+        self.i = skip_ws(self.t, self.i + 1);
+        if self.peek() == Some(b']') {
+            self.i += 1;
+        } else {
+            loop {
+                item(self)?;
+                match self.next_token()? {
+                    b',' => self.i = skip_ws(self.t, self.i),
+                    b']' => break,
+                    _ => return None,
+                }
+            }
+        }
+        self.depth -= 1;
+        Some(())
+    }
+
+    /// The members of the object at the position, each given to `member`
+    /// with its name (called at the value's first byte; it must read the
+    /// whole value). A name starting with `$` is not answered, as in
+    /// [`Self::value`].
+    pub(crate) fn members(
+        &mut self,
+        mut member: impl FnMut(&mut Self, Cow<'a, str>) -> Option<()>,
+    ) -> Option<()> {
+        if self.peek()? != b'{' {
+            return None;
+        }
+        self.enter()?;
+        self.i += 1;
+        let mut b = self.next_token()?;
+        if b != b'}' {
+            loop {
+                if b != b'"' {
+                    return None;
+                }
+                self.i -= 1;
+                let name = self.text()?;
+                if name.starts_with('$') || self.next_token()? != b':' {
+                    return None;
+                }
+                self.i = skip_ws(self.t, self.i);
+                member(self, name)?;
+                match self.next_token()? {
+                    b',' => b = self.next_token()?,
+                    b'}' => break,
+                    _ => return None,
+                }
+            }
+        }
+        self.depth -= 1;
+        Some(())
+    }
+
+    /// The string at the position, borrowed from the text unless it has an
+    /// escape; `None` for anything but a string.
+    pub(crate) fn text(&mut self) -> Option<Cow<'a, str>> {
+        if self.peek()? != b'"' {
+            return None;
+        }
+        let start = self.i + 1;
+        let stop = string_stop(self.t, start);
+        match self.t.get(stop)? {
+            b'"' => {
+                self.i = stop + 1;
+                Some(Cow::Borrowed(self.s.get(start..stop)?))
+            }
+            b'\\' => self.escaped_string().map(Cow::Owned),
+            _ => None,
+        }
+    }
+
+    /// Whether the value at the position is `null` (consumed if so).
+    pub(crate) fn null(&mut self) -> bool {
+        let null = self.t.get(self.i..self.i + 4) == Some(b"null");
+        if null {
+            self.i += 4;
+        }
+        null
+    }
+
+    /// Checks the value at the position as [`Self::value`] would read it,
+    /// without building it.
+    pub(crate) fn skip(&mut self) -> Option<()> {
+        match *self.t.get(self.i)? {
+            b'{' => self.members(|reader, _| reader.skip()),
+            b'[' => self.items(Self::skip),
+            b'"' => self.text().map(drop),
+            b't' => self.literal(b"true", Value::Null).map(drop),
+            b'f' => self.literal(b"false", Value::Null).map(drop),
+            b'n' => self.literal(b"null", Value::Null).map(drop),
+            b'-' | b'0'..=b'9' => self.number().map(drop),
+            _ => None,
+        }
+    }
+
+    pub(crate) fn value(&mut self) -> Option<Value> {
         match *self.t.get(self.i)? {
             b'{' => self.object(),
             b'[' => self.array(),
@@ -157,6 +322,7 @@ impl Reader<'_> {
         Some(b)
     }
 
+    #[inline(never)]
     fn object(&mut self) -> Option<Value> {
         self.enter()?;
         self.i += 1;
@@ -189,6 +355,7 @@ impl Reader<'_> {
         Some(Value::Object(members))
     }
 
+    #[inline(never)]
     fn array(&mut self) -> Option<Value> {
         self.enter()?;
         self.i += 1;
@@ -297,6 +464,48 @@ mod tests {
             assert_eq!(Some(value), by_serde.as_ref().ok(), "{json}");
         }
         read.is_some()
+    }
+
+    /// What `Reader::skip` says of the whole of `json`: its end when it
+    /// answers and only whitespace follows.
+    fn skipped(json: &str) -> Option<usize> {
+        let mut reader = Reader::new(json);
+        reader.skip()?;
+        reader.at_end().then_some(reader.position())
+    }
+
+    #[test]
+    fn skips_what_it_reads() {
+        let json = r#" {"a": [1, "x\"y", {"b": null}], "c": -1.5} "#;
+        assert_eq!(skipped(json), Some(json.len() - 1));
+        for json in [
+            r#"{"$a": 1}"#,
+            r#"{"a": 01}"#,
+            "[\"\u{1}\"]",
+            r#"["\ud800"]"#,
+            "[1,]",
+        ] {
+            assert_eq!(skipped(json), None, "{json}");
+        }
+    }
+
+    #[test]
+    fn texts_are_borrowed_unless_escaped() {
+        let mut reader = Reader::new(r#"["plain", "esc\"aped\u00e9", 1]"#);
+        let mut texts = Vec::new();
+        reader
+            .items(|reader| {
+                if reader.peek() == Some(b'"') {
+                    texts.push(reader.text()?);
+                    Some(())
+                } else {
+                    assert!(reader.text().is_none());
+                    reader.skip()
+                }
+            })
+            .expect("valid");
+        assert!(matches!(&texts[0], Cow::Borrowed("plain")));
+        assert!(matches!(&texts[1], Cow::Owned(text) if text == "esc\"apedé"));
     }
 
     #[test]
@@ -453,11 +662,14 @@ mod tests {
         #[test]
         fn never_disagrees_with_serde_json(json in jsonish()) {
             agrees(&json);
+            // Skipping checks exactly what reading does.
+            prop_assert_eq!(skipped(&json).is_some(), read_whole(&json).is_some(), "{}", json);
         }
 
         #[test]
         fn answers_well_formed_json_as_serde_json_does(json in wellformed()) {
             let answered = agrees(&json);
+            prop_assert_eq!(skipped(&json).is_some(), answered, "{}", json);
             // Only a member name with a `$` is left over.
             prop_assert!(answered || json.contains("\"$"), "{}", json);
         }
