@@ -90,11 +90,28 @@ pub(crate) enum Event {
     Diagnostic(Diagnostic),
 }
 
+/// A payload kept for the final result.
+#[derive(Debug)]
+enum Kept {
+    /// Nobody else holds it (a parse hands nothing out).
+    Owned(Payload),
+    /// Shared with the `CustomPayload` item a stream handed out for it.
+    Shared(Arc<Payload>),
+}
+
+impl Kept {
+    fn payload(&self) -> &Payload {
+        match self {
+            Kept::Owned(payload) => payload,
+            Kept::Shared(payload) => payload,
+        }
+    }
+}
+
 #[derive(Debug)]
 struct PayloadCandidate {
     priority: usize,
-    /// Shared with the `CustomPayload` item a stream handed out for it.
-    payload: Arc<Payload>,
+    payload: Kept,
     /// Where its text is (`[offset, end)`), quoted only if it loses.
     offset: usize,
     end: usize,
@@ -265,17 +282,22 @@ impl Collected {
                     Err(error) => events.push(failed(error)),
                     Ok((payload, commas)) => {
                         repaired(events, commas);
-                        let payload = Arc::new(payload);
                         let better = self
                             .best
                             .is_none_or(|best| priority < self.payloads[best].priority);
                         if better {
                             self.best = Some(self.payloads.len());
-                            if emit {
-                                let shared = Arc::clone(&payload);
-                                events.push(Event::Item(StreamItem::CustomPayload(shared)));
-                            }
                         }
+                        // A stream hands out every payload that is the best
+                        // so far, and shares it; a parse keeps it as it is.
+                        let payload = if better && emit {
+                            let payload = Arc::new(payload);
+                            let shared = Arc::clone(&payload);
+                            events.push(Event::Item(StreamItem::CustomPayload(shared)));
+                            Kept::Shared(payload)
+                        } else {
+                            Kept::Owned(payload)
+                        };
                         self.payloads.push(PayloadCandidate {
                             priority,
                             payload,
@@ -328,7 +350,7 @@ impl Collected {
         let Some(best) = self.best else {
             return Vec::new();
         };
-        let winner = &self.payloads[best].payload.payload_type;
+        let winner = &self.payloads[best].payload.payload().payload_type;
         self.payloads
             .iter()
             .enumerate()
@@ -337,7 +359,7 @@ impl Collected {
                 let reason = format!("a response carries one custom payload; `{winner}` was kept");
                 diagnostic(
                     DiagnosticKind::Duplicate,
-                    &loser.payload.payload_type,
+                    &loser.payload.payload().payload_type,
                     text.get(loser.offset..loser.end).unwrap_or_default(),
                     reason,
                     loser.offset,
@@ -356,7 +378,10 @@ impl Collected {
             suggested_actions: self.actions.unwrap_or_default(),
             custom_payload: best
                 .and_then(|b| self.payloads.into_iter().nth(b))
-                .map(|c| Arc::unwrap_or_clone(c.payload)),
+                .map(|c| match c.payload {
+                    Kept::Owned(payload) => payload,
+                    Kept::Shared(payload) => Arc::unwrap_or_clone(payload),
+                }),
             tool_calls: self.tool_calls,
             diagnostics: self.diagnostics,
         }

@@ -342,7 +342,12 @@ impl<'a> Reader<'a> {
                     return None;
                 }
                 self.i = skip_ws(self.t, self.i);
-                let value = self.value()?;
+                // Most members are strings: read without a call through `value`.
+                let value = if self.t.get(self.i) == Some(&b'"') {
+                    Value::String(self.string()?)
+                } else {
+                    self.value()?
+                };
                 members.insert(key, value);
                 match self.next_token()? {
                     b',' => b = self.next_token()?,
@@ -365,7 +370,11 @@ impl<'a> Reader<'a> {
             self.i += 1;
         } else {
             loop {
-                let item = self.value()?;
+                let item = if self.t.get(self.i) == Some(&b'"') {
+                    Value::String(self.string()?)
+                } else {
+                    self.value()?
+                };
                 self.items.push(item);
                 match self.next_token()? {
                     b',' => self.i = skip_ws(self.t, self.i),
