@@ -41,11 +41,6 @@ fn first_time(seen: &mut u32, index: usize) -> Option<()> {
     Some(())
 }
 
-/// The string value at the reader's position, owned.
-fn owned_text(reader: &mut Reader<'_>) -> Option<String> {
-    reader.text().map(|text| text.into_owned())
-}
-
 /// `read` over the whole of `json` (whitespace around it aside).
 fn whole<T>(json: &str, read: impl FnOnce(&mut Reader<'_>) -> Option<T>) -> Option<T> {
     let mut reader = Reader::new(json);
@@ -94,7 +89,7 @@ fn value_item(reader: &mut Reader<'_>) -> Option<SuggestedValue> {
         |reader, name| match VALUE_MEMBERS.iter().position(|known| *known == name) {
             Some(index) => {
                 first_time(&mut seen, index)?;
-                let text = owned_text(reader)?;
+                let text = reader.owned_text()?;
                 if index == 0 {
                     label = Some(text);
                 } else {
@@ -144,8 +139,8 @@ fn action_item(reader: &mut Reader<'_>) -> Option<ActionItem> {
         };
         first_time(&mut seen, index)?;
         match index {
-            0 => label = Some(owned_text(reader)?),
-            1 => action = Some(owned_text(reader)?),
+            0 => label = Some(reader.owned_text()?),
+            1 => action = Some(reader.owned_text()?),
             2 if reader.null() => {}
             2 => {
                 handler = Some(match reader.text()?.as_ref() {
@@ -258,7 +253,7 @@ fn tool_object(reader: &mut Reader<'_>, key: usize, profile: &Profile) -> Option
         let index = members.iter().position(|known| *known == member)?;
         first_time(&mut seen, index)?;
         match index {
-            0 => name = Some(owned_text(reader)?),
+            0 => name = Some(reader.owned_text()?),
             1..=4 => {
                 if arguments.is_some() {
                     return None;

@@ -268,6 +268,16 @@ impl<'a> Reader<'a> {
         }
     }
 
+    /// The string at the position, owned; `None` for anything but a
+    /// string. (What [`Self::text`] gives, copied by the same code that
+    /// reads a `Value`'s strings.)
+    pub(crate) fn owned_text(&mut self) -> Option<String> {
+        if self.peek()? != b'"' {
+            return None;
+        }
+        self.string()
+    }
+
     /// Whether the value at the position is `null` (consumed if so).
     pub(crate) fn null(&mut self) -> bool {
         let null = self.t.get(self.i..self.i + 4) == Some(b"null");
