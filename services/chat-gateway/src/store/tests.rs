@@ -15,6 +15,7 @@ use std::sync::Arc;
 use sqlx::Row;
 
 use super::*;
+use crate::store::listen::Notice;
 use crate::store::model::{AssistantMessage, StoredPage};
 
 /// A store on a fresh SQLite file; the directory lives as long as the guard.
@@ -470,6 +471,51 @@ async fn end(
         })
         .await
         .expect("finish turn")
+}
+
+/// A turn's end reaches the other replicas' listeners (PostgreSQL's
+/// NOTIFY, sent in the finishing write's statement); SQLite has none.
+async fn a_finished_turn_notifies_the_other_replicas(store: Store) {
+    let Some(mut notices) = store.listen() else {
+        assert_eq!(store.backend(), Backend::Sqlite);
+        return;
+    };
+    let conversation = id();
+    let (turn, _) = begin_on(
+        &store,
+        &conversation,
+        true,
+        REPLICA,
+        now_ms() + 60_000,
+        None,
+    )
+    .await;
+    // The listener connects on its own: a cancel request's notice shows it
+    // is listening.
+    let mut listening = false;
+    for _ in 0..50 {
+        store.request_cancel("alice", &turn).await.expect("cancel");
+        let heard = tokio::time::timeout(Duration::from_millis(200), notices.recv()).await;
+        if let Ok(Some(Notice::Cancel(id))) = heard
+            && id == turn
+        {
+            listening = true;
+            break;
+        }
+    }
+    assert!(listening, "the listener never heard a cancel request");
+    assert!(end(&store, &conversation, &turn, TurnState::Completed, false).await);
+    let heard = tokio::time::timeout(Duration::from_secs(5), async {
+        loop {
+            match notices.recv().await {
+                Some(Notice::TurnEvents(id)) if id == turn => return true,
+                Some(_) => {}
+                None => return false,
+            }
+        }
+    })
+    .await;
+    assert_eq!(heard, Ok(true), "no notice of the turn's end");
 }
 
 /// Appends one turn's batch as `replica`: whether the turn was held.
@@ -1205,6 +1251,7 @@ on_both_backends!(
     one_running_turn_per_conversation,
     retryable_failures_free_their_request_id,
     wire_log_leases_and_reaping,
+    a_finished_turn_notifies_the_other_replicas,
     one_append_for_many_turns,
     injected_write_faults_store_nothing,
     rows_from_before_scoped_owners_wait_for_their_issuer,

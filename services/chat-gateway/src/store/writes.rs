@@ -348,10 +348,14 @@ impl Write for FinishTurnWrite {
             if let Some(wire) = &self.wire {
                 insert_wire(&mut group, &self.turn_id, wire, self.now)?;
             }
-            group.execute(conn).await?;
             if self.notify {
-                notify(conn, super::TURN_EVENTS_CHANNEL, &self.turn_id).await?;
+                // PostgreSQL only; the same statement as the inserts.
+                group.push("SELECT pg_notify($1, $2)", |values| {
+                    values.add(super::TURN_EVENTS_CHANNEL)?;
+                    values.add(self.turn_id.as_str())
+                })?;
             }
+            group.execute(conn).await?;
             Ok(true)
         })
     }
