@@ -271,6 +271,13 @@ mod tests {
         (dir, pool)
     }
 
+    /// The `id` column of `rows`.
+    fn ids(rows: &[AnyRow]) -> Vec<i64> {
+        rows.iter()
+            .map(|row| row.try_get("id").expect("id"))
+            .collect()
+    }
+
     fn two(conn: &AnyConnection, id: i64) -> Statements {
         let mut group = Statements::new(conn);
         group
@@ -342,11 +349,7 @@ mod tests {
                 .push("SELECT id FROM b WHERE id = ?", |v| v.add(4_i64))
                 .is_err()
         );
-        let rows = group.fetch_all(&mut conn).await.expect("ran");
-        let ids: Vec<i64> = rows
-            .iter()
-            .map(|row| row.try_get("id").expect("id"))
-            .collect();
+        let ids = ids(&group.fetch_all(&mut conn).await.expect("ran"));
         assert_eq!(ids, [3, 4]);
         let name = sqlx::query("SELECT name FROM a WHERE id = 3")
             .fetch_one(&mut *conn)
@@ -492,11 +495,7 @@ mod tests {
             })
             .expect("bound");
         assert_eq!(group.queries(), 4);
-        let rows = group.fetch_all(&mut conn).await.expect("ran");
-        let ids: Vec<i64> = rows
-            .iter()
-            .map(|row| row.try_get("id").expect("id"))
-            .collect();
+        let ids = ids(&group.fetch_all(&mut conn).await.expect("ran"));
         assert_eq!(ids, [3, 30]);
         let tag = sqlx::query("SELECT tag FROM c WHERE id = 2")
             .fetch_one(&mut *conn)
