@@ -93,9 +93,11 @@ fn convert(items: Vec<StreamItem>) -> Vec<TextItem> {
         .into_iter()
         .filter_map(|item| match item {
             StreamItem::Text(text) => Some(TextItem::Text(text)),
+            // The parser keeps the call for its final result: copy what the
+            // loop needs.
             StreamItem::ToolCall(call) => Some(TextItem::Call(TextCall {
-                name: call.name,
-                arguments: call.arguments,
+                name: call.name.clone(),
+                arguments: call.arguments.clone(),
             })),
             _ => None,
         })

@@ -22,6 +22,16 @@ impl From<SuggestedValue> for pb::SuggestedValue {
     }
 }
 
+/// For the values a stream shares with its parser.
+impl From<&SuggestedValue> for pb::SuggestedValue {
+    fn from(v: &SuggestedValue) -> Self {
+        Self {
+            label: v.label.clone(),
+            value: v.value.clone(),
+        }
+    }
+}
+
 impl From<ActionHandler> for pb::ActionHandler {
     fn from(h: ActionHandler) -> Self {
         match h {
@@ -36,6 +46,18 @@ impl From<SuggestedAction> for pb::SuggestedAction {
         Self {
             label: a.label,
             action: a.action,
+            handler: pb::ActionHandler::from(a.handler) as i32,
+            params: a.params.as_ref().map(to_struct),
+        }
+    }
+}
+
+/// For the actions a stream shares with its parser.
+impl From<&SuggestedAction> for pb::SuggestedAction {
+    fn from(a: &SuggestedAction) -> Self {
+        Self {
+            label: a.label.clone(),
+            action: a.action.clone(),
             handler: pb::ActionHandler::from(a.handler) as i32,
             params: a.params.as_ref().map(to_struct),
         }
@@ -67,16 +89,32 @@ impl From<&Payload> for pb::Payload {
 
 impl From<TextToolCall> for pb::TextToolCall {
     fn from(c: TextToolCall) -> Self {
-        let arguments = match &c.arguments {
-            Value::Object(map) => Some(to_struct(map)),
-            _ => None,
-        };
         Self {
+            arguments: arguments_struct(&c.arguments),
             id: c.id,
             name: c.name,
-            arguments,
             raw: c.raw,
         }
+    }
+}
+
+/// For a tool call a stream shares with its parser.
+impl From<&TextToolCall> for pb::TextToolCall {
+    fn from(c: &TextToolCall) -> Self {
+        Self {
+            arguments: arguments_struct(&c.arguments),
+            id: c.id.clone(),
+            name: c.name.clone(),
+            raw: c.raw.clone(),
+        }
+    }
+}
+
+/// A tool call's arguments (always an object once parsed) as a `Struct`.
+fn arguments_struct(arguments: &Value) -> Option<prost_types::Struct> {
+    match arguments {
+        Value::Object(map) => Some(to_struct(map)),
+        _ => None,
     }
 }
 
@@ -138,13 +176,13 @@ impl StreamItem {
         let output = match self {
             Self::Text(text) => Output::Text(text),
             Self::SuggestedValues(values) => Output::SuggestedValues(pb::SuggestedValues {
-                values: values.into_iter().map(Into::into).collect(),
+                values: values.iter().map(Into::into).collect(),
             }),
             Self::SuggestedActions(actions) => Output::SuggestedActions(pb::SuggestedActions {
-                actions: actions.into_iter().map(Into::into).collect(),
+                actions: actions.iter().map(Into::into).collect(),
             }),
             Self::CustomPayload(payload) => Output::CustomPayload(Box::new((&*payload).into())),
-            Self::ToolCall(call) => Output::ToolCall(call.into()),
+            Self::ToolCall(call) => Output::ToolCall((&*call).into()),
             Self::Diagnostic(diagnostic) => Output::Diagnostic(diagnostic.into()),
             Self::PartialPayload(partial) => Output::Partial(partial.into()),
             Self::PartialSuggestedValues(values) => {

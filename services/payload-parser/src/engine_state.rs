@@ -90,20 +90,42 @@ pub(crate) enum Event {
     Diagnostic(Diagnostic),
 }
 
-/// A payload kept for the final result.
+/// Something found that the final result owns: a stream shares it with
+/// the item it handed out (so handing it out copies nothing), a parse keeps
+/// it as it is (no `Arc` to allocate).
 #[derive(Debug)]
-enum Kept {
+enum Kept<T> {
     /// Nobody else holds it (a parse hands nothing out).
-    Owned(Payload),
-    /// Shared with the `CustomPayload` item a stream handed out for it.
-    Shared(Arc<Payload>),
+    Owned(T),
+    /// Shared with the item a stream handed out for it.
+    Shared(Arc<T>),
 }
 
-impl Kept {
-    fn payload(&self) -> &Payload {
+impl<T: Clone> Kept<T> {
+    /// `found`, shared with a new handle `share` is given when `emit`.
+    fn new(found: T, emit: bool, share: impl FnOnce(Arc<T>)) -> Self {
+        if emit {
+            let shared = Arc::new(found);
+            share(Arc::clone(&shared));
+            Kept::Shared(shared)
+        } else {
+            Kept::Owned(found)
+        }
+    }
+
+    fn get(&self) -> &T {
         match self {
-            Kept::Owned(payload) => payload,
-            Kept::Shared(payload) => payload,
+            Kept::Owned(found) => found,
+            Kept::Shared(found) => found,
+        }
+    }
+
+    /// The value, moved out of its `Arc`: copied only if a handle handed
+    /// out is still held.
+    fn into_inner(self) -> T {
+        match self {
+            Kept::Owned(found) => found,
+            Kept::Shared(found) => Arc::unwrap_or_clone(found),
         }
     }
 }
@@ -111,7 +133,7 @@ impl Kept {
 #[derive(Debug)]
 struct PayloadCandidate {
     priority: usize,
-    payload: Kept,
+    payload: Kept<Payload>,
     /// Where its text is (`[offset, end)`), quoted only if it loses.
     offset: usize,
     end: usize,
@@ -120,11 +142,11 @@ struct PayloadCandidate {
 /// The elements and diagnostics found so far.
 #[derive(Debug, Default)]
 pub(crate) struct Collected {
-    values: Option<Vec<SuggestedValue>>,
-    actions: Option<Vec<SuggestedAction>>,
+    values: Option<Kept<Vec<SuggestedValue>>>,
+    actions: Option<Kept<Vec<SuggestedAction>>>,
     payloads: Vec<PayloadCandidate>,
     best: Option<usize>,
-    tool_calls: Vec<TextToolCall>,
+    tool_calls: Vec<Kept<TextToolCall>>,
     pub(crate) diagnostics: Vec<Diagnostic>,
 }
 
@@ -233,10 +255,9 @@ impl Collected {
                 Ok(_) if self.values.is_some() => events.push(duplicate("suggested values")),
                 Ok((values, commas)) => {
                     repaired(events, commas);
-                    if emit {
-                        events.push(Event::Item(StreamItem::SuggestedValues(values.clone())));
-                    }
-                    self.values = Some(values);
+                    self.values = Some(Kept::new(values, emit, |shared| {
+                        events.push(Event::Item(StreamItem::SuggestedValues(shared)));
+                    }));
                 }
             },
             Element::SuggestedActions => match match decoded {
@@ -264,10 +285,9 @@ impl Collected {
                             offset,
                         )));
                     }
-                    if emit {
-                        events.push(Event::Item(StreamItem::SuggestedActions(actions.clone())));
-                    }
-                    self.actions = Some(actions);
+                    self.actions = Some(Kept::new(actions, emit, |shared| {
+                        events.push(Event::Item(StreamItem::SuggestedActions(shared)));
+                    }));
                 }
             },
             Element::Payload(priority) => {
@@ -289,15 +309,10 @@ impl Collected {
                             self.best = Some(self.payloads.len());
                         }
                         // A stream hands out every payload that is the best
-                        // so far, and shares it; a parse keeps it as it is.
-                        let payload = if better && emit {
-                            let payload = Arc::new(payload);
-                            let shared = Arc::clone(&payload);
+                        // so far.
+                        let payload = Kept::new(payload, better && emit, |shared| {
                             events.push(Event::Item(StreamItem::CustomPayload(shared)));
-                            Kept::Shared(payload)
-                        } else {
-                            Kept::Owned(payload)
-                        };
+                        });
                         self.payloads.push(PayloadCandidate {
                             priority,
                             payload,
@@ -325,23 +340,25 @@ impl Collected {
         self.payloads.len()
     }
 
-    /// Records a text tool call; returns a copy for the stream when `emit`.
+    /// Records a text tool call; returns a handle to it for the stream
+    /// when `emit`.
     pub(crate) fn tool_call(
         &mut self,
         name: String,
         arguments: Value,
         raw: &str,
         emit: bool,
-    ) -> Option<TextToolCall> {
+    ) -> Option<Arc<TextToolCall>> {
         let call = TextToolCall {
             id: format!("text_call_{}", self.tool_calls.len() + 1),
             name,
             arguments,
             raw: raw.to_owned(),
         };
-        let copy = emit.then(|| call.clone());
-        self.tool_calls.push(call);
-        copy
+        let mut handle = None;
+        self.tool_calls
+            .push(Kept::new(call, emit, |shared| handle = Some(shared)));
+        handle
     }
 
     /// `Duplicate` diagnostics for the payload candidates that did not win;
@@ -350,7 +367,7 @@ impl Collected {
         let Some(best) = self.best else {
             return Vec::new();
         };
-        let winner = &self.payloads[best].payload.payload().payload_type;
+        let winner = &self.payloads[best].payload.get().payload_type;
         self.payloads
             .iter()
             .enumerate()
@@ -359,7 +376,7 @@ impl Collected {
                 let reason = format!("a response carries one custom payload; `{winner}` was kept");
                 diagnostic(
                     DiagnosticKind::Duplicate,
-                    &loser.payload.payload().payload_type,
+                    &loser.payload.get().payload_type,
                     text.get(loser.offset..loser.end).unwrap_or_default(),
                     reason,
                     loser.offset,
@@ -368,21 +385,22 @@ impl Collected {
             .collect()
     }
 
-    /// The final result around `message`. The winning payload is moved
-    /// out of its `Arc`, copied only if a handle handed out is still held.
+    /// The final result around `message`. What a stream handed out is
+    /// moved out of its `Arc`, copied only if a handle is still held.
     pub(crate) fn into_parsed(self, message: String) -> Parsed {
         let best = self.best;
         Parsed {
             message,
-            suggested_values: self.values.unwrap_or_default(),
-            suggested_actions: self.actions.unwrap_or_default(),
+            suggested_values: self.values.map(Kept::into_inner).unwrap_or_default(),
+            suggested_actions: self.actions.map(Kept::into_inner).unwrap_or_default(),
             custom_payload: best
                 .and_then(|b| self.payloads.into_iter().nth(b))
-                .map(|c| match c.payload {
-                    Kept::Owned(payload) => payload,
-                    Kept::Shared(payload) => Arc::unwrap_or_clone(payload),
-                }),
-            tool_calls: self.tool_calls,
+                .map(|c| c.payload.into_inner()),
+            tool_calls: if self.tool_calls.is_empty() {
+                Vec::new()
+            } else {
+                self.tool_calls.into_iter().map(Kept::into_inner).collect()
+            },
             diagnostics: self.diagnostics,
         }
     }

@@ -150,9 +150,15 @@ pub enum StreamItem {
     /// The next delta of the cleaned message.
     Text(String),
     /// The suggested values, as soon as their array closed.
-    SuggestedValues(Vec<SuggestedValue>),
-    /// The suggested actions (unknown ones dropped), as soon as their array closed.
-    SuggestedActions(Vec<SuggestedAction>),
+    ///
+    /// Shared with the parser, like [`Self::CustomPayload`]: handing them
+    /// out copies nothing, and [`finish`](crate::StreamParser::finish)
+    /// moves them into [`Parsed::suggested_values`] without a copy when
+    /// every handle has been dropped by then.
+    SuggestedValues(Arc<Vec<SuggestedValue>>),
+    /// The suggested actions (unknown ones dropped), as soon as their array
+    /// closed; shared with the parser as [`Self::SuggestedValues`] is.
+    SuggestedActions(Arc<Vec<SuggestedAction>>),
     /// A custom payload that is, for now, the best candidate; a later item
     /// of a higher-priority type supersedes it. The final result decides.
     ///
@@ -162,8 +168,9 @@ pub enum StreamItem {
     /// [`Parsed::custom_payload`] without a copy when every handle to it has
     /// been dropped by then (a handle still held costs one copy there).
     CustomPayload(Arc<Payload>),
-    /// A text tool call, as soon as it closed.
-    ToolCall(TextToolCall),
+    /// A text tool call, as soon as it closed; shared with the parser as
+    /// [`Self::SuggestedValues`] are.
+    ToolCall(Arc<TextToolCall>),
     /// A diagnostic, as soon as it is known.
     Diagnostic(Diagnostic),
     /// The value so far of a custom payload being written: at most one per

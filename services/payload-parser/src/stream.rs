@@ -416,6 +416,83 @@ mod tests {
         assert_ne!(payload.payload_type.as_ptr(), shared.payload_type.as_ptr());
     }
 
+    /// A text with suggested values, actions and a tool call, streamed in
+    /// 16-byte deltas: the parser and its items.
+    fn elements_stream() -> (StreamParser, Vec<StreamItem>) {
+        let spec = crate::ProfileSpec {
+            client_actions: vec!["close_chat".into()],
+            tools: vec!["search_rows".into()],
+            ..crate::ProfileSpec::default()
+        };
+        let profile = Arc::new(Profile::new(&spec).expect("valid profile"));
+        let text = "Ready.\n\nSUGGESTED_VALUES: [{\"label\": \"More\", \"value\": \"Show more\"}]\n\n\
+            SUGGESTED_ACTIONS: [{\"label\": \"Close\", \"action\": \"close_chat\"}]\n\n\
+            {\"tool\": \"search_rows\", \"input\": {\"query\": \"open\"}}\n\nDone.";
+        let mut parser = StreamParser::new(profile, Limits::default());
+        let mut items = Vec::new();
+        for chunk in text.as_bytes().chunks(16) {
+            let delta = std::str::from_utf8(chunk).expect("ASCII");
+            parser.push_into(delta, &mut items).expect("within limits");
+        }
+        items.extend(parser.end());
+        (parser, items)
+    }
+
+    /// Where the strings of the lists and the tool call the stream handed
+    /// out live (their first label, action and name).
+    fn handed_out_at(items: &[StreamItem]) -> [*const u8; 3] {
+        let mut at = [std::ptr::null(); 3];
+        for item in items {
+            match item {
+                StreamItem::SuggestedValues(values) => at[0] = values[0].label.as_ptr(),
+                StreamItem::SuggestedActions(actions) => at[1] = actions[0].action.as_ptr(),
+                StreamItem::ToolCall(call) => at[2] = call.name.as_ptr(),
+                _ => {}
+            }
+        }
+        assert!(at.iter().all(|p| !p.is_null()), "every element handed out");
+        at
+    }
+
+    fn result_at(parsed: &Parsed) -> [*const u8; 3] {
+        [
+            parsed.suggested_values[0].label.as_ptr(),
+            parsed.suggested_actions[0].action.as_ptr(),
+            parsed.tool_calls[0].name.as_ptr(),
+        ]
+    }
+
+    #[test]
+    fn lists_and_tool_calls_whose_handles_were_dropped_are_moved_into_the_result() {
+        let (parser, items) = elements_stream();
+        let at = handed_out_at(&items);
+        drop(items);
+        let parsed = parser.finish();
+        assert_eq!(parsed.suggested_values[0].value, "Show more");
+        assert_eq!(parsed.suggested_actions[0].label, "Close");
+        assert_eq!(parsed.tool_calls[0].arguments["query"], "open");
+        assert_eq!(result_at(&parsed), at);
+    }
+
+    #[test]
+    fn lists_and_tool_calls_still_held_are_copied_into_the_result() {
+        let (parser, items) = elements_stream();
+        let at = handed_out_at(&items);
+        let parsed = parser.finish();
+        let moved = result_at(&parsed);
+        for (held, result) in at.iter().zip(moved) {
+            assert_ne!(*held, result);
+        }
+        let values = items.iter().find_map(|item| match item {
+            StreamItem::SuggestedValues(values) => Some(values),
+            _ => None,
+        });
+        assert_eq!(
+            values.map(|v| v.as_slice()),
+            Some(parsed.suggested_values.as_slice())
+        );
+    }
+
     #[test]
     fn the_limit_counts_all_deltas() {
         let limits = Limits {
