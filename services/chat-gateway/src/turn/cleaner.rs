@@ -284,7 +284,13 @@ impl TextCleaner {
     }
 
     fn hand_out_items(&mut self, items: Vec<payload_parser::StreamItem>) {
+        use payload_parser::StreamItem;
         for item in items {
+            // Not converted for nothing: `take_output` drops them (they
+            // arrive again in the final result).
+            if matches!(item, StreamItem::CustomPayload(_) | StreamItem::ToolCall(_)) {
+                continue;
+            }
             if let Some(output) = item.into_proto().output {
                 self.take_output(output);
             }
