@@ -16,7 +16,11 @@
 
 use serde_json::Value;
 
-use crate::{json_value, model::DiagnosticKind};
+use crate::{
+    json_value,
+    model::DiagnosticKind,
+    swar::{splat, zero_bytes},
+};
 
 const OUT: u8 = 0;
 const IN: u8 = 1;
@@ -116,18 +120,6 @@ impl Lexer {
     }
 }
 
-/// Copies of byte `b` in every byte of a word.
-const fn splat(b: u8) -> u64 {
-    u64::from_ne_bytes([b; 8])
-}
-
-/// The high bit of each byte of `x` that is zero, exact for the lowest
-/// such byte (a higher one may be marked wrongly after a borrow, so only
-/// the lowest mark may be used).
-fn zero_bytes(x: u64) -> u64 {
-    x.wrapping_sub(splat(0x01)) & !x & splat(0x80)
-}
-
 /// The first `"` or `\` at or after `i` (inside a string), or `t.len()`.
 ///
 /// The lexer runs over every byte of every element, and a stream calls it
@@ -141,7 +133,7 @@ fn string_stop(t: &[u8], mut i: usize) -> usize {
         let mut word = [0; 8];
         word.copy_from_slice(chunk);
         let w = u64::from_le_bytes(word);
-        // The lowest marked byte is exact (see `zero_bytes`).
+        // The lowest marked byte is exact (see `crate::swar`).
         let found = zero_bytes(w ^ splat(b'"')) | zero_bytes(w ^ splat(b'\\'));
         if found != 0 {
             return i + (found.trailing_zeros() / 8) as usize;

@@ -24,6 +24,8 @@ use std::borrow::Cow;
 
 use serde_json::{Map, Number, Value};
 
+use crate::swar::{bytes_below, splat};
+
 /// Deepest nesting `serde_json` reads (it refuses the 128th level).
 const SERDE_MAX_DEPTH: usize = 127;
 
@@ -80,17 +82,6 @@ fn skip_ws(t: &[u8], mut i: usize) -> usize {
         i += 1;
     }
     i
-}
-
-/// Copies of byte `b` in every byte of a word.
-const fn splat(b: u8) -> u64 {
-    u64::from_ne_bytes([b; 8])
-}
-
-/// The high bit of each byte of `x` below `n` (`n <= 0x80`), exact for the
-/// lowest such byte (a higher one may be marked wrongly after a borrow).
-fn bytes_below(x: u64, n: u8) -> u64 {
-    x.wrapping_sub(splat(n)) & !x & splat(0x80)
 }
 
 /// The first `"`, `\` or control character at or after `i`, or `t.len()`.

@@ -39,6 +39,7 @@ mod profiles;
 pub mod service;
 mod stream;
 pub mod structured;
+mod swar;
 mod tool_calls;
 pub mod typed;
 
