@@ -360,6 +360,20 @@ mod tests {
         assert_eq!(parser.text.capacity(), 400);
     }
 
+    /// `text` (ASCII) streamed in 16-byte deltas with the profile `spec`:
+    /// the parser, ended, and every item it handed out.
+    fn stream_in_16_bytes(spec: crate::ProfileSpec, text: &str) -> (StreamParser, Vec<StreamItem>) {
+        let profile = Arc::new(Profile::new(&spec).expect("valid profile"));
+        let mut parser = StreamParser::new(profile, Limits::default());
+        let mut items = Vec::new();
+        for chunk in text.as_bytes().chunks(16) {
+            let delta = std::str::from_utf8(chunk).expect("ASCII");
+            parser.push_into(delta, &mut items).expect("within limits");
+        }
+        items.extend(parser.end());
+        (parser, items)
+    }
+
     /// A payload text in 16-byte deltas, with its stream items.
     fn payload_stream() -> (StreamParser, Vec<StreamItem>) {
         let spec = crate::ProfileSpec {
@@ -370,17 +384,9 @@ mod tests {
             }],
             ..crate::ProfileSpec::default()
         };
-        let profile = Arc::new(Profile::new(&spec).expect("valid profile"));
         let text =
             "Here.\n\nSCHEMA_PROPOSAL: {\"mode\": \"update\", \"operations\": [1, 2]}\n\nDone.";
-        let mut parser = StreamParser::new(profile, Limits::default());
-        let mut items = Vec::new();
-        for chunk in text.as_bytes().chunks(16) {
-            let delta = std::str::from_utf8(chunk).expect("ASCII");
-            parser.push_into(delta, &mut items).expect("within limits");
-        }
-        items.extend(parser.end());
-        (parser, items)
+        stream_in_16_bytes(spec, text)
     }
 
     fn shared_payload(items: &[StreamItem]) -> Arc<crate::Payload> {
@@ -424,18 +430,10 @@ mod tests {
             tools: vec!["search_rows".into()],
             ..crate::ProfileSpec::default()
         };
-        let profile = Arc::new(Profile::new(&spec).expect("valid profile"));
         let text = "Ready.\n\nSUGGESTED_VALUES: [{\"label\": \"More\", \"value\": \"Show more\"}]\n\n\
             SUGGESTED_ACTIONS: [{\"label\": \"Close\", \"action\": \"close_chat\"}]\n\n\
             {\"tool\": \"search_rows\", \"input\": {\"query\": \"open\"}}\n\nDone.";
-        let mut parser = StreamParser::new(profile, Limits::default());
-        let mut items = Vec::new();
-        for chunk in text.as_bytes().chunks(16) {
-            let delta = std::str::from_utf8(chunk).expect("ASCII");
-            parser.push_into(delta, &mut items).expect("within limits");
-        }
-        items.extend(parser.end());
-        (parser, items)
+        stream_in_16_bytes(spec, text)
     }
 
     /// Where the strings of the lists and the tool call the stream handed
