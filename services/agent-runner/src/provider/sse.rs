@@ -2,20 +2,21 @@
 //! that turns its events into [`StreamEvent`]s through a provider's
 //! [`Decoder`].
 //!
-//! Framing is `eventsource-stream`'s (blank-line separated events with LF,
-//! CR or CRLF line ends, `:` comment lines dropped, multi-line `data:` joined
-//! with `\n`, the `event:` name kept; UTF-8 split across reads is
-//! reassembled). A decoder is a plain synchronous state machine: it sees one
-//! event at a time and pushes what it yields, which keeps the protocol logic
-//! testable without HTTP. The driver stops reading as soon as the decoder
-//! reports the provider's finish signal, and asks the decoder what a clean
-//! end of the body means (a finish, or [`ProviderError::Truncated`]).
-//! [`stream_sse`] puts the three together for an HTTP adapter: POST, frame,
-//! decode.
+//! Framing is [`framing`]'s (the standard's rules: blank-line separated
+//! events with LF, CR or CRLF line ends, `:` comment lines dropped,
+//! multi-line `data:` joined with `\n`, the `event:` name kept; UTF-8 split
+//! across reads is reassembled). A decoder is a plain synchronous state
+//! machine: it sees one event at a time and pushes what it yields, which
+//! keeps the protocol logic testable without HTTP. The driver stops reading
+//! as soon as the decoder reports the provider's finish signal, and asks the
+//! decoder what a clean end of the body means (a finish, or
+//! [`ProviderError::Truncated`]). [`stream_sse`] puts the three together for
+//! an HTTP adapter: POST, frame, decode.
 
-use std::{collections::VecDeque, fmt::Display, pin::Pin};
+mod framing;
 
-use eventsource_stream::{EventStreamError, Eventsource};
+use std::{borrow::Cow, collections::VecDeque, fmt::Display, pin::Pin};
+
 use futures::{Stream, StreamExt};
 use rand::{Rng, distr::Alphanumeric};
 use reqwest::header::HeaderMap;
@@ -26,57 +27,68 @@ use super::{
     http::{self, truncate_raw},
 };
 
-/// The largest slice of a network read handed to the SSE parser at once.
-const MAX_SLICE: usize = 4096;
-
 /// One server-sent event.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SseEvent {
     /// The `event:` field; `message` when the server sent none.
-    pub event: String,
+    pub event: Cow<'static, str>,
     /// The `data:` lines joined with `\n`.
     pub data: String,
 }
 
 /// Frames a byte stream into [`SseEvent`]s. A transport failure becomes
-/// [`ProviderError::Connection`]; bytes that are not UTF-8 or not SSE become
-/// [`ProviderError::Malformed`].
+/// [`ProviderError::Connection`]; bytes that are not UTF-8 become
+/// [`ProviderError::Malformed`]. Nothing follows an error.
 pub fn sse_events<S, B, E>(body: S) -> impl Stream<Item = Result<SseEvent, ProviderError>> + Send
 where
     S: Stream<Item = Result<B, E>> + Send,
     B: AsRef<[u8]> + Send,
     E: Display + Send,
 {
-    // eventsource-stream copies the rest of its buffer after every line, so
-    // one huge read costs time quadratic in its size: feed it bounded slices.
-    let body = body.flat_map(|item| {
-        let pieces: Vec<Result<Vec<u8>, E>> = match item {
-            Ok(bytes) => bytes
-                .as_ref()
-                .chunks(MAX_SLICE)
-                .map(|piece| Ok(piece.to_vec()))
-                .collect(),
-            Err(e) => vec![Err(e)],
-        };
-        futures::stream::iter(pieces)
-    });
-    body.eventsource().map(|item| match item {
-        Ok(event) => Ok(SseEvent {
-            event: event.event,
-            data: event.data,
-        }),
-        Err(EventStreamError::Transport(e)) => Err(ProviderError::Connection(format!(
-            "reading the stream: {e}"
-        ))),
-        Err(EventStreamError::Utf8(e)) => Err(ProviderError::Malformed {
-            reason: format!("stream is not UTF-8: {e}"),
-            raw: truncate_raw(&String::from_utf8_lossy(e.as_bytes())),
-        }),
-        Err(EventStreamError::Parser(e)) => Err(ProviderError::Malformed {
-            reason: "stream is not server-sent events".into(),
-            raw: truncate_raw(&e.input),
-        }),
+    let state = Framing {
+        body: Box::pin(body),
+        framer: framing::Framer::default(),
+        ready: VecDeque::new(),
+        failed: None,
+        ended: false,
+    };
+    futures::stream::unfold(state, |mut state| async move {
+        loop {
+            if let Some(event) = state.ready.pop_front() {
+                return Some((Ok(event), state));
+            }
+            if let Some(error) = state.failed.take() {
+                state.ended = true;
+                return Some((Err(error), state));
+            }
+            if state.ended {
+                return None;
+            }
+            match state.body.next().await {
+                Some(Ok(bytes)) => {
+                    state.failed = state.framer.push(bytes.as_ref(), &mut state.ready).err();
+                }
+                Some(Err(e)) => {
+                    state.failed = Some(ProviderError::Connection(format!(
+                        "reading the stream: {e}"
+                    )));
+                }
+                None => state.ended = true,
+            }
+        }
     })
+}
+
+/// [`sse_events`]' state between reads.
+struct Framing<S> {
+    body: Pin<Box<S>>,
+    framer: framing::Framer,
+    /// Events framed and not yet handed out.
+    ready: VecDeque<SseEvent>,
+    /// The error to hand out after them.
+    failed: Option<ProviderError>,
+    /// The body ended or failed: nothing more is read.
+    ended: bool,
 }
 
 /// Whether the decoder wants more events.
@@ -220,7 +232,7 @@ mod tests {
 
     fn ev(event: &str, data: &str) -> SseEvent {
         SseEvent {
-            event: event.into(),
+            event: event.to_owned().into(),
             data: data.into(),
         }
     }
@@ -270,7 +282,7 @@ mod tests {
         let text: String = (0..500)
             .map(|i| format!("data: {{\"n\":{i},\"t\":\"é中ü\"}}\r\n\r\n"))
             .collect();
-        assert!(text.len() > 4 * MAX_SLICE);
+        assert!(text.len() > 16 * 1024);
         let events = ok(read_all(&text, text.len()).await);
         assert_eq!(events.len(), 500);
         for (i, event) in events.iter().enumerate() {

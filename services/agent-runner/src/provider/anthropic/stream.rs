@@ -96,7 +96,7 @@ impl Decoder for AnthropicDecoder {
         let kind = value
             .get("type")
             .and_then(Value::as_str)
-            .unwrap_or(event.event.as_str());
+            .unwrap_or(&event.event);
         match kind {
             "message_start" => self.message_start(&value),
             "content_block_start" => self.block_start(&value, data, out)?,
