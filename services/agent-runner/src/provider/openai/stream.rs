@@ -6,6 +6,8 @@
 //! block, usage and the finish are yielded when the stream ends, because
 //! call fragments (and vLLM's usage) may keep coming until then.
 
+use std::borrow::Cow;
+
 use serde::Deserialize;
 use serde_json::Value;
 
@@ -29,27 +31,70 @@ pub(crate) struct OpenAiDecoder {
     response_model: Option<String>,
 }
 
+/// One `chat.completion.chunk`. Its strings are borrowed from the event's
+/// data where they have no escapes: a chunk's id, model and text are read
+/// for every token, and only the first id and model are kept.
 #[derive(Debug, Deserialize)]
-struct Chunk {
-    id: Option<String>,
-    model: Option<String>,
-    #[serde(default)]
-    choices: Option<Vec<Choice>>,
+struct Chunk<'a> {
+    #[serde(borrow)]
+    id: Option<Text<'a>>,
+    #[serde(borrow)]
+    model: Option<Text<'a>>,
+    #[serde(default, borrow)]
+    choices: Option<Vec<Choice<'a>>>,
     usage: Option<WireUsage>,
     error: Option<Value>,
-    object: Option<String>,
+    #[serde(borrow)]
+    object: Option<Text<'a>>,
+}
+
+/// A JSON string borrowed from the data where it has no escapes. (serde
+/// borrows a `Cow<str>` field only when it is not inside an `Option`.)
+#[derive(Debug)]
+struct Text<'a>(Cow<'a, str>);
+
+impl std::ops::Deref for Text<'_> {
+    type Target = str;
+    fn deref(&self) -> &str {
+        &self.0
+    }
+}
+
+impl<'de: 'a, 'a> Deserialize<'de> for Text<'a> {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct Visitor<'a>(std::marker::PhantomData<Text<'a>>);
+        impl<'de: 'a, 'a> serde::de::Visitor<'de> for Visitor<'a> {
+            type Value = Text<'a>;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("a string")
+            }
+            fn visit_borrowed_str<E>(self, text: &'de str) -> Result<Self::Value, E> {
+                Ok(Text(Cow::Borrowed(text)))
+            }
+            fn visit_str<E>(self, text: &str) -> Result<Self::Value, E> {
+                Ok(Text(Cow::Owned(text.to_owned())))
+            }
+            fn visit_string<E>(self, text: String) -> Result<Self::Value, E> {
+                Ok(Text(Cow::Owned(text)))
+            }
+        }
+        deserializer.deserialize_str(Visitor(std::marker::PhantomData))
+    }
 }
 
 #[derive(Debug, Deserialize)]
-struct Choice {
+struct Choice<'a> {
     index: Option<u64>,
-    delta: Option<Delta>,
-    finish_reason: Option<String>,
+    #[serde(borrow)]
+    delta: Option<Delta<'a>>,
+    #[serde(borrow)]
+    finish_reason: Option<Text<'a>>,
 }
 
 #[derive(Debug, Deserialize)]
-struct Delta {
-    content: Option<String>,
+struct Delta<'a> {
+    #[serde(borrow)]
+    content: Option<Text<'a>>,
     refusal: Option<String>,
     reasoning: Option<String>,
     reasoning_content: Option<String>,
@@ -108,7 +153,7 @@ impl Decoder for OpenAiDecoder {
             return Err(error);
         }
         // Azure opens with a chunk whose id and model are empty.
-        let non_empty = |s: Option<String>| s.filter(|s| !s.is_empty());
+        let non_empty = |s: Option<Text>| s.filter(|s| !s.0.is_empty()).map(|s| s.0.into_owned());
         self.response_id = self.response_id.take().or_else(|| non_empty(chunk.id));
         self.response_model = self
             .response_model
@@ -125,7 +170,7 @@ impl Decoder for OpenAiDecoder {
                 self.delta(delta, out)?;
             }
             if let Some(reason) = choice.finish_reason.filter(|r| !r.is_empty()) {
-                if reason == "error" {
+                if &*reason == "error" {
                     return Err(ProviderError::StreamError {
                         kind: "error".into(),
                         message: "the provider ended the answer with finish_reason \"error\""
@@ -134,7 +179,8 @@ impl Decoder for OpenAiDecoder {
                         raw: truncate_raw(data),
                     });
                 }
-                self.finish_reason.get_or_insert(reason);
+                self.finish_reason
+                    .get_or_insert_with(|| reason.0.into_owned());
             }
         }
         Ok(Flow::Continue)
@@ -152,7 +198,7 @@ impl Decoder for OpenAiDecoder {
 }
 
 impl OpenAiDecoder {
-    fn delta(&mut self, delta: Delta, out: &mut Vec<StreamEvent>) -> Result<(), ProviderError> {
+    fn delta(&mut self, delta: Delta<'_>, out: &mut Vec<StreamEvent>) -> Result<(), ProviderError> {
         for piece in [delta.reasoning_content, delta.reasoning]
             .into_iter()
             .flatten()
@@ -315,4 +361,55 @@ fn retryable(kind: &str, code: Option<u64>) -> bool {
     ]
     .iter()
     .any(|k| kind.contains(k))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_chunk_borrows_its_strings_unless_they_have_escapes() {
+        let data = r#"{"id":"chatcmpl-1","model":"m","object":"chat.completion.chunk",
+            "choices":[{"index":0,"delta":{"content":"caf\u00e9 "},"finish_reason":null}]}"#;
+        let chunk: Chunk = serde_json::from_str(data).expect("a chunk");
+        assert!(matches!(
+            chunk.id.map(|t| t.0),
+            Some(Cow::Borrowed("chatcmpl-1"))
+        ));
+        assert!(matches!(chunk.object.map(|t| t.0), Some(Cow::Borrowed(_))));
+        let choice = chunk
+            .choices
+            .into_iter()
+            .flatten()
+            .next()
+            .expect("a choice");
+        let content = choice.delta.and_then(|d| d.content).expect("content");
+        assert!(matches!(content.0, Cow::Owned(ref text) if text == "café "));
+        assert!(choice.finish_reason.is_none());
+    }
+
+    #[test]
+    fn text_is_decoded_with_and_without_escapes() {
+        let mut decoder = OpenAiDecoder::default();
+        let mut out = Vec::new();
+        for data in [
+            r#"{"choices":[{"delta":{"content":"a\"b"}}]}"#,
+            r#"{"choices":[{"delta":{"content":" plain"},"finish_reason":"stop"}]}"#,
+        ] {
+            let event = SseEvent {
+                event: Cow::Borrowed("message"),
+                data: data.to_owned(),
+            };
+            decoder.on_event(&event, &mut out).expect("decoded");
+        }
+        let text: String = out
+            .iter()
+            .filter_map(|e| match e {
+                StreamEvent::TextDelta(t) => Some(t.as_str()),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(text, "a\"b plain");
+        assert_eq!(decoder.finish_reason.as_deref(), Some("stop"));
+    }
 }
