@@ -200,6 +200,39 @@ mod tests {
         assert_eq!(events, [pair("message", "é中")]);
     }
 
+    proptest::proptest! {
+        /// However a body is cut into reads, the same events come out as
+        /// from the body in one read.
+        #[test]
+        fn any_split_of_a_body_frames_as_the_whole(
+            lines in proptest::collection::vec(
+                (
+                    proptest::sample::select(vec![
+                        "data: x", "data:é中", "data", "event: e", "event:", ": c",
+                        "id: 1", "retry: 5", "", "", "\u{feff}data: bom",
+                    ]),
+                    proptest::sample::select(vec!["\n", "\r", "\r\n"]),
+                ),
+                0..24,
+            ),
+            cuts in proptest::collection::vec(0usize..400, 0..12),
+        ) {
+            let body: String = lines.iter().map(|(line, end)| format!("{line}{end}")).collect();
+            let body = body.as_bytes();
+            let mut cuts: Vec<usize> = cuts.into_iter().map(|c| c.min(body.len())).collect();
+            cuts.sort_unstable();
+            let mut reads = Vec::new();
+            let mut from = 0;
+            for cut in cuts.into_iter().chain([body.len()]) {
+                reads.push(&body[from..cut]);
+                from = cut;
+            }
+            let whole = frame(&[body]).expect("framed whole");
+            let split = frame(&reads).expect("framed in pieces");
+            proptest::prop_assert_eq!(split, whole);
+        }
+    }
+
     #[test]
     fn a_line_that_is_not_utf8_is_malformed_after_the_events_before_it() {
         let mut framer = Framer::default();
