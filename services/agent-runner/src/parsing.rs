@@ -92,7 +92,7 @@ fn convert(items: Vec<StreamItem>) -> Vec<TextItem> {
     items
         .into_iter()
         .filter_map(|item| match item {
-            StreamItem::Text(text) => Some(TextItem::Text(text)),
+            StreamItem::Text(text) => Some(TextItem::Text(text.into_string())),
             // The parser keeps the call for its final result: copy what the
             // loop needs.
             StreamItem::ToolCall(call) => Some(TextItem::Call(TextCall {

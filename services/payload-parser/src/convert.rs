@@ -174,7 +174,7 @@ impl StreamItem {
     /// The `ParseStreamResponse` carrying this item.
     pub fn into_proto(self) -> pb::ParseStreamResponse {
         let output = match self {
-            Self::Text(text) => Output::Text(text),
+            Self::Text(text) => Output::Text(text.into_string()),
             Self::SuggestedValues(values) => Output::SuggestedValues(pb::SuggestedValues {
                 values: values.iter().map(Into::into).collect(),
             }),

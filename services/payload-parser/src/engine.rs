@@ -13,7 +13,7 @@
 //! custom payload's JSON is also fed, as it arrives, to [`PayloadPartials`].
 
 use crate::{
-    direct,
+    TextDelta, direct,
     engine_state::{Candidate, Collected, Decoded, Event, State, What},
     extract::{CloseIndex, Lexer},
     fence::{self, MAX_GAP, skip_ws},
@@ -605,7 +605,7 @@ impl Engine {
         if !(self.emit && message.len() > self.emitted) {
             return None;
         }
-        let item = StreamItem::Text(message[self.emitted..].to_owned());
+        let item = StreamItem::Text(TextDelta::from(&message[self.emitted..]));
         self.emitted = message.len();
         Some(item)
     }

@@ -18,6 +18,7 @@
 
 pub mod compiled_cache;
 mod convert;
+mod delta;
 mod direct;
 mod elements;
 mod engine;
@@ -44,6 +45,7 @@ mod tool_calls;
 pub mod typed;
 
 pub use compiled_cache::CompiledCache;
+pub use delta::TextDelta;
 pub use error::{ParseError, PartialError, ProfileError};
 pub use limits::{DEFAULT_MAX_BYTES, DEFAULT_MAX_DEPTH, HARD_MAX_BYTES, HARD_MAX_DEPTH, Limits};
 pub use model::{

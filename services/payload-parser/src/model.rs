@@ -8,6 +8,8 @@ use std::sync::Arc;
 
 use serde_json::{Map, Value};
 
+use crate::TextDelta;
+
 /// A clickable chip: clicking it sends `value` as the user's next message.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SuggestedValue {
@@ -147,8 +149,9 @@ pub struct Parsed {
 /// One piece of streamed output, in the order it becomes known.
 #[derive(Debug, Clone, PartialEq)]
 pub enum StreamItem {
-    /// The next delta of the cleaned message.
-    Text(String),
+    /// The next delta of the cleaned message (inline, without an
+    /// allocation, up to 24 bytes).
+    Text(TextDelta),
     /// The suggested values, as soon as their array closed.
     ///
     /// Shared with the parser, like [`Self::CustomPayload`]: handing them
