@@ -10,11 +10,13 @@
 //! [`config`] is how each binary reads its settings (defaults, file,
 //! environment, flags); [`tls`] is TLS and mutual TLS with certificates
 //! that rotate; [`unix`] is gRPC over a Unix domain socket (the sidecar
-//! hop); [`testing`] is the workspace's rule for tests that cannot run here.
+//! hop); [`request_body`] sends a call's last request frame with its end;
+//! [`testing`] is the workspace's rule for tests that cannot run here.
 
 pub mod config;
 pub mod deadline;
 pub mod edge;
+pub mod request_body;
 pub mod serve;
 pub mod status;
 pub mod telemetry;

@@ -21,7 +21,10 @@ use super::{
     body::{Call, Side, TracedBody},
     code_from_http, grpc_status,
 };
-use crate::telemetry::{self, propagation, semconv};
+use crate::{
+    request_body::LookAhead,
+    telemetry::{self, propagation, semconv},
+};
 
 /// A traced, timed gRPC channel. Cheap to clone, like the channel.
 #[derive(Debug, Clone)]
@@ -98,6 +101,9 @@ where
             tracing::Span::none()
         };
         let mut call = Call::start(Side::Client, span.clone(), &method, &self.host);
+        // The last request message goes out with END_STREAM, not in a
+        // packet after it (see `LookAhead`).
+        let request = request.map(|body| Body::new(LookAhead::new(body)));
         let future = self.inner.call(request).instrument(span);
         Box::pin(async move {
             let response = match future.await {
