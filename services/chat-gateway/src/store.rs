@@ -286,6 +286,11 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
         "watched",
         include_str!("store/migrations/0006_watched.sql"),
     ),
+    (
+        7,
+        "quota reads",
+        include_str!("store/migrations/0007_quota_reads.sql"),
+    ),
 ];
 
 /// Makes the store's writes fail on demand, as a full disk or a lost

@@ -1191,6 +1191,106 @@ async fn users_and_tenants_have_limits(store: Store) {
     }
 }
 
+/// The tokens turns spent are kept per day of their start: they stay
+/// spent when their conversation is deleted, they count for the user and
+/// the tenant, yesterday's do not hold today, and counts older than
+/// yesterday are pruned.
+async fn spent_tokens_are_kept_per_day(store: Store) {
+    use quota::{Limit, Quota, Scope};
+    let budget = Quota {
+        tokens_per_day: 1_000,
+        ..Quota::UNLIMITED
+    };
+    let in_acme = quota::Admission {
+        tenant: Some("acme".into()),
+        user: budget,
+        tenant_quota: budget,
+    };
+    assert_eq!(refused(&admit_as(&store, "ivan", &in_acme).await), None);
+    let [(turn, conversation)] =
+        <[_; 1]>::try_from(running_of(&store, "ivan").await).expect("one running turn of ivan");
+    finish_with_usage(&store, "ivan", &conversation, &turn, 1_200).await;
+    assert!(store.delete("ivan", &conversation).await.expect("delete"));
+    assert_eq!(
+        refused(&admit_as(&store, "ivan", &in_acme).await),
+        Some((Scope::User, Limit::TokensPerDay)),
+        "the deleted conversation's tokens stay spent"
+    );
+    assert_eq!(
+        refused(&admit_as(&store, "judy", &in_acme).await),
+        Some((Scope::Tenant, Limit::TokensPerDay)),
+        "a user of the same tenant meets the tenant's count"
+    );
+
+    const DAY: i64 = 86_400_000;
+    let now = now_ms();
+    let today = now - now % DAY;
+    for day in [today - DAY, today - 2 * DAY] {
+        sqlx::query(
+            "INSERT INTO quota_tokens (scope, key, day, tokens) VALUES ('user', $1, $2, 5000)",
+        )
+        .bind("kim")
+        .bind(day)
+        .execute(&store.pool)
+        .await
+        .expect("insert an earlier day's count");
+    }
+    assert_eq!(
+        refused(&admit(&store, "kim", None, budget).await),
+        None,
+        "yesterday's tokens do not count today"
+    );
+    assert_eq!(store.prune_quota_days(now).await.expect("prune"), 1);
+    let days: Vec<i64> = sqlx::query("SELECT day FROM quota_tokens WHERE key = $1")
+        .bind("kim")
+        .fetch_all(&store.pool)
+        .await
+        .expect("read")
+        .iter()
+        .map(|row| row.try_get("day").expect("day"))
+        .collect();
+    assert_eq!(days, [today - DAY]);
+}
+
+/// The quotas' reads (`quota::usage_sql`) go through an index range that
+/// does not grow with the caller's history: each read of `turns` is bound
+/// by a running-turns index or by `created_at`, never by the owner or
+/// tenant alone (which read every turn they ever started).
+#[tokio::test]
+async fn quota_reads_stay_within_their_windows() {
+    let (store, _dir) = sqlite_store().await;
+    for scope in [quota::Scope::User, quota::Scope::Tenant] {
+        let sql = format!("EXPLAIN QUERY PLAN {}", quota::usage_sql(scope));
+        let plan: Vec<String> = sqlx::query(sqlx::AssertSqlSafe(sql))
+            .bind("someone")
+            .bind(0_i64)
+            .bind(scope.as_str())
+            .bind(0_i64)
+            .fetch_all(&store.pool)
+            .await
+            .expect("explain")
+            .iter()
+            .map(|row| row.try_get::<String, _>("detail").expect("detail"))
+            .collect();
+        let reads: Vec<&String> = plan
+            .iter()
+            .filter(|step| step.contains(" turns "))
+            .collect();
+        assert_eq!(reads.len(), 3, "{plan:?}");
+        for read in reads {
+            assert!(
+                read.contains("turns_running_by_") || read.contains("created_at>"),
+                "{scope:?}: {read}"
+            );
+        }
+        assert!(
+            plan.iter()
+                .any(|step| step.contains("quota_tokens") && step.contains("INDEX")),
+            "{plan:?}"
+        );
+    }
+}
+
 /// Admissions of one user's turns at once (as replicas racing on one
 /// database make them) never exceed the limit.
 async fn racing_admissions_respect_the_limit(store: Store) {
@@ -1256,6 +1356,7 @@ on_both_backends!(
     injected_write_faults_store_nothing,
     rows_from_before_scoped_owners_wait_for_their_issuer,
     users_and_tenants_have_limits,
+    spent_tokens_are_kept_per_day,
     racing_admissions_respect_the_limit,
 );
 

@@ -623,6 +623,12 @@ impl Store {
     pub async fn prune_wire(&self, before: i64) -> Result<u64, StoreError> {
         self.write(Prune { before }).await
     }
+
+    /// Deletes the quotas' token counts of days before yesterday (`now` in
+    /// Unix ms); returns how many day counts went.
+    pub async fn prune_quota_days(&self, now: i64) -> Result<u64, StoreError> {
+        self.write(super::quota::PruneTokens { now }).await
+    }
 }
 
 #[cfg(test)]

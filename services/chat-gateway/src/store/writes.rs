@@ -348,6 +348,7 @@ impl Write for FinishTurnWrite {
             if let Some(wire) = &self.wire {
                 insert_wire(&mut group, &self.turn_id, wire, self.now)?;
             }
+            quota::record_tokens(&mut group, &self.turn_id, self.tokens)?;
             if self.notify {
                 // PostgreSQL only; the same statement as the inserts.
                 group.push("SELECT pg_notify($1, $2)", |values| {

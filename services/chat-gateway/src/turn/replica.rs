@@ -174,6 +174,9 @@ impl Engine {
                         Ok(pruned) => tracing::info!(batches = pruned, "pruned wire events past the resume window"),
                         Err(error) => tracing::warn!(%error, "cannot prune old wire events"),
                     }
+                    if let Err(error) = self.store.prune_quota_days(now_ms()).await {
+                        tracing::warn!(%error, "cannot prune old quota token counts");
+                    }
                 }
             }
         }
