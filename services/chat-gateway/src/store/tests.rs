@@ -1252,6 +1252,29 @@ async fn spent_tokens_are_kept_per_day(store: Store) {
     assert_eq!(days, [today - DAY]);
 }
 
+/// A turn's history (`queries::RECENT_EVENTS`) is read by turn: never by
+/// going over every event of its conversation.
+#[tokio::test]
+async fn recent_history_is_read_by_turn() {
+    let (store, _dir) = sqlite_store().await;
+    let plan: Vec<String> = sqlx::query(sqlx::AssertSqlSafe(format!(
+        "EXPLAIN QUERY PLAN {}",
+        queries::RECENT_EVENTS
+    )))
+    .bind("conversation")
+    .bind("owner")
+    .bind(50_i64)
+    .fetch_all(&store.pool)
+    .await
+    .expect("explain")
+    .iter()
+    .map(|row| row.try_get::<String, _>("detail").expect("detail"))
+    .collect();
+    let events: Vec<&String> = plan.iter().filter(|step| step.contains(" e ")).collect();
+    assert_eq!(events.len(), 1, "{plan:?}");
+    assert!(events[0].contains("events_by_turn (turn_id=?)"), "{plan:?}");
+}
+
 /// The quotas' reads (`quota::usage_sql`) go through an index range that
 /// does not grow with the caller's history: each read of `turns` is bound
 /// by a running-turns index or by `created_at`, never by the owner or
