@@ -111,19 +111,17 @@ async fn sigterm_past_the_drain_time_ends_the_turn_and_stores_it_as_failed() {
                 turn.summary()
             );
 
-            // The client learns the turn is over: a retryable error event
-            // (and `complete`), or the stream ends with UNAVAILABLE.
-            match (&turn.error, &turn.status) {
-                (Some(error), _) => {
-                    assert_eq!(error.reason, "SHUTDOWN", "{error:?}");
-                    assert!(error.retryable, "{error:?}");
-                    assert!(!turn.complete().success);
-                }
-                (None, Some(status)) => {
-                    assert_eq!(status.code(), tonic::Code::Unavailable, "{status:?}")
-                }
-                (None, None) => panic!("the turn neither failed nor broke: {}", turn.summary()),
-            }
+            // The client learns why the turn is over: a retryable error
+            // event and `complete`, before its connection closes cleanly
+            // (the gateway stops the turn while it still serves the
+            // stream; a broken connection here was the race it had).
+            let Some(error) = &turn.error else {
+                panic!("no SHUTDOWN error event: {}", turn.summary())
+            };
+            assert_eq!(error.reason, "SHUTDOWN", "{error:?}");
+            assert!(error.retryable, "{error:?}");
+            assert!(!turn.complete().success);
+            assert!(turn.status.is_none(), "{}", turn.summary());
             assert!(ended >= drain, "ended {ended:?}, before the drain time");
             assert!(exited < GRACE, "exited {exited:?} after SIGTERM");
 

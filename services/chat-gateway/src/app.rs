@@ -3,20 +3,17 @@
 //! health and reflection by `parley_grpc::serve`.
 //!
 //! Shutdown: `serve` drains in-flight calls for the drain timeout; turns
-//! whose clients went away keep running in their tasks, so they get what is
-//! left of the drain timeout to finish on their own. Any turn still running
-//! then is stopped and stored as failed (reason `SHUTDOWN`) — never lost.
+//! whose clients went away keep running in their tasks, so they get the
+//! same time to finish on their own. Any turn still running then is stopped
+//! and stored as failed (reason `SHUTDOWN`) — never lost — while the server
+//! still serves its stream, so its client learns why.
 //!
 //! Start-up ends the turns other replicas left behind: on SQLite (one
 //! process owns the file) every turn still running; on PostgreSQL those
 //! whose lease expired. Then the replica's background work runs
 //! ([`Engine::run_replica`]) until the gateway stops.
 
-use std::{
-    future::Future,
-    sync::{Arc, Mutex, PoisonError},
-    time::Duration,
-};
+use std::{future::Future, sync::Arc, time::Duration};
 
 use parley_grpc::tls::ClientTls;
 use tokio::{net::TcpListener, time::Instant};
@@ -33,6 +30,9 @@ use crate::{
 
 /// How long stopped turns get to store their partial answers at shutdown.
 const SHUTDOWN_STORE_WAIT: Duration = Duration::from_secs(5);
+/// How long the server then waits for the stopped turns' last events to
+/// reach their clients.
+const SHUTDOWN_FLUSH_WAIT: Duration = Duration::from_secs(1);
 
 /// The fully qualified name of the service, for health checks.
 pub const SERVICE_NAME: &str = "parley.gateway.v1.ChatGateway";
@@ -160,34 +160,47 @@ impl Gateway {
     /// Serves with the `[server]` settings (TLS included) until `shutdown`
     /// resolves, drains for at most `server.drain_timeout`, then stops and
     /// stores the turns still running.
+    ///
+    /// Turns still running when the drain time is up are stopped while the
+    /// server still serves their streams, so each of their clients gets the
+    /// turn's `SHUTDOWN` error and `complete` before its connection closes
+    /// cleanly; the server waits [`SHUTDOWN_STORE_WAIT`] and
+    /// [`SHUTDOWN_FLUSH_WAIT`] past the drain time for that. (Stopping them
+    /// once the server had given up raced the last events against the
+    /// process's exit: a client could see its connection break instead.)
     pub async fn serve(
         self,
         listener: TcpListener,
         server: &parley_grpc::config::ServerConfig,
         shutdown: impl Future<Output = ()> + Send + 'static,
     ) -> Result<(), parley_grpc::serve::ServeError> {
-        let signalled: Arc<Mutex<Option<Instant>>> = Arc::default();
-        let mark = signalled.clone();
+        let (signalled, drain_started) = tokio::sync::oneshot::channel::<Instant>();
         let shutdown = async move {
             shutdown.await;
-            *mark.lock().unwrap_or_else(PoisonError::into_inner) = Some(Instant::now());
+            let _ = signalled.send(Instant::now());
         };
-        let options = parley_grpc::ServeOptions::new("chat-gateway", vec![SERVICE_NAME])
+        let drain = server.drain_timeout;
+        let engine = self.engine.clone();
+        let stopper = tokio::spawn(async move {
+            // The drain starts at the signal; without one (the server
+            // failed, or stopped on its own) it starts now.
+            let since = drain_started.await.unwrap_or_else(|_| Instant::now());
+            let left = drain.saturating_sub(since.elapsed());
+            let turns = &engine.turns;
+            if !turns.is_empty() && !turns.wait_idle(left).await {
+                let stopped = turns.shutdown(SHUTDOWN_STORE_WAIT).await;
+                tracing::warn!(
+                    turns = stopped,
+                    "stopped turns still running at shutdown; stored as failed"
+                );
+            }
+        });
+        let mut options = parley_grpc::ServeOptions::new("chat-gateway", vec![SERVICE_NAME])
             .configured(server)?;
+        options.drain_timeout = drain + SHUTDOWN_STORE_WAIT + SHUTDOWN_FLUSH_WAIT;
         let served = parley_grpc::serve(listener, self.routes(), options, shutdown).await;
-
-        let since = signalled
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .unwrap_or_else(Instant::now);
-        let left = server.drain_timeout.saturating_sub(since.elapsed());
-        let turns = &self.engine.turns;
-        if !turns.is_empty() && !turns.wait_idle(left).await {
-            let stopped = turns.shutdown(SHUTDOWN_STORE_WAIT).await;
-            tracing::warn!(
-                turns = stopped,
-                "stopped turns still running at shutdown; stored as failed"
-            );
+        if let Err(error) = stopper.await {
+            tracing::error!(%error, "the shutdown of running turns failed");
         }
         self.engine.closing.cancel();
         self.engine.store.close().await;
