@@ -198,21 +198,20 @@ async fn usage(
 /// Values: `$1` the user or tenant key, `$2` a minute ago, `$3` the
 /// scope's name, `$4` today (Unix ms at 00:00 UTC).
 pub(crate) fn usage_sql(scope: Scope) -> &'static str {
+    /// The read for the scope whose key is in `column` of `turns`.
+    macro_rules! usage_of {
+        ($column:literal) => {
+            concat!(
+                "SELECT (SELECT count(*) FROM turns WHERE ", $column, " = $1 AND state = 'running') AS running, ",
+                "(SELECT count(*) FROM turns WHERE ", $column, " = $1 AND created_at > $2) AS last_minute, ",
+                "(SELECT min(created_at) FROM turns WHERE ", $column, " = $1 AND created_at > $2) AS oldest, ",
+                "coalesce((SELECT tokens FROM quota_tokens WHERE scope = $3 AND key = $1 AND day = $4), 0) AS tokens"
+            )
+        };
+    }
     match scope {
-        Scope::User => {
-            "SELECT \
-               (SELECT count(*) FROM turns WHERE owner = $1 AND state = 'running') AS running, \
-               (SELECT count(*) FROM turns WHERE owner = $1 AND created_at > $2) AS last_minute, \
-               (SELECT min(created_at) FROM turns WHERE owner = $1 AND created_at > $2) AS oldest, \
-               coalesce((SELECT tokens FROM quota_tokens WHERE scope = $3 AND key = $1 AND day = $4), 0) AS tokens"
-        }
-        Scope::Tenant => {
-            "SELECT \
-               (SELECT count(*) FROM turns WHERE tenant = $1 AND state = 'running') AS running, \
-               (SELECT count(*) FROM turns WHERE tenant = $1 AND created_at > $2) AS last_minute, \
-               (SELECT min(created_at) FROM turns WHERE tenant = $1 AND created_at > $2) AS oldest, \
-               coalesce((SELECT tokens FROM quota_tokens WHERE scope = $3 AND key = $1 AND day = $4), 0) AS tokens"
-        }
+        Scope::User => usage_of!("owner"),
+        Scope::Tenant => usage_of!("tenant"),
     }
 }
 

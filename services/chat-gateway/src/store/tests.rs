@@ -1252,24 +1252,35 @@ async fn spent_tokens_are_kept_per_day(store: Store) {
     assert_eq!(days, [today - DAY]);
 }
 
+/// SQLite's `EXPLAIN QUERY PLAN` of `sql`, to bind its values to.
+fn explain(sql: &str) -> sqlx::query::Query<'static, sqlx::Any, sqlx::any::AnyArguments> {
+    sqlx::query(sqlx::AssertSqlSafe(format!("EXPLAIN QUERY PLAN {sql}")))
+}
+
+/// The steps of a plan `explain` asks for, as SQLite words them.
+async fn plan_of(
+    store: &Store,
+    explain: sqlx::query::Query<'static, sqlx::Any, sqlx::any::AnyArguments>,
+) -> Vec<String> {
+    explain
+        .fetch_all(&store.pool)
+        .await
+        .expect("explain")
+        .iter()
+        .map(|row| row.try_get::<String, _>("detail").expect("detail"))
+        .collect()
+}
+
 /// A turn's history (`queries::RECENT_EVENTS`) is read by turn: never by
 /// going over every event of its conversation.
 #[tokio::test]
 async fn recent_history_is_read_by_turn() {
     let (store, _dir) = sqlite_store().await;
-    let plan: Vec<String> = sqlx::query(sqlx::AssertSqlSafe(format!(
-        "EXPLAIN QUERY PLAN {}",
-        queries::RECENT_EVENTS
-    )))
-    .bind("conversation")
-    .bind("owner")
-    .bind(50_i64)
-    .fetch_all(&store.pool)
-    .await
-    .expect("explain")
-    .iter()
-    .map(|row| row.try_get::<String, _>("detail").expect("detail"))
-    .collect();
+    let explain = explain(queries::RECENT_EVENTS)
+        .bind("conversation")
+        .bind("owner")
+        .bind(50_i64);
+    let plan = plan_of(&store, explain).await;
     let events: Vec<&String> = plan.iter().filter(|step| step.contains(" e ")).collect();
     assert_eq!(events.len(), 1, "{plan:?}");
     assert!(events[0].contains("events_by_turn (turn_id=?)"), "{plan:?}");
@@ -1283,18 +1294,12 @@ async fn recent_history_is_read_by_turn() {
 async fn quota_reads_stay_within_their_windows() {
     let (store, _dir) = sqlite_store().await;
     for scope in [quota::Scope::User, quota::Scope::Tenant] {
-        let sql = format!("EXPLAIN QUERY PLAN {}", quota::usage_sql(scope));
-        let plan: Vec<String> = sqlx::query(sqlx::AssertSqlSafe(sql))
+        let explain = explain(quota::usage_sql(scope))
             .bind("someone")
             .bind(0_i64)
             .bind(scope.as_str())
-            .bind(0_i64)
-            .fetch_all(&store.pool)
-            .await
-            .expect("explain")
-            .iter()
-            .map(|row| row.try_get::<String, _>("detail").expect("detail"))
-            .collect();
+            .bind(0_i64);
+        let plan = plan_of(&store, explain).await;
         let reads: Vec<&String> = plan
             .iter()
             .filter(|step| step.contains(" turns "))
