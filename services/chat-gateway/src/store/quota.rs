@@ -198,20 +198,43 @@ async fn usage(
 /// Values: `$1` the user or tenant key, `$2` a minute ago, `$3` the
 /// scope's name, `$4` today (Unix ms at 00:00 UTC).
 pub(crate) fn usage_sql(scope: Scope) -> &'static str {
-    /// The read for the scope whose key is in `column` of `turns`.
-    macro_rules! usage_of {
+    scope_sql(scope).usage
+}
+
+/// The statements of one scope, whose key is a column of `turns`.
+struct ScopeSql {
+    /// [`usage_sql`].
+    usage: &'static str,
+    /// The upsert of [`record_tokens`]: `$1` the scope's name, `$2` the
+    /// tokens, `$3` the turn. A WHERE on its SELECT: SQLite would otherwise
+    /// read `ON CONFLICT` as a join's `ON`.
+    record_tokens: &'static str,
+}
+
+/// Each scope's statements, written once for its column (static text: no
+/// query is formatted per turn).
+fn scope_sql(scope: Scope) -> ScopeSql {
+    macro_rules! of_column {
         ($column:literal) => {
-            concat!(
-                "SELECT (SELECT count(*) FROM turns WHERE ", $column, " = $1 AND state = 'running') AS running, ",
-                "(SELECT count(*) FROM turns WHERE ", $column, " = $1 AND created_at > $2) AS last_minute, ",
-                "(SELECT min(created_at) FROM turns WHERE ", $column, " = $1 AND created_at > $2) AS oldest, ",
-                "coalesce((SELECT tokens FROM quota_tokens WHERE scope = $3 AND key = $1 AND day = $4), 0) AS tokens"
-            )
+            ScopeSql {
+                usage: concat!(
+                    "SELECT (SELECT count(*) FROM turns WHERE ", $column, " = $1 AND state = 'running') AS running, ",
+                    "(SELECT count(*) FROM turns WHERE ", $column, " = $1 AND created_at > $2) AS last_minute, ",
+                    "(SELECT min(created_at) FROM turns WHERE ", $column, " = $1 AND created_at > $2) AS oldest, ",
+                    "coalesce((SELECT tokens FROM quota_tokens WHERE scope = $3 AND key = $1 AND day = $4), 0) AS tokens"
+                ),
+                record_tokens: concat!(
+                    "INSERT INTO quota_tokens (scope, key, day, tokens) ",
+                    "SELECT $1, ", $column, ", created_at - created_at % 86400000, $2 FROM turns ",
+                    "WHERE id = $3 AND ", $column, " IS NOT NULL ",
+                    "ON CONFLICT (scope, key, day) DO UPDATE SET tokens = quota_tokens.tokens + excluded.tokens"
+                ),
+            }
         };
     }
     match scope {
-        Scope::User => usage_of!("owner"),
-        Scope::Tenant => usage_of!("tenant"),
+        Scope::User => of_column!("owner"),
+        Scope::Tenant => of_column!("tenant"),
     }
 }
 
@@ -230,16 +253,8 @@ pub(crate) fn record_tokens(
     if tokens <= 0 {
         return Ok(());
     }
-    // A WHERE on the SELECT: SQLite would otherwise read `ON CONFLICT` as
-    // a join's `ON`.
-    for (scope, key) in [(Scope::User, "owner"), (Scope::Tenant, "tenant")] {
-        let sql = format!(
-            "INSERT INTO quota_tokens (scope, key, day, tokens) \
-             SELECT $1, {key}, created_at - created_at % {DAY_MS}, $2 FROM turns \
-             WHERE id = $3 AND {key} IS NOT NULL \
-             ON CONFLICT (scope, key, day) DO UPDATE SET tokens = quota_tokens.tokens + excluded.tokens"
-        );
-        group.push(sql, |values| {
+    for scope in [Scope::User, Scope::Tenant] {
+        group.push(scope_sql(scope).record_tokens, |values| {
             values.add(scope.as_str())?;
             values.add(tokens)?;
             values.add(turn_id)
@@ -293,7 +308,7 @@ impl Usage {
             ));
         }
         if quota.tokens_per_day > 0 && self.tokens_today >= quota.tokens_per_day {
-            let tomorrow = now - now.rem_euclid(DAY_MS) + DAY_MS;
+            let tomorrow = day_of(now) + DAY_MS;
             return Some(refuse(
                 Limit::TokensPerDay,
                 quota.tokens_per_day,
@@ -307,6 +322,14 @@ impl Usage {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_token_upserts_count_days_as_the_reads_do() {
+        for scope in [Scope::User, Scope::Tenant] {
+            let day = format!("created_at % {DAY_MS},");
+            assert!(scope_sql(scope).record_tokens.contains(&day), "{scope:?}");
+        }
+    }
 
     fn usage(running: u64, last_minute: u64, oldest: Option<i64>, tokens: u64) -> Usage {
         Usage {
