@@ -21,10 +21,13 @@
 use std::sync::Arc;
 
 use futures::{StreamExt, future::BoxFuture};
-use sqlx::{Any, AnyConnection, AnyPool, pool::PoolConnection};
+use sqlx::{Any, AnyConnection, AnyPool, AssertSqlSafe, Either, pool::PoolConnection};
 use tokio::sync::{Notify, mpsc, oneshot};
 
-use super::StoreError;
+use super::{
+    StoreError,
+    group::{Joined, Statements},
+};
 
 /// Writes waiting for the SQLite writer before callers wait to queue.
 const QUEUE: usize = 4096;
@@ -41,7 +44,7 @@ pub(crate) const AUTOCHECKPOINT: &str = "PRAGMA wal_autocheckpoint = 10000";
 
 /// A write: statements run inside a transaction it does not own. It may run
 /// twice (alone, after its batch failed), so it keeps its inputs.
-pub(crate) trait Write: Send + 'static {
+pub(crate) trait Write: Send + Sync + 'static {
     /// What the write tells its caller.
     type Output: Send + 'static;
 
@@ -50,13 +53,58 @@ pub(crate) trait Write: Send + 'static {
         &'c self,
         conn: &'c mut AnyConnection,
     ) -> BoxFuture<'c, Result<Self::Output, StoreError>>;
+
+    /// [`Write::run`], except that the write's last statements, when they
+    /// only write (the output is known without them), may come back unrun:
+    /// the SQLite writer sends them in the query of its `COMMIT`, one round
+    /// trip to the connection's thread fewer. Runs everything unless the
+    /// write says otherwise.
+    fn run_deferring<'c>(
+        &'c self,
+        conn: &'c mut AnyConnection,
+    ) -> BoxFuture<'c, Result<Deferred<Self::Output>, StoreError>> {
+        Box::pin(async move {
+            Ok(Deferred {
+                output: self.run(conn).await?,
+                tail: None,
+            })
+        })
+    }
+}
+
+/// What [`Write::run_deferring`] leaves: the output, and the statements
+/// still to run before the write is whole.
+pub(crate) struct Deferred<T> {
+    /// The write's output, valid once `tail` has run and committed.
+    pub(crate) output: T,
+    /// The write's last statements, not run yet.
+    pub(crate) tail: Option<Statements>,
+}
+
+impl<T> Deferred<T> {
+    /// Runs the tail: the whole write has then run.
+    pub(crate) async fn run_tail(self, conn: &mut AnyConnection) -> Result<T, StoreError> {
+        if let Some(tail) = self.tail {
+            tail.execute(conn).await?;
+        }
+        Ok(self.output)
+    }
 }
 
 /// A write whose output type is erased, so writes of every kind queue
 /// together.
 pub(crate) trait Job: Send {
-    /// Runs the write, keeping its output for the reply.
-    fn run<'c>(&'c mut self, conn: &'c mut AnyConnection) -> BoxFuture<'c, Result<(), StoreError>>;
+    /// Runs the write, keeping its output for the reply. With `defer`, its
+    /// last statements may stay unrun ([`Write::run_deferring`]): they are
+    /// then [`Job::take_tail`]'s.
+    fn run<'c>(
+        &'c mut self,
+        conn: &'c mut AnyConnection,
+        defer: bool,
+    ) -> BoxFuture<'c, Result<(), StoreError>>;
+
+    /// The statements the last [`Job::run`] left unrun, if any.
+    fn take_tail(&mut self) -> Option<Statements>;
 
     /// Replies to the caller: the output when `committed` is `Ok`.
     fn reply(self: Box<Self>, committed: Result<(), StoreError>);
@@ -65,16 +113,37 @@ pub(crate) trait Job: Send {
 struct Pending<W: Write> {
     write: W,
     output: Option<W::Output>,
+    tail: Option<Statements>,
     reply: oneshot::Sender<Result<W::Output, StoreError>>,
 }
 
 impl<W: Write> Job for Pending<W> {
-    fn run<'c>(&'c mut self, conn: &'c mut AnyConnection) -> BoxFuture<'c, Result<(), StoreError>> {
+    fn run<'c>(
+        &'c mut self,
+        conn: &'c mut AnyConnection,
+        defer: bool,
+    ) -> BoxFuture<'c, Result<(), StoreError>> {
         Box::pin(async move {
-            let Self { write, output, .. } = self;
-            *output = Some(write.run(conn).await?);
+            let Self {
+                write,
+                output,
+                tail,
+                ..
+            } = self;
+            *tail = None;
+            if defer {
+                let deferred = write.run_deferring(conn).await?;
+                *output = Some(deferred.output);
+                *tail = deferred.tail;
+            } else {
+                *output = Some(write.run(conn).await?);
+            }
             Ok(())
         })
+    }
+
+    fn take_tail(&mut self) -> Option<Statements> {
+        self.tail.take()
     }
 
     fn reply(self: Box<Self>, committed: Result<(), StoreError>) {
@@ -122,6 +191,7 @@ impl Writes {
                 let job: Box<dyn Job> = Box::new(Pending {
                     write,
                     output: None,
+                    tail: None,
                     reply,
                 });
                 queue
@@ -159,11 +229,13 @@ enum Left {
 /// succeeded; `open` says the connection is already inside a transaction
 /// that has not run anything ([`Then::Reopen`] of the batch before).
 ///
-/// On SQLite every statement is a round trip to the connection's thread
-/// (two thread wake-ups), so the writer, which keeps its connection, ends a
+/// On SQLite every query is a round trip to the connection's thread (two
+/// thread wake-ups), so the writer, which keeps its connection, ends a
 /// batch with `COMMIT; BEGIN` in one: a deferred transaction takes no lock
 /// and no snapshot until its first statement, so the open one holds back
-/// neither readers nor checkpoints while the writer waits. The commit
+/// neither readers nor checkpoints while the writer waits. The last write's
+/// last statements, when it leaves them unrun ([`Write::run_deferring`]),
+/// go in that same query: a lone turn start is one round trip. The commit
 /// counts only by its own result: a `BEGIN` that fails after it leaves the
 /// connection idle, and the batch is committed.
 ///
@@ -183,26 +255,12 @@ async fn commit(
         if !open {
             sqlx::raw_sql("BEGIN").execute(&mut **conn).await?;
         }
-        for job in jobs.iter_mut() {
-            job.run(conn).await?;
+        let last = jobs.len().saturating_sub(1);
+        for (number, job) in jobs.iter_mut().enumerate() {
+            job.run(conn, number == last).await?;
         }
-        match then {
-            Then::Close => {
-                sqlx::raw_sql("COMMIT").execute(&mut **conn).await?;
-            }
-            Then::Reopen => {
-                let mut results = sqlx::raw_sql("COMMIT; BEGIN").execute_many(&mut **conn);
-                // The first result is the COMMIT's; the BEGIN runs only
-                // when it succeeded.
-                results
-                    .next()
-                    .await
-                    .unwrap_or(Err(sqlx::Error::WorkerCrashed))?;
-                if let Some(Ok(_)) = results.next().await {
-                    left = Left::Open;
-                }
-            }
-        }
+        let tail = jobs.last_mut().and_then(|job| job.take_tail());
+        left = end(conn, tail, then).await?;
         Ok(())
     }
     .await;
@@ -220,6 +278,61 @@ async fn commit(
         }
     }
     (ran, left)
+}
+
+/// Runs `tail` (a write's last statements) and ends the transaction as
+/// `then` says; `Ok` once the `COMMIT` succeeded. SQLite's statements go in
+/// one query with the `COMMIT` (and the `BEGIN`).
+async fn end(
+    conn: &mut AnyConnection,
+    tail: Option<Statements>,
+    then: Then,
+) -> Result<Left, StoreError> {
+    let ending = match then {
+        Then::Close => "COMMIT",
+        Then::Reopen => "COMMIT;\nBEGIN",
+    };
+    let joined = match tail.map(Statements::into_joined) {
+        Some(Ok(joined)) => joined,
+        // PostgreSQL's: on their own, before the COMMIT.
+        Some(Err(tail)) => {
+            tail.execute(conn).await?;
+            Joined::default()
+        }
+        None => Joined::default(),
+    };
+    let Joined {
+        mut text,
+        values,
+        count,
+    } = joined;
+    if !text.is_empty() {
+        text.push_str(";\n");
+    }
+    text.push_str(ending);
+    // Each statement's end comes as a query result, in order: the
+    // COMMIT's is the one after the tail's `count`, the BEGIN's the next.
+    // (Several statements in one prepared query: SQLite's, as in
+    // `group::Statements`.)
+    #[allow(deprecated)]
+    let mut results = sqlx::query_with(AssertSqlSafe(text), values).fetch_many(&mut *conn);
+    let mut ended = 0;
+    while let Some(result) = results.next().await {
+        match result {
+            Ok(Either::Left(_)) => ended += 1,
+            Ok(Either::Right(_)) => {}
+            // The BEGIN failed: the commit stands, the connection is idle.
+            Err(_) if ended > count => return Ok(Left::Idle),
+            Err(error) => return Err(error.into()),
+        }
+    }
+    match ended.checked_sub(count) {
+        Some(2) if then == Then::Reopen => Ok(Left::Open),
+        Some(1 | 2) => Ok(Left::Idle),
+        _ => Err(StoreError::Database(sqlx::Error::Protocol(
+            "the COMMIT did not report its end".into(),
+        ))),
+    }
 }
 
 /// The SQLite writer's connection.
@@ -379,7 +492,7 @@ async fn run_writer(pool: AnyPool, mut queue: mpsc::Receiver<Box<dyn Job>>, max_
 
 #[cfg(test)]
 mod tests {
-    use sqlx::any::AnyPoolOptions;
+    use sqlx::{Arguments, any::AnyPoolOptions};
 
     use super::*;
 
@@ -399,6 +512,38 @@ mod tests {
                     .execute(conn)
                     .await?;
                 Ok(self.0)
+            })
+        }
+    }
+
+    /// Inserts its first id into `t`, and leaves the insert of its second
+    /// to run with the COMMIT.
+    struct Pair(i64, i64);
+
+    impl Write for Pair {
+        type Output = (i64, i64);
+
+        fn run<'c>(
+            &'c self,
+            conn: &'c mut AnyConnection,
+        ) -> BoxFuture<'c, Result<(i64, i64), StoreError>> {
+            Box::pin(async move { self.run_deferring(conn).await?.run_tail(conn).await })
+        }
+
+        fn run_deferring<'c>(
+            &'c self,
+            conn: &'c mut AnyConnection,
+        ) -> BoxFuture<'c, Result<Deferred<(i64, i64)>, StoreError>> {
+            Box::pin(async move {
+                Insert(self.0).run(conn).await?;
+                let mut tail = Statements::new(conn);
+                tail.push("INSERT INTO t (id) VALUES ($1)", |values| {
+                    values.add(self.1)
+                })?;
+                Ok(Deferred {
+                    output: (self.0, self.1),
+                    tail: Some(tail),
+                })
             })
         }
     }
@@ -449,6 +594,43 @@ mod tests {
         assert!(matches!(two, Err(StoreError::Database(_))), "{two:?}");
         assert_eq!(three.expect("3 stored"), 3);
         assert_eq!(stored(&pool).await, vec![1, 2, 3]);
+    }
+
+    #[tokio::test]
+    async fn the_last_write_s_tail_commits_with_its_batch() {
+        let (_dir, pool) = pool().await;
+        let writes = Writes::batched(pool.clone(), 16);
+        assert_eq!(writes.run(Pair(1, 2)).await.expect("alone"), (1, 2));
+        let (three, four, six) = tokio::join!(
+            writes.run(Pair(3, 30)),
+            writes.run(Insert(4)),
+            writes.run(Pair(6, 60))
+        );
+        assert_eq!(three.expect("first of the batch"), (3, 30));
+        assert_eq!(four.expect("second"), 4);
+        assert_eq!(six.expect("last, its tail deferred"), (6, 60));
+        // The batch after runs in the transaction the last one opened.
+        assert_eq!(writes.run(Insert(7)).await.expect("after"), 7);
+        assert_eq!(stored(&pool).await, vec![1, 2, 3, 4, 6, 7, 30, 60]);
+    }
+
+    #[tokio::test]
+    async fn a_failing_tail_fails_only_its_own_write_and_all_of_it() {
+        let (_dir, pool) = pool().await;
+        sqlx::query("INSERT INTO t (id) VALUES (5)")
+            .execute(&pool)
+            .await
+            .expect("seed");
+        let writes = Writes::batched(pool.clone(), 16);
+        let (one, pair) = tokio::join!(writes.run(Insert(1)), writes.run(Pair(4, 5)));
+        assert_eq!(one.expect("1 stored"), 1);
+        assert!(matches!(pair, Err(StoreError::Database(_))), "{pair:?}");
+        // Alone, too: the tail fails in the COMMIT's query and the rest of
+        // the write is rolled back with it.
+        let alone = writes.run(Pair(8, 5)).await;
+        assert!(matches!(alone, Err(StoreError::Database(_))), "{alone:?}");
+        assert_eq!(writes.run(Insert(9)).await.expect("the writer goes on"), 9);
+        assert_eq!(stored(&pool).await, vec![1, 5, 9]);
     }
 
     #[tokio::test]

@@ -49,9 +49,22 @@ pub(crate) enum Statements {
         values: AnyArguments,
         /// Whether a statement with numbered placeholders is among them.
         numbered: bool,
+        /// How many statements.
+        count: usize,
     },
     /// PostgreSQL: one statement per [`Together`], in order.
     Each(Vec<Together>),
+}
+
+/// SQLite's statements as one query ([`Statements::into_joined`]).
+#[derive(Default)]
+pub(crate) struct Joined {
+    /// The statements, joined with `;` (empty: none).
+    pub(crate) text: String,
+    /// Every statement's values, in order.
+    pub(crate) values: AnyArguments,
+    /// How many statements.
+    pub(crate) count: usize,
 }
 
 /// PostgreSQL statements run as one (see the module).
@@ -96,6 +109,7 @@ impl Statements {
                 text: String::new(),
                 values: AnyArguments::default(),
                 numbered: false,
+                count: 0,
             }
         } else {
             Self::Each(Vec::new())
@@ -122,6 +136,7 @@ impl Statements {
                 text,
                 values,
                 numbered,
+                count,
             } => {
                 if sql.contains('?') {
                     if *numbered {
@@ -136,6 +151,7 @@ impl Statements {
                     text.push_str(";\n");
                 }
                 text.push_str(&renumber(&sql, values.len()));
+                *count += 1;
                 bind(values).map_err(encode)
             }
             Self::Each(groups) => {
@@ -178,6 +194,24 @@ impl Statements {
     /// statement's values may bind in text order (anonymous `?`).
     pub(crate) fn is_joined(&self) -> bool {
         matches!(self, Self::Joined { .. })
+    }
+
+    /// The statements as SQLite's one query, to run with more after them;
+    /// `Err(self)` on PostgreSQL.
+    pub(crate) fn into_joined(self) -> Result<Joined, Self> {
+        match self {
+            Self::Joined {
+                text,
+                values,
+                count,
+                ..
+            } => Ok(Joined {
+                text,
+                values,
+                count,
+            }),
+            each @ Self::Each(_) => Err(each),
+        }
     }
 
     /// Runs the statements, stopping at the first that fails.

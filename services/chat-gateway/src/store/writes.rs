@@ -13,7 +13,7 @@ use sqlx::{AnyConnection, Arguments, Row};
 
 use super::{
     EventBody, StoreError, TurnState, WireBatch,
-    batch::Write,
+    batch::{Deferred, Write},
     group::Statements,
     quota::{self, Admission, QuotaExceeded},
 };
@@ -136,6 +136,15 @@ impl Write for BeginTurnWrite {
     type Output = Begun;
 
     fn run<'c>(&'c self, conn: &'c mut AnyConnection) -> BoxFuture<'c, Result<Begun, StoreError>> {
+        Box::pin(async move { self.run_deferring(conn).await?.run_tail(conn).await })
+    }
+
+    /// The inserts are left to run with the COMMIT.
+    fn run_deferring<'c>(
+        &'c self,
+        conn: &'c mut AnyConnection,
+    ) -> BoxFuture<'c, Result<Deferred<Begun>, StoreError>> {
+        let unwritten = |output| Deferred { output, tail: None };
         Box::pin(async move {
             if !self.create {
                 // Checked before anything is written (the write may share
@@ -150,16 +159,16 @@ impl Write for BeginTurnWrite {
                 .fetch_optional(&mut *conn)
                 .await?;
                 if let Some(row) = running {
-                    return Ok(Begun::Busy(row.try_get("id")?));
+                    return Ok(unwritten(Begun::Busy(row.try_get("id")?)));
                 }
             }
             if let Some(refused) =
                 quota::check(conn, &self.owner, &self.admission, self.now, self.postgres).await?
             {
-                return Ok(Begun::OverQuota(refused));
+                return Ok(unwritten(Begun::OverQuota(refused)));
             }
-            // What is left writes without reading: one round trip on
-            // SQLite; on PostgreSQL one statement, two with a request id.
+            // What is left writes without reading: on SQLite it goes with
+            // the COMMIT; on PostgreSQL one statement, two with a request id.
             let mut group = Statements::new(conn);
             if let Some(request_id) = &self.request_id {
                 // A turn that failed with a retryable error gives its request
@@ -198,7 +207,7 @@ impl Write for BeginTurnWrite {
                 .fetch_optional(&mut *conn)
                 .await?;
                 let Some(row) = row else {
-                    return Ok(Begun::NotFound);
+                    return Ok(unwritten(Begun::NotFound));
                 };
                 let turn_count: i64 = row.try_get("turn_count")?;
                 (row.try_get("last_seq")?, turn_count - 1)
@@ -229,8 +238,10 @@ impl Write for BeginTurnWrite {
                 std::slice::from_ref(&self.user_message),
                 self.now,
             )?;
-            group.execute(conn).await?;
-            Ok(Begun::Started(turn_index))
+            Ok(Deferred {
+                output: Begun::Started(turn_index),
+                tail: Some(group),
+            })
         })
     }
 }
@@ -314,9 +325,20 @@ impl Write for FinishTurnWrite {
     type Output = bool;
 
     fn run<'c>(&'c self, conn: &'c mut AnyConnection) -> BoxFuture<'c, Result<bool, StoreError>> {
+        Box::pin(async move { self.run_deferring(conn).await?.run_tail(conn).await })
+    }
+
+    /// The inserts are left to run with the COMMIT.
+    fn run_deferring<'c>(
+        &'c self,
+        conn: &'c mut AnyConnection,
+    ) -> BoxFuture<'c, Result<Deferred<bool>, StoreError>> {
         Box::pin(async move {
             if !self.end_turn(conn).await? {
-                return Ok(false);
+                return Ok(Deferred {
+                    output: false,
+                    tail: None,
+                });
             }
             let count = i64::try_from(self.events.len()).unwrap_or(i64::MAX);
             let row = sqlx::query(
@@ -334,8 +356,8 @@ impl Write for FinishTurnWrite {
                 return Err(StoreError::Database(sqlx::Error::RowNotFound));
             };
             let last_seq: i64 = row.try_get("last_seq")?;
-            // The rest writes without reading: one round trip on SQLite,
-            // one statement on PostgreSQL.
+            // The rest writes without reading: on SQLite it goes with the
+            // COMMIT; on PostgreSQL one statement.
             let mut group = Statements::new(conn);
             insert_events(
                 &mut group,
@@ -356,8 +378,10 @@ impl Write for FinishTurnWrite {
                     values.add(self.turn_id.as_str())
                 })?;
             }
-            group.execute(conn).await?;
-            Ok(true)
+            Ok(Deferred {
+                output: true,
+                tail: Some(group),
+            })
         })
     }
 }
