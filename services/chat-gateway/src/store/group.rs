@@ -35,7 +35,7 @@ use super::StoreError;
 
 /// Whether `conn` is SQLite's (values bound in text order, statements
 /// joined into one query).
-fn is_sqlite(conn: &AnyConnection) -> bool {
+pub(crate) fn is_sqlite(conn: &AnyConnection) -> bool {
     conn.backend_name() == <sqlx::Sqlite as sqlx::Database>::NAME
 }
 

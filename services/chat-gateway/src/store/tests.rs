@@ -420,6 +420,65 @@ async fn delete_removes_the_log(store: Store) {
     assert!(!finish(&store, "alice", &conversation, &turn, "late").await);
 }
 
+/// A turn's end that finds the turn not as it expects (held by another
+/// replica, or named with another conversation) writes nothing at all:
+/// neither the turn nor its conversation's seqs, which the end reads and
+/// moves on in the same query.
+async fn an_end_that_does_not_hold_its_turn_writes_nothing(store: Store) {
+    let conversation = id();
+    let (turn, _) = begin_on(&store, &conversation, true, REPLICA, lease(), None).await;
+    let other = id();
+    begin_on(&store, &other, true, REPLICA, lease(), None).await;
+    let ending = |replica: &'static str, conversation_id: String| {
+        let store = store.clone();
+        let turn = turn.clone();
+        async move {
+            store
+                .finish_turn(FinishTurn {
+                    owner: "alice",
+                    conversation_id: &conversation_id,
+                    turn_id: &turn,
+                    replica,
+                    state: TurnState::Completed,
+                    retryable: false,
+                    outcome: None,
+                    events: vec![assistant("ended", TurnState::Completed)],
+                    wire: None,
+                })
+                .await
+                .expect("finish turn")
+        }
+    };
+    assert!(!ending("replica-b", conversation.clone()).await);
+    assert!(!ending(REPLICA, other.clone()).await);
+    for id in [&conversation, &other] {
+        let events = store.events("alice", id).await.expect("events");
+        assert_eq!(events.len(), 1, "only the user message: {events:?}");
+    }
+    let record = store
+        .turn("alice", &turn)
+        .await
+        .expect("turn")
+        .expect("exists");
+    assert_eq!(record.state, TurnState::Running);
+    // The end that holds it takes the next seq after the user message.
+    assert!(ending(REPLICA, conversation.clone()).await);
+    let seqs: Vec<i64> = store
+        .events("alice", &conversation)
+        .await
+        .expect("events")
+        .iter()
+        .map(|event| event.seq)
+        .collect();
+    assert_eq!(seqs, vec![1, 2]);
+    let record = store
+        .turn("alice", &turn)
+        .await
+        .expect("turn")
+        .expect("exists");
+    assert_eq!(record.state, TurnState::Completed);
+}
+
 /// Begins a turn on `replica` with a lease until `lease_until`.
 async fn begin_on(
     store: &Store,
@@ -1386,6 +1445,7 @@ on_both_backends!(
     users_and_tenants_have_limits,
     spent_tokens_are_kept_per_day,
     racing_admissions_respect_the_limit,
+    an_end_that_does_not_hold_its_turn_writes_nothing,
 );
 
 #[tokio::test]

@@ -14,7 +14,7 @@ use sqlx::{AnyConnection, Arguments, Row};
 use super::{
     EventBody, StoreError, TurnState, WireBatch,
     batch::{Deferred, Write},
-    group::Statements,
+    group::{Statements, is_sqlite},
     quota::{self, Admission, QuotaExceeded},
 };
 
@@ -282,24 +282,74 @@ pub(crate) fn tokens_of(events: &[EventBody]) -> i64 {
         })
 }
 
+/// The columns a turn's end sets. The placeholders of [`FinishTurnWrite::end_turn`]:
+/// `$1` turn, `$2` owner, `$3` state, `$4` outcome, `$5` now, `$6`
+/// retryable, `$7` its last wire seq, `$8` the replica that must hold it
+/// (or now, when its lease must have expired), `$9` tokens, `$10`
+/// conversation, `$11` how many events the end appends.
+macro_rules! set_ended {
+    () => {
+        "UPDATE turns SET state = $3, outcome = $4, finished_at = $5, retryable = $6, \
+         last_event_seq = CASE WHEN $7 > last_event_seq THEN $7 ELSE last_event_seq END, \
+         lease_until = NULL, tokens = $9 "
+    };
+}
+
+/// The turn, while it runs and is held as `$held` says.
+macro_rules! running_turn {
+    ($held:literal) => {
+        concat!(
+            "WHERE id = $1 AND owner = $2 AND conversation_id = $10 AND state = 'running' AND ",
+            $held
+        )
+    };
+}
+
+/// Ends the turn and takes the seqs of its events from its conversation,
+/// in one query: `last_seq` (no row: the turn is not running or not held
+/// so, and nothing was written). SQLite: the conversation first, only
+/// while the turn is as expected, then the turn, only when the
+/// conversation was (`changes()`); the writer is alone, so both read the
+/// same. PostgreSQL: one statement, the turn's row lock first (`ended`),
+/// and `ended` counts it, so a turn ended without its conversation is told
+/// apart (and rolled back).
+macro_rules! end_turn_sql {
+    (sqlite, $held:literal) => {
+        concat!(
+            "UPDATE conversations SET last_seq = last_seq + $11, updated_at = $5 \
+             WHERE id = $10 AND owner = $2 AND EXISTS (SELECT 1 FROM turns ",
+            running_turn!($held),
+            ") RETURNING last_seq;\n",
+            set_ended!(),
+            running_turn!($held),
+            " AND changes() = 1"
+        )
+    };
+    (postgres, $held:literal) => {
+        concat!(
+            "WITH ended AS (",
+            set_ended!(),
+            running_turn!($held),
+            " RETURNING id), \
+             seqs AS (UPDATE conversations SET last_seq = last_seq + $11, updated_at = $5 \
+             WHERE id = $10 AND owner = $2 AND EXISTS (SELECT 1 FROM ended) RETURNING last_seq) \
+             SELECT (SELECT count(*) FROM ended) AS ended, (SELECT last_seq FROM seqs) AS last_seq"
+        )
+    };
+}
+
 impl FinishTurnWrite {
     /// Marks the turn finished if it is still running and held as this
-    /// write expects; false changes nothing.
-    async fn end_turn(&self, conn: &mut AnyConnection) -> Result<bool, StoreError> {
+    /// write expects, and moves its conversation's `last_seq` on past the
+    /// events it appends: that `last_seq`, or `None` when nothing changed.
+    async fn end_turn(&self, conn: &mut AnyConnection) -> Result<Option<i64>, StoreError> {
         let last_seq = self.wire.as_ref().map_or(0, |wire| to_i64(wire.last_seq));
-        let query = match self.replica {
-            Some(_) => {
-                "UPDATE turns SET state = $3, outcome = $4, finished_at = $5, retryable = $6, \
-                 last_event_seq = CASE WHEN $7 > last_event_seq THEN $7 ELSE last_event_seq END, lease_until = NULL, \
-                 tokens = $9 \
-                 WHERE id = $1 AND owner = $2 AND state = 'running' AND replica = $8"
-            }
-            None => {
-                "UPDATE turns SET state = $3, outcome = $4, finished_at = $5, retryable = $6, \
-                 last_event_seq = CASE WHEN $7 > last_event_seq THEN $7 ELSE last_event_seq END, lease_until = NULL, \
-                 tokens = $9 \
-                 WHERE id = $1 AND owner = $2 AND state = 'running' AND (lease_until IS NULL OR lease_until < $8)"
-            }
+        let sqlite = is_sqlite(conn);
+        let query = match (sqlite, &self.replica) {
+            (true, Some(_)) => end_turn_sql!(sqlite, "replica = $8"),
+            (true, None) => end_turn_sql!(sqlite, "(lease_until IS NULL OR lease_until < $8)"),
+            (false, Some(_)) => end_turn_sql!(postgres, "replica = $8"),
+            (false, None) => end_turn_sql!(postgres, "(lease_until IS NULL OR lease_until < $8)"),
         };
         let query = sqlx::query(query)
             .bind(self.turn_id.as_str())
@@ -313,8 +363,25 @@ impl FinishTurnWrite {
             Some(replica) => query.bind(replica.as_str()),
             None => query.bind(self.now),
         }
-        .bind(self.tokens);
-        Ok(query.execute(&mut *conn).await?.rows_affected() == 1)
+        .bind(self.tokens)
+        .bind(self.conversation_id.as_str())
+        .bind(i64::try_from(self.events.len()).unwrap_or(i64::MAX));
+        // Every row (not `fetch_optional`): on SQLite the statement after
+        // the one that returns a row must run too.
+        let rows = query.fetch_all(&mut *conn).await?;
+        let Some(row) = rows.first() else {
+            return Ok(None);
+        };
+        if sqlite {
+            return Ok(Some(row.try_get("last_seq")?));
+        }
+        let ended: i64 = row.try_get("ended")?;
+        match row.try_get::<Option<i64>, _>("last_seq")? {
+            Some(last_seq) if ended == 1 => Ok(Some(last_seq)),
+            None if ended == 0 => Ok(None),
+            // The turn's row exists, so its conversation does (cascade).
+            _ => Err(StoreError::Database(sqlx::Error::RowNotFound)),
+        }
     }
 }
 
@@ -334,28 +401,13 @@ impl Write for FinishTurnWrite {
         conn: &'c mut AnyConnection,
     ) -> BoxFuture<'c, Result<Deferred<bool>, StoreError>> {
         Box::pin(async move {
-            if !self.end_turn(conn).await? {
+            let Some(last_seq) = self.end_turn(conn).await? else {
                 return Ok(Deferred {
                     output: false,
                     tail: None,
                 });
-            }
-            let count = i64::try_from(self.events.len()).unwrap_or(i64::MAX);
-            let row = sqlx::query(
-                "UPDATE conversations SET last_seq = last_seq + $3, updated_at = $4 \
-                 WHERE id = $1 AND owner = $2 RETURNING last_seq",
-            )
-            .bind(self.conversation_id.as_str())
-            .bind(self.owner.as_str())
-            .bind(count)
-            .bind(self.now)
-            .fetch_optional(&mut *conn)
-            .await?;
-            // The turn's row exists, so its conversation does (cascade).
-            let Some(row) = row else {
-                return Err(StoreError::Database(sqlx::Error::RowNotFound));
             };
-            let last_seq: i64 = row.try_get("last_seq")?;
+            let count = i64::try_from(self.events.len()).unwrap_or(i64::MAX);
             // The rest writes without reading: on SQLite it goes with the
             // COMMIT; on PostgreSQL one statement.
             let mut group = Statements::new(conn);
