@@ -564,6 +564,15 @@ mod tests {
         (dir, pool)
     }
 
+    /// Inserts `id` into `t` outside the writer.
+    async fn seed(pool: &AnyPool, id: i64) {
+        sqlx::query("INSERT INTO t (id) VALUES ($1)")
+            .bind(id)
+            .execute(pool)
+            .await
+            .expect("seed");
+    }
+
     async fn stored(pool: &AnyPool) -> Vec<i64> {
         use sqlx::Row;
         sqlx::query("SELECT id FROM t ORDER BY id")
@@ -580,10 +589,7 @@ mod tests {
     #[tokio::test]
     async fn a_failing_write_does_not_fail_the_others_of_its_batch() {
         let (_dir, pool) = pool().await;
-        sqlx::query("INSERT INTO t (id) VALUES (2)")
-            .execute(&pool)
-            .await
-            .expect("seed");
+        seed(&pool, 2).await;
         let writes = Writes::batched(pool.clone(), 16);
         let (one, two, three) = tokio::join!(
             writes.run(Insert(1)),
@@ -617,10 +623,7 @@ mod tests {
     #[tokio::test]
     async fn a_failing_tail_fails_only_its_own_write_and_all_of_it() {
         let (_dir, pool) = pool().await;
-        sqlx::query("INSERT INTO t (id) VALUES (5)")
-            .execute(&pool)
-            .await
-            .expect("seed");
+        seed(&pool, 5).await;
         let writes = Writes::batched(pool.clone(), 16);
         let (one, pair) = tokio::join!(writes.run(Insert(1)), writes.run(Pair(4, 5)));
         assert_eq!(one.expect("1 stored"), 1);

@@ -420,6 +420,16 @@ async fn delete_removes_the_log(store: Store) {
     assert!(!finish(&store, "alice", &conversation, &turn, "late").await);
 }
 
+/// The state of alice's turn.
+async fn state_of(store: &Store, turn: &str) -> TurnState {
+    store
+        .turn("alice", turn)
+        .await
+        .expect("turn")
+        .expect("exists")
+        .state
+}
+
 /// A turn's end that finds the turn not as it expects (held by another
 /// replica, or named with another conversation) writes nothing at all:
 /// neither the turn nor its conversation's seqs, which the end reads and
@@ -455,12 +465,7 @@ async fn an_end_that_does_not_hold_its_turn_writes_nothing(store: Store) {
         let events = store.events("alice", id).await.expect("events");
         assert_eq!(events.len(), 1, "only the user message: {events:?}");
     }
-    let record = store
-        .turn("alice", &turn)
-        .await
-        .expect("turn")
-        .expect("exists");
-    assert_eq!(record.state, TurnState::Running);
+    assert_eq!(state_of(&store, &turn).await, TurnState::Running);
     // The end that holds it takes the next seq after the user message.
     assert!(ending(REPLICA, conversation.clone()).await);
     let seqs: Vec<i64> = store
@@ -471,12 +476,7 @@ async fn an_end_that_does_not_hold_its_turn_writes_nothing(store: Store) {
         .map(|event| event.seq)
         .collect();
     assert_eq!(seqs, vec![1, 2]);
-    let record = store
-        .turn("alice", &turn)
-        .await
-        .expect("turn")
-        .expect("exists");
-    assert_eq!(record.state, TurnState::Completed);
+    assert_eq!(state_of(&store, &turn).await, TurnState::Completed);
 }
 
 /// Begins a turn on `replica` with a lease until `lease_until`.
