@@ -118,7 +118,10 @@ if "$BINDIR/pg_isready" -q -h 127.0.0.1 -p "$PORT" \
     && { [ -z "$BRIDGE" ] || "$BINDIR/pg_isready" -q -h "$BRIDGE" -p "$PORT"; }; then
     :
 else
-    if "$BINDIR/pg_isready" -q -h 127.0.0.1 -p "$PORT"; then
+    # Running but not answering everywhere: it did not get one of its
+    # addresses when it started (another socket held the port there, say a
+    # load test's outgoing connection on 127.0.0.1:$PORT): start it again.
+    if as_owner "$BINDIR/pg_ctl" -D "$DATA" status >/dev/null 2>&1; then
         log "restarting PostgreSQL to listen on $LISTEN"
         as_owner "$BINDIR/pg_ctl" -D "$DATA" -w -t 30 stop >&2
     fi
