@@ -357,6 +357,10 @@ impl Engine {
         let stream = follow::local(journal.clone(), source, 0);
         let span = observe::turn_span(&spec);
         tokio::spawn(flow::run(self.clone(), spec, slot, journal).instrument(span));
+        // The turn's task goes first: its runner call is on the wire before
+        // the client's response starts, and the response's headers then
+        // leave with the `started` status in one write.
+        tokio::task::yield_now().await;
         Ok(stream)
     }
 
