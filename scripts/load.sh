@@ -119,6 +119,14 @@ gateway=127.0.0.1:50061
 runner=127.0.0.1:50062
 parser=127.0.0.1:50063
 parser_metrics=127.0.0.1:19466
+# Another stack on these ports (a second load run, a demo) would answer in
+# place of the one started here, and the figures would be its.
+for address in "$mock" "$gateway" "$runner" "$parser" "$parser_metrics"; do
+    if (exec 3<>"/dev/tcp/${address%:*}/${address##*:}") 2>/dev/null; then
+        echo "load: something already listens on $address (another load run?); stop it first" >&2
+        exit 1
+    fi
+done
 cat >"$state/runner.toml" <<TOML
 default_provider = "mock"
 max_concurrent_runs = 65536
