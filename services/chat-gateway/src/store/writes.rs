@@ -339,6 +339,11 @@ macro_rules! end_turn_sql {
 }
 
 impl FinishTurnWrite {
+    /// How many events the end appends (the seqs it takes).
+    fn appended(&self) -> i64 {
+        i64::try_from(self.events.len()).unwrap_or(i64::MAX)
+    }
+
     /// Marks the turn finished if it is still running and held as this
     /// write expects, and moves its conversation's `last_seq` on past the
     /// events it appends: that `last_seq`, or `None` when nothing changed.
@@ -365,7 +370,7 @@ impl FinishTurnWrite {
         }
         .bind(self.tokens)
         .bind(self.conversation_id.as_str())
-        .bind(i64::try_from(self.events.len()).unwrap_or(i64::MAX));
+        .bind(self.appended());
         // Every row (not `fetch_optional`): on SQLite the statement after
         // the one that returns a row must run too.
         let rows = query.fetch_all(&mut *conn).await?;
@@ -407,7 +412,7 @@ impl Write for FinishTurnWrite {
                     tail: None,
                 });
             };
-            let count = i64::try_from(self.events.len()).unwrap_or(i64::MAX);
+            let count = self.appended();
             // The rest writes without reading: on SQLite it goes with the
             // COMMIT; on PostgreSQL one statement.
             let mut group = Statements::new(conn);
