@@ -40,10 +40,11 @@
 # parley-inproc. --bin DIR: run the binaries in DIR instead of building
 # (say, those of an older commit, for a before/after in one session);
 # --tag TEXT is appended to every row's label (after a space).
-# --pod-workers: the gateway and the parser run one tokio worker thread
-# each (TOKIO_WORKER_THREADS=1), as in their Kubernetes pod, whose CPU
-# limits (1 and 500m) make tokio start one; the runner keeps its two (its
-# limit is 2). Off Kubernetes each binary starts one per core.
+# --pod-workers: the gateway and the parser run on one thread each
+# (TOKIO_WORKER_THREADS=1: tokio's current-thread scheduler, see
+# parley_grpc::runtime), as in their Kubernetes pod, whose CPU limits (1
+# and 500m) leave them one CPU; the runner keeps its two workers (its limit
+# is 2). Off Kubernetes each binary starts one worker per core.
 # --database-url URL: the gateway's store (default: a new SQLite file per
 # run), for example a PostgreSQL database as the replica set runs on; give
 # it an empty database or schema, since the runs' turns stay in it.

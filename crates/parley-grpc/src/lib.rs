@@ -11,12 +11,14 @@
 //! environment, flags); [`tls`] is TLS and mutual TLS with certificates
 //! that rotate; [`unix`] is gRPC over a Unix domain socket (the sidecar
 //! hop); [`request_body`] sends a call's last request frame with its end;
+//! [`runtime`] is the tokio runtime each binary's `main` runs on;
 //! [`testing`] is the workspace's rule for tests that cannot run here.
 
 pub mod config;
 pub mod deadline;
 pub mod edge;
 pub mod request_body;
+pub mod runtime;
 pub mod serve;
 pub mod status;
 pub mod telemetry;

@@ -40,15 +40,14 @@ struct Args {
     script: Option<PathBuf>,
 }
 
-#[tokio::main]
-async fn main() -> anyhow::Result<()> {
+fn main() -> anyhow::Result<()> {
     let args = Args::parse();
     let options = TelemetryOptions::binary(
         "agent-runner",
         env!("CARGO_PKG_VERSION"),
         args.server.log_format,
     );
-    telemetry::run_main(options, run(args)).await
+    parley_grpc::runtime::build()?.block_on(telemetry::run_main(options, run(args)))
 }
 
 async fn run(args: Args) -> anyhow::Result<()> {

@@ -59,15 +59,14 @@ struct Args {
     dev_auth: bool,
 }
 
-#[tokio::main]
-async fn main() -> Result<()> {
+fn main() -> Result<()> {
     let args = Args::parse();
     let options = TelemetryOptions::binary(
         "chat-gateway",
         env!("CARGO_PKG_VERSION"),
         args.server.log_format,
     );
-    telemetry::run_main(options, run(args)).await
+    parley_grpc::runtime::build()?.block_on(telemetry::run_main(options, run(args)))
 }
 
 async fn run(args: Args) -> Result<()> {

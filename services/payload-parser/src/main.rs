@@ -57,15 +57,14 @@ struct Args {
     profile_cache: Option<usize>,
 }
 
-#[tokio::main]
-async fn main() -> anyhow::Result<()> {
+fn main() -> anyhow::Result<()> {
     let args = Args::parse();
     let options = TelemetryOptions::binary(
         "payload-parser",
         env!("CARGO_PKG_VERSION"),
         args.server.log_format,
     );
-    telemetry::run_main(options, run(args)).await
+    parley_grpc::runtime::build()?.block_on(telemetry::run_main(options, run(args)))
 }
 
 async fn run(args: Args) -> anyhow::Result<()> {
