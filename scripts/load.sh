@@ -40,11 +40,11 @@
 # parley-inproc. --bin DIR: run the binaries in DIR instead of building
 # (say, those of an older commit, for a before/after in one session);
 # --tag TEXT is appended to every row's label (after a space).
-# --pod-workers: the gateway and the parser run on one thread each
+# --pod-workers: the three services run on one thread each
 # (TOKIO_WORKER_THREADS=1: tokio's current-thread scheduler, see
-# parley_grpc::runtime), as in their Kubernetes pod, whose CPU limits (1
-# and 500m) leave them one CPU; the runner keeps its two workers (its limit
-# is 2). Off Kubernetes each binary starts one worker per core.
+# parley_grpc::runtime), as in their Kubernetes pods, whose CPU limits
+# (gateway 1, parser 500m, runner 1) leave each one CPU. Off Kubernetes
+# each binary starts one worker per core.
 # --database-url URL: the gateway's store (default: a new SQLite file per
 # run), for example a PostgreSQL database as the replica set runs on; give
 # it an empty database or schema, since the runs' turns stay in it.
@@ -160,7 +160,7 @@ if [[ "$parsing" == in_process ]]; then
     parley_label=parley-inproc
     parsing_env=(PARLEY_UPSTREAM__PARSING=in_process)
 fi
-# One worker thread each for the gateway and the parser with --pod-workers.
+# One thread each for the three services with --pod-workers.
 pod_env=()
 if $pod_workers; then
     pod_env=(TOKIO_WORKER_THREADS=1)
@@ -169,7 +169,7 @@ env ${pod_env[@]+"${pod_env[@]}"} "$bin/payload-parser" --listen "$parser" --met
     >"$state/parser.log" 2>&1 &
 parser_pid=$!
 pids+=("$parser_pid")
-"$bin/agent-runner" --config "$state/runner.toml" >"$state/runner.log" 2>&1 &
+env ${pod_env[@]+"${pod_env[@]}"} "$bin/agent-runner" --config "$state/runner.toml" >"$state/runner.log" 2>&1 &
 runner_pid=$!
 pids+=("$runner_pid")
 # One dev user holds every stream: the per-user limits are off, the
