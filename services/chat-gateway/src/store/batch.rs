@@ -21,7 +21,7 @@
 use std::sync::Arc;
 
 use futures::{StreamExt, future::BoxFuture};
-use sqlx::{Any, AnyConnection, AnyPool, AssertSqlSafe, Either, pool::PoolConnection};
+use sqlx::{Any, AnyConnection, AnyPool, AssertSqlSafe, Either, any::AnyRow, pool::PoolConnection};
 use tokio::sync::{Notify, mpsc, oneshot};
 
 use super::{
@@ -54,40 +54,62 @@ pub(crate) trait Write: Send + Sync + 'static {
         conn: &'c mut AnyConnection,
     ) -> BoxFuture<'c, Result<Self::Output, StoreError>>;
 
-    /// [`Write::run`], except that the write's last statements, when they
-    /// only write (the output is known without them), may come back unrun:
-    /// the SQLite writer sends them in the query of its `COMMIT`, one round
-    /// trip to the connection's thread fewer. Runs everything unless the
-    /// write says otherwise.
+    /// [`Write::run`], except that the write's last statements, when
+    /// nothing else in the write depends on their results, may come back
+    /// unrun: the SQLite writer sends them in the query of its `COMMIT`, one
+    /// round trip to the connection's thread fewer. The output is known
+    /// without them, or read from the rows they return
+    /// ([`Write::output_from`]). Runs everything unless the write says
+    /// otherwise.
     fn run_deferring<'c>(
         &'c self,
         conn: &'c mut AnyConnection,
     ) -> BoxFuture<'c, Result<Deferred<Self::Output>, StoreError>> {
         Box::pin(async move {
             Ok(Deferred {
-                output: self.run(conn).await?,
+                output: Some(self.run(conn).await?),
                 tail: None,
             })
         })
+    }
+
+    /// The output of a write whose [`Write::run_deferring`] left it to be
+    /// read from what its tail returns (`output: None`): `rows` are the
+    /// rows of the tail's statements, in order. Such a write sends its
+    /// tail with the `COMMIT` although its caller needs a result from it.
+    fn output_from(&self, rows: &[AnyRow]) -> Result<Self::Output, StoreError> {
+        let _ = rows;
+        Err(StoreError::Database(sqlx::Error::Protocol(
+            "the write left no output to read from its rows".into(),
+        )))
     }
 }
 
 /// What [`Write::run_deferring`] leaves: the output, and the statements
 /// still to run before the write is whole.
 pub(crate) struct Deferred<T> {
-    /// The write's output, valid once `tail` has run and committed.
-    pub(crate) output: T,
+    /// The write's output, valid once `tail` has run and committed; `None`:
+    /// it is read from the rows the tail returns ([`Write::output_from`]).
+    pub(crate) output: Option<T>,
     /// The write's last statements, not run yet.
     pub(crate) tail: Option<Statements>,
 }
 
 impl<T> Deferred<T> {
-    /// Runs the tail: the whole write has then run.
-    pub(crate) async fn run_tail(self, conn: &mut AnyConnection) -> Result<T, StoreError> {
-        if let Some(tail) = self.tail {
-            tail.execute(conn).await?;
+    /// Runs the tail of `write`: the whole write has then run.
+    pub(crate) async fn run_tail<W: Write<Output = T>>(
+        self,
+        write: &W,
+        conn: &mut AnyConnection,
+    ) -> Result<T, StoreError> {
+        let rows = match self.tail {
+            Some(tail) => tail.fetch_all(conn).await?,
+            None => Vec::new(),
+        };
+        match self.output {
+            Some(output) => Ok(output),
+            None => write.output_from(&rows),
         }
-        Ok(self.output)
     }
 }
 
@@ -106,14 +128,21 @@ pub(crate) trait Job: Send {
     /// The statements the last [`Job::run`] left unrun, if any.
     fn take_tail(&mut self) -> Option<Statements>;
 
+    /// The rows the tail returned once it ran (with the `COMMIT`).
+    fn tail_returned(&mut self, rows: Vec<AnyRow>);
+
     /// Replies to the caller: the output when `committed` is `Ok`.
     fn reply(self: Box<Self>, committed: Result<(), StoreError>);
 }
 
 struct Pending<W: Write> {
     write: W,
+    /// The output, once run; `None` after a run that left it to the tail's
+    /// rows.
     output: Option<W::Output>,
     tail: Option<Statements>,
+    /// The rows the tail returned.
+    rows: Vec<AnyRow>,
     reply: oneshot::Sender<Result<W::Output, StoreError>>,
 }
 
@@ -128,12 +157,15 @@ impl<W: Write> Job for Pending<W> {
                 write,
                 output,
                 tail,
+                rows,
                 ..
             } = self;
+            *output = None;
             *tail = None;
+            rows.clear();
             if defer {
                 let deferred = write.run_deferring(conn).await?;
-                *output = Some(deferred.output);
+                *output = deferred.output;
                 *tail = deferred.tail;
             } else {
                 *output = Some(write.run(conn).await?);
@@ -146,9 +178,22 @@ impl<W: Write> Job for Pending<W> {
         self.tail.take()
     }
 
+    fn tail_returned(&mut self, rows: Vec<AnyRow>) {
+        self.rows = rows;
+    }
+
     fn reply(self: Box<Self>, committed: Result<(), StoreError>) {
-        let Self { output, reply, .. } = *self;
-        let result = committed.and_then(|()| output.ok_or(StoreError::WriterStopped));
+        let Self {
+            write,
+            output,
+            rows,
+            reply,
+            ..
+        } = *self;
+        let result = committed.and_then(|()| match output {
+            Some(output) => Ok(output),
+            None => write.output_from(&rows),
+        });
         // The caller may have given up waiting; the write stands anyway.
         let _ = reply.send(result);
     }
@@ -192,6 +237,7 @@ impl Writes {
                     write,
                     output: None,
                     tail: None,
+                    rows: Vec::new(),
                     reply,
                 });
                 queue
@@ -260,7 +306,11 @@ async fn commit(
             job.run(conn, number == last).await?;
         }
         let tail = jobs.last_mut().and_then(|job| job.take_tail());
-        left = end(conn, tail, then).await?;
+        let rows;
+        (left, rows) = end(conn, tail, then).await?;
+        if let Some(job) = jobs.last_mut() {
+            job.tail_returned(rows);
+        }
         Ok(())
     }
     .await;
@@ -281,22 +331,24 @@ async fn commit(
 }
 
 /// Runs `tail` (a write's last statements) and ends the transaction as
-/// `then` says; `Ok` once the `COMMIT` succeeded. SQLite's statements go in
-/// one query with the `COMMIT` (and the `BEGIN`).
+/// `then` says; `Ok` once the `COMMIT` succeeded, with the rows the tail
+/// returned. SQLite's statements go in one query with the `COMMIT` (and
+/// the `BEGIN`).
 async fn end(
     conn: &mut AnyConnection,
     tail: Option<Statements>,
     then: Then,
-) -> Result<Left, StoreError> {
+) -> Result<(Left, Vec<AnyRow>), StoreError> {
     let ending = match then {
         Then::Close => "COMMIT",
         Then::Reopen => "COMMIT;\nBEGIN",
     };
+    let mut rows = Vec::new();
     let joined = match tail.map(Statements::into_joined) {
         Some(Ok(joined)) => joined,
         // PostgreSQL's: on their own, before the COMMIT.
         Some(Err(tail)) => {
-            tail.execute(conn).await?;
+            rows = tail.fetch_all(conn).await?;
             Joined::default()
         }
         None => Joined::default(),
@@ -320,19 +372,24 @@ async fn end(
     while let Some(result) = results.next().await {
         match result {
             Ok(Either::Left(_)) => ended += 1,
-            Ok(Either::Right(_)) => {}
+            // A row of the tail's statements (the COMMIT and BEGIN return
+            // none).
+            Ok(Either::Right(row)) => rows.push(row),
             // The BEGIN failed: the commit stands, the connection is idle.
-            Err(_) if ended > count => return Ok(Left::Idle),
+            Err(_) if ended > count => return Ok((Left::Idle, rows)),
             Err(error) => return Err(error.into()),
         }
     }
-    match ended.checked_sub(count) {
-        Some(2) if then == Then::Reopen => Ok(Left::Open),
-        Some(1 | 2) => Ok(Left::Idle),
-        _ => Err(StoreError::Database(sqlx::Error::Protocol(
-            "the COMMIT did not report its end".into(),
-        ))),
-    }
+    let left = match ended.checked_sub(count) {
+        Some(2) if then == Then::Reopen => Left::Open,
+        Some(1 | 2) => Left::Idle,
+        _ => {
+            return Err(StoreError::Database(sqlx::Error::Protocol(
+                "the COMMIT did not report its end".into(),
+            )));
+        }
+    };
+    Ok((left, rows))
 }
 
 /// The SQLite writer's connection.
@@ -527,7 +584,7 @@ mod tests {
             &'c self,
             conn: &'c mut AnyConnection,
         ) -> BoxFuture<'c, Result<(i64, i64), StoreError>> {
-            Box::pin(async move { self.run_deferring(conn).await?.run_tail(conn).await })
+            Box::pin(async move { self.run_deferring(conn).await?.run_tail(self, conn).await })
         }
 
         fn run_deferring<'c>(
@@ -541,10 +598,49 @@ mod tests {
                     values.add(self.1)
                 })?;
                 Ok(Deferred {
-                    output: (self.0, self.1),
+                    output: Some((self.0, self.1)),
                     tail: Some(tail),
                 })
             })
+        }
+    }
+
+    /// Inserts `id` with the COMMIT and replies with the id its
+    /// `RETURNING` gave back.
+    struct Returning(i64);
+
+    impl Write for Returning {
+        type Output = i64;
+
+        fn run<'c>(
+            &'c self,
+            conn: &'c mut AnyConnection,
+        ) -> BoxFuture<'c, Result<i64, StoreError>> {
+            Box::pin(async move { self.run_deferring(conn).await?.run_tail(self, conn).await })
+        }
+
+        fn run_deferring<'c>(
+            &'c self,
+            conn: &'c mut AnyConnection,
+        ) -> BoxFuture<'c, Result<Deferred<i64>, StoreError>> {
+            Box::pin(async move {
+                let mut tail = Statements::new(conn);
+                tail.push("INSERT INTO t (id) VALUES ($1) RETURNING id", |values| {
+                    values.add(self.0)
+                })?;
+                Ok(Deferred {
+                    output: None,
+                    tail: Some(tail),
+                })
+            })
+        }
+
+        fn output_from(&self, rows: &[AnyRow]) -> Result<i64, StoreError> {
+            use sqlx::Row;
+            match rows {
+                [row] => Ok(row.try_get("id")?),
+                _ => Err(StoreError::WriterStopped),
+            }
         }
     }
 
@@ -634,6 +730,31 @@ mod tests {
         assert!(matches!(alone, Err(StoreError::Database(_))), "{alone:?}");
         assert_eq!(writes.run(Insert(9)).await.expect("the writer goes on"), 9);
         assert_eq!(stored(&pool).await, vec![1, 5, 9]);
+    }
+
+    #[tokio::test]
+    async fn a_write_reads_its_output_from_the_rows_its_tail_returns() {
+        let (_dir, pool) = pool().await;
+        seed(&pool, 5).await;
+        let writes = Writes::batched(pool.clone(), 16);
+        assert_eq!(writes.run(Returning(1)).await.expect("alone"), 1);
+        // Not last in its batch: its tail runs before the next write.
+        let (two, three, four) = tokio::join!(
+            writes.run(Returning(2)),
+            writes.run(Insert(3)),
+            writes.run(Returning(4))
+        );
+        assert_eq!(two.expect("first of the batch"), 2);
+        assert_eq!(three.expect("second"), 3);
+        assert_eq!(four.expect("last, its tail with the COMMIT"), 4);
+        // A tail that fails fails its own write only, alone as in a batch.
+        let (six, five) = tokio::join!(writes.run(Insert(6)), writes.run(Returning(5)));
+        assert_eq!(six.expect("6 stored"), 6);
+        assert!(matches!(five, Err(StoreError::Database(_))), "{five:?}");
+        // Run directly, as on PostgreSQL, the tail runs before the COMMIT.
+        let direct = Writes::direct(pool.clone());
+        assert_eq!(direct.run(Returning(7)).await.expect("direct"), 7);
+        assert_eq!(stored(&pool).await, vec![1, 2, 3, 4, 5, 6, 7]);
     }
 
     #[tokio::test]

@@ -214,11 +214,6 @@ impl Statements {
         }
     }
 
-    /// Runs the statements, stopping at the first that fails.
-    pub(crate) async fn execute(self, conn: &mut AnyConnection) -> Result<(), StoreError> {
-        self.fetch_all(conn).await.map(drop)
-    }
-
     /// Runs the statements, stopping at the first that fails, and returns
     /// the rows they returned, in order.
     pub(crate) async fn fetch_all(
@@ -337,7 +332,7 @@ mod tests {
         group.then();
         assert!(group.is_joined());
         assert_eq!(group.queries(), 1);
-        group.execute(&mut conn).await.expect("ran");
+        group.fetch_all(&mut conn).await.expect("ran");
         let a = sqlx::query("SELECT id, name, again FROM a")
             .fetch_one(&mut *conn)
             .await
@@ -357,7 +352,7 @@ mod tests {
     async fn the_rows_of_every_statement_come_back_in_order() {
         let (_dir, pool) = sqlite().await;
         let mut conn = pool.acquire().await.expect("connection");
-        two(&conn, 3).execute(&mut conn).await.expect("seeded");
+        two(&conn, 3).fetch_all(&mut conn).await.expect("seeded");
         let mut group = Statements::new(&conn);
         group
             .push(
@@ -401,7 +396,7 @@ mod tests {
             .await
             .expect("seed");
         // The first statement meets the duplicate id: the second never runs.
-        assert!(two(&conn, 2).execute(&mut conn).await.is_err());
+        assert!(two(&conn, 2).fetch_all(&mut conn).await.is_err());
         let rows = sqlx::query("SELECT count(*) AS n FROM b")
             .fetch_one(&mut *conn)
             .await
@@ -460,7 +455,7 @@ mod tests {
             .expect("bound");
         assert!(!group.is_joined());
         assert_eq!(group.queries(), 1);
-        group.execute(&mut conn).await.expect("ran");
+        group.fetch_all(&mut conn).await.expect("ran");
         let a = sqlx::query("SELECT name, again FROM a WHERE id = 1")
             .fetch_one(&mut *conn)
             .await
@@ -482,7 +477,7 @@ mod tests {
                 v.add("seven")
             })
             .expect("bound");
-        assert!(group.execute(&mut conn).await.is_err());
+        assert!(group.fetch_all(&mut conn).await.is_err());
         assert_eq!(count(&mut conn, "a").await, 1);
         assert_eq!(count(&mut conn, "b").await, 1);
         drop(conn);
@@ -498,7 +493,7 @@ mod tests {
             return;
         };
         let mut conn = pool.acquire().await.expect("connection");
-        two(&conn, 3).execute(&mut conn).await.expect("seeded");
+        two(&conn, 3).fetch_all(&mut conn).await.expect("seeded");
         sqlx::query("INSERT INTO c (id, a_id, tag) VALUES (1, 3, 'taken')")
             .execute(&mut *conn)
             .await

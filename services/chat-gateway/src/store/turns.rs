@@ -18,11 +18,11 @@
 use std::{collections::HashSet, sync::Arc};
 
 use futures::future::BoxFuture;
-use sqlx::{AnyConnection, Arguments, AssertSqlSafe, Row};
+use sqlx::{AnyConnection, Arguments, AssertSqlSafe, Row, any::AnyRow};
 
 use super::{
     EventBody, Store, StoreError, TURN_CANCEL_CHANNEL, TURN_EVENTS_CHANNEL, TurnState, WireBatch,
-    batch::Write,
+    batch::{Deferred, Write},
     group::Statements,
     now_ms,
     writes::{EncodedEvent, FinishTurnWrite, notify, to_i64, tokens_of},
@@ -110,6 +110,28 @@ struct AppendWire {
     now: i64,
 }
 
+impl AppendWire {
+    /// The statements that store `chunk`: both keep to the turns `replica`
+    /// still runs, so neither waits for the other's result (one round trip
+    /// on SQLite). They return the ids of those turns.
+    fn statements(
+        &self,
+        conn: &AnyConnection,
+        chunk: &[TurnBatch],
+    ) -> Result<Statements, StoreError> {
+        let mut group = Statements::new(conn);
+        let binds = Binds::of(&group);
+        advance_held(&mut group, binds, &self.replica, chunk)?;
+        insert_wires(&mut group, binds, &self.replica, chunk, self.now)?;
+        Ok(group)
+    }
+}
+
+/// The ids in `rows` (those of the turns still held).
+fn held_ids(rows: &[AnyRow]) -> Result<HashSet<String>, StoreError> {
+    rows.iter().map(|row| Ok(row.try_get("id")?)).collect()
+}
+
 impl Write for AppendWire {
     /// Per batch, in order: whether its turn is still running on this
     /// replica (and the batch stored).
@@ -122,19 +144,7 @@ impl Write for AppendWire {
         Box::pin(async move {
             let mut stored = Vec::with_capacity(self.batches.len());
             for chunk in self.batches.chunks(APPEND_CHUNK) {
-                // Both statements keep to the turns `replica` still runs,
-                // so neither waits for the other's result: one round trip
-                // on SQLite.
-                let mut group = Statements::new(conn);
-                let binds = Binds::of(&group);
-                advance_held(&mut group, binds, &self.replica, chunk)?;
-                insert_wires(&mut group, binds, &self.replica, chunk, self.now)?;
-                let held = group
-                    .fetch_all(conn)
-                    .await?
-                    .iter()
-                    .map(|row| Ok(row.try_get("id")?))
-                    .collect::<Result<HashSet<String>, StoreError>>()?;
+                let held = held_ids(&self.statements(conn, chunk)?.fetch_all(conn).await?)?;
                 let kept: Vec<&TurnBatch> = chunk
                     .iter()
                     .filter(|turn| held.contains(turn.turn_id.as_str()))
@@ -150,6 +160,36 @@ impl Write for AppendWire {
             }
             Ok(stored)
         })
+    }
+
+    /// One chunk without NOTIFYs (SQLite's case): its statements go with
+    /// the COMMIT, and which turns were still held is read from what they
+    /// return. A lone turn's events then cost one round trip, not two.
+    fn run_deferring<'c>(
+        &'c self,
+        conn: &'c mut AnyConnection,
+    ) -> BoxFuture<'c, Result<Deferred<Vec<bool>>, StoreError>> {
+        Box::pin(async move {
+            if self.notify || self.batches.len() > APPEND_CHUNK {
+                return Ok(Deferred {
+                    output: Some(self.run(conn).await?),
+                    tail: None,
+                });
+            }
+            Ok(Deferred {
+                output: None,
+                tail: Some(self.statements(conn, &self.batches)?),
+            })
+        })
+    }
+
+    fn output_from(&self, rows: &[AnyRow]) -> Result<Vec<bool>, StoreError> {
+        let held = held_ids(rows)?;
+        Ok(self
+            .batches
+            .iter()
+            .map(|turn| held.contains(turn.turn_id.as_str()))
+            .collect())
     }
 }
 

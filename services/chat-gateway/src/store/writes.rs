@@ -136,7 +136,7 @@ impl Write for BeginTurnWrite {
     type Output = Begun;
 
     fn run<'c>(&'c self, conn: &'c mut AnyConnection) -> BoxFuture<'c, Result<Begun, StoreError>> {
-        Box::pin(async move { self.run_deferring(conn).await?.run_tail(conn).await })
+        Box::pin(async move { self.run_deferring(conn).await?.run_tail(self, conn).await })
     }
 
     /// The inserts are left to run with the COMMIT.
@@ -144,7 +144,10 @@ impl Write for BeginTurnWrite {
         &'c self,
         conn: &'c mut AnyConnection,
     ) -> BoxFuture<'c, Result<Deferred<Begun>, StoreError>> {
-        let unwritten = |output| Deferred { output, tail: None };
+        let unwritten = |output| Deferred {
+            output: Some(output),
+            tail: None,
+        };
         Box::pin(async move {
             if !self.create {
                 // Checked before anything is written (the write may share
@@ -239,7 +242,7 @@ impl Write for BeginTurnWrite {
                 self.now,
             )?;
             Ok(Deferred {
-                output: Begun::Started(turn_index),
+                output: Some(Begun::Started(turn_index)),
                 tail: Some(group),
             })
         })
@@ -397,7 +400,7 @@ impl Write for FinishTurnWrite {
     type Output = bool;
 
     fn run<'c>(&'c self, conn: &'c mut AnyConnection) -> BoxFuture<'c, Result<bool, StoreError>> {
-        Box::pin(async move { self.run_deferring(conn).await?.run_tail(conn).await })
+        Box::pin(async move { self.run_deferring(conn).await?.run_tail(self, conn).await })
     }
 
     /// The inserts are left to run with the COMMIT.
@@ -408,7 +411,7 @@ impl Write for FinishTurnWrite {
         Box::pin(async move {
             let Some(last_seq) = self.end_turn(conn).await? else {
                 return Ok(Deferred {
-                    output: false,
+                    output: Some(false),
                     tail: None,
                 });
             };
@@ -436,7 +439,7 @@ impl Write for FinishTurnWrite {
                 })?;
             }
             Ok(Deferred {
-                output: true,
+                output: Some(true),
                 tail: Some(group),
             })
         })
