@@ -85,6 +85,15 @@ pub(crate) trait Write: Send + Sync + 'static {
     }
 }
 
+/// Runs the whole of `write`: [`Write::run_deferring`], then its tail. The
+/// [`Write::run`] of a write whose deferring run is its run.
+pub(crate) async fn run_whole<W: Write>(
+    write: &W,
+    conn: &mut AnyConnection,
+) -> Result<W::Output, StoreError> {
+    write.run_deferring(conn).await?.run_tail(write, conn).await
+}
+
 /// What [`Write::run_deferring`] leaves: the output, and the statements
 /// still to run before the write is whole.
 pub(crate) struct Deferred<T> {
@@ -584,7 +593,7 @@ mod tests {
             &'c self,
             conn: &'c mut AnyConnection,
         ) -> BoxFuture<'c, Result<(i64, i64), StoreError>> {
-            Box::pin(async move { self.run_deferring(conn).await?.run_tail(self, conn).await })
+            Box::pin(run_whole(self, conn))
         }
 
         fn run_deferring<'c>(
@@ -616,7 +625,7 @@ mod tests {
             &'c self,
             conn: &'c mut AnyConnection,
         ) -> BoxFuture<'c, Result<i64, StoreError>> {
-            Box::pin(async move { self.run_deferring(conn).await?.run_tail(self, conn).await })
+            Box::pin(run_whole(self, conn))
         }
 
         fn run_deferring<'c>(

@@ -13,7 +13,7 @@ use sqlx::{AnyConnection, Arguments, Row};
 
 use super::{
     EventBody, StoreError, TurnState, WireBatch,
-    batch::{Deferred, Write},
+    batch::{Deferred, Write, run_whole},
     group::{Statements, is_sqlite},
     quota::{self, Admission, QuotaExceeded},
 };
@@ -136,7 +136,7 @@ impl Write for BeginTurnWrite {
     type Output = Begun;
 
     fn run<'c>(&'c self, conn: &'c mut AnyConnection) -> BoxFuture<'c, Result<Begun, StoreError>> {
-        Box::pin(async move { self.run_deferring(conn).await?.run_tail(self, conn).await })
+        Box::pin(run_whole(self, conn))
     }
 
     /// The inserts are left to run with the COMMIT.
@@ -400,7 +400,7 @@ impl Write for FinishTurnWrite {
     type Output = bool;
 
     fn run<'c>(&'c self, conn: &'c mut AnyConnection) -> BoxFuture<'c, Result<bool, StoreError>> {
-        Box::pin(async move { self.run_deferring(conn).await?.run_tail(self, conn).await })
+        Box::pin(run_whole(self, conn))
     }
 
     /// The inserts are left to run with the COMMIT.
