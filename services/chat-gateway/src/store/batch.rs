@@ -137,8 +137,9 @@ pub(crate) trait Job: Send {
     /// The statements the last [`Job::run`] left unrun, if any.
     fn take_tail(&mut self) -> Option<Statements>;
 
-    /// The rows the tail returned once it ran (with the `COMMIT`).
-    fn tail_returned(&mut self, rows: Vec<AnyRow>);
+    /// The rows the tail returned, once it ran and committed (with the
+    /// `COMMIT`).
+    fn tail_returned(&mut self, rows: &[AnyRow]);
 
     /// Replies to the caller: the output when `committed` is `Ok`.
     fn reply(self: Box<Self>, committed: Result<(), StoreError>);
@@ -147,11 +148,9 @@ pub(crate) trait Job: Send {
 struct Pending<W: Write> {
     write: W,
     /// The output, once run; `None` after a run that left it to the tail's
-    /// rows.
-    output: Option<W::Output>,
+    /// rows, until they came back.
+    output: Option<Result<W::Output, StoreError>>,
     tail: Option<Statements>,
-    /// The rows the tail returned.
-    rows: Vec<AnyRow>,
     reply: oneshot::Sender<Result<W::Output, StoreError>>,
 }
 
@@ -166,18 +165,16 @@ impl<W: Write> Job for Pending<W> {
                 write,
                 output,
                 tail,
-                rows,
                 ..
             } = self;
             *output = None;
             *tail = None;
-            rows.clear();
             if defer {
                 let deferred = write.run_deferring(conn).await?;
-                *output = deferred.output;
+                *output = deferred.output.map(Ok);
                 *tail = deferred.tail;
             } else {
-                *output = Some(write.run(conn).await?);
+                *output = Some(Ok(write.run(conn).await?));
             }
             Ok(())
         })
@@ -187,22 +184,15 @@ impl<W: Write> Job for Pending<W> {
         self.tail.take()
     }
 
-    fn tail_returned(&mut self, rows: Vec<AnyRow>) {
-        self.rows = rows;
+    fn tail_returned(&mut self, rows: &[AnyRow]) {
+        if self.output.is_none() {
+            self.output = Some(self.write.output_from(rows));
+        }
     }
 
     fn reply(self: Box<Self>, committed: Result<(), StoreError>) {
-        let Self {
-            write,
-            output,
-            rows,
-            reply,
-            ..
-        } = *self;
-        let result = committed.and_then(|()| match output {
-            Some(output) => Ok(output),
-            None => write.output_from(&rows),
-        });
+        let Self { output, reply, .. } = *self;
+        let result = committed.and_then(|()| output.unwrap_or(Err(StoreError::WriterStopped)));
         // The caller may have given up waiting; the write stands anyway.
         let _ = reply.send(result);
     }
@@ -246,7 +236,6 @@ impl Writes {
                     write,
                     output: None,
                     tail: None,
-                    rows: Vec::new(),
                     reply,
                 });
                 queue
@@ -318,7 +307,7 @@ async fn commit(
         let rows;
         (left, rows) = end(conn, tail, then).await?;
         if let Some(job) = jobs.last_mut() {
-            job.tail_returned(rows);
+            job.tail_returned(&rows);
         }
         Ok(())
     }
