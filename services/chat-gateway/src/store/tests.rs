@@ -746,6 +746,86 @@ async fn one_append_for_many_turns(store: Store) {
     );
 }
 
+/// An append of more turns than one statement takes, turns not held on
+/// both sides of a statement's end among them: through the store's writer,
+/// then run directly in a transaction of its own (as a write that is not
+/// its batch's last runs on SQLite).
+async fn an_append_of_many_turns_spans_statements(store: Store) {
+    use super::batch::Write;
+    let count = turns::APPEND_CHUNK + 2;
+    let theirs = [0, turns::APPEND_CHUNK - 1, turns::APPEND_CHUNK];
+    let ended = 100;
+    let mut turns = Vec::new();
+    let mut conversations = Vec::new();
+    for number in 0..count {
+        let replica = if theirs.contains(&number) {
+            "replica-b"
+        } else {
+            REPLICA
+        };
+        let conversation = id();
+        let (turn, _) = begin_on(&store, &conversation, true, replica, lease(), None).await;
+        turns.push(turn);
+        conversations.push(conversation);
+    }
+    assert!(
+        end(
+            &store,
+            &conversations[ended],
+            &turns[ended],
+            TurnState::Completed,
+            false
+        )
+        .await
+    );
+    let expected: Vec<bool> = (0..count)
+        .map(|number| !theirs.contains(&number) && number != ended)
+        .collect();
+    let batches = |first, last| -> Vec<TurnBatch> {
+        turns
+            .iter()
+            .map(|turn| TurnBatch {
+                turn_id: turn.clone(),
+                batch: batch(first, last),
+            })
+            .collect()
+    };
+    let held = store
+        .append_wire(REPLICA, batches(1, 2))
+        .await
+        .expect("append");
+    assert_eq!(held, expected);
+    let direct = turns::AppendWire {
+        replica: REPLICA.to_owned(),
+        batches: batches(3, 3),
+        notify: store.notifies(),
+        now: now_ms(),
+    };
+    let mut tx = store.pool.begin().await.expect("begin");
+    let held = direct.run(&mut tx).await.expect("run");
+    tx.commit().await.expect("commit");
+    assert_eq!(held, expected);
+    for number in [0, 1, ended, count - 3, count - 2, count - 1] {
+        let stored = store
+            .wire_events("alice", &turns[number], 0)
+            .await
+            .expect("wire");
+        let want = if expected[number] {
+            vec![batch(1, 2), batch(3, 3)]
+        } else {
+            vec![]
+        };
+        assert_eq!(stored, want, "turn {number}");
+        let record = store
+            .turn("alice", &turns[number])
+            .await
+            .expect("read")
+            .expect("exists");
+        let last = if expected[number] { 3 } else { 0 };
+        assert_eq!(record.last_event_seq, last, "turn {number}");
+    }
+}
+
 async fn wire_log_leases_and_reaping(store: Store) {
     let conversation = id();
     // A lease already expired: its replica is gone.
@@ -1440,6 +1520,7 @@ on_both_backends!(
     wire_log_leases_and_reaping,
     a_finished_turn_notifies_the_other_replicas,
     one_append_for_many_turns,
+    an_append_of_many_turns_spans_statements,
     injected_write_faults_store_nothing,
     rows_from_before_scoped_owners_wait_for_their_issuer,
     users_and_tenants_have_limits,

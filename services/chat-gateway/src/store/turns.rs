@@ -101,13 +101,15 @@ pub struct TurnBatch {
 
 /// Turns per statement: five binds a row keeps a statement far below
 /// SQLite's limit of 32 766 binds.
-const APPEND_CHUNK: usize = 256;
+pub(super) const APPEND_CHUNK: usize = 256;
 
-struct AppendWire {
-    replica: String,
-    batches: Vec<TurnBatch>,
-    notify: bool,
-    now: i64,
+/// The event log's write: the next wire batch of each of a replica's
+/// turns, stored only for the turns it still runs.
+pub(super) struct AppendWire {
+    pub(super) replica: String,
+    pub(super) batches: Vec<TurnBatch>,
+    pub(super) notify: bool,
+    pub(super) now: i64,
 }
 
 impl AppendWire {
