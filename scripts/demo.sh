@@ -45,7 +45,7 @@ export RUST_LOG="${RUST_LOG:-info}"
 pids+=($!)
 "$bin/agent-runner" --log-format text >"$state/runner.log" 2>&1 &
 pids+=($!)
-"$bin/chat-gateway" --log-format text --database-url "sqlite://$state/parley.db?mode=rwc" >"$state/gateway.log" 2>&1 &
+"$bin/chat-gateway" --log-format text --dev-auth --database-url "sqlite://$state/parley.db?mode=rwc" >"$state/gateway.log" 2>&1 &
 pids+=($!)
 
 wait_healthy() {

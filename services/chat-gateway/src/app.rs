@@ -73,6 +73,8 @@ impl Gateway {
         auth: Authenticator,
     ) -> Result<Self, StartError> {
         config.validate()?;
+        let dev_remote =
+            crate::auth::check_dev_exposure(auth.is_dev(), &config.auth, &config.server.listen)?;
         let client_tls = ClientTls::from_config(&config.client_tls)?;
         let upstreams = Upstreams::new(
             &config.upstream.runner_url,
@@ -135,6 +137,13 @@ impl Gateway {
             engine.recover_sqlite().await?;
         } else {
             engine.sweep().await?;
+        }
+        if dev_remote {
+            tokio::spawn(crate::auth::warn_dev_remote(
+                config.server.listen.clone(),
+                crate::auth::DEV_REMOTE_WARNING_PERIOD,
+                engine.closing.clone(),
+            ));
         }
         tracing::info!(replica = %engine.replica, "gateway replica ready");
         tokio::spawn(engine.clone().run_replica(engine.store.listen()));

@@ -8,10 +8,14 @@
 //!
 //! Accepted tokens are JWTs (HS256 or RS256, with issuer, audience and
 //! expiry checked) and static tokens from the configuration, compared as
-//! SHA-256 digests in constant time. With neither configured (or `--dev-auth`)
-//! the gateway runs in dev mode: no token is needed and every caller is
-//! user `dev`. The check wraps only the ChatGateway service (see
-//! [`Authenticator::interceptor`]); health and reflection need no token.
+//! SHA-256 digests in constant time. Dev mode (no token needed, every
+//! caller is user `dev`) is on only when asked for (`--dev-auth` or
+//! `auth.dev = true`); with no verifier and no dev flag the gateway refuses
+//! to start, and dev mode on an address other than loopback needs
+//! `auth.dev_allow_remote = true` too (see [`check_dev_exposure`]). Known
+//! placeholder secrets (the `change-me...` values once shipped as examples)
+//! are refused at start-up. The check wraps only the ChatGateway service
+//! (see [`AuthInterceptor`]); health and reflection need no token.
 
 use jsonwebtoken::{Algorithm, DecodingKey, Validation, errors::ErrorKind};
 use sha2::{Digest, Sha256};
@@ -114,6 +118,19 @@ pub enum AuthConfigError {
         issuer: String,
         /// What is wrong.
         message: String,
+    },
+    /// Neither a verifier nor dev mode is configured.
+    #[error(
+        "no caller could be authenticated: configure [[auth.jwt]] (issuer, audience, algorithm and its key) or [[auth.static_tokens]] (user and token_env), or turn dev auth on explicitly for local use (--dev-auth or auth.dev = true)"
+    )]
+    NoVerifier,
+    /// Dev mode on a listen address other than loopback, not allowed.
+    #[error(
+        "dev auth serves every caller as user `dev`, and server.listen ({listen}) is not a loopback address: listen on 127.0.0.1, configure [[auth.jwt]] or [[auth.static_tokens]], or set auth.dev_allow_remote = true to accept this"
+    )]
+    DevRemote {
+        /// The listen address.
+        listen: String,
     },
     /// A static token entry lacks its token.
     #[error("auth.static_tokens entry {index} (user {user}): {message}")]
@@ -292,7 +309,8 @@ fn build_static(index: usize, config: &StaticTokenConfig) -> Result<StaticToken,
 
 impl Authenticator {
     /// Builds the verifiers; `force_dev` (the `--dev-auth` flag) turns dev
-    /// mode on regardless. Dev mode is also on when nothing is configured.
+    /// mode on regardless, as `auth.dev` does. With no verifier and no dev
+    /// flag it fails with [`AuthConfigError::NoVerifier`].
     pub fn from_config(config: &AuthConfig, force_dev: bool) -> Result<Self, AuthConfigError> {
         let jwt = config
             .jwt
@@ -306,7 +324,10 @@ impl Authenticator {
             .enumerate()
             .map(|(index, entry)| build_static(index, entry))
             .collect::<Result<Vec<_>, _>>()?;
-        let dev = force_dev || config.dev || (jwt.is_empty() && statics.is_empty());
+        let dev = force_dev || config.dev;
+        if !dev && jwt.is_empty() && statics.is_empty() {
+            return Err(AuthConfigError::NoVerifier);
+        }
         Ok(Self {
             dev,
             jwt,
@@ -448,6 +469,61 @@ impl Authenticator {
             Some(value) => Some(id(value)?),
         };
         Ok(Principal::new(issuer, tenant, subject))
+    }
+}
+
+/// Whether `listen` (`server.listen`) is reachable only from this host: an
+/// IP loopback address or `localhost`.
+pub fn is_loopback(listen: &str) -> bool {
+    if let Ok(addr) = listen.parse::<std::net::SocketAddr>() {
+        return addr.ip().is_loopback();
+    }
+    listen
+        .rsplit_once(':')
+        .is_some_and(|(host, _)| host.eq_ignore_ascii_case("localhost"))
+}
+
+/// Checks dev mode against where the gateway listens: on loopback it is
+/// allowed; elsewhere only with `auth.dev_allow_remote`. Returns whether dev
+/// mode is exposed beyond this host (the gateway then warns every
+/// [`DEV_REMOTE_WARNING_PERIOD`]).
+pub fn check_dev_exposure(
+    dev: bool,
+    config: &AuthConfig,
+    listen: &str,
+) -> Result<bool, AuthConfigError> {
+    if !dev || is_loopback(listen) {
+        return Ok(false);
+    }
+    if config.dev_allow_remote {
+        Ok(true)
+    } else {
+        Err(AuthConfigError::DevRemote {
+            listen: listen.to_owned(),
+        })
+    }
+}
+
+/// How often a gateway serving dev auth beyond loopback says so.
+pub const DEV_REMOTE_WARNING_PERIOD: std::time::Duration = std::time::Duration::from_secs(60);
+
+/// Logs a warning every `period` (the first at once) that dev auth is
+/// served beyond loopback, until `stop` is cancelled.
+pub async fn warn_dev_remote(
+    listen: String,
+    period: std::time::Duration,
+    stop: tokio_util::sync::CancellationToken,
+) {
+    let mut ticks = tokio::time::interval(period);
+    loop {
+        tokio::select! {
+            () = stop.cancelled() => return,
+            _ = ticks.tick() => tracing::warn!(
+                %listen,
+                user = DEV_USER,
+                "DEV AUTH IS SERVED BEYOND LOOPBACK (auth.dev_allow_remote): no token is checked and every caller who reaches this address is user `dev`"
+            ),
+        }
     }
 }
 

@@ -233,13 +233,22 @@ impl Default for TurnConfig {
     }
 }
 
-/// `[auth]`: who may call. With no JWT issuer and no static token the
-/// gateway runs in dev mode (every call is user `dev`, loudly logged).
+/// `[auth]`: who may call. At least one JWT issuer or static token is
+/// required, unless dev mode is asked for explicitly (`dev = true` or
+/// `--dev-auth`: every call is user `dev`, loudly logged); with neither the
+/// gateway refuses to start.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct AuthConfig {
-    /// Forces dev mode even when verifiers are configured.
+    /// Dev mode: no token is checked and every caller is user `dev`, even
+    /// when verifiers are configured. Off unless asked for (this key or
+    /// `--dev-auth`). For local use: on a `server.listen` address other
+    /// than loopback it also needs `dev_allow_remote`.
     pub dev: bool,
+    /// Allows dev mode on a listen address other than loopback (a
+    /// container's `0.0.0.0` in a test stack); the gateway then logs a
+    /// warning every minute. Never in production.
+    pub dev_allow_remote: bool,
     /// Clock skew allowed on `exp` and `nbf`.
     #[serde(with = "duration")]
     pub leeway: Duration,
@@ -262,6 +271,7 @@ impl Default for AuthConfig {
     fn default() -> Self {
         Self {
             dev: false,
+            dev_allow_remote: false,
             leeway: Duration::from_secs(30),
             jwt: Vec::new(),
             static_tokens: Vec::new(),

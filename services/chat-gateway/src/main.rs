@@ -6,7 +6,9 @@
 //! flags and no file it forms the local stack: it listens on
 //! 127.0.0.1:50051, uses the runner on 50052 and the parser on 50053, keeps
 //! conversations in `parley.db` in the working directory, serves the example
-//! registry and runs in dev auth. Metrics are served on
+//! registry. It needs a verifier (`[[auth.jwt]]`, `[[auth.static_tokens]]`)
+//! or dev auth asked for explicitly (`--dev-auth`), and refuses to start
+//! without one. Metrics are served on
 //! `server.metrics_listen` (default 127.0.0.1:9464); spans go to the OTLP endpoint of the standard
 //! `OTEL_*` variables, and are flushed at shutdown.
 

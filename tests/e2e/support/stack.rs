@@ -246,7 +246,10 @@ impl Stack {
             gateway_args.push("--registry=/etc/parley/registry.yaml".into());
             token_for = Some(token("e2e-user"));
         } else {
+            // The container listens on 0.0.0.0 (the image's PARLEY_LISTEN):
+            // dev auth there needs its second switch.
             gateway_args.push("--dev-auth".into());
+            env.push(("PARLEY_AUTH__DEV_ALLOW_REMOTE", "true".to_owned()));
         }
         if let Some(config) = options.gateway_config {
             mounts.push((

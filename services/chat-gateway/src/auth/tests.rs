@@ -218,13 +218,96 @@ fn missing_or_malformed_headers_are_refused() {
 }
 
 #[test]
-fn dev_mode_needs_no_token_and_is_the_default() {
-    let auth = Authenticator::from_config(&AuthConfig::default(), false).expect("empty config");
+fn dev_mode_needs_no_token_and_is_on_only_when_asked_for() {
+    let asked = AuthConfig {
+        dev: true,
+        ..AuthConfig::default()
+    };
+    let auth = Authenticator::from_config(&asked, false).expect("dev asked for");
     assert!(auth.is_dev());
     assert_eq!(auth.authenticate(&MetadataMap::new()), Ok(Principal::dev()));
+    let flagged = Authenticator::from_config(&AuthConfig::default(), true).expect("--dev-auth");
+    assert!(flagged.is_dev());
     let forced = Authenticator::from_config(&config(), true).expect("config");
     assert!(forced.is_dev());
     assert!(!authenticator().is_dev());
+}
+
+#[test]
+fn dev_mode_beyond_loopback_needs_its_own_switch() {
+    let config = AuthConfig::default();
+    for listen in ["127.0.0.1:50051", "[::1]:0", "localhost:50051"] {
+        assert_eq!(
+            check_dev_exposure(true, &config, listen).expect("loopback"),
+            false,
+            "{listen}"
+        );
+    }
+    for listen in [
+        "0.0.0.0:50051",
+        "10.1.2.3:50051",
+        "[::]:50051",
+        "gateway:50051",
+    ] {
+        let error = check_dev_exposure(true, &config, listen).expect_err("refused");
+        let message = error.to_string();
+        assert!(
+            message.contains("auth.dev_allow_remote") && message.contains(listen),
+            "{message}"
+        );
+        assert_eq!(
+            check_dev_exposure(false, &config, listen).expect("no dev mode"),
+            false
+        );
+    }
+    let allowed = AuthConfig {
+        dev_allow_remote: true,
+        ..AuthConfig::default()
+    };
+    assert!(check_dev_exposure(true, &allowed, "0.0.0.0:50051").expect("allowed"));
+}
+
+#[derive(Clone, Default)]
+struct Lines(std::sync::Arc<std::sync::Mutex<Vec<u8>>>);
+
+impl std::io::Write for Lines {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().expect("lock").extend_from_slice(buf);
+        Ok(buf.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn dev_mode_beyond_loopback_warns_every_minute_until_the_gateway_stops() {
+    let lines = Lines::default();
+    let writer = lines.clone();
+    let subscriber = tracing_subscriber::fmt()
+        .with_writer(move || writer.clone())
+        .with_ansi(false)
+        .finish();
+    let _guard = tracing::subscriber::set_default(subscriber);
+    let stop = tokio_util::sync::CancellationToken::new();
+    let task = tokio::spawn(warn_dev_remote(
+        "0.0.0.0:50051".into(),
+        DEV_REMOTE_WARNING_PERIOD,
+        stop.clone(),
+    ));
+    let count = || {
+        String::from_utf8_lossy(&lines.0.lock().expect("lock"))
+            .matches("DEV AUTH IS SERVED BEYOND LOOPBACK")
+            .count()
+    };
+    tokio::time::sleep(std::time::Duration::from_secs(1)).await;
+    assert_eq!(count(), 1, "one warning at once");
+    tokio::time::sleep(std::time::Duration::from_secs(60 * 3)).await;
+    assert_eq!(count(), 4, "then one a minute");
+    stop.cancel();
+    task.await.expect("the warning task ends");
+    tokio::time::sleep(std::time::Duration::from_secs(60 * 3)).await;
+    assert_eq!(count(), 4, "none once stopped");
 }
 
 #[test]
@@ -353,4 +436,14 @@ fn legacy_rows_go_to_the_only_identity_source() {
         auth.legacy_issuer(None).as_deref(),
         Some("jwt:https://hs.example")
     );
+}
+
+#[test]
+fn no_verifier_and_no_dev_flag_refuses_to_start_naming_the_keys() {
+    let error = Authenticator::from_config(&AuthConfig::default(), false)
+        .expect_err("nothing configured is refused");
+    let message = error.to_string();
+    for key in ["auth.jwt", "auth.static_tokens", "auth.dev", "--dev-auth"] {
+        assert!(message.contains(key), "{message}");
+    }
 }
