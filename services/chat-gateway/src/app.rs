@@ -85,7 +85,7 @@ impl Gateway {
         )?
         .with_parsing(config.upstream.parsing);
         let store = Store::open(
-            &config.store.database_url,
+            &config.store.url()?,
             &StoreOptions {
                 max_connections: config.store.max_connections,
                 acquire_timeout: config.store.acquire_timeout,
@@ -151,6 +151,39 @@ impl Gateway {
             engine,
             auth: Arc::new(auth),
         })
+    }
+
+    /// Reads the secrets again (SIGHUP): the auth configuration's secret
+    /// files, variables and JWKS, swapped in at once, and
+    /// `store.database_url_file`, which the connections the pool opens
+    /// from then on use. What cannot be read is logged and the current
+    /// values stay.
+    pub async fn reload_secrets(&self, config: &GatewayConfig) {
+        match self.auth.reload(&config.auth).await {
+            Ok(()) => tracing::info!("auth configuration read again"),
+            Err(error) => tracing::warn!(
+                %error,
+                "the auth configuration could not be read again; the current one stays"
+            ),
+        }
+        if config.store.database_url_file.is_some() {
+            match config.store.url() {
+                Ok(url) => match self.engine.store.set_url(&url) {
+                    Ok(()) => tracing::info!("database URL read again; new connections use it"),
+                    Err(error) => {
+                        tracing::warn!(%error, "the database URL read again is unusable; the current one stays")
+                    }
+                },
+                Err(error) => {
+                    tracing::warn!(%error, "the database URL could not be read again; the current one stays")
+                }
+            }
+        }
+    }
+
+    /// The authenticator (swapped by [`Gateway::reload_secrets`]).
+    pub fn auth(&self) -> &Arc<Authenticator> {
+        &self.auth
     }
 
     /// The turn engine (store, registry, running turns).

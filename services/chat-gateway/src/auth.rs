@@ -6,8 +6,10 @@
 //! three owners that never see each other's conversations; a tenant claim
 //! separates the same way.
 //!
-//! Accepted tokens are JWTs (HS256 or RS256, with issuer, audience and
-//! expiry checked) and static tokens from the configuration, compared as
+//! Accepted tokens are JWTs (HS256, RS256, ES256 or EdDSA, with issuer,
+//! audience and expiry checked; public keys from a PEM file or the
+//! issuer's JWKS, see [`jwks`]) and static tokens from the configuration,
+//! compared as
 //! SHA-256 digests in constant time. Dev mode (no token needed, every
 //! caller is user `dev`) is on only when asked for (`--dev-auth` or
 //! `auth.dev = true`); with no verifier and no dev flag the gateway refuses
@@ -16,13 +18,23 @@
 //! placeholder secrets (the `change-me...` values once shipped as examples)
 //! are refused at start-up. The check wraps only the ChatGateway service
 //! (see [`AuthInterceptor`]); health and reflection need no token.
+//!
+//! Secrets come inline, from environment variables or from files
+//! ([`crate::secret`]); [`Authenticator::reload`] reads them again (on
+//! SIGHUP) and swaps the verifiers at once, so every call is checked by one
+//! whole configuration, the old or the new.
+
+pub mod jwks;
+
+use std::sync::Arc;
 
 use jsonwebtoken::{Algorithm, DecodingKey, Validation, errors::ErrorKind};
 use sha2::{Digest, Sha256};
 use subtle::{ConditionallySelectable, ConstantTimeEq};
+use tokio_util::sync::{CancellationToken, DropGuard};
 use tonic::{Code, Request, Status, metadata::MetadataMap};
 
-use crate::config::{AuthConfig, JwtAlgorithm, JwtConfig, StaticTokenConfig};
+use crate::config::{AdminClaim, AuthConfig, JwtAlgorithm, JwtConfig, StaticTokenConfig};
 
 /// The user every call is attributed to in dev mode.
 pub const DEV_USER: &str = "dev";
@@ -46,6 +58,9 @@ pub struct Principal {
     pub tenant: Option<String>,
     /// The user within the issuer (a JWT's `sub`, a static token's user).
     pub subject: String,
+    /// Whether the caller may read assembled system prompts: a JWT with
+    /// `auth.admin_claim`, a static token with `admin = true`, or dev mode.
+    pub admin: bool,
     owner: String,
 }
 
@@ -63,13 +78,22 @@ impl Principal {
             issuer,
             tenant,
             subject,
+            admin: false,
             owner,
         }
     }
 
-    /// Dev mode's caller.
+    /// The same caller, an administrator or not.
+    #[must_use]
+    pub fn with_admin(mut self, admin: bool) -> Self {
+        self.admin = admin;
+        self
+    }
+
+    /// Dev mode's caller (an administrator: dev mode is for the developer
+    /// of the pages).
     pub fn dev() -> Self {
-        Self::new(DEV_ISSUER, None, DEV_USER)
+        Self::new(DEV_ISSUER, None, DEV_USER).with_admin(true)
     }
 
     /// The key of the caller's tenant (issuer and tenant, as in the owner
@@ -174,11 +198,20 @@ impl AuthError {
     }
 }
 
+/// Where a verifier's key comes from.
+enum Keys {
+    /// A secret or a PEM public key.
+    Fixed(DecodingKey),
+    /// The issuer's key set, chosen by `kid`.
+    Jwks(Arc<jwks::Jwks>),
+}
+
 struct JwtVerifier {
     issuer: String,
-    key: DecodingKey,
+    keys: Keys,
     validation: Validation,
     algorithm: Algorithm,
+    refresh: std::time::Duration,
 }
 
 /// A static token: the SHA-256 of the token, and who it stands for.
@@ -187,21 +220,34 @@ struct StaticToken {
     principal: Principal,
 }
 
-/// Checks bearer tokens.
-pub struct Authenticator {
+/// One whole auth configuration, swapped at once by
+/// [`Authenticator::reload`].
+struct Verifiers {
     dev: bool,
     jwt: Vec<JwtVerifier>,
     statics: Vec<StaticToken>,
     /// The JWT claim naming the caller's tenant.
     tenant_claim: String,
+    /// The JWT claim marking an administrator.
+    admin_claim: Option<AdminClaim>,
+    /// Stops the JWKS refreshers of these verifiers when they are replaced.
+    stop: CancellationToken,
+    _stop_on_drop: DropGuard,
+}
+
+/// Checks bearer tokens.
+pub struct Authenticator {
+    current: std::sync::RwLock<Arc<Verifiers>>,
+    force_dev: bool,
 }
 
 impl std::fmt::Debug for Authenticator {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let current = self.verifiers();
         f.debug_struct("Authenticator")
-            .field("dev", &self.dev)
-            .field("jwt_issuers", &self.jwt.len())
-            .field("static_tokens", &self.statics.len())
+            .field("dev", &current.dev)
+            .field("jwt_issuers", &current.jwt.len())
+            .field("static_tokens", &current.statics.len())
             .finish()
     }
 }
@@ -210,65 +256,100 @@ fn digest(token: &str) -> [u8; 32] {
     Sha256::digest(token.as_bytes()).into()
 }
 
-fn env_or_inline(inline: &Option<String>, env: &Option<String>) -> Result<String, String> {
-    match (inline, env) {
-        (Some(_), Some(_)) => {
-            Err("set only one of the inline value and its `_env` variable".into())
-        }
-        (Some(value), None) => Ok(value.clone()),
-        (None, Some(name)) => {
-            std::env::var(name).map_err(|_| format!("environment variable {name} is not set"))
-        }
-        (None, None) => Err("missing: set the value or its `_env` variable".into()),
-    }
-}
-
 fn build_jwt(
     index: usize,
     config: &JwtConfig,
-    leeway: std::time::Duration,
+    auth: &AuthConfig,
 ) -> Result<JwtVerifier, AuthConfigError> {
     let fail = |message: String| AuthConfigError::Jwt {
         index,
         issuer: config.issuer.clone(),
         message,
     };
-    let (algorithm, key) = match config.algorithm {
+    let public_sources = [
+        config.public_key_file.is_some(),
+        config.jwks_url.is_some(),
+        config.jwks_file.is_some(),
+    ]
+    .into_iter()
+    .filter(|set| *set)
+    .count();
+    let secret_set =
+        config.secret.is_some() || config.secret_env.is_some() || config.secret_file.is_some();
+    let (algorithm, keys) = match config.algorithm {
         JwtAlgorithm::HS256 => {
-            if config.public_key_file.is_some() {
+            if public_sources > 0 {
                 return Err(fail(
-                    "public_key_file is for RS256; HS256 takes secret or secret_env".into(),
+                    "public_key_file and jwks_* are for RS256, ES256 and EdDSA; HS256 takes secret, secret_env or secret_file".into(),
                 ));
             }
-            let secret = env_or_inline(&config.secret, &config.secret_env)
-                .map_err(|m| fail(format!("secret {m}")))?;
+            let secret = crate::secret::read(
+                config.secret.as_deref(),
+                config.secret_env.as_deref(),
+                config.secret_file.as_deref(),
+            )
+            .map_err(|m| fail(format!("secret {m}")))?;
             if secret.len() < 32 {
                 return Err(fail("the HS256 secret must be at least 32 bytes".into()));
             }
             (
                 Algorithm::HS256,
-                DecodingKey::from_secret(secret.as_bytes()),
+                Keys::Fixed(DecodingKey::from_secret(secret.as_bytes())),
             )
         }
-        JwtAlgorithm::RS256 => {
-            if config.secret.is_some() || config.secret_env.is_some() {
+        public => {
+            let algorithm = match public {
+                JwtAlgorithm::RS256 => Algorithm::RS256,
+                JwtAlgorithm::ES256 => Algorithm::ES256,
+                _ => Algorithm::EdDSA,
+            };
+            if secret_set {
+                return Err(fail(format!(
+                    "secret is for HS256; {algorithm:?} takes public_key_file, jwks_url or jwks_file"
+                )));
+            }
+            if public_sources != 1 {
                 return Err(fail(
-                    "secret is for HS256; RS256 takes public_key_file".into(),
+                    "set exactly one of public_key_file, jwks_url and jwks_file".into(),
                 ));
             }
-            let path = config
-                .public_key_file
-                .as_ref()
-                .ok_or_else(|| fail("public_key_file is required".into()))?;
-            let pem = std::fs::read(path)
-                .map_err(|e| fail(format!("cannot read {}: {e}", path.display())))?;
-            let key = DecodingKey::from_rsa_pem(&pem).map_err(|e| {
-                fail(format!(
-                    "{} is not an RSA public key in PEM: {e}",
-                    path.display()
+            let limits = jwks::Limits {
+                timeout: auth.jwks_timeout,
+                max_bytes: auth.jwks_max_bytes,
+                refresh: config.jwks_refresh,
+                min_interval: auth.jwks_min_interval,
+            };
+            let keys = if let Some(url) = &config.jwks_url {
+                Keys::Jwks(Arc::new(
+                    jwks::Jwks::new(jwks::Source::Url(url.clone()), algorithm, limits)
+                        .map_err(fail)?,
                 ))
-            })?;
-            (Algorithm::RS256, key)
+            } else if let Some(path) = &config.jwks_file {
+                Keys::Jwks(Arc::new(
+                    jwks::Jwks::new(jwks::Source::File(path.clone()), algorithm, limits)
+                        .map_err(fail)?,
+                ))
+            } else {
+                let path = config
+                    .public_key_file
+                    .as_ref()
+                    .ok_or_else(|| fail("public_key_file is required".into()))?;
+                let pem = std::fs::read(path)
+                    .map_err(|e| fail(format!("cannot read {}: {e}", path.display())))?;
+                let key = match algorithm {
+                    Algorithm::RS256 => DecodingKey::from_rsa_pem(&pem),
+                    Algorithm::ES256 => DecodingKey::from_ec_pem(&pem),
+                    _ => DecodingKey::from_ed_pem(&pem),
+                }
+                .map_err(|e| {
+                    fail(format!(
+                        "{} is not a {algorithm:?} public key in PEM: {e}",
+                        path.display()
+                    ))
+                })?;
+                Keys::Fixed(key)
+            };
+            (algorithm, keys)
         }
     };
     let mut validation = Validation::new(algorithm);
@@ -277,22 +358,26 @@ fn build_jwt(
     validation.set_required_spec_claims(&["exp", "iss", "aud", "sub"]);
     validation.validate_exp = true;
     validation.validate_nbf = true;
-    validation.leeway = leeway.as_secs();
+    validation.leeway = auth.leeway.as_secs();
     Ok(JwtVerifier {
         issuer: format!("jwt:{}", config.issuer),
-        key,
+        keys,
         validation,
         algorithm,
+        refresh: config.jwks_refresh,
     })
 }
 
 fn build_static(index: usize, config: &StaticTokenConfig) -> Result<StaticToken, AuthConfigError> {
-    let token = env_or_inline(&config.token, &config.token_env).map_err(|message| {
-        AuthConfigError::Static {
-            index,
-            user: config.user.clone(),
-            message: format!("token {message}"),
-        }
+    let token = crate::secret::read(
+        config.token.as_deref(),
+        config.token_env.as_deref(),
+        config.token_file.as_deref(),
+    )
+    .map_err(|message| AuthConfigError::Static {
+        index,
+        user: config.user.clone(),
+        message: format!("token {message}"),
     })?;
     if token.len() < 16 {
         return Err(AuthConfigError::Static {
@@ -303,20 +388,18 @@ fn build_static(index: usize, config: &StaticTokenConfig) -> Result<StaticToken,
     }
     Ok(StaticToken {
         digest: digest(&token),
-        principal: Principal::new(STATIC_ISSUER, config.tenant.clone(), config.user.clone()),
+        principal: Principal::new(STATIC_ISSUER, config.tenant.clone(), config.user.clone())
+            .with_admin(config.admin),
     })
 }
 
-impl Authenticator {
-    /// Builds the verifiers; `force_dev` (the `--dev-auth` flag) turns dev
-    /// mode on regardless, as `auth.dev` does. With no verifier and no dev
-    /// flag it fails with [`AuthConfigError::NoVerifier`].
-    pub fn from_config(config: &AuthConfig, force_dev: bool) -> Result<Self, AuthConfigError> {
+impl Verifiers {
+    fn build(config: &AuthConfig, force_dev: bool) -> Result<Self, AuthConfigError> {
         let jwt = config
             .jwt
             .iter()
             .enumerate()
-            .map(|(index, entry)| build_jwt(index, entry, config.leeway))
+            .map(|(index, entry)| build_jwt(index, entry, config))
             .collect::<Result<Vec<_>, _>>()?;
         let statics = config
             .static_tokens
@@ -328,22 +411,106 @@ impl Authenticator {
         if !dev && jwt.is_empty() && statics.is_empty() {
             return Err(AuthConfigError::NoVerifier);
         }
+        let stop = CancellationToken::new();
         Ok(Self {
             dev,
             jwt,
             statics,
             tenant_claim: config.tenant_claim.clone(),
+            admin_claim: config.admin_claim.clone(),
+            _stop_on_drop: stop.clone().drop_guard(),
+            stop,
         })
     }
 
-    /// An authenticator in dev mode.
-    pub fn dev() -> Self {
+    fn dev() -> Self {
+        let stop = CancellationToken::new();
         Self {
             dev: true,
             jwt: Vec::new(),
             statics: Vec::new(),
             tenant_claim: String::new(),
+            admin_claim: None,
+            _stop_on_drop: stop.clone().drop_guard(),
+            stop,
         }
+    }
+
+    /// Fetches every JWKS once (a failure stops start-up or the reload)
+    /// and starts their refreshers.
+    async fn start(&self) -> Result<(), AuthConfigError> {
+        for (index, verifier) in self.jwt.iter().enumerate() {
+            if let Keys::Jwks(set) = &verifier.keys {
+                let keys = set.fetch().await.map_err(|error| AuthConfigError::Jwt {
+                    index,
+                    issuer: verifier.issuer.clone(),
+                    message: format!("JWKS: {error}"),
+                })?;
+                tracing::info!(issuer = %verifier.issuer, keys, refresh = ?verifier.refresh, "JWKS fetched");
+                tokio::spawn(
+                    set.clone()
+                        .refresh(verifier.issuer.clone(), self.stop.clone()),
+                );
+            }
+        }
+        Ok(())
+    }
+}
+
+impl Authenticator {
+    /// Builds the verifiers; `force_dev` (the `--dev-auth` flag) turns dev
+    /// mode on regardless, as `auth.dev` does. With no verifier and no dev
+    /// flag it fails with [`AuthConfigError::NoVerifier`]. Issuers with a
+    /// JWKS have no key until [`Authenticator::start`] (or use
+    /// [`Authenticator::load`]).
+    pub fn from_config(config: &AuthConfig, force_dev: bool) -> Result<Self, AuthConfigError> {
+        Ok(Self {
+            current: std::sync::RwLock::new(Arc::new(Verifiers::build(config, force_dev)?)),
+            force_dev,
+        })
+    }
+
+    /// [`Authenticator::from_config`], then [`Authenticator::start`].
+    pub async fn load(config: &AuthConfig, force_dev: bool) -> Result<Self, AuthConfigError> {
+        let auth = Self::from_config(config, force_dev)?;
+        auth.start().await?;
+        Ok(auth)
+    }
+
+    /// Fetches the issuers' JWKS (an issuer whose set cannot be fetched
+    /// stops start-up) and keeps them fresh in the background until the
+    /// verifiers are replaced or dropped.
+    pub async fn start(&self) -> Result<(), AuthConfigError> {
+        self.verifiers().start().await
+    }
+
+    /// Builds the verifiers from `config` again, reading every secret file,
+    /// environment variable and JWKS anew, and swaps them in at once; on
+    /// an error the current ones stay.
+    pub async fn reload(&self, config: &AuthConfig) -> Result<(), AuthConfigError> {
+        let fresh = Verifiers::build(config, self.force_dev)?;
+        fresh.start().await?;
+        let fresh = Arc::new(fresh);
+        match self.current.write() {
+            Ok(mut current) => *current = fresh,
+            Err(poisoned) => *poisoned.into_inner() = fresh,
+        }
+        Ok(())
+    }
+
+    /// An authenticator in dev mode.
+    pub fn dev() -> Self {
+        Self {
+            current: std::sync::RwLock::new(Arc::new(Verifiers::dev())),
+            force_dev: true,
+        }
+    }
+
+    fn verifiers(&self) -> Arc<Verifiers> {
+        self.current
+            .read()
+            .map(|current| current.clone())
+            .unwrap_or_else(|poisoned| poisoned.into_inner().clone())
     }
 
     /// The issuer whose principals own what was stored before owners were
@@ -358,10 +525,11 @@ impl Authenticator {
                 url => format!("jwt:{url}"),
             });
         }
-        if self.dev {
+        let current = self.verifiers();
+        if current.dev {
             return Some(DEV_ISSUER.to_owned());
         }
-        match (self.jwt.as_slice(), self.statics.is_empty()) {
+        match (current.jwt.as_slice(), current.statics.is_empty()) {
             ([], false) => Some(STATIC_ISSUER.to_owned()),
             ([only], true) => Some(only.issuer.clone()),
             _ => None,
@@ -370,11 +538,17 @@ impl Authenticator {
 
     /// Whether every call is accepted as user `dev`.
     pub fn is_dev(&self) -> bool {
-        self.dev
+        self.verifiers().dev
     }
 
     /// The caller named by the request's bearer token.
     pub fn authenticate(&self, metadata: &MetadataMap) -> Result<Principal, AuthError> {
+        self.verifiers().authenticate(metadata)
+    }
+}
+
+impl Verifiers {
+    fn authenticate(&self, metadata: &MetadataMap) -> Result<Principal, AuthError> {
         if self.dev {
             return Ok(Principal::dev());
         }
@@ -430,9 +604,20 @@ impl Authenticator {
             .iter()
             .filter(|verifier| verifier.algorithm == header.alg)
         {
+            let fetched;
+            let key = match &verifier.keys {
+                Keys::Fixed(key) => key,
+                Keys::Jwks(set) => match set.key(header.kid.as_deref()) {
+                    Some(key) => {
+                        fetched = key;
+                        &fetched
+                    }
+                    None => continue,
+                },
+            };
             match jsonwebtoken::decode::<serde_json::Map<String, serde_json::Value>>(
                 token,
-                &verifier.key,
+                key,
                 &verifier.validation,
             ) {
                 Ok(data) => return self.principal_of(&verifier.issuer, &data.claims),
@@ -468,7 +653,23 @@ impl Authenticator {
             None | Some(serde_json::Value::Null) => None,
             Some(value) => Some(id(value)?),
         };
-        Ok(Principal::new(issuer, tenant, subject))
+        let admin = self
+            .admin_claim
+            .as_ref()
+            .is_some_and(|admin| claim_holds(claims.get(&admin.claim), &admin.value));
+        Ok(Principal::new(issuer, tenant, subject).with_admin(admin))
+    }
+}
+
+/// Whether a claim is `value`, a space-separated list of words with
+/// `value` among them, or an array with `value` among its strings.
+fn claim_holds(claim: Option<&serde_json::Value>, value: &str) -> bool {
+    match claim {
+        Some(serde_json::Value::String(text)) => text.split_ascii_whitespace().any(|w| w == value),
+        Some(serde_json::Value::Array(items)) => {
+            items.iter().any(|item| item.as_str() == Some(value))
+        }
+        _ => false,
     }
 }
 

@@ -59,8 +59,16 @@ impl Default for GatewayConfig {
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct StoreConfig {
-    /// `sqlite://FILE?mode=rwc` or `postgres://user:pass@host/db`.
+    /// `sqlite://FILE?mode=rwc` or `postgres://user:pass@host/db`; printed
+    /// without its password.
+    #[serde(serialize_with = "crate::secret::serialize_redacted")]
     pub database_url: String,
+    /// A file holding the database URL (a mounted Secret), which replaces
+    /// `database_url` when set. Read at start; on SIGHUP it is read again
+    /// and the connections the pool opens from then on use it (open ones
+    /// keep theirs; PostgreSQL's notification listener keeps the URL it
+    /// started with).
+    pub database_url_file: Option<PathBuf>,
     /// Most pooled connections.
     pub max_connections: u32,
     /// Longest wait for a pooled connection.
@@ -71,10 +79,35 @@ pub struct StoreConfig {
     pub write_batch: u32,
 }
 
+impl StoreConfig {
+    /// The database URL: the content of `database_url_file` when set, else
+    /// `database_url`; a URL whose password is a shipped placeholder is
+    /// refused.
+    pub fn url(&self) -> Result<String, ConfigError> {
+        let (key, url) = match &self.database_url_file {
+            Some(path) => (
+                "store.database_url_file",
+                crate::secret::read_file(path)
+                    .map_err(|message| invalid("store.database_url_file", message))?,
+            ),
+            None => ("store.database_url", self.database_url.clone()),
+        };
+        crate::store::Backend::from_url(&url).map_err(|error| invalid(key, error.to_string()))?;
+        if crate::secret::url_has_placeholder_password(&url) {
+            return Err(invalid(
+                key,
+                format!("the password {}", crate::secret::PLACEHOLDER),
+            ));
+        }
+        Ok(url)
+    }
+}
+
 impl Default for StoreConfig {
     fn default() -> Self {
         Self {
             database_url: "sqlite://parley.db?mode=rwc".into(),
+            database_url_file: None,
             max_connections: 8,
             acquire_timeout: Duration::from_secs(5),
             write_batch: 64,
@@ -260,6 +293,23 @@ pub struct AuthConfig {
     /// Tenants group users for limits and metrics, and separate owners:
     /// the same `sub` in two tenants is two users.
     pub tenant_claim: String,
+    /// `[auth.admin_claim]`: the JWT claim that marks an administrator,
+    /// who may read a page's assembled system prompt (`DescribePage` with
+    /// `include_system_prompt`); everyone else gets the page's payload
+    /// types, tools and actions without it. Unset, no JWT caller is one
+    /// (static tokens say so with their own `admin`; dev mode's user is).
+    pub admin_claim: Option<AdminClaim>,
+    /// Longest time one JWKS fetch (`jwks_url`) may take, connection
+    /// included.
+    #[serde(with = "duration")]
+    pub jwks_timeout: Duration,
+    /// Largest JWKS document read, in bytes; a larger one fails the fetch
+    /// (the last good key set is kept).
+    pub jwks_max_bytes: usize,
+    /// Least time between two JWKS fetches of one issuer that a token with
+    /// an unknown `kid` asks for.
+    #[serde(with = "duration")]
+    pub jwks_min_interval: Duration,
     /// Who owns what was stored before owners were scoped by issuer:
     /// `dev`, `static` or a JWT issuer. Unset, the only identity source
     /// configured adopts those rows; with several, they stay hidden (and
@@ -276,9 +326,26 @@ impl Default for AuthConfig {
             jwt: Vec::new(),
             static_tokens: Vec::new(),
             tenant_claim: "tenant".into(),
+            admin_claim: None,
+            jwks_timeout: Duration::from_secs(5),
+            jwks_max_bytes: 512 * 1024,
+            jwks_min_interval: Duration::from_secs(30),
             legacy_issuer: None,
         }
     }
+}
+
+/// `[auth.admin_claim]`: a JWT marks an administrator when its claim
+/// `claim` is the string `value`, a space-separated list of words with
+/// `value` among them (as OAuth's `scope`), or an array with `value` among
+/// its strings.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AdminClaim {
+    /// The claim's name, e.g. `roles`.
+    pub claim: String,
+    /// The value it must hold, e.g. `parley-admin`.
+    pub value: String,
 }
 
 /// The JWT signature algorithms the gateway accepts.
@@ -288,6 +355,14 @@ pub enum JwtAlgorithm {
     HS256,
     /// RSA PKCS#1 v1.5 with SHA-256 and a public key.
     RS256,
+    /// ECDSA on P-256 with SHA-256 and a public key.
+    ES256,
+    /// Ed25519 and a public key.
+    EdDSA,
+}
+
+fn default_jwks_refresh() -> Duration {
+    Duration::from_secs(600)
 }
 
 /// One accepted issuer.
@@ -305,8 +380,21 @@ pub struct JwtConfig {
     pub secret: Option<String>,
     /// HS256: the environment variable holding the secret.
     pub secret_env: Option<String>,
-    /// RS256: a PEM file with the public key.
+    /// HS256: a file holding the secret (read at start and on SIGHUP,
+    /// trailing line end trimmed).
+    pub secret_file: Option<PathBuf>,
+    /// RS256, ES256, EdDSA: a PEM file with the public key.
     pub public_key_file: Option<PathBuf>,
+    /// RS256, ES256, EdDSA: the issuer's JWKS (`https://.../jwks.json`),
+    /// keys chosen by the token's `kid`; fetched at start, every
+    /// `jwks_refresh` and when a token names an unknown `kid`.
+    pub jwks_url: Option<String>,
+    /// RS256, ES256, EdDSA: a JWKS file, read like `jwks_url`.
+    pub jwks_file: Option<PathBuf>,
+    /// How often the JWKS is fetched again; a failed fetch keeps the last
+    /// good key set.
+    #[serde(with = "duration", default = "default_jwks_refresh")]
+    pub jwks_refresh: Duration,
 }
 
 /// One fixed token.
@@ -320,8 +408,15 @@ pub struct StaticTokenConfig {
     pub token: Option<String>,
     /// The environment variable holding the token.
     pub token_env: Option<String>,
+    /// A file holding the token (read at start and on SIGHUP, trailing
+    /// line end trimmed).
+    pub token_file: Option<PathBuf>,
     /// The tenant the token's user belongs to.
     pub tenant: Option<String>,
+    /// Whether the token's user may read assembled system prompts (see
+    /// `auth.admin_claim`).
+    #[serde(default)]
+    pub admin: bool,
 }
 
 impl GatewayConfig {
@@ -396,7 +491,10 @@ impl GatewayConfig {
                     format!("entry {index}: issuer and audience are required"),
                 ));
             }
+            positive_duration("auth.jwt.jwks_refresh", jwt.jwks_refresh)?;
         }
+        positive_duration("auth.jwks_timeout", self.auth.jwks_timeout)?;
+        positive("auth.jwks_max_bytes", self.auth.jwks_max_bytes as u64)?;
         for (index, token) in self.auth.static_tokens.iter().enumerate() {
             if token.user.trim().is_empty() {
                 return Err(invalid(

@@ -17,6 +17,7 @@ pub mod convert;
 pub mod error;
 pub mod prompt;
 pub mod registry;
+pub mod secret;
 pub mod service;
 pub mod store;
 pub(crate) mod text;

@@ -93,11 +93,29 @@ async fn run(args: Args) -> Result<()> {
         None => Registry::example(),
     };
     tracing::info!(registry = registry.origin(), "page registry loaded");
-    let auth = Authenticator::from_config(&config.auth, false)?;
+    let auth = Authenticator::load(&config.auth, false).await?;
     let gateway = Gateway::build(&config, registry, auth).await?;
+    reload_on_sighup(gateway.clone(), config.clone())?;
     let listener = config.server.bind().await?;
     gateway
         .serve(listener, &config.server, parley_grpc::shutdown_signal())
         .await?;
+    Ok(())
+}
+
+/// Reads the secrets again on each SIGHUP ([`Gateway::reload_secrets`]).
+fn reload_on_sighup(gateway: Gateway, config: GatewayConfig) -> Result<()> {
+    #[cfg(unix)]
+    {
+        let mut hangups = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup())?;
+        tokio::spawn(async move {
+            while hangups.recv().await.is_some() {
+                tracing::info!("SIGHUP: reading the secrets again");
+                gateway.reload_secrets(&config).await;
+            }
+        });
+    }
+    #[cfg(not(unix))]
+    let _ = (gateway, config);
     Ok(())
 }

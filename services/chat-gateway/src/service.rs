@@ -320,13 +320,15 @@ impl ChatGateway for GatewayService {
         &self,
         request: Request<gw::DescribePageRequest>,
     ) -> Result<Response<gw::DescribePageResponse>, Status> {
-        caller(&request)?;
+        let admin = principal(&request)?.admin;
         let request = request.into_inner();
         let page = validate::page(request.page.as_ref(), "page", &self.engine.config)?;
         let registry = &self.engine.registry;
         let resolved = registry.resolve(&page_ref(&page));
         let mut response = resolved.describe();
-        if request.include_system_prompt {
+        // The assembled prompt is the pages' internals: administrators only
+        // (`auth.admin_claim`); everyone sees types, tools and actions.
+        if request.include_system_prompt && admin {
             response.system_prompt = build_system_prompt(&PromptInput {
                 registry,
                 page: &resolved,

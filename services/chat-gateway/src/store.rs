@@ -331,6 +331,27 @@ fn migrator() -> Migrator {
 }
 
 impl Store {
+    /// Makes the connections the pool opens from now on use `url` (a
+    /// database URL file read again); open connections keep theirs.
+    pub fn set_url(&self, url: &str) -> Result<(), StoreError> {
+        let backend = Backend::from_url(url)?;
+        if backend != self.backend {
+            return Err(StoreError::Connect {
+                backend: backend.name(),
+                source: sqlx::Error::Configuration(
+                    "the database URL names another backend than the store was opened with".into(),
+                ),
+            });
+        }
+        let options: sqlx::any::AnyConnectOptions =
+            url.parse().map_err(|source| StoreError::Connect {
+                backend: backend.name(),
+                source,
+            })?;
+        self.pool.set_connect_options(options);
+        Ok(())
+    }
+
     /// Opens the database named by `url` and runs the migrations.
     pub async fn open(url: &str, options: &StoreOptions) -> Result<Self, StoreError> {
         let backend = Backend::from_url(url)?;

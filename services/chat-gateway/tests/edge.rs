@@ -266,6 +266,8 @@ async fn a_refused_call_logs_one_line_without_the_token_or_the_message() {
                 user: "edge-bot".into(),
                 token: Some(TOKEN.into()),
                 token_env: None,
+                token_file: None,
+                admin: false,
                 tenant: Some("acme".into()),
             }],
             ..AuthConfig::default()

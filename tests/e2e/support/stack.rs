@@ -30,7 +30,8 @@ use super::{
     postgres::{HOST_ALIAS, Schema},
 };
 
-/// The HS256 secret of the deployed-configuration stack (test only).
+/// The HS256 secret of the deployed-configuration stack (test only; also
+/// in tests/e2e/fixtures/jwt-secret, mounted as the Secret file).
 pub const JWT_SECRET: &str = "e2e-secret-that-is-long-enough-for-hs256";
 
 /// The three services.
@@ -241,7 +242,12 @@ impl Stack {
                 "deploy/config/registry.yaml".to_owned(),
                 "/etc/parley/registry.yaml",
             ));
-            env.push(("PARLEY_JWT_SECRET", JWT_SECRET.to_owned()));
+            // The Secret as deploy/base/gateway.yaml mounts it (the same
+            // value as JWT_SECRET).
+            mounts.push((
+                "tests/e2e/fixtures/jwt-secret".to_owned(),
+                "/var/run/secrets/parley/auth/jwt-secret",
+            ));
             gateway_args.push("--config=/etc/parley/gateway.toml".into());
             gateway_args.push("--registry=/etc/parley/registry.yaml".into());
             token_for = Some(token("e2e-user"));

@@ -27,6 +27,10 @@ fn config() -> AuthConfig {
                 algorithm: JwtAlgorithm::HS256,
                 secret: Some(SECRET.into()),
                 secret_env: None,
+                secret_file: None,
+                jwks_url: None,
+                jwks_file: None,
+                jwks_refresh: std::time::Duration::from_secs(600),
                 public_key_file: None,
             },
             JwtConfig {
@@ -35,6 +39,10 @@ fn config() -> AuthConfig {
                 algorithm: JwtAlgorithm::RS256,
                 secret: None,
                 secret_env: None,
+                secret_file: None,
+                jwks_url: None,
+                jwks_file: None,
+                jwks_refresh: std::time::Duration::from_secs(600),
                 public_key_file: Some(testdata("jwt_rs256_public.pem")),
             },
         ],
@@ -43,12 +51,16 @@ fn config() -> AuthConfig {
                 user: "ci".into(),
                 token: Some(STATIC_TOKEN.into()),
                 token_env: None,
+                token_file: None,
+                admin: false,
                 tenant: None,
             },
             StaticTokenConfig {
                 user: "ops".into(),
                 token: Some("another-static-token-2".into()),
                 token_env: None,
+                token_file: None,
+                admin: false,
                 tenant: Some("acme".into()),
             },
         ],
@@ -446,4 +458,298 @@ fn no_verifier_and_no_dev_flag_refuses_to_start_naming_the_keys() {
     for key in ["auth.jwt", "auth.static_tokens", "auth.dev", "--dev-auth"] {
         assert!(message.contains(key), "{message}");
     }
+}
+
+/// A JWKS server of the test's own: serves `body` with `status`, counts
+/// requests; `stall` makes it accept and never answer.
+#[derive(Clone, Default)]
+struct JwksServer {
+    state: std::sync::Arc<std::sync::Mutex<(u16, String, bool)>>,
+    requests: std::sync::Arc<std::sync::atomic::AtomicUsize>,
+}
+
+impl JwksServer {
+    async fn start(keys: &[&str]) -> (Self, String) {
+        let server = Self::default();
+        server.serve(keys);
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind");
+        let url = format!("http://{}/jwks.json", listener.local_addr().expect("addr"));
+        let shared = server.clone();
+        tokio::spawn(async move {
+            use tokio::io::{AsyncReadExt, AsyncWriteExt};
+            while let Ok((mut socket, _)) = listener.accept().await {
+                let shared = shared.clone();
+                tokio::spawn(async move {
+                    let mut request = Vec::new();
+                    let mut buf = [0_u8; 1024];
+                    while !request.windows(4).any(|w| w == b"\r\n\r\n") {
+                        match socket.read(&mut buf).await {
+                            Ok(0) | Err(_) => return,
+                            Ok(n) => request.extend_from_slice(&buf[..n]),
+                        }
+                    }
+                    shared
+                        .requests
+                        .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                    let (status, body, stall) = shared.state.lock().expect("lock").clone();
+                    if stall {
+                        std::future::pending::<()>().await;
+                    }
+                    let response = format!(
+                        "HTTP/1.1 {status} X\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+                        body.len()
+                    );
+                    let _ = socket.write_all(response.as_bytes()).await;
+                });
+            }
+        });
+        (server, url)
+    }
+
+    fn serve(&self, kids: &[&str]) {
+        let all: serde_json::Value = serde_json::from_str(
+            &std::fs::read_to_string(testdata("jwks_test_keys.json")).expect("read keys"),
+        )
+        .expect("json");
+        let keys: Vec<serde_json::Value> = kids.iter().map(|kid| all[*kid].clone()).collect();
+        *self.state.lock().expect("lock") = (200, json!({ "keys": keys }).to_string(), false);
+    }
+
+    fn answer(&self, status: u16, body: &str, stall: bool) {
+        *self.state.lock().expect("lock") = (status, body.to_owned(), stall);
+    }
+}
+
+fn signed(algorithm: Algorithm, kid: &str, key_file: &str, iss: &str) -> String {
+    let pem = std::fs::read(testdata(key_file)).expect("read test key");
+    let key = match algorithm {
+        Algorithm::RS256 => EncodingKey::from_rsa_pem(&pem),
+        Algorithm::ES256 => EncodingKey::from_ec_pem(&pem),
+        _ => EncodingKey::from_ed_pem(&pem),
+    }
+    .expect("private key");
+    let mut header = Header::new(algorithm);
+    header.kid = Some(kid.to_owned());
+    encode(&header, &claims(iss, "parley", "alice", 600), &key).expect("sign")
+}
+
+fn jwks_entry(issuer: &str, algorithm: JwtAlgorithm, url: &str) -> JwtConfig {
+    JwtConfig {
+        issuer: issuer.into(),
+        audience: "parley".into(),
+        algorithm,
+        secret: None,
+        secret_env: None,
+        secret_file: None,
+        public_key_file: None,
+        jwks_url: Some(url.into()),
+        jwks_file: None,
+        jwks_refresh: std::time::Duration::from_secs(600),
+    }
+}
+
+#[tokio::test]
+async fn jwks_keys_are_chosen_by_kid_for_rs256_es256_and_eddsa_and_follow_rotation() {
+    let (server, url) = JwksServer::start(&["rsa-a", "ec-a", "ed-a"]).await;
+    let config = AuthConfig {
+        jwt: vec![
+            jwks_entry("https://rs.example", JwtAlgorithm::RS256, &url),
+            jwks_entry("https://ec.example", JwtAlgorithm::ES256, &url),
+            jwks_entry("https://ed.example", JwtAlgorithm::EdDSA, &url),
+        ],
+        jwks_min_interval: std::time::Duration::ZERO,
+        ..AuthConfig::default()
+    };
+    let auth = Authenticator::load(&config, false)
+        .await
+        .expect("the key sets are fetched at start");
+    let rsa_a = signed(
+        Algorithm::RS256,
+        "rsa-a",
+        "jwt_rs256_private.pem",
+        "https://rs.example",
+    );
+    let rsa_b = signed(
+        Algorithm::RS256,
+        "rsa-b",
+        "jwt_rs256_other_private.pem",
+        "https://rs.example",
+    );
+    for (token, issuer) in [
+        (rsa_a.clone(), "jwt:https://rs.example"),
+        (
+            signed(
+                Algorithm::ES256,
+                "ec-a",
+                "jwt_es256_private.pem",
+                "https://ec.example",
+            ),
+            "jwt:https://ec.example",
+        ),
+        (
+            signed(
+                Algorithm::EdDSA,
+                "ed-a",
+                "jwt_ed25519_private.pem",
+                "https://ed.example",
+            ),
+            "jwt:https://ed.example",
+        ),
+    ] {
+        let principal = auth.authenticate(&bearer(&token)).expect("accepted");
+        assert_eq!(
+            (principal.issuer.as_str(), principal.subject.as_str()),
+            (issuer, "alice")
+        );
+    }
+    // A key signed as another kid of the set does not verify.
+    let forged = signed(
+        Algorithm::RS256,
+        "rsa-a",
+        "jwt_rs256_other_private.pem",
+        "https://rs.example",
+    );
+    assert_eq!(
+        auth.authenticate(&bearer(&forged)),
+        Err(AuthError::InvalidToken)
+    );
+
+    // Rotation: the issuer publishes rsa-b and drops rsa-a. A token with the
+    // unknown kid asks for a fetch; once it is done rsa-b is accepted and
+    // rsa-a refused.
+    server.serve(&["rsa-b", "ec-a", "ed-a"]);
+    let mut accepted = false;
+    for _ in 0..500 {
+        if auth.authenticate(&bearer(&rsa_b)).is_ok() {
+            accepted = true;
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+    assert!(accepted, "the new key was never fetched");
+    assert_eq!(
+        auth.authenticate(&bearer(&rsa_a)),
+        Err(AuthError::InvalidToken)
+    );
+}
+
+#[tokio::test]
+async fn a_failed_jwks_fetch_keeps_the_last_good_set_and_fetches_are_bounded() {
+    let (server, url) = JwksServer::start(&["rsa-a"]).await;
+    let limits = jwks::Limits {
+        timeout: std::time::Duration::from_millis(300),
+        max_bytes: 16 * 1024,
+        refresh: std::time::Duration::from_secs(600),
+        min_interval: std::time::Duration::ZERO,
+    };
+    let set = jwks::Jwks::new(jwks::Source::Url(url), Algorithm::RS256, limits).expect("set");
+    assert_eq!(set.fetch().await.expect("fetched"), 1);
+    let failures = [
+        (500, "oops".to_owned(), false, "HTTP 500"),
+        (200, "not json".to_owned(), false, "not a JWKS"),
+        (200, json!({"keys": []}).to_string(), false, "no usable"),
+        (
+            200,
+            json!({"keys": [{"kty": "oct", "kid": "rsa-a", "k": "c2VjcmV0"}]}).to_string(),
+            false,
+            "no usable",
+        ),
+        (200, "x".repeat(20 * 1024), false, "larger than"),
+        (200, String::new(), true, "within"),
+    ];
+    for (status, body, stall, expected) in failures {
+        server.answer(status, &body, stall);
+        let error = set.fetch().await.expect_err(expected).to_string();
+        assert!(error.contains(expected), "{expected}: {error}");
+        assert!(
+            set.key(Some("rsa-a")).is_some(),
+            "the last good set stays ({expected})"
+        );
+    }
+    // A file source is bounded too.
+    let dir = tempfile::tempdir().expect("dir");
+    let path = dir.path().join("jwks.json");
+    std::fs::write(&path, "x".repeat(20 * 1024)).expect("write");
+    let file = jwks::Jwks::new(jwks::Source::File(path), Algorithm::RS256, limits).expect("set");
+    assert!(
+        file.fetch()
+            .await
+            .expect_err("too large")
+            .to_string()
+            .contains("larger than")
+    );
+}
+
+#[tokio::test]
+async fn a_jwks_issuer_whose_set_cannot_be_fetched_stops_start_up() {
+    let (server, url) = JwksServer::start(&["rsa-a"]).await;
+    server.answer(503, "", false);
+    let config = AuthConfig {
+        jwt: vec![jwks_entry("https://rs.example", JwtAlgorithm::RS256, &url)],
+        ..AuthConfig::default()
+    };
+    let error = Authenticator::load(&config, false)
+        .await
+        .expect_err("refused")
+        .to_string();
+    assert!(
+        error.contains("auth.jwt entry 0") && error.contains("HTTP 503"),
+        "{error}"
+    );
+}
+
+#[tokio::test]
+async fn secret_files_are_read_again_on_reload_and_swapped_at_once() {
+    let dir = tempfile::tempdir().expect("dir");
+    let secret = dir.path().join("jwt-secret");
+    let token = dir.path().join("token");
+    std::fs::write(&secret, format!("{SECRET}\n")).expect("write");
+    std::fs::write(&token, "first-static-token-0001\n").expect("write");
+    let mut config = config();
+    config.jwt.truncate(1);
+    config.jwt[0].secret = None;
+    config.jwt[0].secret_file = Some(secret.clone());
+    config.static_tokens.truncate(1);
+    config.static_tokens[0].token = None;
+    config.static_tokens[0].token_file = Some(token.clone());
+    let auth = Authenticator::load(&config, false).await.expect("loads");
+    let jwt = hs256(
+        &claims("https://hs.example", "parley", "alice", 600),
+        SECRET,
+    );
+    assert!(auth.authenticate(&bearer(&jwt)).is_ok());
+    assert!(
+        auth.authenticate(&bearer("first-static-token-0001"))
+            .is_ok()
+    );
+
+    let rotated = "another-secret-of-at-least-32-bytes-0123";
+    std::fs::write(&secret, rotated).expect("write");
+    std::fs::write(&token, "second-static-token-0002\r\n").expect("write");
+    auth.reload(&config).await.expect("reloads");
+    assert_eq!(
+        auth.authenticate(&bearer(&jwt)),
+        Err(AuthError::InvalidToken)
+    );
+    let fresh = hs256(
+        &claims("https://hs.example", "parley", "alice", 600),
+        rotated,
+    );
+    assert!(auth.authenticate(&bearer(&fresh)).is_ok());
+    assert!(
+        auth.authenticate(&bearer("second-static-token-0002"))
+            .is_ok()
+    );
+    assert_eq!(
+        auth.authenticate(&bearer("first-static-token-0001")),
+        Err(AuthError::InvalidToken)
+    );
+
+    // A reload that fails keeps what was there.
+    std::fs::write(&secret, "change-me-to-a-long-random-string").expect("write");
+    let error = auth.reload(&config).await.expect_err("placeholder");
+    assert!(error.to_string().contains("placeholder"), "{error}");
+    assert!(auth.authenticate(&bearer(&fresh)).is_ok());
 }

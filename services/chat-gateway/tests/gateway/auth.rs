@@ -27,6 +27,10 @@ pub fn authenticator() -> Authenticator {
                     algorithm: JwtAlgorithm::HS256,
                     secret: Some(SECRET.into()),
                     secret_env: None,
+                    secret_file: None,
+                    jwks_url: None,
+                    jwks_file: None,
+                    jwks_refresh: std::time::Duration::from_secs(600),
                     public_key_file: None,
                 },
                 JwtConfig {
@@ -35,6 +39,10 @@ pub fn authenticator() -> Authenticator {
                     algorithm: JwtAlgorithm::RS256,
                     secret: None,
                     secret_env: None,
+                    secret_file: None,
+                    jwks_url: None,
+                    jwks_file: None,
+                    jwks_refresh: std::time::Duration::from_secs(600),
                     public_key_file: Some(
                         std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
                             .join("testdata/jwt_rs256_public.pem"),
@@ -45,6 +53,8 @@ pub fn authenticator() -> Authenticator {
                 user: "ci-bot".into(),
                 token: Some(CI_TOKEN.into()),
                 token_env: None,
+                token_file: None,
+                admin: false,
                 tenant: None,
             }],
             ..AuthConfig::default()

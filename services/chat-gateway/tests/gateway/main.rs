@@ -17,5 +17,6 @@ mod postgres;
 mod python_client;
 mod quotas;
 mod real_stack;
+mod secrets;
 mod streaming;
 mod unix_socket;
