@@ -5,6 +5,12 @@
 //! key) keeps the last good set. Only keys of the issuer's configured
 //! algorithm are kept (RSA for RS256, P-256 for ES256, Ed25519 for EdDSA),
 //! so a published symmetric key can never verify anything.
+//!
+//! Tokens are checked synchronously (a tonic interceptor), so the call
+//! that brings an unknown `kid` is refused (`INVALID_TOKEN`) and only asks
+//! for the fetch; calls after it succeeds are accepted. Identity providers
+//! publish a new key before they sign with it, so the periodic refresh
+//! normally has it first.
 
 use std::{collections::HashMap, path::PathBuf, sync::Arc, time::Duration};
 
