@@ -93,6 +93,66 @@ fn the_examples_placeholder_secrets_stop_start_up() {
     );
 }
 
+/// Runs the binary with `args` (its own SQLite file, no metrics port) and
+/// returns its exit status and stderr once it exits; fails the test if it
+/// is still running (serving) after 20 s.
+fn run_to_exit(args: &[&str]) -> (std::process::ExitStatus, String) {
+    let dir = tempfile::tempdir().expect("dir");
+    let log = dir.path().join("stderr");
+    let mut child = Command::new(BIN)
+        .args(args)
+        .arg("--metrics-listen=off")
+        .arg(format!(
+            "--database-url=sqlite://{}?mode=rwc",
+            dir.path().join("g.db").display()
+        ))
+        .env_remove("PARLEY_DATABASE_URL")
+        .env_remove("PARLEY_GATEWAY_CONFIG")
+        .env_remove("PARLEY_DEV_AUTH")
+        .env_remove("PARLEY_LISTEN")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::from(std::fs::File::create(&log).expect("log")))
+        .spawn()
+        .expect("run chat-gateway");
+    for _ in 0..2000 {
+        if let Some(status) = child.try_wait().expect("wait") {
+            return (status, std::fs::read_to_string(&log).unwrap_or_default());
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+    panic!(
+        "chat-gateway started instead of refusing to:\n{}",
+        std::fs::read_to_string(&log).unwrap_or_default()
+    );
+}
+
+#[test]
+fn the_binary_without_a_verifier_or_dev_flag_refuses_to_start_naming_the_keys() {
+    let (status, stderr) = run_to_exit(&["--listen=127.0.0.1:0"]);
+    assert!(!status.success(), "{stderr}");
+    for key in [
+        "[[auth.jwt]]",
+        "[[auth.static_tokens]]",
+        "--dev-auth",
+        "auth.dev",
+    ] {
+        assert!(stderr.contains(key), "{key}: {stderr}");
+    }
+}
+
+#[test]
+fn the_binary_refuses_dev_auth_beyond_loopback_without_its_second_switch() {
+    let (status, stderr) = run_to_exit(&["--dev-auth", "--listen=0.0.0.0:0"]);
+    assert!(!status.success(), "{stderr}");
+    assert!(
+        stderr.contains("auth.dev_allow_remote") && stderr.contains("0.0.0.0:0"),
+        "{stderr}"
+    );
+}
+
 fn hs256(sub: &str, extra: serde_json::Value) -> String {
     let now = i64::try_from(get_current_timestamp()).expect("time");
     let mut claims = serde_json::json!({"iss": "https://id.example", "aud": "parley", "sub": sub, "exp": now + 600});
