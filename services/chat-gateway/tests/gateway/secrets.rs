@@ -361,3 +361,72 @@ async fn a_token_file_is_read_again_on_sighup() {
     assert!(child.try_wait().expect("status").is_none(), "still serving");
     let _ = child.start_kill();
 }
+
+async fn backends_named(application_name: &str) -> i64 {
+    let base = std::env::var("PARLEY_TEST_POSTGRES_URL").expect("set");
+    let pool = sqlx::AnyPool::connect(&base).await.expect("connect");
+    let count: i64 =
+        sqlx::query_scalar("SELECT count(*) FROM pg_stat_activity WHERE application_name = $1")
+            .bind(application_name)
+            .fetch_one(&pool)
+            .await
+            .expect("count");
+    pool.close().await;
+    count
+}
+
+#[tokio::test]
+async fn a_database_url_file_is_read_again_and_new_connections_use_it() {
+    let test = "a_database_url_file_is_read_again_and_new_connections_use_it";
+    let Some((url, schema)) = crate::postgres::fresh_schema(test).await else {
+        return;
+    };
+    let (first, second) = (format!("{schema}_first"), format!("{schema}_second"));
+    let dir = tempfile::tempdir().expect("dir");
+    let file = dir.path().join("database-url");
+    std::fs::write(&file, format!("{url}&application_name={first}\n")).expect("write");
+    let mut config = GatewayConfig::default();
+    config.store.database_url = "sqlite://not-used.db?mode=ro".into();
+    config.store.database_url_file = Some(file.clone());
+    let gateway = chat_gateway::app::Gateway::build(
+        &config,
+        chat_gateway::registry::Registry::example(),
+        Authenticator::dev(),
+    )
+    .await
+    .expect("the gateway opens the URL of the file");
+    assert!(backends_named(&first).await > 0);
+
+    // The Secret is rotated: the file names another connection, and the
+    // connections open so far end (as a password change ends them).
+    std::fs::write(&file, format!("{url}&application_name={second}\n")).expect("write");
+    gateway.reload_secrets(&config).await;
+    let base = std::env::var("PARLEY_TEST_POSTGRES_URL").expect("set");
+    let pool = sqlx::AnyPool::connect(&base).await.expect("connect");
+    sqlx::query(
+        "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = $1",
+    )
+    .bind(first.as_str())
+    .execute(&pool)
+    .await
+    .expect("terminate");
+    pool.close().await;
+
+    let store = &gateway.engine().store;
+    let mut read = false;
+    for _ in 0..50 {
+        if store.turn("alice", "no-such-turn").await.is_ok() {
+            read = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert!(read, "the store reads again after the rotation");
+    assert!(
+        backends_named(&second).await > 0,
+        "new connections use the URL read again"
+    );
+    gateway.engine().closing.cancel();
+    store.close().await;
+    crate::postgres::drop_schema(&schema).await;
+}
