@@ -387,7 +387,9 @@ pub struct JwtConfig {
     pub public_key_file: Option<PathBuf>,
     /// RS256, ES256, EdDSA: the issuer's JWKS (`https://.../jwks.json`),
     /// keys chosen by the token's `kid`; fetched at start, every
-    /// `jwks_refresh` and when a token names an unknown `kid`.
+    /// `jwks_refresh` and when a token names an unknown `kid`. Printed
+    /// without a password it may carry.
+    #[serde(serialize_with = "crate::secret::serialize_redacted_opt")]
     pub jwks_url: Option<String>,
     /// RS256, ES256, EdDSA: a JWKS file, read like `jwks_url`.
     pub jwks_file: Option<PathBuf>,
@@ -739,5 +741,27 @@ mod tests {
         assert_eq!(config.auth.leeway, Duration::from_secs(5));
         let printed = parley_grpc::config::defaults_toml(&config);
         assert!(!printed.contains("inline-secret"), "{printed}");
+
+        let with_secrets = from_toml(
+            r#"
+            [store]
+            database_url = "postgres://parley:db-password@db/parley"
+            [[auth.jwt]]
+            issuer = "https://id.example"
+            audience = "parley"
+            algorithm = "RS256"
+            jwks_url = "https://client:jwks-password@id.example/jwks.json"
+            "#,
+        )
+        .expect("parses");
+        let printed = parley_grpc::config::defaults_toml(&with_secrets);
+        assert!(
+            !printed.contains("db-password") && !printed.contains("jwks-password"),
+            "{printed}"
+        );
+        assert!(
+            printed.contains("https://client:***@id.example/jwks.json"),
+            "{printed}"
+        );
     }
 }

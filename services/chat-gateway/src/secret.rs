@@ -122,6 +122,17 @@ pub fn serialize_redacted<S: serde::Serializer>(
     serializer.serialize_str(&redact_url(url))
 }
 
+/// Serializes an optional URL without its password (`--print-config`).
+pub fn serialize_redacted_opt<S: serde::Serializer>(
+    url: &Option<String>,
+    serializer: S,
+) -> Result<S::Ok, S::Error> {
+    match url {
+        Some(url) => serializer.serialize_some(&redact_url(url)),
+        None => serializer.serialize_none(),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use serde::Deserialize;
