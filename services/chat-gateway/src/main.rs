@@ -5,10 +5,10 @@
 //! then serves until SIGTERM or Ctrl-C and drains within a bound. With no
 //! flags and no file it forms the local stack: it listens on
 //! 127.0.0.1:50051, uses the runner on 50052 and the parser on 50053, keeps
-//! conversations in `parley.db` in the working directory, serves the example
+//! conversations in `parley.db` in the working directory and serves the example
 //! registry. It needs a verifier (`[[auth.jwt]]`, `[[auth.static_tokens]]`)
 //! or dev auth asked for explicitly (`--dev-auth`), and refuses to start
-//! without one. Metrics are served on
+//! without one; SIGHUP reads its secret files again. Metrics are served on
 //! `server.metrics_listen` (default 127.0.0.1:9464); spans go to the OTLP endpoint of the standard
 //! `OTEL_*` variables, and are flushed at shutdown.
 
@@ -56,7 +56,7 @@ struct Args {
     /// Turns running at once: turns.max_concurrent.
     #[arg(long, env = "PARLEY_MAX_CONCURRENT_TURNS")]
     max_concurrent_turns: Option<usize>,
-    /// Dev auth: no token needed, every caller is user `dev`. Never in production.
+    /// Dev auth: no token needed, every caller is user `dev`; beyond loopback only with auth.dev_allow_remote. Never in production.
     #[arg(long, env = "PARLEY_DEV_AUTH")]
     dev_auth: bool,
 }
