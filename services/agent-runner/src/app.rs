@@ -38,6 +38,7 @@ pub enum StartError {
 pub struct RunnerApp {
     runner: Arc<Runner>,
     service: RunnerService,
+    max_request_bytes: usize,
 }
 
 impl RunnerApp {
@@ -115,7 +116,11 @@ impl RunnerApp {
             config.max_concurrent_runs,
             config.event_buffer,
         );
-        Self { runner, service }
+        Self {
+            runner,
+            service,
+            max_request_bytes: config.max_request_bytes,
+        }
     }
 
     /// The tool loop, shared by every turn.
@@ -123,9 +128,13 @@ impl RunnerApp {
         &self.runner
     }
 
-    /// The AgentRunner service as routes.
+    /// The AgentRunner service as routes, decoding requests up to
+    /// `max_request_bytes`.
     pub fn routes(&self) -> tonic::service::Routes {
-        tonic::service::Routes::new(AgentRunnerServer::new(self.service.clone()))
+        tonic::service::Routes::new(
+            AgentRunnerServer::new(self.service.clone())
+                .max_decoding_message_size(self.max_request_bytes),
+        )
     }
 
     /// Serves with the `[server]` settings (TLS included) until `shutdown`

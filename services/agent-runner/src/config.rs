@@ -70,6 +70,10 @@ use crate::{
 /// Where the demo script is looked for when no configuration names one.
 pub const DEMO_SCRIPT_PATH: &str = "deploy/config/demo-script.toml";
 
+/// The default `max_request_bytes`: the gateway's default
+/// `upstream.runner_max_request_bytes`.
+pub const DEFAULT_MAX_REQUEST_BYTES: usize = 8 * 1024 * 1024;
+
 /// The name of the provider a configuration without providers gets.
 pub const SCRIPTED: &str = "scripted";
 
@@ -85,6 +89,10 @@ pub struct RunnerConfig {
     pub max_concurrent_runs: usize,
     /// Events buffered per turn before the loop waits for the client.
     pub event_buffer: usize,
+    /// The largest request message decoded, in bytes (a `RunRequest`
+    /// carries the conversation's history); larger ones are refused with
+    /// `RESOURCE_EXHAUSTED` (`REQUEST_TOO_LARGE`).
+    pub max_request_bytes: usize,
     /// Defaults for unset request limits.
     pub limits: LimitsConfig,
     /// The retry policy of model calls.
@@ -108,6 +116,7 @@ impl Default for RunnerConfig {
             default_provider: SCRIPTED.into(),
             max_concurrent_runs: 256,
             event_buffer: 64,
+            max_request_bytes: DEFAULT_MAX_REQUEST_BYTES,
             limits: LimitsConfig::default(),
             retry: RetryConfig::default(),
             providers: BTreeMap::new(),
@@ -321,6 +330,7 @@ impl RunnerConfig {
         }
         positive("max_concurrent_runs", self.max_concurrent_runs as u64)?;
         positive("event_buffer", self.event_buffer as u64)?;
+        positive("max_request_bytes", self.max_request_bytes as u64)?;
         let l = &self.limits;
         positive("limits.max_iterations", u64::from(l.max_iterations))?;
         positive("limits.max_parallel_tools", u64::from(l.max_parallel_tools))?;

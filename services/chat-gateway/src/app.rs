@@ -83,7 +83,8 @@ impl Gateway {
             config.upstream.parse_timeout,
             &client_tls,
         )?
-        .with_parsing(config.upstream.parsing);
+        .with_parsing(config.upstream.parsing)
+        .with_runner_max_request(config.upstream.runner_max_request_bytes);
         let store = Store::open(
             &config.store.url()?,
             &StoreOptions {

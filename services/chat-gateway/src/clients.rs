@@ -103,6 +103,14 @@ impl Upstreams {
         })
     }
 
+    /// The same upstreams, sending the runner no request larger than
+    /// `bytes` (the runner's decode limit): a larger one fails here, not
+    /// after the runner has read it.
+    pub fn with_runner_max_request(mut self, bytes: usize) -> Self {
+        self.runner = self.runner.max_encoding_message_size(bytes);
+        self
+    }
+
     /// The same upstreams, parsing as `parsing` says.
     pub fn with_parsing(mut self, parsing: Parsing) -> Self {
         self.parsing = parsing;

@@ -134,6 +134,10 @@ pub struct UpstreamConfig {
     pub parse_timeout: Duration,
     /// Who cleans a turn's text while it streams and parses the answer.
     pub parsing: Parsing,
+    /// The largest request the runner decodes (its `max_request_bytes`):
+    /// the gateway sends none larger, and `turns.history_max_bytes` must
+    /// leave room below it for the rest of a request.
+    pub runner_max_request_bytes: usize,
 }
 
 /// `upstream.parsing`: where the gateway parses the model's text.
@@ -158,6 +162,7 @@ impl Default for UpstreamConfig {
             connect_timeout: Duration::from_secs(2),
             parse_timeout: Duration::from_secs(2),
             parsing: Parsing::default(),
+            runner_max_request_bytes: 8 * 1024 * 1024,
         }
     }
 }
@@ -179,6 +184,12 @@ pub struct TurnConfig {
     pub max_duration: Duration,
     /// How many earlier turns the model's history is rebuilt from.
     pub history_max_turns: u32,
+    /// Most bytes of earlier messages sent to the model: the newest turns
+    /// are kept whole, the oldest dropped.
+    pub history_max_bytes: usize,
+    /// Largest answer (text and structured text) a turn may stream; past
+    /// it the turn fails with `ANSWER_TOO_LARGE`, its partial answer kept.
+    pub max_answer_bytes: usize,
     /// Largest user message, in bytes.
     pub max_message_bytes: usize,
     /// Largest UI state (`page.state`) as JSON, in bytes.
@@ -240,6 +251,8 @@ impl Default for TurnConfig {
             max_streams: 1024,
             max_duration: Duration::from_secs(300),
             history_max_turns: 50,
+            history_max_bytes: 4 * 1024 * 1024,
+            max_answer_bytes: 256 * 1024,
             max_message_bytes: 32 * 1024,
             max_state_bytes: 64 * 1024,
             max_schema_bytes: 64 * 1024,
@@ -469,6 +482,9 @@ impl GatewayConfig {
             u64::from(turns.history_max_turns),
         )?;
         positive("turns.max_message_bytes", turns.max_message_bytes as u64)?;
+        positive("turns.max_answer_bytes", turns.max_answer_bytes as u64)?;
+        positive("turns.history_max_bytes", turns.history_max_bytes as u64)?;
+        check_request_room(turns, self.upstream.runner_max_request_bytes)?;
         positive_duration("turns.lease_renew", turns.lease_renew)?;
         if turns.stream_ahead > MAX_STREAM_AHEAD {
             return Err(invalid(
@@ -528,6 +544,32 @@ pub struct Flags {
     pub max_concurrent_turns: Option<usize>,
     /// `--dev-auth`: `auth.dev`.
     pub dev_auth: bool,
+}
+
+/// Room in a runner request for what is not history: the system prompt
+/// (registry text, the payload manifest), tool definitions and framing.
+pub const REQUEST_RESERVE_BYTES: usize = 1024 * 1024;
+
+/// The largest runner request `turns` can make, history at its budget and
+/// every other part at its limit, must fit the runner's decode limit: no
+/// conversation can then grow into one the runner refuses on every turn.
+fn check_request_room(turns: &TurnConfig, runner_max: usize) -> Result<(), ConfigError> {
+    // The page state goes into the prompt and the request's context.
+    let largest = turns
+        .history_max_bytes
+        .saturating_add(turns.max_message_bytes)
+        .saturating_add(turns.max_state_bytes.saturating_mul(2))
+        .saturating_add(turns.max_schema_bytes)
+        .saturating_add(REQUEST_RESERVE_BYTES);
+    if largest > runner_max {
+        return Err(invalid(
+            "turns.history_max_bytes",
+            format!(
+                "a runner request could reach {largest} bytes (history, message, twice the state, schema and {REQUEST_RESERVE_BYTES} for the prompt), over upstream.runner_max_request_bytes ({runner_max})"
+            ),
+        ));
+    }
+    Ok(())
 }
 
 fn check_url(key: &'static str, url: &str) -> Result<(), ConfigError> {
@@ -637,6 +679,18 @@ mod tests {
             error.to_string().contains("turns.max_concurrent"),
             "{error}"
         );
+
+        let error = from_toml("[turns]\nhistory_max_bytes = 8388608\n")
+            .expect_err("a history budget the runner cannot take");
+        assert!(
+            error.to_string().contains("turns.history_max_bytes")
+                && error
+                    .to_string()
+                    .contains("upstream.runner_max_request_bytes"),
+            "{error}"
+        );
+        from_toml("[turns]\nhistory_max_bytes = 8388608\n[upstream]\nrunner_max_request_bytes = 16777216\n")
+            .expect("room when the runner takes more");
 
         let error = from_toml("[turns]\nlease_renew = \"5s\"\nlease_ttl = \"5s\"\n")
             .expect_err("a lease shorter than its renewal");

@@ -146,7 +146,16 @@ async fn produce(
         Some(Ok(opened)) => opened,
     };
 
-    let relayed = relay::relay(stream, cleaner, sink, ids, &stop, spec.start.deadline).await;
+    let relayed = relay::relay(
+        stream,
+        cleaner,
+        sink,
+        ids,
+        &stop,
+        spec.start.deadline,
+        engine.config.max_answer_bytes,
+    )
+    .await;
     let mut cleaned = Box::pin(relayed.cleaner.finish()).await;
     for event in std::mem::take(&mut cleaned.events) {
         sink.push(event);
@@ -211,6 +220,10 @@ async fn produce(
         }
         RunEnd::Stopped => (stopped(slot, sink), partial_structured),
         RunEnd::DeadlineExceeded => (Ending::Failed(deadline_failure()), partial_structured),
+        RunEnd::AnswerTooLarge => (
+            Ending::Failed(Failure::answer_too_large(engine.config.max_answer_bytes)),
+            partial_structured,
+        ),
     };
     Produced {
         ending,
@@ -321,7 +334,11 @@ async fn load_history(engine: &Engine, spec: &TurnSpec) -> Result<History, Failu
         .turns(spec.start.principal.owner(), &spec.start.conversation_id)
         .await
         .map_err(store_failure)?;
-    Ok(history::rebuild(&events, &turns))
+    Ok(history::rebuild(
+        &events,
+        &turns,
+        engine.config.history_max_bytes,
+    ))
 }
 
 /// What `finish` needs of the running turn.

@@ -14,6 +14,13 @@
 //!
 //! The current turn's user message, stored before the model is called, is
 //! the last message.
+//!
+//! The history fits a byte budget (`turns.history_max_bytes`, below the
+//! runner's decode limit): it is assembled newest first, each earlier turn
+//! whole (its user message and its assistant message, which carries the
+//! turn's tool calls with their results), and the oldest turns that do not
+//! fit are left out. The current message is always sent. So no
+//! conversation grows into one whose every turn the runner refuses.
 
 use std::collections::HashMap;
 
@@ -28,6 +35,8 @@ use crate::{
 const TOOL_OUTPUT_CHARS: usize = 300;
 /// Longest tool input quoted in a summary, in characters.
 const TOOL_INPUT_CHARS: usize = 200;
+/// What a message costs on the wire besides its text (role, tags, lengths).
+const MESSAGE_OVERHEAD: usize = 16;
 
 /// What the model is sent about the conversation so far.
 #[derive(Debug, Default, Clone, PartialEq)]
@@ -111,9 +120,15 @@ fn assistant_text(parts: &TurnParts) -> String {
     text
 }
 
+/// What a message costs against the budget.
+fn cost(message: &runner::Message) -> usize {
+    message.text.len() + MESSAGE_OVERHEAD
+}
+
 /// Rebuilds the history from the events of the last turns (oldest first)
-/// and the conversation's turns (for their positions).
-pub fn rebuild(events: &[StoredEvent], turns: &[TurnRecord]) -> History {
+/// and the conversation's turns (for their positions), within `max_bytes`
+/// of message text: the newest earlier turns that fit, each whole.
+pub fn rebuild(events: &[StoredEvent], turns: &[TurnRecord], max_bytes: usize) -> History {
     let positions: HashMap<&str, u32> = turns
         .iter()
         .map(|turn| (turn.id.as_str(), turn.turn_index))
@@ -168,22 +183,22 @@ pub fn rebuild(events: &[StoredEvent], turns: &[TurnRecord]) -> History {
         }
     }
     let mut history = History::default();
+    // Each turn's messages: a user message, then its answer (none for the
+    // current turn, whose answer is what the model writes now).
+    let mut exchanges: Vec<Vec<runner::Message>> = Vec::new();
     let last = order.len().saturating_sub(1);
     for (position, turn_id) in order.iter().enumerate() {
         let Some(turn) = parts.get(turn_id) else {
             continue;
         };
         let Some(user) = &turn.user else { continue };
-        history
-            .messages
-            .push(message(runner::Role::User, user.clone()));
+        let mut exchange = vec![message(runner::Role::User, user.clone())];
         if position == last && turn.answer.is_none() {
-            // The current turn: its answer is what the model writes now.
+            exchanges.push(exchange);
             break;
         }
-        history
-            .messages
-            .push(message(runner::Role::Assistant, assistant_text(turn)));
+        exchange.push(message(runner::Role::Assistant, assistant_text(turn)));
+        exchanges.push(exchange);
         if let Some(payload) = turn
             .answer
             .as_ref()
@@ -197,6 +212,19 @@ pub fn rebuild(events: &[StoredEvent], turns: &[TurnRecord]) -> History {
             });
         }
     }
+    // Newest first: the last exchange (the current message) always, then
+    // each earlier one while it fits.
+    let mut used = 0usize;
+    let mut first_kept = exchanges.len();
+    for (index, exchange) in exchanges.iter().enumerate().rev() {
+        let size: usize = exchange.iter().map(cost).sum();
+        if index + 1 < exchanges.len() && used + size > max_bytes {
+            break;
+        }
+        used += size;
+        first_kept = index;
+    }
+    history.messages = exchanges.drain(first_kept..).flatten().collect();
     history
 }
 
@@ -296,7 +324,7 @@ mod tests {
             event(4, "t1", EventBody::AssistantMessage(first)),
             event(5, "t2", user("and now?")),
         ];
-        let history = rebuild(&events, &[turn("t1", 4), turn("t2", 5)]);
+        let history = rebuild(&events, &[turn("t1", 4), turn("t2", 5)], usize::MAX);
         let user_role = runner::Role::User as i32;
         let assistant_role = runner::Role::Assistant as i32;
         assert_eq!(
@@ -316,8 +344,81 @@ mod tests {
     }
 
     #[test]
+    fn the_newest_turns_that_fit_the_budget_are_kept_whole_with_their_tool_calls() {
+        let mut events = Vec::new();
+        let mut seq = 0;
+        let mut push = |turn: &str, body: EventBody| {
+            seq += 1;
+            events.push(event(seq, turn, body));
+        };
+        for number in 1..=4 {
+            let turn = format!("t{number}");
+            push(&turn, user(&format!("question {number}")));
+            push(
+                &turn,
+                EventBody::ToolCall {
+                    call_id: format!("c{number}"),
+                    name: "lookup".into(),
+                    input: json!({"n": number}),
+                },
+            );
+            push(
+                &turn,
+                EventBody::ToolResult {
+                    call_id: format!("c{number}"),
+                    name: "lookup".into(),
+                    success: true,
+                    duration_ms: 1,
+                    output: format!("found {number}"),
+                    payload: None,
+                    error: String::new(),
+                },
+            );
+            push(
+                &turn,
+                EventBody::AssistantMessage(answer(&"x".repeat(1000), TurnState::Completed)),
+            );
+        }
+        push("t5", user("now"));
+        let whole = rebuild(&events, &[], usize::MAX);
+        assert_eq!(whole.messages.len(), 9);
+        // One earlier turn is about 1 100 bytes: a budget of 2 500 keeps two.
+        let cut = rebuild(&events, &[], 2500);
+        let texts: Vec<&str> = cut.messages.iter().map(|m| m.text.as_str()).collect();
+        assert_eq!(texts.len(), 5, "{texts:?}");
+        assert_eq!(texts[0], "question 3");
+        assert!(
+            texts[1].contains("lookup({\"n\":3}) -> found 3")
+                && texts[1].ends_with(&"x".repeat(1000)),
+            "the tool call, its result and the answer stay together: {}",
+            texts[1]
+        );
+        assert_eq!(texts[2], "question 4");
+        assert_eq!(texts[4], "now");
+        assert_eq!(&cut.messages[..], &whole.messages[4..]);
+        let roles: Vec<i32> = cut.messages.iter().map(|m| m.role).collect();
+        assert_eq!(roles, vec![1, 2, 1, 2, 1]);
+        // A budget smaller than any earlier turn still sends the current
+        // message, and one smaller than that too.
+        for budget in [500, 0] {
+            let alone = rebuild(&events, &[], budget);
+            assert_eq!(texts_of(&alone), vec!["now"], "budget {budget}");
+        }
+        let total: usize = cut.messages.iter().map(cost).sum();
+        assert!(total <= 2500, "{total}");
+    }
+
+    fn texts_of(history: &History) -> Vec<&str> {
+        history.messages.iter().map(|m| m.text.as_str()).collect()
+    }
+
+    #[test]
     fn a_new_conversation_is_what_its_first_message_rebuilds_to() {
-        let rebuilt = rebuild(&[event(1, "t1", user("hello"))], &[turn("t1", 0)]);
+        let rebuilt = rebuild(
+            &[event(1, "t1", user("hello"))],
+            &[turn("t1", 0)],
+            usize::MAX,
+        );
         assert_eq!(History::first_message("hello"), rebuilt);
     }
 
@@ -335,7 +436,7 @@ mod tests {
             event(2, "t1", EventBody::AssistantMessage(structured)),
             event(3, "t2", user("change the name")),
         ];
-        let history = rebuild(&events, &[]);
+        let history = rebuild(&events, &[], usize::MAX);
         assert_eq!(history.messages[1].text, "{\"name\":\"Ada\"}");
     }
 
@@ -358,7 +459,7 @@ mod tests {
             ),
             event(6, "t4", user("now")),
         ];
-        let history = rebuild(&events, &[]);
+        let history = rebuild(&events, &[], usize::MAX);
         let roles: Vec<i32> = history.messages.iter().map(|m| m.role).collect();
         assert_eq!(roles, vec![1, 2, 1, 2, 1, 2, 1]);
         assert!(

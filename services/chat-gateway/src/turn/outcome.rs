@@ -16,6 +16,9 @@ use parley_proto::{
 
 use crate::store::TurnState;
 
+/// The reason of a turn whose answer outgrew `turns.max_answer_bytes`.
+pub const ANSWER_TOO_LARGE: &str = "ANSWER_TOO_LARGE";
+
 /// A failure that ends a turn.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Failure {
@@ -59,20 +62,29 @@ impl Failure {
 
     /// A runner that could not be called: unreachable is retryable; a
     /// refusal (bad model, bad request) carries the runner's own reason and
-    /// message (written for clients).
+    /// message (written for clients). `RESOURCE_EXHAUSTED` is retryable
+    /// only with a `RetryInfo` (a busy runner); without one the request
+    /// itself was too large, and the same request would fail again.
     pub fn from_runner_status(status: &tonic::Status) -> Self {
         use tonic::Code;
+        use tonic_types::StatusExt;
         let reason = parley_grpc::status::reason(status);
         match status.code() {
-            Code::Unavailable
-            | Code::Unknown
-            | Code::Internal
-            | Code::ResourceExhausted
-            | Code::Aborted => Self::new(
-                reason
-                    .as_deref()
-                    .filter(|_| status.code() == Code::ResourceExhausted)
-                    .unwrap_or("RUNNER_UNAVAILABLE"),
+            Code::ResourceExhausted => match status.get_details_retry_info() {
+                Some(info) => Self {
+                    reason: reason.unwrap_or_else(|| "RUNNER_BUSY".into()),
+                    message: "the agent-runner is busy".into(),
+                    retryable: true,
+                    retry_after: info.retry_delay,
+                },
+                None => Self::new(
+                    reason.as_deref().unwrap_or("REQUEST_TOO_LARGE"),
+                    "the agent-runner refused the turn's request as too large",
+                    false,
+                ),
+            },
+            Code::Unavailable | Code::Unknown | Code::Internal | Code::Aborted => Self::new(
+                "RUNNER_UNAVAILABLE",
                 // The transport's own words (addresses, h2 errors) stay in
                 // the gateway's log.
                 "the agent-runner could not be reached",
@@ -87,6 +99,16 @@ impl Failure {
                 false,
             ),
         }
+    }
+
+    /// An answer that outgrew its cap of `max` bytes: not retryable (the
+    /// same request would write the same answer).
+    pub fn answer_too_large(max: usize) -> Self {
+        Self::new(
+            ANSWER_TOO_LARGE,
+            format!("the answer grew past {max} bytes, the most a turn may write"),
+            false,
+        )
     }
 
     /// The `error` event.
@@ -120,6 +142,10 @@ impl Failure {
             "SHUTDOWN" => "The assistant was restarting while answering. Please send your message again.".into(),
             "STRUCTURED_OUTPUT_UNSUPPORTED" => {
                 "The selected model cannot give structured answers. Try another model or ask without a response format."
+                    .into()
+            }
+            ANSWER_TOO_LARGE => {
+                "The answer grew too long and was cut off. Ask for a shorter answer, or for the rest in parts."
                     .into()
             }
             "PROVIDER_AUTH" => "The assistant is not configured correctly and cannot answer right now.".into(),
@@ -349,6 +375,35 @@ mod tests {
         assert_eq!(
             (refused.reason.as_str(), refused.retryable),
             ("UNKNOWN_PROVIDER", false)
+        );
+    }
+
+    #[test]
+    fn a_request_the_runner_finds_too_large_is_not_retried_but_a_busy_runner_is() {
+        // What the runner's edge answers for a request over its decode limit.
+        let too_large = Failure::from_runner_status(&parley_grpc::status::request_too_large(
+            Some(5_000_000),
+            4_194_304,
+        ));
+        assert_eq!(
+            (too_large.reason.as_str(), too_large.retryable),
+            ("REQUEST_TOO_LARGE", false)
+        );
+        // tonic's own words, from a runner served without the edge layer.
+        let raw = Failure::from_runner_status(&tonic::Status::resource_exhausted(
+            "Error decompressing: size limit, of 1024 bytes, exceeded while decompressing message",
+        ));
+        assert!(!raw.retryable, "{raw:?}");
+        // A busy runner says when to come back.
+        let busy = Failure::from_runner_status(&parley_grpc::status::retryable(
+            tonic::Code::ResourceExhausted,
+            "RUNNER_BUSY",
+            "too many runs",
+            Some(Duration::from_secs(2)),
+        ));
+        assert_eq!(
+            (busy.reason.as_str(), busy.retryable, busy.retry_after),
+            ("RUNNER_BUSY", true, Some(Duration::from_secs(2)))
         );
     }
 }

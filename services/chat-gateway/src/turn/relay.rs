@@ -19,6 +19,12 @@
 //! together like text deltas: one `structured_delta` and at most one
 //! `structured_partial` per flush.
 //!
+//! The answer (its text and structured text) is capped: the delta that
+//! would take it past `max_answer_bytes` is cut at the cap, handed on, and
+//! the relay ends with [`RunEnd::AnswerTooLarge`], dropping the runner's
+//! stream (which cancels the call). What a `step_reset` takes back no
+//! longer counts.
+//!
 //! A runner `step_reset` (the model call failed midway and runs again, with
 //! `mid_answer_failover`) discards what that call streamed: the cleaner
 //! drops the step's text and re-parses what came before it, the reasoning
@@ -51,6 +57,8 @@ pub enum RunEnd {
     Stopped,
     /// The deadline passed.
     DeadlineExceeded,
+    /// The answer reached its cap; what fitted was relayed.
+    AnswerTooLarge,
 }
 
 /// Everything a relay gathered.
@@ -217,10 +225,23 @@ fn push_all(sink: &Journal, events: Vec<Event>) {
 struct StepStart {
     reasoning: usize,
     structured: usize,
+    text: usize,
 }
 
-/// Relays until the runner's stream ends, the turn is stopped or the
-/// deadline passes. The runner's stream is dropped before this returns.
+/// Cuts `text` to at most `room` bytes, on a character boundary; says
+/// whether it had to.
+fn cut_to(text: &mut String, room: usize) -> bool {
+    if text.len() <= room {
+        return false;
+    }
+    let end = text.floor_char_boundary(room);
+    text.truncate(end);
+    true
+}
+
+/// Relays until the runner's stream ends, the turn is stopped, the
+/// deadline passes or the answer reaches `max_answer_bytes`. The runner's
+/// stream is dropped before this returns.
 pub async fn relay(
     mut stream: tonic::Streaming<runner::RunEvent>,
     mut cleaner: Box<TextCleaner>,
@@ -228,6 +249,7 @@ pub async fn relay(
     ids: &TurnIds,
     stop: &CancellationToken,
     deadline: Instant,
+    max_answer_bytes: usize,
 ) -> Relayed {
     let mut reasoning = String::new();
     let mut structured = String::new();
@@ -235,6 +257,9 @@ pub async fn relay(
     let mut usage = gw::Usage::default();
     let mut structured_partials = StructuredPartials::default();
     let mut step = StepStart::default();
+    // Bytes of answer text handed to the cleaner (the current step's
+    // included).
+    let mut text_bytes = 0usize;
     let expired = tokio::time::sleep_until(deadline);
     tokio::pin!(expired);
     // A message read ahead while batching text deltas.
@@ -261,7 +286,15 @@ pub async fn relay(
         match event {
             Some(run_event::Event::TextDelta(mut text)) => {
                 held = take_ready(|| stream.message().now_or_never(), &mut text, text_delta);
-                cleaner.push(&text).await;
+                let room = max_answer_bytes.saturating_sub(text_bytes + structured.len());
+                let over = cut_to(&mut text, room);
+                text_bytes += text.len();
+                if !text.is_empty() {
+                    cleaner.push(&text).await;
+                }
+                if over {
+                    break RunEnd::AnswerTooLarge;
+                }
             }
             Some(run_event::Event::ReasoningDelta(text)) => {
                 text_first(&mut cleaner, sink).await;
@@ -277,11 +310,16 @@ pub async fn relay(
                     &mut text,
                     structured_delta,
                 );
+                let room = max_answer_bytes.saturating_sub(text_bytes + structured.len());
+                let over = cut_to(&mut text, room);
                 structured.push_str(&text);
                 let partial = structured_partials.feed(&text);
                 sink.push(Event::StructuredDelta(text));
                 if let Some(partial) = partial {
                     sink.push(partial);
+                }
+                if over {
+                    break RunEnd::AnswerTooLarge;
                 }
             }
             Some(run_event::Event::ToolStart(start)) => {
@@ -323,6 +361,7 @@ pub async fn relay(
                         step = StepStart {
                             reasoning: reasoning.len(),
                             structured: structured.len(),
+                            text: text_bytes,
                         };
                     }
                     sink.push(ids.status(phase, status.message));
@@ -332,6 +371,7 @@ pub async fn relay(
                 let taken_down = cleaner.reset_step().await;
                 reasoning.truncate(step.reasoning);
                 structured.truncate(step.structured);
+                text_bytes = step.text;
                 structured_partials.restart(&structured);
                 sink.push(Event::StepReset(gw::StepReset {
                     step: reset.iteration,
@@ -377,6 +417,16 @@ mod tests {
             seq: 0,
             event: Some(event),
         }))
+    }
+
+    #[test]
+    fn a_delta_past_the_cap_is_cut_on_a_character_boundary() {
+        let mut text = "abcé".to_owned(); // é takes bytes 3 and 4
+        assert!(cut_to(&mut text, 4));
+        assert_eq!(text, "abc");
+        let mut fits = "abc".to_owned();
+        assert!(!cut_to(&mut fits, 3));
+        assert_eq!(fits, "abc");
     }
 
     #[test]

@@ -9,6 +9,8 @@ mod control;
 mod conversations;
 mod durable;
 mod flow;
+// Answers and history within their limits.
+mod history;
 // Shared with benches/turn_latency.rs; each uses a part.
 #[allow(dead_code)]
 mod harness;

@@ -1,0 +1,146 @@
+//! Answers and history: a turn's answer is capped, and the history sent to
+//! the runner stays within a budget below the runner's decode limit, so a
+//! conversation never grows into one that fails on every turn.
+
+use agent_runner::{
+    app::RunnerApp,
+    config::{ProviderConfig, RunnerConfig},
+};
+use chat_gateway::config::Quota;
+
+use crate::harness::{Harness, Options, chat, chat_request, incoming};
+
+/// The real runner (its own decode limit, as configured) playing a script
+/// whose every turn answers with `answer_bytes` of text.
+async fn runner_answering(answer_bytes: usize, dir: &std::path::Path) -> String {
+    let script = dir.join("script.toml");
+    let answer = "All work and no play. ".repeat(answer_bytes / 22 + 1);
+    std::fs::write(
+        &script,
+        format!(
+            "model = \"big\"\nchunk_chars = 16384\n[default]\nsteps = [{{ text = \"{answer}\" }}]\n"
+        ),
+    )
+    .expect("script");
+    let mut config = RunnerConfig::scripted_demo();
+    config
+        .providers
+        .insert("scripted".into(), ProviderConfig::scripted(Some(script)));
+    let app = RunnerApp::build(&config, |_| None).expect("runner");
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let addr = listener.local_addr().expect("addr");
+    let routes = app.routes();
+    tokio::spawn(async move {
+        let _ = tonic::transport::Server::builder()
+            .add_routes(routes)
+            .serve_with_incoming(incoming(listener))
+            .await;
+    });
+    format!("http://{addr}")
+}
+
+#[tokio::test]
+async fn a_conversation_with_more_history_than_the_runner_takes_still_gets_answers() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    // 50 answers of 200 KiB: 10 MiB of history, more than the runner
+    // decodes (8 MiB by default; tonic's 4 MiB before it was set).
+    let runner_url = runner_answering(200 * 1024, dir.path()).await;
+    let mut stack = Harness::start(Options {
+        runner_url: Some(runner_url),
+        tweak: |config| {
+            config.turns.per_user = Quota::UNLIMITED;
+            config.turns.per_tenant = Quota::UNLIMITED;
+        },
+        ..Options::default()
+    })
+    .await;
+    let mut conversation = String::new();
+    let mut stored = 0;
+    for number in 1..=51 {
+        let turn = chat(
+            &mut stack.client,
+            chat_request(&conversation, &format!("turn {number}"), "tables_list"),
+        )
+        .await;
+        assert!(
+            turn.complete.success,
+            "turn {number} failed after {stored} bytes of answers: {:?}",
+            turn.error
+        );
+        stored += turn.complete.message.len();
+        conversation = turn.conversation_id();
+    }
+    assert!(
+        stored > agent_runner::config::DEFAULT_MAX_REQUEST_BYTES,
+        "{stored}"
+    );
+    stack.stop().await;
+}
+
+#[tokio::test]
+async fn an_answer_past_its_cap_fails_the_turn_keeps_the_partial_and_cancels_the_runner() {
+    use crate::harness::fake_runner::{Reply, Step};
+    use parley_proto::{
+        gateway::v1::{self as gw, chat_event::Event as GwEvent},
+        runner::v1::run_event::Event,
+    };
+
+    let mut stack = Harness::start(Options::default()).await;
+    // 8 KiB deltas without end: far past the 256 KiB default.
+    let delta = "lorem ipsum ".repeat(8 * 1024 / 12);
+    let mut steps: Vec<Step> = (0..64)
+        .map(|_| Step::Send(Event::TextDelta(delta.clone())))
+        .collect();
+    steps.push(Step::Hang);
+    stack.runner.push(Reply::Steps(steps));
+
+    let turn = chat(
+        &mut stack.client,
+        chat_request("", "write forever", "tables_list"),
+    )
+    .await;
+    let error = turn.error.clone().expect("an error event");
+    assert_eq!(error.reason, "ANSWER_TOO_LARGE", "{error:?}");
+    assert!(!error.retryable, "{error:?}");
+    assert!(!turn.complete.success);
+    assert_eq!(turn.complete.state, gw::TurnState::Failed as i32);
+    let cap = 256 * 1024;
+    assert!(
+        turn.text.len() > cap / 2 && turn.text.len() <= cap,
+        "the client saw {} bytes",
+        turn.text.len()
+    );
+    assert!(
+        !turn
+            .events
+            .iter()
+            .any(|event| matches!(&event.event, Some(GwEvent::Complete(c)) if c.success)),
+    );
+    // The runner's call was cancelled (its stream dropped).
+    stack.runner.dropped(1).await;
+
+    // The partial answer is stored with the failed turn.
+    let stored = stack
+        .client
+        .get_conversation(gw::GetConversationRequest {
+            conversation_id: turn.conversation_id(),
+            ..Default::default()
+        })
+        .await
+        .expect("get")
+        .into_inner();
+    let answer = stored.messages.last().expect("the answer");
+    assert_eq!(answer.state, gw::TurnState::Failed as i32);
+    assert!(
+        answer.text.starts_with(delta.trim_end()) && answer.text.len() <= cap + 1024,
+        "{} bytes stored",
+        answer.text.len()
+    );
+    assert_eq!(
+        answer.error.as_ref().map(|e| e.reason.as_str()),
+        Some("ANSWER_TOO_LARGE")
+    );
+    stack.stop().await;
+}
