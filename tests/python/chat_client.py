@@ -267,8 +267,20 @@ def main():
             resume(stub, pb, turns[which - 1], after_seq)
             print(f"resume turn {which} after seq {after_seq}: the same events through its complete")
 
-            stored = stub.GetConversation(pb.GetConversationRequest(conversation_id=conversation_id), timeout=TIMEOUT)
-            roles = [pb.MessageRole.Name(message.role) for message in stored.messages]
+            # The conversation comes a page of turns at a time, the newest page first;
+            # a client that needs all of it follows next_page_token (one turn a page
+            # here, so the scenario follows several).
+            stored, token = [], ""
+            while True:
+                page = stub.GetConversation(
+                    pb.GetConversationRequest(conversation_id=conversation_id, page_size=1, page_token=token),
+                    timeout=TIMEOUT,
+                )
+                stored = list(page.messages) + stored
+                token = page.next_page_token
+                if not token:
+                    break
+            roles = [pb.MessageRole.Name(message.role) for message in stored]
             if roles != ["MESSAGE_ROLE_USER", "MESSAGE_ROLE_ASSISTANT"] * len(turns):
                 fail(f"the conversation reads back as {roles}")
             print(f"conversation: {' '.join(roles)}")

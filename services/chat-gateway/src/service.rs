@@ -237,22 +237,35 @@ impl ChatGateway for GatewayService {
         request: Request<gw::GetConversationRequest>,
     ) -> Result<Response<gw::GetConversationResponse>, Status> {
         let owner = caller(&request)?;
-        let id = request.into_inner().conversation_id;
+        let request = request.into_inner();
+        let id = request.conversation_id;
         validate::conversation_id(&id)?;
+        let before = match request.page_token.as_str() {
+            "" => None,
+            token => Some(conversations::decode_turn_page_token(token, &id)?),
+        };
         let store = &self.engine.store;
         let summary = store
             .conversation(&owner, &id)
             .await
             .map_err(GatewayError::from)?;
         let summary = summary.ok_or(GatewayError::ConversationNotFound)?;
-        let events = store
-            .events(&owner, &id)
+        let page = store
+            .turn_page(
+                &owner,
+                &id,
+                before,
+                conversations::turn_page_size(request.page_size),
+            )
             .await
             .map_err(GatewayError::from)?;
-        let turns = store.turns(&owner, &id).await.map_err(GatewayError::from)?;
         Ok(Response::new(gw::GetConversationResponse {
             conversation: Some(conversations::summary_to_wire(&summary)),
-            messages: conversations::messages(&events, &turns),
+            messages: conversations::messages(&page.events, &page.turns),
+            next_page_token: page
+                .earlier
+                .map(|before| conversations::encode_turn_page_token(&id, before))
+                .unwrap_or_default(),
         }))
     }
 

@@ -33,7 +33,7 @@ use sqlx::{
 
 pub use model::{
     AssistantMessage, ConversationSummary, EventBody, StoredEvent, StoredPage, StoredPayload,
-    TurnRecord, TurnState,
+    TurnPage, TurnRecord, TurnState,
 };
 pub use turns::{Finalize, HeldTurn, ReapIf, ReapInput, Reaped, TurnBatch};
 

@@ -164,6 +164,7 @@ async fn the_same_mistake_gets_the_same_code_from_every_rpc() {
     let get = |conversation_id: &str| {
         Call::Get(gw::GetConversationRequest {
             conversation_id: conversation_id.to_owned(),
+            ..Default::default()
         })
     };
     let delete = |conversation_id: &str| {
@@ -307,6 +308,7 @@ async fn a_refused_call_logs_one_line_without_the_token_or_the_message() {
         .get_conversation(with_token(
             gw::GetConversationRequest {
                 conversation_id: unknown.into(),
+                ..Default::default()
             },
             "wrong-token-0123456789",
         ))

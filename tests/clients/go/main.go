@@ -343,14 +343,30 @@ func main() {
 	resume(client, turns[s.Resume.Turn-1], s.Resume.AfterSeq)
 	fmt.Printf("resume turn %d after seq %d: the same events through its complete\n", s.Resume.Turn, s.Resume.AfterSeq)
 
-	ctx, cancel := context.WithTimeout(context.Background(), callTimeout)
-	stored, err := client.GetConversation(ctx, &gatewayv1.GetConversationRequest{ConversationId: conversationID})
-	cancel()
-	if err != nil {
-		fail("GetConversation: %v", err)
+	// The conversation comes a page of turns at a time, the newest page
+	// first; a client that needs all of it follows next_page_token (one turn
+	// a page here, so the scenario follows several).
+	stored := []*gatewayv1.ConversationMessage{}
+	token := ""
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), callTimeout)
+		page, err := client.GetConversation(ctx, &gatewayv1.GetConversationRequest{
+			ConversationId: conversationID,
+			PageSize:       1,
+			PageToken:      token,
+		})
+		cancel()
+		if err != nil {
+			fail("GetConversation: %v", err)
+		}
+		stored = append(append([]*gatewayv1.ConversationMessage{}, page.Messages...), stored...)
+		token = page.NextPageToken
+		if token == "" {
+			break
+		}
 	}
 	roles := []string{}
-	for _, message := range stored.Messages {
+	for _, message := range stored {
 		roles = append(roles, message.Role.String())
 	}
 	expectedRoles := []string{}

@@ -159,19 +159,34 @@ impl Client {
             .into_inner()
     }
 
-    /// Reads a conversation back.
+    /// Reads a whole conversation back, following its pages (the newest
+    /// page comes first): the response holds every message, oldest first.
     pub async fn get_conversation(
         &mut self,
         conversation_id: &str,
     ) -> parley_proto::gateway::v1::GetConversationResponse {
-        let request = parley_proto::gateway::v1::GetConversationRequest {
-            conversation_id: conversation_id.to_owned(),
-        };
-        self.inner
-            .get_conversation(self.authorized(request))
-            .await
-            .unwrap_or_else(|status| panic!("GetConversation failed: {status:?}"))
-            .into_inner()
+        let mut whole = parley_proto::gateway::v1::GetConversationResponse::default();
+        let mut page_token = String::new();
+        loop {
+            let request = parley_proto::gateway::v1::GetConversationRequest {
+                conversation_id: conversation_id.to_owned(),
+                page_token,
+                ..Default::default()
+            };
+            let mut page = self
+                .inner
+                .get_conversation(self.authorized(request))
+                .await
+                .unwrap_or_else(|status| panic!("GetConversation failed: {status:?}"))
+                .into_inner();
+            page.messages.append(&mut whole.messages);
+            whole.messages = page.messages;
+            whole.conversation = page.conversation;
+            page_token = page.next_page_token;
+            if page_token.is_empty() {
+                return whole;
+            }
+        }
     }
 
     /// Lists the caller's conversations.

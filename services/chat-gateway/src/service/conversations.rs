@@ -1,5 +1,11 @@
 //! Reading conversations back: the log becomes `ConversationMessage`s, and
-//! list positions become opaque page tokens.
+//! list positions and conversation pages become opaque page tokens.
+//!
+//! A conversation is read a page of turns at a time, newest page first. Its
+//! token names the conversation it belongs to and the turn the next page
+//! ends before; a token for another conversation is refused, and the reads
+//! are the caller's own (filtered by owner), so a forged token reads
+//! nothing of anyone else.
 
 use std::collections::HashMap;
 
@@ -31,6 +37,48 @@ pub fn summary_to_wire(summary: &ConversationSummary) -> gw::Conversation {
 /// The opaque token for a list position.
 pub fn encode_page_token(cursor: &ListCursor) -> String {
     URL_SAFE_NO_PAD.encode(format!("{}:{}", cursor.updated_at, cursor.id))
+}
+
+/// Turns per `GetConversation` page when the request sets none.
+pub const DEFAULT_TURN_PAGE_SIZE: u32 = 50;
+/// The most turns per `GetConversation` page; larger requests are capped.
+pub const MAX_TURN_PAGE_SIZE: u32 = 200;
+
+/// The page size a `GetConversation` request asks for, defaulted and capped.
+pub fn turn_page_size(requested: u32) -> u32 {
+    match requested {
+        0 => DEFAULT_TURN_PAGE_SIZE,
+        size => size.min(MAX_TURN_PAGE_SIZE),
+    }
+}
+
+/// What marks a conversation page token (list tokens have no such prefix).
+const TURN_TOKEN_PREFIX: &str = "turns:";
+
+/// The opaque token for the page of `conversation_id` that ends before
+/// turn `before`.
+pub fn encode_turn_page_token(conversation_id: &str, before: u32) -> String {
+    URL_SAFE_NO_PAD.encode(format!("{TURN_TOKEN_PREFIX}{before}:{conversation_id}"))
+}
+
+/// Reads a conversation page token back: the turn its page ends before.
+/// A token that is not one, or is another conversation's, is refused.
+pub fn decode_turn_page_token(token: &str, conversation_id: &str) -> Result<u32, GatewayError> {
+    let invalid = || {
+        GatewayError::invalid(
+            "INVALID_PAGE_TOKEN",
+            "page_token",
+            "is not a token from a previous response for this conversation",
+        )
+    };
+    let bytes = URL_SAFE_NO_PAD.decode(token).map_err(|_| invalid())?;
+    let text = String::from_utf8(bytes).map_err(|_| invalid())?;
+    let rest = text.strip_prefix(TURN_TOKEN_PREFIX).ok_or_else(invalid)?;
+    let (before, id) = rest.split_once(':').ok_or_else(invalid)?;
+    if id != conversation_id {
+        return Err(invalid());
+    }
+    before.parse().map_err(|_| invalid())
 }
 
 /// Reads a page token back.
@@ -179,6 +227,34 @@ mod tests {
                 "INVALID_PAGE_TOKEN"
             );
         }
+    }
+
+    #[test]
+    fn conversation_page_tokens_hold_for_their_conversation_only() {
+        let token = encode_turn_page_token("conv-a", 7);
+        assert_eq!(decode_turn_page_token(&token, "conv-a").expect("valid"), 7);
+        let list_token = encode_page_token(&ListCursor {
+            updated_at: 7,
+            id: "conv-a".into(),
+        });
+        for (bad, conversation) in [
+            (token.as_str(), "conv-b"),
+            ("", "conv-a"),
+            ("%%%", "conv-a"),
+            (list_token.as_str(), "conv-a"),
+            (&URL_SAFE_NO_PAD.encode("turns:x:conv-a"), "conv-a"),
+            (&URL_SAFE_NO_PAD.encode("turns:-1:conv-a"), "conv-a"),
+        ] {
+            assert_eq!(
+                decode_turn_page_token(bad, conversation)
+                    .expect_err(bad)
+                    .reason(),
+                "INVALID_PAGE_TOKEN"
+            );
+        }
+        assert_eq!(turn_page_size(0), DEFAULT_TURN_PAGE_SIZE);
+        assert_eq!(turn_page_size(5), 5);
+        assert_eq!(turn_page_size(100_000), MAX_TURN_PAGE_SIZE);
     }
 
     #[test]

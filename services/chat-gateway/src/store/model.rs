@@ -272,6 +272,18 @@ pub struct ConversationSummary {
     pub turn_count: u32,
 }
 
+/// A page of a conversation's turns, for reading it back in parts.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct TurnPage {
+    /// The log of the page's turns, oldest first.
+    pub events: Vec<StoredEvent>,
+    /// The page's turns, oldest first.
+    pub turns: Vec<TurnRecord>,
+    /// When the conversation has turns before this page: the index of the
+    /// page's oldest turn, where the next page ends.
+    pub earlier: Option<u32>,
+}
+
 /// A turn's row.
 #[derive(Debug, Clone, PartialEq)]
 pub struct TurnRecord {

@@ -6,7 +6,7 @@ use sqlx::{Row, any::AnyRow};
 
 use super::{
     BeginTurn, ConversationSummary, FinishTurn, ListCursor, NewTurn, Store, StoreError,
-    StoredEvent, TurnRecord, TurnState, now_ms,
+    StoredEvent, TurnPage, TurnRecord, TurnState, now_ms,
     writes::{BeginTurnWrite, Begun, DeleteWrite, EncodedEvent, FinishTurnWrite, tokens_of},
 };
 
@@ -279,6 +279,57 @@ impl Store {
             .fetch_all(&self.pool)
             .await?;
         decode_events(conversation_id, &rows)
+    }
+
+    /// A page of a conversation of this owner: its last `limit` turns
+    /// before turn index `before` (the newest when `None`) with their log,
+    /// and where the page before it ends. Empty when the conversation does
+    /// not exist for this owner.
+    pub async fn turn_page(
+        &self,
+        owner: &str,
+        conversation_id: &str,
+        before: Option<u32>,
+        limit: u32,
+    ) -> Result<TurnPage, StoreError> {
+        let before = before.map_or(i64::MAX, i64::from);
+        let rows = sqlx::query(sqlx::AssertSqlSafe(format!(
+            "SELECT {TURN_COLUMNS} FROM turns WHERE owner = $1 AND conversation_id = $2 \
+             AND turn_index < $3 ORDER BY turn_index DESC LIMIT $4",
+        )))
+        .bind(owner)
+        .bind(conversation_id)
+        .bind(before)
+        .bind(i64::from(limit) + 1)
+        .fetch_all(&self.pool)
+        .await?;
+        let mut turns = rows
+            .iter()
+            .map(turn_from_row)
+            .collect::<Result<Vec<_>, _>>()?;
+        let more = turns.len() > limit as usize;
+        turns.truncate(limit as usize);
+        turns.reverse();
+        let Some(first) = turns.first().map(|turn| turn.turn_index) else {
+            return Ok(TurnPage::default());
+        };
+        let rows = sqlx::query(
+            "SELECT e.seq, e.turn_id, e.created_at, e.body FROM events e \
+             JOIN turns t ON t.id = e.turn_id \
+             WHERE t.conversation_id = $1 AND t.owner = $2 \
+             AND t.turn_index >= $3 AND t.turn_index < $4 ORDER BY e.seq",
+        )
+        .bind(conversation_id)
+        .bind(owner)
+        .bind(i64::from(first))
+        .bind(before)
+        .fetch_all(&self.pool)
+        .await?;
+        Ok(TurnPage {
+            events: decode_events(conversation_id, &rows)?,
+            turns,
+            earlier: more.then_some(first),
+        })
     }
 
     /// This owner's conversations, newest first, after `cursor`; returns at

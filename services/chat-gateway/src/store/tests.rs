@@ -1481,6 +1481,82 @@ async fn racing_admissions_respect_the_limit(store: Store) {
     assert_eq!(running_of(&store, "racer").await.len(), 3);
 }
 
+async fn a_conversation_reads_in_pages_of_turns(store: Store) {
+    let conversation = id();
+    let mut turns = Vec::new();
+    for number in 0..5 {
+        let turn = start(&store, "alice", &conversation, number == 0, None).await;
+        assert!(
+            finish(
+                &store,
+                "alice",
+                &conversation,
+                &turn,
+                &format!("answer {number}")
+            )
+            .await
+        );
+        turns.push(turn);
+    }
+    let ids = |page: &TurnPage| -> Vec<String> {
+        page.turns.iter().map(|turn| turn.id.clone()).collect()
+    };
+    let newest = store
+        .turn_page("alice", &conversation, None, 2)
+        .await
+        .expect("page");
+    assert_eq!(ids(&newest), turns[3..]);
+    assert_eq!(newest.events.len(), 10, "five events per turn");
+    assert!(newest.events.windows(2).all(|w| w[0].seq < w[1].seq));
+    assert!(
+        newest
+            .events
+            .iter()
+            .all(|e| turns[3..].contains(&e.turn_id))
+    );
+    assert_eq!(
+        newest.events[9].body,
+        assistant("answer 4", TurnState::Completed)
+    );
+    assert_eq!(newest.earlier, Some(3));
+
+    let middle = store
+        .turn_page("alice", &conversation, newest.earlier, 2)
+        .await
+        .expect("page");
+    assert_eq!(ids(&middle), turns[1..3]);
+    assert_eq!(middle.events.len(), 10);
+    assert_eq!(middle.earlier, Some(1));
+    let oldest = store
+        .turn_page("alice", &conversation, middle.earlier, 2)
+        .await
+        .expect("page");
+    assert_eq!(ids(&oldest), turns[..1]);
+    assert_eq!(oldest.events[0].body, user_message("hello there"));
+    assert_eq!(oldest.earlier, None);
+
+    let whole = store
+        .turn_page("alice", &conversation, None, 10)
+        .await
+        .expect("page");
+    assert_eq!(
+        whole.events,
+        store.events("alice", &conversation).await.expect("events")
+    );
+    assert_eq!(whole.earlier, None);
+
+    // Another owner reads nothing, whatever position it names.
+    for before in [None, Some(3)] {
+        assert_eq!(
+            store
+                .turn_page("mallory", &conversation, before, 2)
+                .await
+                .expect("page"),
+            TurnPage::default()
+        );
+    }
+}
+
 macro_rules! on_both_backends {
     ($($scenario:ident),* $(,)?) => {
         mod sqlite {
@@ -1527,6 +1603,7 @@ on_both_backends!(
     spent_tokens_are_kept_per_day,
     racing_admissions_respect_the_limit,
     an_end_that_does_not_hold_its_turn_writes_nothing,
+    a_conversation_reads_in_pages_of_turns,
 );
 
 #[tokio::test]

@@ -243,6 +243,7 @@ async fn the_same_user_id_from_two_issuers_or_tenants_is_two_users() {
                 .get_conversation(with_token(
                     gw::GetConversationRequest {
                         conversation_id: id.clone(),
+                        ..Default::default()
                     },
                     token,
                 ))

@@ -42,6 +42,7 @@ async fn conversation(stack: &mut Harness, id: &str) -> gw::GetConversationRespo
         .client
         .get_conversation(gw::GetConversationRequest {
             conversation_id: id.into(),
+            ..Default::default()
         })
         .await
         .expect("get")

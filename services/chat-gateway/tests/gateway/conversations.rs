@@ -29,6 +29,7 @@ async fn another_users_conversation_answers_exactly_like_an_unknown_one() {
             .get_conversation(with_token(
                 gw::GetConversationRequest {
                     conversation_id: id.clone(),
+                    ..Default::default()
                 },
                 &mallory,
             ))
@@ -119,6 +120,7 @@ async fn another_users_conversation_answers_exactly_like_an_unknown_one() {
         .get_conversation(with_token(
             gw::GetConversationRequest {
                 conversation_id: theirs,
+                ..Default::default()
             },
             &alice,
         ))
@@ -199,6 +201,7 @@ async fn deleting_removes_the_conversation() {
         .client
         .get_conversation(gw::GetConversationRequest {
             conversation_id: id.clone(),
+            ..Default::default()
         })
         .await
         .expect_err("gone");
@@ -372,5 +375,110 @@ async fn server_actions_run_a_turn_and_others_are_refused() {
         (Code::InvalidArgument, "INVALID_ACTION_PARAMS")
     );
     assert_eq!(stack.runner.seen().len(), 1);
+    stack.stop().await;
+}
+
+async fn conversation_page(
+    stack: &mut Harness,
+    conversation_id: &str,
+    page_size: u32,
+    page_token: &str,
+    token: &str,
+) -> Result<gw::GetConversationResponse, tonic::Status> {
+    stack
+        .client
+        .get_conversation(with_token(
+            gw::GetConversationRequest {
+                conversation_id: conversation_id.to_owned(),
+                page_size,
+                page_token: page_token.to_owned(),
+            },
+            token,
+        ))
+        .await
+        .map(tonic::Response::into_inner)
+}
+
+#[tokio::test]
+async fn a_conversation_reads_back_in_pages_that_only_its_own_token_follows() {
+    let mut stack = secured().await;
+    let alice = hs256("alice", "parley", 600);
+    let mallory = hs256("mallory", "parley", 600);
+    let mut conversation = String::new();
+    for number in 1..=5 {
+        let turn = chat(
+            &mut stack.client,
+            with_token(
+                chat_request(&conversation, &format!("message {number}"), "tables_list"),
+                &alice,
+            ),
+        )
+        .await;
+        assert!(turn.complete.success, "{:?}", turn.error);
+        conversation = turn.conversation_id();
+    }
+
+    // Two turns a page, the newest page first, each page oldest first.
+    let mut pages: Vec<Vec<String>> = Vec::new();
+    let mut token = String::new();
+    loop {
+        let page = conversation_page(&mut stack, &conversation, 2, &token, &alice)
+            .await
+            .expect("a page");
+        assert_eq!(page.conversation.as_ref().map(|c| c.turn_count), Some(5));
+        let roles: Vec<i32> = page.messages.iter().map(|m| m.role).collect();
+        assert_eq!(roles, [1, 2].repeat(roles.len() / 2), "whole turns");
+        pages.push(
+            page.messages
+                .iter()
+                .filter(|m| m.role == gw::MessageRole::User as i32)
+                .map(|m| m.text.clone())
+                .collect(),
+        );
+        token = page.next_page_token;
+        if token.is_empty() {
+            break;
+        }
+        assert!(pages.len() < 5, "the pages end: {pages:?}");
+    }
+    assert_eq!(
+        pages,
+        vec![
+            vec!["message 4", "message 5"],
+            vec!["message 2", "message 3"],
+            vec!["message 1"],
+        ]
+    );
+
+    // The default page holds all five turns.
+    let whole = conversation_page(&mut stack, &conversation, 0, "", &alice)
+        .await
+        .expect("the default page");
+    assert_eq!(whole.messages.len(), 10);
+    assert!(whole.next_page_token.is_empty());
+
+    let first = conversation_page(&mut stack, &conversation, 2, "", &alice)
+        .await
+        .expect("a page");
+    let alices_token = first.next_page_token;
+    // Another user with the owner's token reads nothing of it...
+    let refused = conversation_page(&mut stack, &conversation, 2, &alices_token, &mallory)
+        .await
+        .expect_err("not mallory's");
+    assert_eq!(refused.code(), Code::NotFound, "{refused:?}");
+    // ...and cannot use it on a conversation of their own.
+    let own = chat(
+        &mut stack.client,
+        with_token(chat_request("", "mine", "tables_list"), &mallory),
+    )
+    .await
+    .conversation_id();
+    for bad in [alices_token.as_str(), "not-a-token", "dHVybnM6MTpvdGhlcg"] {
+        let refused = conversation_page(&mut stack, &own, 2, bad, &mallory)
+            .await
+            .expect_err("a bad token");
+        assert_eq!(refused.code(), Code::InvalidArgument, "{bad}: {refused:?}");
+        assert_eq!(reason(&refused), "INVALID_PAGE_TOKEN");
+    }
     stack.stop().await;
 }

@@ -96,6 +96,7 @@ async fn last_answer(
     let stored = client
         .get_conversation(gw::GetConversationRequest {
             conversation_id: conversation_id.into(),
+            ..Default::default()
         })
         .await
         .expect("get")
@@ -427,6 +428,7 @@ async fn a_failing_store_never_acknowledges_an_unstored_turn() {
             .client
             .get_conversation(gw::GetConversationRequest {
                 conversation_id: conversation.clone(),
+                ..Default::default()
             })
             .await
             .expect("get")

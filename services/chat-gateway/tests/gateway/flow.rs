@@ -102,6 +102,7 @@ async fn markers_never_reach_the_client_and_complete_is_typed() {
             .client
             .get_conversation(gw::GetConversationRequest {
                 conversation_id: turn.conversation_id(),
+                ..Default::default()
             })
             .await
             .expect("get")
@@ -297,6 +298,7 @@ async fn tool_events_pass_through_and_are_kept() {
         .client
         .get_conversation(gw::GetConversationRequest {
             conversation_id: turn.conversation_id(),
+            ..Default::default()
         })
         .await
         .expect("get")
@@ -544,6 +546,7 @@ async fn a_runner_error_ends_with_an_error_event_and_a_helpful_failed_complete()
         .client
         .get_conversation(gw::GetConversationRequest {
             conversation_id: turn.conversation_id(),
+            ..Default::default()
         })
         .await
         .expect("get")

@@ -96,6 +96,7 @@ async fn a_two_turn_conversation_through_the_whole_stack() {
         .client
         .get_conversation(gw::GetConversationRequest {
             conversation_id: first.conversation_id(),
+            ..Default::default()
         })
         .await
         .expect("get")

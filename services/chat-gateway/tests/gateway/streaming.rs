@@ -373,6 +373,7 @@ async fn a_step_reset_discards_the_steps_text_and_cards_from_what_is_stored() {
         .client
         .get_conversation(gw::GetConversationRequest {
             conversation_id: turn.conversation_id(),
+            ..Default::default()
         })
         .await
         .expect("get")

@@ -373,6 +373,7 @@ pub async fn answered(
         let stored = client
             .get_conversation(gw::GetConversationRequest {
                 conversation_id: conversation_id.into(),
+                ..Default::default()
             })
             .await
             .expect("get")
