@@ -511,3 +511,57 @@ async fn grpc_cancellation_closes_the_provider_connection() {
         closed_at.saturating_duration_since(dropped_at)
     );
 }
+
+#[tokio::test]
+async fn a_request_over_the_configured_size_is_refused_as_too_large_and_one_under_it_runs() {
+    use agent_runner::{app::RunnerApp, config::RunnerConfig};
+
+    let mut config = RunnerConfig::scripted_demo();
+    config.max_request_bytes = 64 * 1024;
+    let app = RunnerApp::build(&config, |_| None).expect("runner");
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let addr = listener.local_addr().expect("addr");
+    let options = parley_grpc::ServeOptions::new("agent-runner-size-test", vec![]);
+    tokio::spawn(parley_grpc::serve(
+        listener,
+        app.routes(),
+        options,
+        std::future::pending(),
+    ));
+    let mut client = AgentRunnerClient::connect(format!("http://{addr}"))
+        .await
+        .expect("connect");
+
+    let refused = client
+        .run(request(&"x".repeat(100 * 1024), vec![]))
+        .await
+        .expect_err("over the limit");
+    assert_eq!(refused.code(), Code::ResourceExhausted, "{refused:?}");
+    assert_eq!(
+        parley_grpc::status::reason(&refused).as_deref(),
+        Some(parley_grpc::status::REQUEST_TOO_LARGE)
+    );
+    assert!(
+        refused.get_details_retry_info().is_none(),
+        "not worth retrying"
+    );
+
+    let mut stream = client
+        .run(request(&"x".repeat(32 * 1024), vec![]))
+        .await
+        .expect("under the limit")
+        .into_inner();
+    let events = read_until(&mut stream, |event| {
+        matches!(event.event, Some(Ev::Finished(_) | Ev::Error(_)))
+    })
+    .await;
+    assert!(
+        matches!(
+            events.last().and_then(|event| event.event.as_ref()),
+            Some(Ev::Finished(_))
+        ),
+        "{events:?}"
+    );
+}
