@@ -144,3 +144,58 @@ async fn an_answer_past_its_cap_fails_the_turn_keeps_the_partial_and_cancels_the
     );
     stack.stop().await;
 }
+
+#[tokio::test]
+async fn a_structured_answer_counts_against_the_cap_and_a_reset_step_no_longer_does() {
+    use crate::harness::fake_runner::{Reply, Step, finished};
+    use parley_proto::runner::v1::{self as runner, run_event::Event};
+
+    let mut stack = Harness::start(Options::default()).await;
+    let model_call = || {
+        Step::Send(Event::Status(runner::Status {
+            phase: runner::Phase::ModelCall as i32,
+            iteration: 1,
+            ..Default::default()
+        }))
+    };
+    // 200 KiB twice within one turn: the first step is taken back by a
+    // step reset, so the answer is 200 KiB, under the 256 KiB cap.
+    let text = "a".repeat(200 * 1024);
+    stack.runner.push(Reply::Steps(vec![
+        model_call(),
+        Step::Send(Event::TextDelta(text.clone())),
+        Step::Send(Event::StepReset(runner::StepReset {
+            iteration: 1,
+            reason: "PROVIDER_STREAM_ERROR".into(),
+            message: "trying again".into(),
+        })),
+        model_call(),
+        Step::Send(Event::TextDelta(text.clone())),
+        Step::Send(finished(&text)),
+    ]));
+    let mut request = chat_request("", "long but fine", "tables_list");
+    request.mid_answer_failover = true;
+    let turn = chat(&mut stack.client, request).await;
+    assert!(turn.complete.success, "{:?}", turn.error);
+    assert_eq!(turn.complete.message.len(), text.len());
+
+    // Structured text past the cap ends the turn the same way.
+    let mut steps: Vec<Step> = (0..40)
+        .map(|_| Step::Send(Event::StructuredDelta(format!("\"{}\",", "b".repeat(8190)))))
+        .collect();
+    steps.insert(0, Step::Send(Event::StructuredDelta("[".into())));
+    steps.push(Step::Hang);
+    stack.runner.push(Reply::Steps(steps));
+    let turn = chat(
+        &mut stack.client,
+        chat_request(&turn.conversation_id(), "a big list", "tables_list"),
+    )
+    .await;
+    let error = turn.error.expect("an error event");
+    assert_eq!(
+        (error.reason.as_str(), error.retryable),
+        ("ANSWER_TOO_LARGE", false)
+    );
+    stack.runner.dropped(1).await;
+    stack.stop().await;
+}
