@@ -24,6 +24,7 @@ use crate::{
     error::GatewayError,
     prompt::{PromptInput, build_system_prompt},
     registry::{ActionError, Handler, PageRef},
+    store::Deletion,
     turn::{Engine, EventStream, StartTurn, follow},
 };
 
@@ -305,7 +306,9 @@ impl ChatGateway for GatewayService {
         let owner = caller(&request)?;
         let id = request.into_inner().conversation_id;
         validate::conversation_id(&id)?;
-        // A running turn of this caller's conversation is stopped first.
+        // A running turn of this caller's conversation is stopped first,
+        // on whichever replica runs it; the conversation goes only once the
+        // turn has ended (until then it holds its user's turn slot).
         if self
             .engine
             .store
@@ -316,14 +319,19 @@ impl ChatGateway for GatewayService {
         {
             self.engine.cancel_turn(&owner, &id, None).await?;
         }
-        if !self
+        match self
             .engine
             .store
             .delete(&owner, &id)
             .await
             .map_err(GatewayError::from)?
         {
-            return Err(GatewayError::ConversationNotFound.into());
+            Deletion::Deleted => {}
+            Deletion::NotFound => return Err(GatewayError::ConversationNotFound.into()),
+            Deletion::TurnRunning { turn_id } => {
+                tracing::info!(conversation = %id, turn = %turn_id, "conversation kept: its turn has not ended yet");
+                return Err(GatewayError::TurnInProgress { turn_id }.into());
+            }
         }
         tracing::info!(conversation = %id, "conversation deleted");
         Ok(Response::new(gw::DeleteConversationResponse {}))

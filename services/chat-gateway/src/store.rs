@@ -196,6 +196,22 @@ pub enum BeginTurn {
     OverQuota(quota::QuotaExceeded),
 }
 
+/// What `delete` did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Deletion {
+    /// The conversation, its turns and events are gone.
+    Deleted,
+    /// The conversation does not exist for this owner.
+    NotFound,
+    /// A turn still runs on the conversation (on any replica): nothing was
+    /// deleted, so the turn keeps counting against its user's limits
+    /// until it has ended.
+    TurnRunning {
+        /// The running turn.
+        turn_id: String,
+    },
+}
+
 /// A batch of a turn's wire events, as stored: events `first_seq..=last_seq`
 /// encoded by the caller (the store keeps them opaque).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -290,6 +306,11 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
         7,
         "quota reads",
         include_str!("store/migrations/0007_quota_reads.sql"),
+    ),
+    (
+        8,
+        "quota admissions",
+        include_str!("store/migrations/0008_quota_admissions.sql"),
     ),
 ];
 

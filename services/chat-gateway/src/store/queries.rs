@@ -373,9 +373,9 @@ impl Store {
         Ok((conversations, next))
     }
 
-    /// Deletes a conversation of this owner with its turns and events.
-    /// Returns false when it does not exist for this owner.
-    pub async fn delete(&self, owner: &str, id: &str) -> Result<bool, StoreError> {
+    /// Deletes a conversation of this owner with its turns and events,
+    /// unless it does not exist for this owner or a turn still runs on it.
+    pub async fn delete(&self, owner: &str, id: &str) -> Result<super::Deletion, StoreError> {
         self.write(DeleteWrite {
             owner: owner.to_owned(),
             conversation_id: id.to_owned(),

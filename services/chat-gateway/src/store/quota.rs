@@ -1,8 +1,10 @@
 //! Limits on what one user, and one tenant, may start: turns at once,
 //! turns per minute, tokens per day.
 //!
-//! The counts come from the `turns` table inside the transaction that
-//! begins a turn, so they hold across gateway replicas: on PostgreSQL the
+//! The counts come from the store inside the transaction that begins a
+//! turn: running turns from `turns`, admissions in the last minute from
+//! the `quota_admissions` ledger (written with the turn, and left alone
+//! when its conversation is deleted), so they hold across gateway replicas: on PostgreSQL the
 //! transaction first takes an advisory lock per user and per tenant (two
 //! replicas admitting the same user's turns take turns), and SQLite's one
 //! writer serialises the same way. Nothing leaks when a replica dies: its
@@ -23,7 +25,7 @@ use futures::future::BoxFuture;
 use serde::{Deserialize, Serialize};
 use sqlx::{AnyConnection, Arguments, Row};
 
-use super::{StoreError, batch::Write, group::Statements};
+use super::{Store, StoreError, batch::Write, group::Statements};
 
 /// The limits of one scope (a user or a tenant); 0 leaves one unlimited.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
@@ -219,8 +221,8 @@ fn scope_sql(scope: Scope) -> ScopeSql {
             ScopeSql {
                 usage: concat!(
                     "SELECT (SELECT count(*) FROM turns WHERE ", $column, " = $1 AND state = 'running') AS running, ",
-                    "(SELECT count(*) FROM turns WHERE ", $column, " = $1 AND created_at > $2) AS last_minute, ",
-                    "(SELECT min(created_at) FROM turns WHERE ", $column, " = $1 AND created_at > $2) AS oldest, ",
+                    "(SELECT count(*) FROM quota_admissions WHERE ", $column, " = $1 AND created_at > $2) AS last_minute, ",
+                    "(SELECT min(created_at) FROM quota_admissions WHERE ", $column, " = $1 AND created_at > $2) AS oldest, ",
                     "coalesce((SELECT tokens FROM quota_tokens WHERE scope = $3 AND key = $1 AND day = $4), 0) AS tokens"
                 ),
                 record_tokens: concat!(
@@ -263,6 +265,57 @@ pub(crate) fn record_tokens(
     Ok(())
 }
 
+/// Adds to `group` the ledger row of an admitted turn, which the
+/// per-minute counts read: deleting the turn's conversation leaves it.
+pub(crate) fn record_admission(
+    group: &mut Statements,
+    turn_id: &str,
+    owner: &str,
+    tenant: Option<&str>,
+    now: i64,
+) -> Result<(), StoreError> {
+    group.push(
+        "INSERT INTO quota_admissions (created_at, turn_id, owner, tenant) VALUES ($1, $2, $3, $4)",
+        |values| {
+            values.add(now)?;
+            values.add(turn_id)?;
+            values.add(owner)?;
+            values.add(tenant)
+        },
+    )
+}
+
+/// Most ledger rows one pruning statement deletes: each batch is a short
+/// transaction of its own, so pruning a backlog never holds the table.
+pub(crate) const PRUNE_BATCH: i64 = 1_000;
+
+/// Deletes at most [`PRUNE_BATCH`] admissions older than the per-minute
+/// window (with a minute's margin for replicas whose clocks are behind),
+/// oldest first, through the ledger's primary key.
+pub(crate) struct PruneAdmissions {
+    pub(crate) now: i64,
+}
+
+impl Write for PruneAdmissions {
+    /// How many admissions were deleted.
+    type Output = u64;
+
+    fn run<'c>(&'c self, conn: &'c mut AnyConnection) -> BoxFuture<'c, Result<u64, StoreError>> {
+        Box::pin(async move {
+            Ok(sqlx::query(
+                "DELETE FROM quota_admissions WHERE (created_at, turn_id) IN \
+                 (SELECT created_at, turn_id FROM quota_admissions WHERE created_at < $1 \
+                  ORDER BY created_at LIMIT $2)",
+            )
+            .bind(self.now - 2 * MINUTE_MS)
+            .bind(PRUNE_BATCH)
+            .execute(&mut *conn)
+            .await?
+            .rows_affected())
+        })
+    }
+}
+
 /// Deletes the token counts of days before yesterday (`now` in Unix ms):
 /// only today's are read, and yesterday's stay for replicas whose clocks
 /// are behind.
@@ -282,6 +335,27 @@ impl Write for PruneTokens {
                 .await?
                 .rows_affected())
         })
+    }
+}
+
+/// Most [`PRUNE_BATCH`]es one call of [`Store::prune_admissions`] runs:
+/// a backlog larger than this is left to the next call.
+const PRUNE_BATCHES: usize = 100;
+
+impl Store {
+    /// Deletes the admissions the per-minute counts no longer read (`now`
+    /// in Unix ms), in batches of [`PRUNE_BATCH`], at most
+    /// [`PRUNE_BATCHES`] of them; returns how many went.
+    pub async fn prune_admissions(&self, now: i64) -> Result<u64, StoreError> {
+        let mut pruned = 0;
+        for _ in 0..PRUNE_BATCHES {
+            let batch = self.write(PruneAdmissions { now }).await?;
+            pruned += batch;
+            if batch < PRUNE_BATCH.unsigned_abs() {
+                break;
+            }
+        }
+        Ok(pruned)
     }
 }
 

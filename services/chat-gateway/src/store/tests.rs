@@ -254,11 +254,12 @@ async fn other_owner_sees_nothing(store: Store) {
         .expect("begin");
     assert_eq!(begun, BeginTurn::NotFound);
     assert!(!finish(&store, "mallory", &conversation, &turn, "overwrite").await);
-    assert!(
-        !store
+    assert_eq!(
+        store
             .delete("mallory", &conversation)
             .await
-            .expect("delete")
+            .expect("delete"),
+        Deletion::NotFound
     );
 
     // Alice's conversation is untouched by all of that.
@@ -394,7 +395,10 @@ async fn delete_removes_the_log(store: Store) {
     let conversation = id();
     let turn = start(&store, "alice", &conversation, true, Some("req-del")).await;
     assert!(finish(&store, "alice", &conversation, &turn, "bye").await);
-    assert!(store.delete("alice", &conversation).await.expect("delete"));
+    assert_eq!(
+        store.delete("alice", &conversation).await.expect("delete"),
+        Deletion::Deleted
+    );
     assert_eq!(
         store
             .conversation("alice", &conversation)
@@ -410,11 +414,12 @@ async fn delete_removes_the_log(store: Store) {
             .is_empty()
     );
     assert_eq!(store.turn("alice", &turn).await.expect("turn"), None);
-    assert!(
-        !store
+    assert_eq!(
+        store
             .delete("alice", &conversation)
             .await
-            .expect("delete twice")
+            .expect("delete twice"),
+        Deletion::NotFound
     );
     // Finishing a turn whose conversation was deleted stores nothing.
     assert!(!finish(&store, "alice", &conversation, &turn, "late").await);
@@ -1349,7 +1354,10 @@ async fn spent_tokens_are_kept_per_day(store: Store) {
     let [(turn, conversation)] =
         <[_; 1]>::try_from(running_of(&store, "ivan").await).expect("one running turn of ivan");
     finish_with_usage(&store, "ivan", &conversation, &turn, 1_200).await;
-    assert!(store.delete("ivan", &conversation).await.expect("delete"));
+    assert_eq!(
+        store.delete("ivan", &conversation).await.expect("delete"),
+        Deletion::Deleted
+    );
     assert_eq!(
         refused(&admit_as(&store, "ivan", &in_acme).await),
         Some((Scope::User, Limit::TokensPerDay)),
@@ -1441,7 +1449,7 @@ async fn quota_reads_stay_within_their_windows() {
         let plan = plan_of(&store, explain).await;
         let reads: Vec<&String> = plan
             .iter()
-            .filter(|step| step.contains(" turns "))
+            .filter(|step| step.contains(" turns ") || step.contains(" quota_admissions "))
             .collect();
         assert_eq!(reads.len(), 3, "{plan:?}");
         for read in reads {
@@ -1456,6 +1464,55 @@ async fn quota_reads_stay_within_their_windows() {
             "{plan:?}"
         );
     }
+}
+
+/// A turn admitted this minute keeps counting when its conversation is
+/// deleted; a conversation whose turn still runs is not deleted (the turn
+/// would stop counting as running); the ledger is pruned past the window.
+async fn admissions_outlive_deleted_conversations(store: Store) {
+    use quota::{Limit, Quota};
+    let per_minute = Quota {
+        turns_per_minute: 2,
+        ..Quota::UNLIMITED
+    };
+    for _ in 0..2 {
+        assert_eq!(
+            refused(&admit(&store, "mallet", None, per_minute).await),
+            None
+        );
+        let [(turn, conversation)] = <[_; 1]>::try_from(running_of(&store, "mallet").await)
+            .expect("one running turn of mallet");
+        assert_eq!(
+            store.delete("mallet", &conversation).await.expect("delete"),
+            Deletion::TurnRunning {
+                turn_id: turn.clone()
+            },
+            "not while its turn runs"
+        );
+        finish_with_usage(&store, "mallet", &conversation, &turn, 10).await;
+        assert_eq!(
+            store.delete("mallet", &conversation).await.expect("delete"),
+            Deletion::Deleted
+        );
+    }
+    assert_eq!(
+        refused(&admit(&store, "mallet", None, per_minute).await),
+        Some((quota::Scope::User, Limit::TurnsPerMinute)),
+        "deleted conversations' turns still count this minute"
+    );
+    let ledger = |store: Store| async move {
+        sqlx::query("SELECT count(*) AS n FROM quota_admissions WHERE owner = 'mallet'")
+            .fetch_one(&store.pool)
+            .await
+            .expect("count")
+            .try_get::<i64, _>("n")
+            .expect("n")
+    };
+    assert_eq!(ledger(store.clone()).await, 2);
+    assert_eq!(store.prune_admissions(now_ms()).await.expect("prune"), 0);
+    let later = now_ms() + 3 * 60_000;
+    assert!(store.prune_admissions(later).await.expect("prune") >= 2);
+    assert_eq!(ledger(store.clone()).await, 0);
 }
 
 /// Admissions of one user's turns at once (as replicas racing on one
@@ -1602,6 +1659,7 @@ on_both_backends!(
     users_and_tenants_have_limits,
     spent_tokens_are_kept_per_day,
     racing_admissions_respect_the_limit,
+    admissions_outlive_deleted_conversations,
     an_end_that_does_not_hold_its_turn_writes_nothing,
     a_conversation_reads_in_pages_of_turns,
 );

@@ -12,7 +12,7 @@ use futures::future::BoxFuture;
 use sqlx::{AnyConnection, Arguments, Row};
 
 use super::{
-    EventBody, StoreError, TurnState, WireBatch,
+    Deletion, EventBody, StoreError, TurnState, WireBatch,
     batch::{Deferred, Write, run_whole},
     group::{Statements, is_sqlite},
     quota::{self, Admission, QuotaExceeded},
@@ -241,6 +241,13 @@ impl Write for BeginTurnWrite {
                 std::slice::from_ref(&self.user_message),
                 self.now,
             )?;
+            quota::record_admission(
+                &mut group,
+                &self.turn_id,
+                &self.owner,
+                self.admission.tenant.as_deref(),
+                self.now,
+            )?;
             Ok(Deferred {
                 output: Some(Begun::Started(turn_index)),
                 tail: Some(group),
@@ -446,7 +453,9 @@ impl Write for FinishTurnWrite {
     }
 }
 
-/// A conversation with its turns and events.
+/// A conversation with its turns and events, unless a turn still runs on
+/// it: deleting that turn's row would free its user's running-turn slot
+/// while its replica still runs it.
 #[derive(Debug)]
 pub(crate) struct DeleteWrite {
     pub(crate) owner: String,
@@ -454,20 +463,44 @@ pub(crate) struct DeleteWrite {
 }
 
 impl Write for DeleteWrite {
-    /// False when the conversation is not this owner's (nothing deleted).
-    type Output = bool;
+    /// Nothing is deleted unless [`Deletion::Deleted`].
+    type Output = Deletion;
 
-    fn run<'c>(&'c self, conn: &'c mut AnyConnection) -> BoxFuture<'c, Result<bool, StoreError>> {
+    fn run<'c>(
+        &'c self,
+        conn: &'c mut AnyConnection,
+    ) -> BoxFuture<'c, Result<Deletion, StoreError>> {
         Box::pin(async move {
-            let deleted = sqlx::query("DELETE FROM conversations WHERE id = $1 AND owner = $2")
+            // The conversation's row lock first (PostgreSQL): a turn being
+            // begun on it commits before the check below, or finds the
+            // conversation gone.
+            let owned = sqlx::query(
+                "UPDATE conversations SET updated_at = updated_at WHERE id = $1 AND owner = $2",
+            )
+            .bind(self.conversation_id.as_str())
+            .bind(self.owner.as_str())
+            .execute(&mut *conn)
+            .await?
+            .rows_affected();
+            if owned == 0 {
+                return Ok(Deletion::NotFound);
+            }
+            let running = sqlx::query(
+                "SELECT id FROM turns WHERE conversation_id = $1 AND state = 'running'",
+            )
+            .bind(self.conversation_id.as_str())
+            .fetch_optional(&mut *conn)
+            .await?;
+            if let Some(row) = running {
+                return Ok(Deletion::TurnRunning {
+                    turn_id: row.try_get("id")?,
+                });
+            }
+            sqlx::query("DELETE FROM conversations WHERE id = $1 AND owner = $2")
                 .bind(self.conversation_id.as_str())
                 .bind(self.owner.as_str())
                 .execute(&mut *conn)
-                .await?
-                .rows_affected();
-            if deleted == 0 {
-                return Ok(false);
-            }
+                .await?;
             // The foreign keys cascade; these also clean up where they are off.
             sqlx::query(
                 "DELETE FROM turn_events WHERE turn_id IN (SELECT id FROM turns WHERE conversation_id = $1)",
@@ -483,7 +516,7 @@ impl Write for DeleteWrite {
                 .bind(self.conversation_id.as_str())
                 .execute(&mut *conn)
                 .await?;
-            Ok(true)
+            Ok(Deletion::Deleted)
         })
     }
 }

@@ -177,6 +177,9 @@ impl Engine {
                     if let Err(error) = self.store.prune_quota_days(now_ms()).await {
                         tracing::warn!(%error, "cannot prune old quota token counts");
                     }
+                    if let Err(error) = self.store.prune_admissions(now_ms()).await {
+                        tracing::warn!(%error, "cannot prune old quota admissions");
+                    }
                 }
             }
         }

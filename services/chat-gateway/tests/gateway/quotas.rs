@@ -217,3 +217,159 @@ async fn limits_hold_across_two_gateway_processes_and_a_killed_one_frees_its_slo
     b.kill().await;
     crate::postgres::drop_schema(&schema).await;
 }
+
+#[tokio::test]
+async fn chatting_in_new_conversations_and_deleting_them_still_meets_the_per_minute_limit() {
+    let mut stack = Harness::start(Options {
+        tweak: |config| {
+            config.turns.per_user = Quota {
+                turns_per_minute: 3,
+                ..Quota::UNLIMITED
+            }
+        },
+        ..Options::default()
+    })
+    .await;
+    for message in ["One", "Two", "Three"] {
+        let turn = chat(&mut stack.client, chat_request("", message, "tables_list")).await;
+        assert!(turn.complete.success, "{message}");
+        stack
+            .client
+            .delete_conversation(gw::DeleteConversationRequest {
+                conversation_id: turn.complete.conversation_id.clone(),
+            })
+            .await
+            .expect("deleted");
+    }
+    let refused = stack
+        .client
+        .chat(chat_request("", "Four", "tables_list"))
+        .await
+        .expect_err("the minute's three turns were admitted, deleted or not");
+    let (subject, description, retry) = quota_refusal(&refused);
+    assert_eq!(
+        (subject.as_str(), description.as_str()),
+        ("user", "turns.per_user.turns_per_minute = 3")
+    );
+    assert!(retry <= Duration::from_secs(60), "{retry:?}");
+    stack.stop().await;
+}
+
+#[tokio::test]
+async fn deleting_a_conversation_whose_turn_runs_on_another_replica_frees_its_slot_only_once_it_ended()
+ {
+    let Some((database_url, schema)) = crate::postgres::fresh_schema(
+        "quotas::deleting_a_conversation_whose_turn_runs_on_another_replica_frees_its_slot_only_once_it_ended",
+    )
+    .await
+    else {
+        return;
+    };
+    let options = Options::default();
+    let (runner, runner_addr, parser_addr) = crate::harness::start_upstreams(&options).await;
+    let dir = tempfile::tempdir().expect("temp dir");
+    let config = crate::harness::process::ProcessConfig {
+        database_url,
+        runner: runner_addr,
+        parser: parser_addr,
+        lease_renew: Duration::from_millis(200),
+        // Far longer than the test: no sweep ends the frozen replica's turn.
+        lease_ttl: Duration::from_secs(120),
+        stream_ahead: 0,
+        per_user_concurrent_turns: 1,
+    };
+    let mut a = crate::harness::process::GatewayProcess::start(&config, dir.path(), "a").await;
+    let mut b = crate::harness::process::GatewayProcess::start(&config, dir.path(), "b").await;
+
+    // The dev user's one turn runs on A and never ends by itself.
+    runner.push(Reply::Steps(vec![
+        Step::Send(run_event::Event::TextDelta("Working".into())),
+        Step::Hang,
+    ]));
+    let mut on_a = a
+        .client
+        .chat(chat_request("", "A long job", "tables_list"))
+        .await
+        .expect("admitted on A")
+        .into_inner();
+    let first = on_a.message().await.expect("stream").expect("an event");
+    let conversation_id = match first.event {
+        Some(gw::chat_event::Event::Status(status)) => status.conversation_id,
+        other => panic!("the first event is a status: {other:?}"),
+    };
+    until_text(&mut on_a).await;
+
+    // A is frozen (SIGSTOP): it cannot end the turn that B asks it to stop.
+    // The delete does not go through, and the user's slot stays taken.
+    a.pause();
+    let kept = b
+        .client
+        .delete_conversation(gw::DeleteConversationRequest {
+            conversation_id: conversation_id.clone(),
+        })
+        .await
+        .expect_err("the turn has not ended");
+    assert_eq!(reason(&kept), "TURN_IN_PROGRESS", "{kept:?}");
+    let refused = b
+        .client
+        .chat(chat_request("", "Another", "tables_list"))
+        .await
+        .expect_err("the frozen turn still holds the slot");
+    assert_eq!(quota_refusal(&refused).0, "user");
+
+    // A runs again, sees the cancel and ends the turn as cancelled: the
+    // delete goes through after it, and the slot is free.
+    a.resume();
+    let deleted = tokio::time::timeout(Duration::from_secs(20), async {
+        loop {
+            match b
+                .client
+                .delete_conversation(gw::DeleteConversationRequest {
+                    conversation_id: conversation_id.clone(),
+                })
+                .await
+            {
+                Ok(_) => return,
+                Err(status) => {
+                    assert_eq!(reason(&status), "TURN_IN_PROGRESS", "{status:?}");
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                }
+            }
+        }
+    })
+    .await;
+    deleted.expect("the delete goes through once A ended the turn");
+    let ended = collect_rest(on_a).await;
+    assert_eq!(
+        ended.state,
+        gw::TurnState::Cancelled as i32,
+        "the turn on A ended cancelled: {ended:?}"
+    );
+    let admitted = collect(
+        b.client
+            .chat(chat_request("", "After the delete", "tables_list"))
+            .await
+            .expect("the slot is free")
+            .into_inner(),
+    )
+    .await;
+    assert!(admitted.complete.success);
+    a.kill().await;
+    b.kill().await;
+    crate::postgres::drop_schema(&schema).await;
+}
+
+/// The `complete` that ends a stream already read from.
+async fn collect_rest(mut stream: tonic::Streaming<gw::ChatEvent>) -> gw::TurnComplete {
+    let read = async {
+        while let Some(event) = stream.message().await.expect("stream ok") {
+            if let Some(gw::chat_event::Event::Complete(complete)) = event.event {
+                return *complete;
+            }
+        }
+        panic!("the stream ended without a complete");
+    };
+    tokio::time::timeout(Duration::from_secs(20), read)
+        .await
+        .expect("the stream ended within 20 s")
+}
