@@ -148,6 +148,12 @@ impl Gateway {
         }
         tracing::info!(replica = %engine.replica, "gateway replica ready");
         tokio::spawn(engine.clone().run_replica(engine.store.listen()));
+        tokio::spawn(
+            engine
+                .stream_leases
+                .clone()
+                .run(engine.config.lease_renew, engine.closing.clone()),
+        );
         Ok(Self {
             engine,
             auth: Arc::new(auth),

@@ -232,6 +232,11 @@ pub struct TurnConfig {
     /// is cancelled and stored with its partial answer; `0s` never cancels.
     #[serde(with = "duration")]
     pub abandoned_turn_grace: Duration,
+    /// How long an event stream may go unread (its client takes none of
+    /// the events ready for it) before it is ended with `SLOW_CONSUMER`,
+    /// freeing its place among `max_streams` and its user's streams.
+    #[serde(with = "duration")]
+    pub follower_stall: Duration,
     /// `[turns.per_user]`: what each user may start (0: unlimited); the
     /// counts hold across replicas (they live in the store).
     pub per_user: Quota,
@@ -265,15 +270,18 @@ impl Default for TurnConfig {
             log_interval: Duration::from_millis(50),
             text_tool_calls: false,
             abandoned_turn_grace: Duration::from_secs(60),
+            follower_stall: Duration::from_secs(30),
             per_user: Quota {
                 concurrent_turns: 4,
                 turns_per_minute: 30,
                 tokens_per_day: 2_000_000,
+                streams: 16,
             },
             per_tenant: Quota {
                 concurrent_turns: 64,
                 turns_per_minute: 600,
                 tokens_per_day: 50_000_000,
+                streams: 512,
             },
         }
     }
@@ -493,6 +501,7 @@ impl GatewayConfig {
             ));
         }
         positive_duration("turns.resume_retention", turns.resume_retention)?;
+        positive_duration("turns.follower_stall", turns.follower_stall)?;
         if turns.lease_ttl <= turns.lease_renew {
             return Err(invalid(
                 "turns.lease_ttl",

@@ -40,6 +40,13 @@ pub enum GatewayError {
     /// Too many event streams are open on this gateway.
     #[error("too many streams are open; retry shortly")]
     TooManyStreams,
+    /// The client read none of its stream's events for
+    /// `turns.follower_stall`: the stream was let go.
+    #[error("the stream was not read for {} s; resume the turn to read on", .stall.as_secs())]
+    SlowConsumer {
+        /// `turns.follower_stall`.
+        stall: Duration,
+    },
     /// A limit of the caller (or its tenant) refused the turn.
     #[error("{}", over_quota_message(.0))]
     OverQuota(QuotaExceeded),
@@ -84,6 +91,7 @@ impl GatewayError {
             Self::TooManyTurns => "TOO_MANY_TURNS",
             Self::OverQuota(_) => "QUOTA_EXCEEDED",
             Self::TooManyStreams => "TOO_MANY_STREAMS",
+            Self::SlowConsumer { .. } => "SLOW_CONSUMER",
             Self::UnknownAction(_) => "UNKNOWN_ACTION",
             Self::ClientAction(_) => "CLIENT_ACTION",
             Self::ActionNotOnPage { .. } => "ACTION_NOT_ON_PAGE",
@@ -116,6 +124,9 @@ impl From<GatewayError> for Status {
                 error.to_string(),
                 Some(Duration::from_secs(1)),
             ),
+            GatewayError::SlowConsumer { .. } => {
+                status::error(Code::ResourceExhausted, reason, error.to_string())
+            }
             GatewayError::OverQuota(ref refused) => over_quota_status(reason, refused),
             GatewayError::UnknownAction(ref action) => status::invalid_argument(
                 reason,

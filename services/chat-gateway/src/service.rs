@@ -25,7 +25,10 @@ use crate::{
     prompt::{PromptInput, build_system_prompt},
     registry::{ActionError, Handler, PageRef},
     store::Deletion,
-    turn::{Engine, EventStream, StartTurn, follow},
+    turn::{
+        Engine, EventStream, Followed, StartTurn,
+        streams::{self, Admitted},
+    },
 };
 
 /// The ChatGateway service.
@@ -49,6 +52,21 @@ impl GatewayService {
         InterceptedService::new(
             ChatGatewayServer::new(Self::new(engine)).max_decoding_message_size(4 * 1024 * 1024),
             AuthInterceptor(auth),
+        )
+    }
+}
+
+impl GatewayService {
+    /// A client's stream, holding its place among `turns.max_streams` and
+    /// its stream lease until it ends, is dropped or stalls.
+    fn held(&self, followed: Followed, permit: tokio::sync::OwnedSemaphorePermit) -> EventStream {
+        streams::held(
+            followed.stream,
+            Admitted {
+                permit,
+                lease: followed.lease,
+            },
+            self.engine.config.follower_stall,
         )
     }
 }
@@ -123,7 +141,7 @@ impl ChatGateway for GatewayService {
                 deadline,
             })
             .await?;
-        Ok(Response::new(follow::held(stream, admitted)))
+        Ok(Response::new(self.held(stream, admitted)))
     }
 
     async fn cancel_turn(
@@ -147,15 +165,20 @@ impl ChatGateway for GatewayService {
         &self,
         request: Request<gw::ResumeTurnRequest>,
     ) -> Result<Response<Self::ResumeTurnStream>, Status> {
-        let owner = caller(&request)?;
+        let principal = principal(&request)?;
         let admitted = self.engine.admit_stream()?;
         let request = request.into_inner();
         let turn = validate::turn_ref(&request.conversation_id, &request.turn_id)?;
         let stream = self
             .engine
-            .resume_turn(&owner, &request.conversation_id, turn, request.after_seq)
+            .resume_turn(
+                &principal,
+                &request.conversation_id,
+                turn,
+                request.after_seq,
+            )
             .await?;
-        Ok(Response::new(follow::held(stream, admitted)))
+        Ok(Response::new(self.held(stream, admitted)))
     }
 
     async fn execute_action(
@@ -230,7 +253,7 @@ impl ChatGateway for GatewayService {
                 deadline,
             })
             .await?;
-        Ok(Response::new(follow::held(stream, admitted)))
+        Ok(Response::new(self.held(stream, admitted)))
     }
 
     async fn get_conversation(

@@ -13,6 +13,18 @@
 //! bump its `last_seq` in the same statement that checks the owner, which
 //! both allocates the event positions and serialises concurrent appends.
 
+/// The database's clock in Unix ms, as SQL text for `concat!`: leases that
+/// replicas compare are written and read on one clock, whatever each
+/// replica's own says (`sqlite` or `postgres`).
+macro_rules! db_now_ms {
+    (sqlite) => {
+        "CAST((julianday('now') - 2440587.5) * 86400000 AS INTEGER)"
+    };
+    (postgres) => {
+        "CAST(extract(epoch FROM clock_timestamp()) * 1000 AS BIGINT)"
+    };
+}
+
 mod batch;
 mod group;
 pub mod listen;
@@ -20,6 +32,7 @@ pub mod model;
 pub mod owners;
 mod queries;
 pub mod quota;
+pub mod streams;
 pub mod turns;
 mod writes;
 
@@ -311,6 +324,11 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
         8,
         "quota admissions",
         include_str!("store/migrations/0008_quota_admissions.sql"),
+    ),
+    (
+        9,
+        "stream leases",
+        include_str!("store/migrations/0009_stream_leases.sql"),
     ),
 ];
 

@@ -25,6 +25,7 @@ pub mod partials;
 pub mod recover;
 pub mod relay;
 pub mod replica;
+pub mod streams;
 
 use std::{sync::Arc, time::Duration};
 
@@ -87,6 +88,17 @@ pub struct Engine {
     pub closing: CancellationToken,
     /// The event streams open at once (`turns.max_streams`).
     streams: Arc<tokio::sync::Semaphore>,
+    /// The store leases of this replica's streams (the streams limits).
+    pub stream_leases: Arc<streams::StreamLeases>,
+}
+
+/// A client's stream of a turn, and the store lease that counts it
+/// against its user's streams (when a streams limit is set).
+pub struct Followed {
+    /// The events.
+    pub stream: EventStream,
+    /// The lease, held as long as the stream.
+    pub lease: Option<streams::Lease>,
 }
 
 /// A request to start a turn, validated, with the page it resolved to.
@@ -176,12 +188,18 @@ impl Engine {
                 closing.clone(),
             )
         });
+        let stream_leases = Arc::new(streams::StreamLeases::new(
+            store.clone(),
+            replica.clone(),
+            config.lease_ttl,
+        ));
         Self {
             store,
             registry,
             upstreams,
             turns: TurnManager::new(config.max_concurrent),
             streams: Arc::new(tokio::sync::Semaphore::new(config.max_streams.max(1))),
+            stream_leases,
             config,
             replica,
             watchers: Arc::default(),
@@ -218,10 +236,7 @@ impl Engine {
     /// A request id already used by this caller starts nothing, except when
     /// its turn failed with a retryable error: a running turn is followed
     /// from its first event, a finished one replayed.
-    pub async fn start_turn(
-        self: &Arc<Self>,
-        start: StartTurn,
-    ) -> Result<EventStream, GatewayError> {
+    pub async fn start_turn(self: &Arc<Self>, start: StartTurn) -> Result<Followed, GatewayError> {
         let tenant = start.principal.tenant.clone();
         let started = self.begin(start).await;
         if let Err(refused) = &started {
@@ -260,8 +275,59 @@ impl Engine {
         admitted
     }
 
+    /// Whether streams take leases in the store (a streams limit is set).
+    fn streams_limited(&self) -> bool {
+        self.config.per_user.streams > 0 || self.config.per_tenant.streams > 0
+    }
+
+    /// What `principal`'s turns and streams are admitted against; with
+    /// `stream`, a new stream lease comes with it.
+    fn admission(&self, principal: &Principal, stream: bool) -> Admission {
+        Admission {
+            tenant: principal.tenant_key(),
+            user: self.config.per_user,
+            tenant_quota: self.config.per_tenant,
+            stream: (stream && self.streams_limited()).then(|| self.stream_leases.new_stream()),
+        }
+    }
+
+    /// A lease for a stream of `principal` that follows a turn (it starts
+    /// none), unless a streams limit refuses it.
+    async fn open_stream(
+        &self,
+        principal: &Principal,
+    ) -> Result<Option<streams::Lease>, GatewayError> {
+        let admission = self.admission(principal, true);
+        let Some(stream) = &admission.stream else {
+            return Ok(None);
+        };
+        if let Some(refused) = self
+            .store
+            .open_stream(principal.owner(), &self.replica, &admission)
+            .await?
+        {
+            return Err(GatewayError::OverQuota(refused));
+        }
+        Ok(Some(self.stream_leases.lease(stream)))
+    }
+
+    /// Follows `turn` of `principal` from `after_seq` with a stream lease
+    /// of its own.
+    async fn follow_leased(
+        &self,
+        principal: &Principal,
+        turn: TurnRecord,
+        after_seq: u64,
+    ) -> Result<Followed, GatewayError> {
+        let lease = self.open_stream(principal).await?;
+        Ok(Followed {
+            stream: self.follow(principal.owner(), turn, after_seq),
+            lease,
+        })
+    }
+
     /// [`Engine::start_turn`] without the counting of refusals.
-    async fn begin(self: &Arc<Self>, mut start: StartTurn) -> Result<EventStream, GatewayError> {
+    async fn begin(self: &Arc<Self>, mut start: StartTurn) -> Result<Followed, GatewayError> {
         if let Some(request_id) = &start.request_id
             && let Some(turn) = self
                 .store
@@ -270,7 +336,7 @@ impl Engine {
         {
             if !reruns(&turn) {
                 tracing::info!(turn = %turn.id, "a retried request follows its turn");
-                return Ok(self.follow(start.principal.owner(), turn, 0));
+                return self.follow_leased(&start.principal, turn, 0).await;
             }
             // It runs again where it failed, also when it had created the
             // conversation.
@@ -310,6 +376,7 @@ impl Engine {
             action: start.action.clone(),
         };
         let title = title_from(&start.message, TITLE_CHARS);
+        let admission = self.admission(&start.principal, true);
         let new_turn = NewTurn {
             owner: start.principal.owner(),
             conversation_id: &conversation_id,
@@ -321,11 +388,7 @@ impl Engine {
             request_id: start.request_id.as_deref(),
             user_message: &user_message,
             title: &title,
-            admission: &Admission {
-                tenant: start.principal.tenant_key(),
-                user: self.config.per_user,
-                tenant_quota: self.config.per_tenant,
-            },
+            admission: &admission,
         };
         let mut begun = self.store.begin_turn(&new_turn).await?;
         if let BeginTurn::Busy { turn_id: running } = &begun
@@ -340,7 +403,7 @@ impl Engine {
             BeginTurn::Started { .. } => {}
             BeginTurn::DuplicateRequest(turn) => {
                 drop(slot);
-                return Ok(self.follow(start.principal.owner(), turn, 0));
+                return self.follow_leased(&start.principal, turn, 0).await;
             }
             BeginTurn::NotFound => return Err(GatewayError::ConversationNotFound),
             BeginTurn::Busy { turn_id } => return Err(GatewayError::TurnInProgress { turn_id }),
@@ -361,7 +424,13 @@ impl Engine {
         // the client's response starts, and the response's headers then
         // leave with the `started` status in one write.
         tokio::task::yield_now().await;
-        Ok(stream)
+        Ok(Followed {
+            stream,
+            lease: admission
+                .stream
+                .as_ref()
+                .map(|stream| self.stream_leases.lease(stream)),
+        })
     }
 
     /// Takes the conversation on this replica; with `cancel_running`, a
@@ -506,17 +575,18 @@ impl Engine {
     /// first sent, through its `complete`.
     pub async fn resume_turn(
         &self,
-        owner: &str,
+        principal: &Principal,
         conversation_id: &str,
         turn_id: Option<&str>,
         after_seq: u64,
-    ) -> Result<EventStream, GatewayError> {
+    ) -> Result<Followed, GatewayError> {
+        let owner = principal.owner();
         let turn = self
             .conversation_turn(owner, conversation_id, turn_id, Store::latest_turn)
             .await?
             .ok_or(GatewayError::TurnNotFound)?;
         tracing::info!(turn = %turn.id, after_seq, "resuming a turn's stream");
-        Ok(self.follow(owner, turn, after_seq))
+        self.follow_leased(principal, turn, after_seq).await
     }
 }
 

@@ -25,7 +25,11 @@ use futures::future::BoxFuture;
 use serde::{Deserialize, Serialize};
 use sqlx::{AnyConnection, Arguments, Row};
 
-use super::{Store, StoreError, batch::Write, group::Statements};
+use super::{
+    Store, StoreError,
+    batch::Write,
+    group::{Statements, is_sqlite},
+};
 
 /// The limits of one scope (a user or a tenant); 0 leaves one unlimited.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
@@ -37,6 +41,9 @@ pub struct Quota {
     pub turns_per_minute: u32,
     /// Input + output tokens of the turns started since 00:00 UTC.
     pub tokens_per_day: u64,
+    /// Event streams open at once (`Chat`, `ExecuteAction` and
+    /// `ResumeTurn`, on every replica).
+    pub streams: u32,
 }
 
 impl Quota {
@@ -45,6 +52,7 @@ impl Quota {
         concurrent_turns: 0,
         turns_per_minute: 0,
         tokens_per_day: 0,
+        streams: 0,
     };
 
     fn is_unlimited(&self) -> bool {
@@ -61,6 +69,10 @@ pub struct Admission {
     pub user: Quota,
     /// The limits of each tenant.
     pub tenant_quota: Quota,
+    /// The stream the turn is started from, which takes a stream lease
+    /// with the turn (and counts against the streams limits); `None`
+    /// starts a turn without one.
+    pub stream: Option<super::streams::NewStream>,
 }
 
 /// Whose limit was reached.
@@ -91,6 +103,8 @@ pub enum Limit {
     TurnsPerMinute,
     /// Tokens per day.
     TokensPerDay,
+    /// Event streams open at once.
+    Streams,
 }
 
 impl Limit {
@@ -100,6 +114,7 @@ impl Limit {
             Self::ConcurrentTurns => "concurrent_turns",
             Self::TurnsPerMinute => "turns_per_minute",
             Self::TokensPerDay => "tokens_per_day",
+            Self::Streams => "streams",
         }
     }
 }
@@ -153,6 +168,11 @@ pub(crate) async fn check(
         if let Some(refusal) = used.exceeds(scope, quota, now) {
             return Ok(Some(refusal));
         }
+        if admission.stream.is_some()
+            && let Some(refusal) = used.streams_exceed(scope, quota)
+        {
+            return Ok(Some(refusal));
+        }
     }
     Ok(None)
 }
@@ -163,6 +183,7 @@ struct Usage {
     last_minute: u64,
     oldest_in_minute: Option<i64>,
     tokens_today: u64,
+    streams: u64,
 }
 
 async fn usage(
@@ -172,7 +193,7 @@ async fn usage(
     now: i64,
 ) -> Result<Usage, StoreError> {
     let minute_ago = now - MINUTE_MS;
-    let row = sqlx::query(usage_sql(scope))
+    let row = sqlx::query(usage_sql(scope, is_sqlite(conn)))
         .bind(key)
         .bind(minute_ago)
         .bind(scope.as_str())
@@ -187,6 +208,7 @@ async fn usage(
         last_minute: count("last_minute")?,
         oldest_in_minute: row.try_get::<Option<i64>, _>("oldest")?,
         tokens_today: count("tokens")?,
+        streams: count("streams")?,
     })
 }
 
@@ -197,16 +219,22 @@ async fn usage(
 /// history: summing the day's turns instead made a user with 200 000 turns
 /// wait 0.4 s on every turn start, with the writer held.
 ///
+/// Its open streams are the unexpired rows of `stream_leases`, on the
+/// database's clock (`sqlite` or not picks the clock's SQL).
+///
 /// Values: `$1` the user or tenant key, `$2` a minute ago, `$3` the
 /// scope's name, `$4` today (Unix ms at 00:00 UTC).
-pub(crate) fn usage_sql(scope: Scope) -> &'static str {
-    scope_sql(scope).usage
+pub(crate) fn usage_sql(scope: Scope, sqlite: bool) -> &'static str {
+    let sql = scope_sql(scope);
+    if sqlite { sql.usage_sqlite } else { sql.usage }
 }
 
 /// The statements of one scope, whose key is a column of `turns`.
 struct ScopeSql {
-    /// [`usage_sql`].
+    /// [`usage_sql`] on PostgreSQL.
     usage: &'static str,
+    /// [`usage_sql`] on SQLite.
+    usage_sqlite: &'static str,
     /// The upsert of [`record_tokens`]: `$1` the scope's name, `$2` the
     /// tokens, `$3` the turn. A WHERE on its SELECT: SQLite would otherwise
     /// read `ON CONFLICT` as a join's `ON`.
@@ -216,15 +244,22 @@ struct ScopeSql {
 /// Each scope's statements, written once for its column (static text: no
 /// query is formatted per turn).
 fn scope_sql(scope: Scope) -> ScopeSql {
+    macro_rules! usage {
+        ($column:literal, $clock:ident) => {
+            concat!(
+                "SELECT (SELECT count(*) FROM turns WHERE ", $column, " = $1 AND state = 'running') AS running, ",
+                "(SELECT count(*) FROM quota_admissions WHERE ", $column, " = $1 AND created_at > $2) AS last_minute, ",
+                "(SELECT min(created_at) FROM quota_admissions WHERE ", $column, " = $1 AND created_at > $2) AS oldest, ",
+                "coalesce((SELECT tokens FROM quota_tokens WHERE scope = $3 AND key = $1 AND day = $4), 0) AS tokens, ",
+                "(SELECT count(*) FROM stream_leases WHERE ", $column, " = $1 AND expires_at > ", db_now_ms!($clock), ") AS streams"
+            )
+        };
+    }
     macro_rules! of_column {
         ($column:literal) => {
             ScopeSql {
-                usage: concat!(
-                    "SELECT (SELECT count(*) FROM turns WHERE ", $column, " = $1 AND state = 'running') AS running, ",
-                    "(SELECT count(*) FROM quota_admissions WHERE ", $column, " = $1 AND created_at > $2) AS last_minute, ",
-                    "(SELECT min(created_at) FROM quota_admissions WHERE ", $column, " = $1 AND created_at > $2) AS oldest, ",
-                    "coalesce((SELECT tokens FROM quota_tokens WHERE scope = $3 AND key = $1 AND day = $4), 0) AS tokens"
-                ),
+                usage: usage!($column, postgres),
+                usage_sqlite: usage!($column, sqlite),
                 record_tokens: concat!(
                     "INSERT INTO quota_tokens (scope, key, day, tokens) ",
                     "SELECT $1, ", $column, ", created_at - created_at % 86400000, $2 FROM turns ",
@@ -360,6 +395,18 @@ impl Store {
 }
 
 impl Usage {
+    /// Whether one more stream is over `quota`'s streams limit.
+    fn streams_exceed(&self, scope: Scope, quota: Quota) -> Option<QuotaExceeded> {
+        let max = u64::from(quota.streams);
+        (max > 0 && self.streams >= max).then(|| QuotaExceeded {
+            scope,
+            limit: Limit::Streams,
+            max,
+            // A stream may close any moment; try again shortly.
+            retry_after: Duration::from_secs(1),
+        })
+    }
+
     fn exceeds(&self, scope: Scope, quota: Quota, now: i64) -> Option<QuotaExceeded> {
         let refuse = |limit, max: u64, wait_ms: i64| QuotaExceeded {
             scope,
@@ -411,6 +458,7 @@ mod tests {
             last_minute,
             oldest_in_minute: oldest,
             tokens_today: tokens,
+            streams: 0,
         }
     }
 
@@ -418,7 +466,19 @@ mod tests {
         concurrent_turns: 2,
         turns_per_minute: 3,
         tokens_per_day: 1_000,
+        streams: 2,
     };
+
+    #[test]
+    fn the_streams_limit_refuses_one_more_than_it_allows() {
+        let mut open = usage(0, 0, None, 0);
+        open.streams = 1;
+        assert_eq!(open.streams_exceed(Scope::User, QUOTA), None);
+        open.streams = 2;
+        let refused = open.streams_exceed(Scope::User, QUOTA).expect("refused");
+        assert_eq!((refused.limit, refused.max), (Limit::Streams, 2));
+        assert_eq!(open.streams_exceed(Scope::User, Quota::UNLIMITED), None);
+    }
 
     #[test]
     fn each_limit_refuses_with_when_to_retry() {

@@ -1179,6 +1179,7 @@ async fn admit(store: &Store, owner: &str, tenant: Option<&str>, quota: quota::Q
         tenant: tenant.map(str::to_owned),
         user: quota,
         tenant_quota: quota,
+        stream: None,
     };
     admit_as(store, owner, &admission).await
 }
@@ -1319,6 +1320,7 @@ async fn users_and_tenants_have_limits(store: Store) {
         tenant: tenant.map(str::to_owned),
         user: Quota::UNLIMITED,
         tenant_quota: tenant_of_one,
+        stream: None,
     };
     for (owner, tenant, expected) in [
         ("erin", Some("acme"), None),
@@ -1349,6 +1351,7 @@ async fn spent_tokens_are_kept_per_day(store: Store) {
         tenant: Some("acme".into()),
         user: budget,
         tenant_quota: budget,
+        stream: None,
     };
     assert_eq!(refused(&admit_as(&store, "ivan", &in_acme).await), None);
     let [(turn, conversation)] =
@@ -1441,7 +1444,7 @@ async fn recent_history_is_read_by_turn() {
 async fn quota_reads_stay_within_their_windows() {
     let (store, _dir) = sqlite_store().await;
     for scope in [quota::Scope::User, quota::Scope::Tenant] {
-        let explain = explain(quota::usage_sql(scope))
+        let explain = explain(quota::usage_sql(scope, true))
             .bind("someone")
             .bind(0_i64)
             .bind(scope.as_str())

@@ -16,6 +16,7 @@ use super::{
     batch::{Deferred, Write, run_whole},
     group::{Statements, is_sqlite},
     quota::{self, Admission, QuotaExceeded},
+    streams,
 };
 
 /// An event ready to insert.
@@ -172,6 +173,7 @@ impl Write for BeginTurnWrite {
             }
             // What is left writes without reading: on SQLite it goes with
             // the COMMIT; on PostgreSQL one statement, two with a request id.
+            let sqlite = is_sqlite(conn);
             let mut group = Statements::new(conn);
             if let Some(request_id) = &self.request_id {
                 // A turn that failed with a retryable error gives its request
@@ -248,6 +250,16 @@ impl Write for BeginTurnWrite {
                 self.admission.tenant.as_deref(),
                 self.now,
             )?;
+            if let Some(stream) = &self.admission.stream {
+                streams::insert_lease(
+                    &mut group,
+                    sqlite,
+                    stream,
+                    &self.owner,
+                    self.admission.tenant.as_deref(),
+                    &self.replica,
+                )?;
+            }
             Ok(Deferred {
                 output: Some(Begun::Started(turn_index)),
                 tail: Some(group),

@@ -144,15 +144,6 @@ struct Follower {
     heartbeat_at: Option<std::time::Instant>,
 }
 
-/// `stream`, holding `permit` (an admission) until the client's stream
-/// ends or is dropped.
-pub fn held(stream: EventStream, permit: tokio::sync::OwnedSemaphorePermit) -> EventStream {
-    use futures::StreamExt;
-    Box::pin(stream.inspect(move |_| {
-        let _admitted = &permit;
-    }))
-}
-
 /// Follows a turn running on this replica from `after_seq`.
 pub fn local(journal: Arc<Journal>, store: StoreSource, after_seq: u64) -> EventStream {
     let release = journal.subscribe();

@@ -373,3 +373,109 @@ async fn collect_rest(mut stream: tonic::Streaming<gw::ChatEvent>) -> gw::TurnCo
         .await
         .expect("the stream ended within 20 s")
 }
+
+#[tokio::test]
+async fn a_users_seventeenth_stream_is_refused_across_two_gateway_processes() {
+    let Some((database_url, schema)) = crate::postgres::fresh_schema(
+        "quotas::a_users_seventeenth_stream_is_refused_across_two_gateway_processes",
+    )
+    .await
+    else {
+        return;
+    };
+    let options = Options::default();
+    let (runner, runner_addr, parser_addr) = crate::harness::start_upstreams(&options).await;
+    let dir = tempfile::tempdir().expect("temp dir");
+    // The default `turns.per_user.streams` (16) on both.
+    let config = crate::harness::process::ProcessConfig {
+        database_url,
+        runner: runner_addr,
+        parser: parser_addr,
+        lease_renew: Duration::from_millis(200),
+        lease_ttl: Duration::from_secs(30),
+        stream_ahead: 0,
+        per_user_concurrent_turns: 0,
+    };
+    let mut a = crate::harness::process::GatewayProcess::start(&config, dir.path(), "a").await;
+    let mut b = crate::harness::process::GatewayProcess::start(&config, dir.path(), "b").await;
+
+    // One turn runs on A (its Chat stream is the user's first stream)...
+    runner.push(Reply::Steps(vec![
+        Step::Send(run_event::Event::TextDelta("Working".into())),
+        Step::Hang,
+    ]));
+    let mut on_a = a
+        .client
+        .chat(chat_request("", "A long job", "tables_list"))
+        .await
+        .expect("admitted on A")
+        .into_inner();
+    let first = on_a.message().await.expect("stream").expect("an event");
+    let (conversation_id, turn_id) = match first.event {
+        Some(gw::chat_event::Event::Status(status)) => (status.conversation_id, status.turn_id),
+        other => panic!("the first event is a status: {other:?}"),
+    };
+    // ...and 15 more follow it, on both replicas, without reading.
+    let resume = || gw::ResumeTurnRequest {
+        conversation_id: conversation_id.clone(),
+        turn_id: turn_id.clone(),
+        after_seq: 0,
+    };
+    let mut followers = Vec::new();
+    for n in 0..15 {
+        let client = if n % 2 == 0 {
+            &mut a.client
+        } else {
+            &mut b.client
+        };
+        followers.push(
+            client
+                .resume_turn(resume())
+                .await
+                .unwrap_or_else(|status| panic!("stream {} admitted: {status:?}", n + 2))
+                .into_inner(),
+        );
+    }
+
+    // The seventeenth is refused on either replica, as a resume or a chat.
+    let refused = b
+        .client
+        .resume_turn(resume())
+        .await
+        .expect_err("a seventeenth stream on B");
+    let (subject, description, retry) = quota_refusal(&refused);
+    assert_eq!(
+        (subject.as_str(), description.as_str()),
+        ("user", "turns.per_user.streams = 16")
+    );
+    assert!(retry >= Duration::from_secs(1), "{retry:?}");
+    let refused = a
+        .client
+        .chat(chat_request("", "Another", "tables_list"))
+        .await
+        .expect_err("a seventeenth stream on A");
+    assert_eq!(quota_refusal(&refused).1, "turns.per_user.streams = 16");
+
+    // A stream that closes frees its place for the next (bounded wait: the
+    // lease goes once A's stream has ended).
+    drop(followers.pop());
+    let admitted = tokio::time::timeout(Duration::from_secs(20), async {
+        loop {
+            match b.client.resume_turn(resume()).await {
+                Ok(stream) => return stream,
+                Err(status) => {
+                    assert_eq!(reason(&status), "QUOTA_EXCEEDED", "{status:?}");
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                }
+            }
+        }
+    })
+    .await
+    .expect("a closed stream frees its place");
+    drop(admitted);
+    drop(followers);
+    drop(on_a);
+    a.kill().await;
+    b.kill().await;
+    crate::postgres::drop_schema(&schema).await;
+}
