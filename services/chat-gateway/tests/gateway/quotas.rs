@@ -479,3 +479,113 @@ async fn a_users_seventeenth_stream_is_refused_across_two_gateway_processes() {
     b.kill().await;
     crate::postgres::drop_schema(&schema).await;
 }
+
+#[tokio::test]
+async fn a_stream_whose_client_stops_reading_is_dropped_with_slow_consumer_and_frees_its_place() {
+    let mut stack = Harness::start(Options {
+        tweak: |config| {
+            config.turns.follower_stall = Duration::from_millis(500);
+            config.turns.per_user = Quota {
+                streams: 1,
+                ..Quota::UNLIMITED
+            };
+        },
+        ..Options::default()
+    })
+    .await;
+    // A client whose HTTP/2 window holds 1 KiB: it takes nothing more
+    // until it reads.
+    let channel = tonic::transport::Endpoint::from_shared(format!("http://{}", stack.addr))
+        .expect("url")
+        .initial_stream_window_size(Some(1024))
+        .initial_connection_window_size(Some(1024 * 1024))
+        .connect()
+        .await
+        .expect("connect");
+    let mut slow = gw::chat_gateway_client::ChatGatewayClient::new(channel);
+    // A long answer, then the turn waits: about 800 KiB, far more than the
+    // client's window and the server's HTTP/2 send buffer (hyper's, 400
+    // KiB a stream), so the gateway's stream is left unpolled.
+    let gate = Arc::new(Notify::new());
+    let mut steps: Vec<Step> = (0..4000)
+        .map(|n| {
+            Step::Send(run_event::Event::TextDelta(format!(
+                "{n:04} {}",
+                "x".repeat(200)
+            )))
+        })
+        .collect();
+    steps.push(Step::Gate(gate.clone()));
+    steps.push(Step::Send(finished("done")));
+    stack.runner.push(Reply::Steps(steps));
+    let mut unread = slow
+        .chat(chat_request("", "Tell me everything", "tables_list"))
+        .await
+        .expect("admitted")
+        .into_inner();
+
+    // The user's one stream is taken until the unread one is let go
+    // (bounded wait; the stall is half a second).
+    let mut resumed = tokio::time::timeout(Duration::from_secs(20), async {
+        loop {
+            let latest = stack
+                .client
+                .list_conversations(gw::ListConversationsRequest::default())
+                .await
+                .expect("list")
+                .into_inner();
+            let Some(conversation) = latest.conversations.first() else {
+                tokio::time::sleep(Duration::from_millis(50)).await;
+                continue;
+            };
+            match stack
+                .client
+                .resume_turn(gw::ResumeTurnRequest {
+                    conversation_id: conversation.id.clone(),
+                    turn_id: String::new(),
+                    after_seq: 0,
+                })
+                .await
+            {
+                Ok(stream) => return stream.into_inner(),
+                Err(status) => {
+                    assert_eq!(reason(&status), "QUOTA_EXCEEDED", "{status:?}");
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                }
+            }
+        }
+    })
+    .await
+    .expect("the stalled stream's place is freed");
+
+    // The slow client, reading at last, gets what was on its way, then
+    // SLOW_CONSUMER; the resumed stream gets the whole answer.
+    let ended = tokio::time::timeout(Duration::from_secs(20), async {
+        loop {
+            match unread.message().await {
+                Ok(Some(_)) => {}
+                Ok(None) => panic!("the stream ended without SLOW_CONSUMER"),
+                Err(status) => return status,
+            }
+        }
+    })
+    .await
+    .expect("the slow stream ends");
+    assert_eq!(reason(&ended), "SLOW_CONSUMER", "{ended:?}");
+    assert_eq!(ended.code(), Code::ResourceExhausted);
+    gate.notify_one();
+    let rest = tokio::time::timeout(Duration::from_secs(20), async {
+        let mut complete = None;
+        while let Some(event) = resumed.message().await.expect("resumed stream ok") {
+            if let Some(gw::chat_event::Event::Complete(done)) = event.event {
+                complete = Some(*done);
+            }
+        }
+        complete
+    })
+    .await
+    .expect("the resumed stream ends")
+    .expect("with a complete");
+    assert!(rest.success, "{rest:?}");
+    stack.stop().await;
+}
