@@ -1518,6 +1518,100 @@ async fn admissions_outlive_deleted_conversations(store: Store) {
     assert_eq!(ledger(store.clone()).await, 0);
 }
 
+/// Streams count per user across the turns that open them and the
+/// streams that follow; a released lease frees its place, and an expired
+/// one (its replica died) stops counting.
+async fn stream_leases_count_open_streams(store: Store) {
+    use quota::{Limit, Quota, Scope};
+    let two = Quota {
+        streams: 2,
+        ..Quota::UNLIMITED
+    };
+    let stream = |id: &str, ttl_ms: i64| streams::NewStream {
+        id: id.into(),
+        ttl_ms,
+    };
+    let with_stream = |id: &str, ttl_ms: i64| quota::Admission {
+        tenant: None,
+        user: two,
+        tenant_quota: Quota::UNLIMITED,
+        stream: Some(stream(id, ttl_ms)),
+    };
+    // A turn's stream, then a follower's: the third is refused, as a turn
+    // or as a follower.
+    assert_eq!(
+        refused(&admit_as(&store, "olga", &with_stream("s1", 60_000)).await),
+        None
+    );
+    assert_eq!(
+        store
+            .open_stream("olga", REPLICA, &with_stream("s2", 60_000))
+            .await
+            .expect("open"),
+        None
+    );
+    assert_eq!(
+        refused(&admit_as(&store, "olga", &with_stream("s3", 60_000)).await),
+        Some((Scope::User, Limit::Streams))
+    );
+    let refusal = store
+        .open_stream("olga", REPLICA, &with_stream("s3", 60_000))
+        .await
+        .expect("open")
+        .expect("refused");
+    assert_eq!((refusal.limit, refusal.max), (Limit::Streams, 2));
+    // Another user is not held by olga's streams.
+    assert_eq!(
+        store
+            .open_stream("pat", REPLICA, &with_stream("p1", 60_000))
+            .await
+            .expect("open"),
+        None
+    );
+    // A closed stream frees its place.
+    assert_eq!(
+        store
+            .release_streams(vec!["s2".into()])
+            .await
+            .expect("release"),
+        1
+    );
+    assert_eq!(
+        store
+            .open_stream("olga", REPLICA, &with_stream("s4", 60_000))
+            .await
+            .expect("open"),
+        None
+    );
+    // Leases of a replica that stopped renewing them expire, on the
+    // database's clock, and are deleted by any replica's renewal.
+    assert_eq!(
+        store
+            .release_streams(vec!["s1".into(), "s4".into()])
+            .await
+            .expect("release"),
+        2
+    );
+    for id in ["d1", "d2"] {
+        store
+            .open_stream("olga", "dead-replica", &with_stream(id, -1))
+            .await
+            .expect("open");
+    }
+    assert_eq!(
+        store
+            .open_stream("olga", REPLICA, &with_stream("s5", 60_000))
+            .await
+            .expect("open"),
+        None,
+        "expired leases do not count"
+    );
+    assert_eq!(
+        store.renew_streams(REPLICA, 60_000).await.expect("renew"),
+        2
+    );
+}
+
 /// Admissions of one user's turns at once (as replicas racing on one
 /// database make them) never exceed the limit.
 async fn racing_admissions_respect_the_limit(store: Store) {
@@ -1663,6 +1757,7 @@ on_both_backends!(
     spent_tokens_are_kept_per_day,
     racing_admissions_respect_the_limit,
     admissions_outlive_deleted_conversations,
+    stream_leases_count_open_streams,
     an_end_that_does_not_hold_its_turn_writes_nothing,
     a_conversation_reads_in_pages_of_turns,
 );
