@@ -173,11 +173,17 @@ env ${pod_env[@]+"${pod_env[@]}"} "$bin/agent-runner" --config "$state/runner.to
 runner_pid=$!
 pids+=("$runner_pid")
 # One dev user holds every stream: the per-user limits are off, the
-# gateway's own limits raised past the largest level.
+# gateway's own limits raised past the largest level. The per-user stream
+# limit is set only for binaries that have it (--bin may run older ones,
+# which refuse keys they do not know).
+limit_env=()
+if "$bin/chat-gateway" --dev-auth --print-config 2>/dev/null | grep -q '^follower_stall'; then
+    limit_env=(PARLEY_TURNS__PER_USER__STREAMS=0)
+fi
 PARLEY_TURNS__MAX_CONCURRENT="$max_turns" PARLEY_TURNS__MAX_STREAMS=65536 \
 PARLEY_TURNS__PER_USER__CONCURRENT_TURNS=0 PARLEY_TURNS__PER_USER__TURNS_PER_MINUTE=0 \
 PARLEY_TURNS__PER_USER__TOKENS_PER_DAY=0 \
-    env ${parsing_env[@]+"${parsing_env[@]}"} ${pod_env[@]+"${pod_env[@]}"} "$bin/chat-gateway" --listen "$gateway" --metrics-listen off --dev-auth \
+    env ${limit_env[@]+"${limit_env[@]}"} ${parsing_env[@]+"${parsing_env[@]}"} ${pod_env[@]+"${pod_env[@]}"} "$bin/chat-gateway" --listen "$gateway" --metrics-listen off --dev-auth \
     --runner "http://$runner" --parser "$parser_url" \
     --database-url "$database_url" >"$state/gateway.log" 2>&1 &
 gateway_pid=$!

@@ -42,6 +42,9 @@ fn built() -> Vec<(&'static str, String, Code)> {
         },
         GatewayError::TooManyTurns,
         GatewayError::TooManyStreams,
+        GatewayError::SlowConsumer {
+            stall: std::time::Duration::from_secs(30),
+        },
         GatewayError::OverQuota(chat_gateway::store::quota::QuotaExceeded {
             scope: chat_gateway::store::quota::Scope::User,
             limit: chat_gateway::store::quota::Limit::ConcurrentTurns,

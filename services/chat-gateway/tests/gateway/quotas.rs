@@ -485,6 +485,8 @@ async fn a_stream_whose_client_stops_reading_is_dropped_with_slow_consumer_and_f
     let mut stack = Harness::start(Options {
         tweak: |config| {
             config.turns.follower_stall = Duration::from_millis(500);
+            // The answer below is larger than the default cap.
+            config.turns.max_answer_bytes = 4 << 20;
             config.turns.per_user = Quota {
                 streams: 1,
                 ..Quota::UNLIMITED
