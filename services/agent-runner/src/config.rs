@@ -61,6 +61,7 @@ use crate::{
         http::HttpProviderConfig,
         openai::OpenAiProvider,
         scripted::{EMBEDDED_DEMO_SCRIPT, Script, ScriptedProvider},
+        sse::ResponseLimits,
     },
     provider::{ProviderEntry, Providers},
     retry::RetryPolicy,
@@ -97,8 +98,8 @@ pub struct RunnerConfig {
     pub limits: LimitsConfig,
     /// The retry policy of model calls.
     pub retry: RetryConfig,
-    /// The providers, by name.
-    pub providers: BTreeMap<String, ProviderConfig>,
+    /// The providers, by name, and the limits on every provider's answers.
+    pub providers: ProvidersConfig,
     /// The MCP servers whose tools requests may use, by name.
     pub mcp_servers: BTreeMap<String, McpServerConfig>,
     /// `[client_tls]`: how `https://` tool servers are verified, and the
@@ -119,11 +120,64 @@ impl Default for RunnerConfig {
             max_request_bytes: DEFAULT_MAX_REQUEST_BYTES,
             limits: LimitsConfig::default(),
             retry: RetryConfig::default(),
-            providers: BTreeMap::new(),
+            providers: ProvidersConfig::default(),
             mcp_servers: BTreeMap::new(),
             client_tls: parley_grpc::tls::ClientTlsConfig::default(),
             base_dir: PathBuf::new(),
         }
+    }
+}
+
+/// `[providers]`: the limits on every provider's answers, and beside them
+/// the providers themselves, one table each by name (so no provider may be
+/// called `max_event_bytes` or `max_response_bytes`).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(default)]
+pub struct ProvidersConfig {
+    /// The longest line or event (its `event:` and `data:` fields) of a
+    /// provider's stream, in bytes; past it the call fails with
+    /// `PROVIDER_RESPONSE_TOO_LARGE`.
+    pub max_event_bytes: usize,
+    /// The most bytes of one model call's answer; past it the call fails
+    /// with `PROVIDER_RESPONSE_TOO_LARGE`.
+    pub max_response_bytes: usize,
+    /// The providers, by name.
+    #[serde(flatten)]
+    pub entries: BTreeMap<String, ProviderConfig>,
+}
+
+impl Default for ProvidersConfig {
+    fn default() -> Self {
+        let limits = ResponseLimits::DEFAULT;
+        Self {
+            max_event_bytes: limits.max_event_bytes,
+            max_response_bytes: limits.max_response_bytes,
+            entries: BTreeMap::new(),
+        }
+    }
+}
+
+impl ProvidersConfig {
+    /// The limits on one answer.
+    pub fn limits(&self) -> ResponseLimits {
+        ResponseLimits {
+            max_event_bytes: self.max_event_bytes,
+            max_response_bytes: self.max_response_bytes,
+        }
+    }
+}
+
+impl std::ops::Deref for ProvidersConfig {
+    type Target = BTreeMap<String, ProviderConfig>;
+
+    fn deref(&self) -> &Self::Target {
+        &self.entries
+    }
+}
+
+impl std::ops::DerefMut for ProvidersConfig {
+    fn deref_mut(&mut self) -> &mut Self::Target {
+        &mut self.entries
     }
 }
 
@@ -339,10 +393,18 @@ impl RunnerConfig {
         positive_duration("limits.idle_timeout", l.idle_timeout)?;
         positive_duration("limits.total_timeout", l.total_timeout)?;
         positive("retry.max_attempts", u64::from(self.retry.max_attempts))?;
+        positive(
+            "providers.max_event_bytes",
+            self.providers.max_event_bytes as u64,
+        )?;
+        positive(
+            "providers.max_response_bytes",
+            self.providers.max_response_bytes as u64,
+        )?;
         for (name, server) in &self.mcp_servers {
             server.validate(name)?;
         }
-        for (name, provider) in &self.providers {
+        for (name, provider) in self.providers.iter() {
             if provider.kind == ProviderKind::Scripted {
                 continue;
             }
@@ -389,8 +451,9 @@ impl RunnerConfig {
         lookup: impl Fn(&str) -> Option<String>,
     ) -> Result<Providers, ConfigError> {
         let mut entries = BTreeMap::new();
-        for (name, config) in &self.providers {
-            let entry = build_provider(name, config, &self.base_dir, &lookup)?;
+        let limits = self.providers.limits();
+        for (name, config) in self.providers.iter() {
+            let entry = build_provider(name, config, limits, &self.base_dir, &lookup)?;
             entries.insert(name.clone(), entry);
         }
         Providers::new(entries, self.default_provider.clone()).map_err(|unknown| {
@@ -405,6 +468,7 @@ impl RunnerConfig {
 fn build_provider(
     name: &str,
     config: &ProviderConfig,
+    limits: ResponseLimits,
     base_dir: &Path,
     lookup: &impl Fn(&str) -> Option<String>,
 ) -> Result<ProviderEntry, ConfigError> {
@@ -421,6 +485,7 @@ fn build_provider(
         connect_timeout: config.connect_timeout,
         structured_output: config.structured_output,
         no_structured_output_models: config.no_structured_output_models.clone(),
+        limits,
     };
     let provider: Arc<dyn Provider> = match config.kind {
         ProviderKind::Scripted => {

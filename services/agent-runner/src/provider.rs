@@ -218,6 +218,17 @@ pub enum ProviderError {
     /// The provider is misconfigured (no key, bad URL).
     #[error("provider configuration: {0}")]
     Config(String),
+    /// The provider sent more than a limit allows: one event longer than
+    /// `providers.max_event_bytes`, or a whole answer longer than
+    /// `providers.max_response_bytes`. The connection is dropped; never
+    /// retried (the same request would likely do it again).
+    #[error("the provider's {what} exceeded the limit of {limit} bytes")]
+    TooLarge {
+        /// `event` or `response`.
+        what: &'static str,
+        /// The limit that was passed, in bytes.
+        limit: usize,
+    },
 }
 
 /// A model API. Implementations must be cheap to share (`Arc<dyn Provider>`).

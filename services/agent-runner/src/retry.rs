@@ -63,7 +63,8 @@ impl RetryPolicy {
             ProviderError::Malformed { .. }
             | ProviderError::Truncated
             | ProviderError::Unsupported(_)
-            | ProviderError::Config(_) => false,
+            | ProviderError::Config(_)
+            | ProviderError::TooLarge { .. } => false,
         }
     }
 

@@ -337,3 +337,30 @@ fn a_bad_mcp_server_entry_names_its_key() {
         assert!(error.to_string().contains(key), "{file}: {error}");
     }
 }
+
+#[test]
+fn provider_answer_limits_load_beside_the_providers() {
+    let config = RunnerConfig::load(None, [], Flags::default()).expect("valid");
+    assert_eq!(config.providers.limits(), ResponseLimits::DEFAULT);
+    let config = with_file(
+        "default_provider = \"local\"\n[providers]\nmax_event_bytes = 4096\n\
+         [providers.local]\nkind = \"openai\"\nbase_url = \"http://127.0.0.1:1/v1\"\n\
+         default_model = \"m\"\n",
+        &[("PARLEY_PROVIDERS__MAX_RESPONSE_BYTES", "65536")],
+    )
+    .expect("valid");
+    assert_eq!(
+        config.providers.limits(),
+        ResponseLimits {
+            max_event_bytes: 4096,
+            max_response_bytes: 65536,
+        }
+    );
+    assert!(config.providers.contains_key("local"));
+    assert_eq!(config.providers.len(), 1);
+    let error = with_file("[providers]\nmax_event_bytes = 0\n", &[]).expect_err("zero");
+    assert!(
+        error.to_string().contains("providers.max_event_bytes"),
+        "{error}"
+    );
+}

@@ -50,6 +50,7 @@ impl AttemptError {
             Self::Provider(ProviderError::Truncated) => "TRUNCATED".to_owned(),
             Self::Provider(ProviderError::Unsupported(_)) => "UNSUPPORTED".to_owned(),
             Self::Provider(ProviderError::Config(_)) => "CONFIG".to_owned(),
+            Self::Provider(ProviderError::TooLarge { .. }) => "TOO_LARGE".to_owned(),
             Self::FirstToken(_) => "FIRST_TOKEN_TIMEOUT".to_owned(),
             Self::Idle(_) => "IDLE_TIMEOUT".to_owned(),
         }
@@ -67,6 +68,7 @@ impl AttemptError {
             Self::Provider(ProviderError::Truncated) => "a truncated stream".to_owned(),
             Self::Provider(ProviderError::Unsupported(_)) => "an unsupported request".to_owned(),
             Self::Provider(ProviderError::Config(_)) => "a configuration error".to_owned(),
+            Self::Provider(ProviderError::TooLarge { .. }) => "a response too large".to_owned(),
             Self::FirstToken(_) => "a first-token timeout".to_owned(),
             Self::Idle(_) => "an idle timeout".to_owned(),
         }
@@ -186,6 +188,13 @@ fn provider_failure(error: ProviderError) -> Mapped {
             "PROVIDER_CONFIG",
             message,
             detail,
+            None,
+        ),
+        ProviderError::TooLarge { .. } => (
+            Code::ResourceExhausted,
+            "PROVIDER_RESPONSE_TOO_LARGE",
+            message,
+            String::new(),
             None,
         ),
     }

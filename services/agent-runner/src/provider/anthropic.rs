@@ -110,6 +110,7 @@ impl Provider for AnthropicProvider {
             url: self.url(),
             headers: self.headers()?,
             body: self.request_body(&request),
+            limits: self.cfg.limits,
         };
         sse::stream_sse(request, stream::AnthropicDecoder::default()).await
     }

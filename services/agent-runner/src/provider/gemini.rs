@@ -108,6 +108,7 @@ impl Provider for GeminiProvider {
             url: self.url(&request.model),
             headers: self.headers()?,
             body,
+            limits: self.cfg.limits,
         };
         sse::stream_sse(request, stream::GeminiDecoder::default()).await
     }

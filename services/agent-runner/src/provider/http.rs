@@ -53,6 +53,8 @@ pub struct HttpProviderConfig {
     /// Models known not to support native structured output: exact names,
     /// or prefixes written with a trailing `*`.
     pub no_structured_output_models: Vec<String>,
+    /// How much one answer may hold.
+    pub limits: super::sse::ResponseLimits,
 }
 
 impl HttpProviderConfig {
@@ -67,6 +69,7 @@ impl HttpProviderConfig {
             connect_timeout: Duration::from_secs(10),
             structured_output: true,
             no_structured_output_models: Vec::new(),
+            limits: super::sse::ResponseLimits::DEFAULT,
         }
     }
 
@@ -117,6 +120,7 @@ impl fmt::Debug for HttpProviderConfig {
                 "no_structured_output_models",
                 &self.no_structured_output_models,
             )
+            .field("limits", &self.limits)
             .finish()
     }
 }

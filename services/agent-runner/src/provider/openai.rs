@@ -151,6 +151,7 @@ impl Provider for OpenAiProvider {
             url: self.cfg.endpoint("chat/completions"),
             headers: self.headers()?,
             body: self.request_body(&request),
+            limits: self.cfg.limits,
         };
         sse::stream_sse(request, stream::OpenAiDecoder::default()).await
     }

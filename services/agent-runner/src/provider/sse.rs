@@ -38,19 +38,25 @@ pub struct SseEvent {
 
 /// Frames a byte stream into [`SseEvent`]s. A transport failure becomes
 /// [`ProviderError::Connection`]; bytes that are not UTF-8 become
-/// [`ProviderError::Malformed`]. Nothing follows an error.
-pub fn sse_events<S, B, E>(body: S) -> impl Stream<Item = Result<SseEvent, ProviderError>> + Send
+/// [`ProviderError::Malformed`]; an event or a body past `limits` becomes
+/// [`ProviderError::TooLarge`]. Nothing follows an error, and the body (the
+/// HTTP response, so the connection) is dropped as soon as one happens.
+pub fn sse_events<S, B, E>(
+    body: S,
+    limits: ResponseLimits,
+) -> impl Stream<Item = Result<SseEvent, ProviderError>> + Send
 where
     S: Stream<Item = Result<B, E>> + Send,
     B: AsRef<[u8]> + Send,
     E: Display + Send,
 {
     let state = Framing {
-        body: Box::pin(body),
-        framer: framing::Framer::default(),
+        body: Some(Box::pin(body)),
+        framer: framing::Framer::new(limits.max_event_bytes),
+        max_response_bytes: limits.max_response_bytes,
+        received: 0,
         ready: VecDeque::new(),
         failed: None,
-        ended: false,
     };
     futures::stream::unfold(state, |mut state| async move {
         loop {
@@ -58,37 +64,76 @@ where
                 return Some((Ok(event), state));
             }
             if let Some(error) = state.failed.take() {
-                state.ended = true;
                 return Some((Err(error), state));
             }
-            if state.ended {
-                return None;
-            }
-            match state.body.next().await {
+            let body = state.body.as_mut()?;
+            match body.next().await {
                 Some(Ok(bytes)) => {
-                    state.failed = state.framer.push(bytes.as_ref(), &mut state.ready).err();
+                    let bytes = bytes.as_ref();
+                    state.received = state.received.saturating_add(bytes.len());
+                    state.failed = if state.received > state.max_response_bytes {
+                        Some(ProviderError::TooLarge {
+                            what: "response",
+                            limit: state.max_response_bytes,
+                        })
+                    } else {
+                        state.framer.push(bytes, &mut state.ready).err()
+                    };
                 }
                 Some(Err(e)) => {
                     state.failed = Some(ProviderError::Connection(format!(
                         "reading the stream: {e}"
                     )));
                 }
-                None => state.ended = true,
+                None => state.body = None,
+            }
+            if state.failed.is_some() {
+                // Close the connection and free what the framer holds now,
+                // not when the consumer drops the stream.
+                state.body = None;
+                state.framer = framing::Framer::new(0);
             }
         }
     })
 }
 
+/// How much one model call's answer may hold.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ResponseLimits {
+    /// The longest line, and the longest event (its `event:` and `data:`
+    /// fields), in bytes.
+    pub max_event_bytes: usize,
+    /// The most bytes of one answer's body.
+    pub max_response_bytes: usize,
+}
+
+impl ResponseLimits {
+    /// 1 MiB per event, 16 MiB per answer.
+    pub const DEFAULT: Self = Self {
+        max_event_bytes: 1024 * 1024,
+        max_response_bytes: 16 * 1024 * 1024,
+    };
+}
+
+impl Default for ResponseLimits {
+    fn default() -> Self {
+        Self::DEFAULT
+    }
+}
+
 /// [`sse_events`]' state between reads.
 struct Framing<S> {
-    body: Pin<Box<S>>,
+    /// The body; `None` once it ended or failed (nothing more is read).
+    body: Option<Pin<Box<S>>>,
     framer: framing::Framer,
+    /// The limit on the body's bytes.
+    max_response_bytes: usize,
+    /// The body's bytes so far.
+    received: usize,
     /// Events framed and not yet handed out.
     ready: VecDeque<SseEvent>,
     /// The error to hand out after them.
     failed: Option<ProviderError>,
-    /// The body ended or failed: nothing more is read.
-    ended: bool,
 }
 
 /// Whether the decoder wants more events.
@@ -177,6 +222,8 @@ pub struct SseRequest<'a> {
     pub headers: HeaderMap,
     /// The request body.
     pub body: Value,
+    /// How much the answer may hold.
+    pub limits: ResponseLimits,
 }
 
 /// Sends `request` and decodes the answer's events with `decoder`: the
@@ -189,7 +236,10 @@ pub async fn stream_sse(
     tracing::debug!(provider = %request.provider, model = %request.model, "starting provider stream");
     let response =
         http::post_json(request.client, &request.url, request.headers, &request.body).await?;
-    Ok(decode(sse_events(response.bytes_stream()), decoder))
+    Ok(decode(
+        sse_events(response.bytes_stream(), request.limits),
+        decoder,
+    ))
 }
 
 /// A tool call id for a provider that gave none: `call_` and 24 random
@@ -225,9 +275,12 @@ mod tests {
     }
 
     async fn read_all(text: &str, size: usize) -> Vec<Result<SseEvent, ProviderError>> {
-        sse_events(futures::stream::iter(chunks(text, size)))
-            .collect()
-            .await
+        sse_events(
+            futures::stream::iter(chunks(text, size)),
+            ResponseLimits::DEFAULT,
+        )
+        .collect()
+        .await
     }
 
     fn ev(event: &str, data: &str) -> SseEvent {
@@ -308,7 +361,9 @@ mod tests {
     async fn invalid_utf8_is_malformed_not_a_panic() {
         let body: Vec<Result<Vec<u8>, Infallible>> =
             vec![Ok(b"data: ok\n\ndata: \xff\xfe\n\n".to_vec())];
-        let items: Vec<_> = sse_events(futures::stream::iter(body)).collect().await;
+        let items: Vec<_> = sse_events(futures::stream::iter(body), ResponseLimits::DEFAULT)
+            .collect()
+            .await;
         assert!(
             items
                 .iter()
@@ -321,7 +376,9 @@ mod tests {
     async fn transport_errors_become_connection_errors() {
         let body: Vec<Result<Vec<u8>, String>> =
             vec![Ok(b"data: a\n\n".to_vec()), Err("reset by peer".into())];
-        let items: Vec<_> = sse_events(futures::stream::iter(body)).collect().await;
+        let items: Vec<_> = sse_events(futures::stream::iter(body), ResponseLimits::DEFAULT)
+            .collect()
+            .await;
         assert_eq!(items.len(), 2);
         assert!(
             matches!(&items[1], Err(ProviderError::Connection(m)) if m.contains("reset by peer"))
@@ -358,7 +415,10 @@ mod tests {
 
     async fn drive(text: &str) -> Vec<Result<StreamEvent, ProviderError>> {
         decode(
-            sse_events(futures::stream::iter(chunks(text, 1))),
+            sse_events(
+                futures::stream::iter(chunks(text, 1)),
+                ResponseLimits::DEFAULT,
+            ),
             Counting(0),
         )
         .collect()

@@ -14,6 +14,10 @@
 //! Each read is scanned once (`memchr2` for the line ends) and only a line
 //! split across reads is copied; a line is checked as UTF-8 once it is whole,
 //! so a character split across reads is never an error.
+//!
+//! An event is bounded: a line, or the `event:` and `data:` fields built so
+//! far, longer than the framer's `max_event` bytes is
+//! [`ProviderError::TooLarge`], and the bytes held are released at once.
 
 use std::{borrow::Cow, collections::VecDeque, mem};
 
@@ -37,21 +41,40 @@ pub(super) struct Framer {
     event: String,
     /// Its `data:` lines, each followed by `\n`.
     data: String,
+    /// The most bytes one line, or one event's fields, may hold.
+    max_event: usize,
 }
 
 impl Default for Framer {
     fn default() -> Self {
+        Self::new(usize::MAX)
+    }
+}
+
+impl Framer {
+    /// A framer refusing lines and events longer than `max_event` bytes.
+    pub(super) fn new(max_event: usize) -> Self {
         Self {
             partial: Vec::new(),
             after_cr: false,
             at_start: true,
             event: String::new(),
             data: String::new(),
+            max_event,
         }
     }
-}
 
-impl Framer {
+    /// The error for an event past the limit; everything held is released.
+    fn too_large(&mut self) -> ProviderError {
+        self.partial = Vec::new();
+        self.event = String::new();
+        self.data = String::new();
+        ProviderError::TooLarge {
+            what: "event",
+            limit: self.max_event,
+        }
+    }
+
     /// Frames one read, pushing the events it completes onto `out`. A line
     /// that is not UTF-8 is [`ProviderError::Malformed`] (the events before
     /// it are already in `out`).
@@ -82,12 +105,16 @@ impl Framer {
             } else {
                 let mut line = mem::take(&mut self.partial);
                 line.extend_from_slice(&bytes[..end]);
-                let result = self.line(&line, out);
+                // The buffer is kept for the next split line, unless the
+                // line failed: then the stream ends and its memory returns.
+                self.line(&line, out)?;
                 line.clear();
                 self.partial = line;
-                result?;
             }
             bytes = &bytes[end + ending..];
+        }
+        if self.partial.len().saturating_add(bytes.len()) > self.max_event {
+            return Err(self.too_large());
         }
         self.partial.extend_from_slice(bytes);
         Ok(())
@@ -103,6 +130,13 @@ impl Framer {
         if line.is_empty() {
             self.dispatch(out);
             return Ok(());
+        }
+        if line
+            .len()
+            .saturating_add(self.data.len() + self.event.len())
+            > self.max_event
+        {
+            return Err(self.too_large());
         }
         let line = std::str::from_utf8(line).map_err(|e| ProviderError::Malformed {
             reason: format!("stream is not UTF-8: {e}"),
