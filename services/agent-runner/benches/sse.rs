@@ -14,7 +14,7 @@
 
 use std::convert::Infallible;
 
-use agent_runner::provider::sse::sse_events;
+use agent_runner::provider::sse::{ResponseLimits, sse_events};
 use criterion::{BatchSize, Criterion, Throughput, criterion_group, criterion_main};
 use futures::StreamExt;
 
@@ -48,7 +48,7 @@ fn events() -> Vec<String> {
 fn frame(rt: &tokio::runtime::Runtime, reads: Vec<Vec<u8>>) -> usize {
     rt.block_on(async {
         let reads = futures::stream::iter(reads.into_iter().map(Ok::<_, Infallible>));
-        sse_events(reads)
+        sse_events(reads, ResponseLimits::DEFAULT)
             .map(|event| event.map(|event| event.data.len()).unwrap_or_default())
             .fold(0, |sum, len| async move { sum + len })
             .await
