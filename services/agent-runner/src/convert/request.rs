@@ -241,6 +241,29 @@ fn tool_def(
     })
 }
 
+/// The longest model name a request may give, in bytes.
+pub const MAX_MODEL_NAME_BYTES: usize = 256;
+
+/// Whether `model` may go into a provider URL: at most
+/// [`MAX_MODEL_NAME_BYTES`], only `A-Z a-z 0-9 . _ : / -`, and no `..`
+/// (so no path segment can climb out of the provider's model path, and
+/// no `#`, `?` or `%` can cut or rewrite it). Empty means the default.
+pub fn check_model_name(model: &str) -> Result<(), String> {
+    if model.len() > MAX_MODEL_NAME_BYTES {
+        return Err(format!("is longer than {MAX_MODEL_NAME_BYTES} bytes"));
+    }
+    if !model
+        .bytes()
+        .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b':' | b'/' | b'-'))
+    {
+        return Err("may hold only letters, digits and . _ : / -".to_owned());
+    }
+    if model.contains("..") {
+        return Err("may not contain `..`".to_owned());
+    }
+    Ok(())
+}
+
 fn model_choice(
     field: &str,
     reference: pb::ModelRef,
@@ -262,6 +285,9 @@ fn model_choice(
             format!("{field}.parameters.top_p"),
             "must be between 0 and 1",
         ));
+    }
+    if let Err(problem) = check_model_name(&reference.model) {
+        violations.push(Violation::new(format!("{field}.model"), problem));
     }
     let effort = params.reasoning_effort.trim().to_lowercase();
     if !effort.is_empty() && !matches!(effort.as_str(), "minimal" | "low" | "medium" | "high") {

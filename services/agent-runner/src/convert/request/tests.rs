@@ -134,3 +134,45 @@ fn tool_results_join_and_defaults_apply() {
         "the gRPC deadline caps the turn"
     );
 }
+
+#[test]
+fn model_names_that_could_leave_the_provider_path_are_refused() {
+    for (model, refused) in [
+        ("gemini/../../admin", true),
+        ("x#frag", true),
+        ("x?alt=json", true),
+        ("a%2e%2e", true),
+        ("a b", true),
+        ("gemini-2.5-flash", false),
+        ("models/gemini-2.5-pro", false),
+        ("llama3.1:8b", false),
+        ("openai/gpt-4o_mini", false),
+        ("", false),
+    ] {
+        let request = pb::RunRequest {
+            messages: vec![user("hi")],
+            model: Some(pb::ModelRef {
+                model: model.into(),
+                ..Default::default()
+            }),
+            fallbacks: vec![pb::ModelRef {
+                model: model.into(),
+                ..Default::default()
+            }],
+            ..Default::default()
+        };
+        let result = turn_from_request(request, &Limits::default(), None);
+        if refused {
+            let violations = result.expect_err(model);
+            assert_eq!(
+                fields(&violations),
+                vec!["model.model", "fallbacks[0].model"],
+                "{model}"
+            );
+        } else {
+            assert!(result.is_ok(), "{model}: {result:?}");
+        }
+    }
+    let long = "m".repeat(MAX_MODEL_NAME_BYTES + 1);
+    assert!(check_model_name(&long).is_err());
+}
