@@ -118,6 +118,15 @@ pub struct ModelCaller<'a> {
     pub mid_answer_failover: bool,
 }
 
+/// A provider that could not be reached is named by its configured name
+/// (never by its address, which stays in the log).
+fn naming(mut error: TurnError, unreachable: bool, provider: &str) -> TurnError {
+    if unreachable && !provider.is_empty() {
+        error.message = format!("the model provider `{provider}` could not be reached");
+    }
+    error
+}
+
 /// What one attempt ended with.
 enum Attempt {
     Done(CallOutcome),
@@ -185,10 +194,12 @@ impl ModelCaller<'_> {
                     if !(self.mid_answer_failover && again) {
                         tracing::warn!(provider = %candidate.provider, model = %candidate.model, reason = %error.short(), "model call failed after emitting");
                         let partial = out.text().to_owned();
-                        return Err(CallError::Failed(error.into_turn_error(
-                            &self.policy,
-                            partial,
-                            true,
+                        let unreachable = error.is_connection();
+                        let failed = error.into_turn_error(&self.policy, partial, true);
+                        return Err(CallError::Failed(naming(
+                            failed,
+                            unreachable,
+                            &candidate.provider,
                         )));
                     }
                     tracing::warn!(provider = %candidate.provider, model = %candidate.model, reason = %error.short(), "model call failed after emitting; resetting the step");
@@ -217,11 +228,10 @@ impl ModelCaller<'_> {
         let error = last_error.unwrap_or(AttemptError::Provider(
             crate::provider::ProviderError::Config("no model to call".into()),
         ));
-        Err(CallError::Failed(error.into_turn_error(
-            &self.policy,
-            out.text().to_owned(),
-            false,
-        )))
+        let unreachable = error.is_connection();
+        let failed = error.into_turn_error(&self.policy, out.text().to_owned(), false);
+        let provider = candidates.last().map_or("", |last| last.provider.as_str());
+        Err(CallError::Failed(naming(failed, unreachable, provider)))
     }
 
     /// Tells the client to discard what the failed attempt streamed: its

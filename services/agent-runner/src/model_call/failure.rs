@@ -39,6 +39,11 @@ impl AttemptError {
         }
     }
 
+    /// Whether the provider could not be reached at all.
+    pub fn is_connection(&self) -> bool {
+        matches!(self, Self::Provider(ProviderError::Connection(_)))
+    }
+
     /// A low-cardinality class of the failure, for `error.type` and metric
     /// labels (`HTTP_429`, `CONNECTION`, `FIRST_TOKEN_TIMEOUT`, ...).
     pub fn kind(&self) -> String {
@@ -147,13 +152,18 @@ fn provider_failure(error: ProviderError) -> Mapped {
                 retry_after,
             )
         }
-        ProviderError::Connection(detail) => (
-            Code::Unavailable,
-            "PROVIDER_UNAVAILABLE",
-            message,
-            detail,
-            None,
-        ),
+        // The transport's text names the provider's address (and what
+        // failed reaching it): internal, so it goes to the log only.
+        ProviderError::Connection(detail) => {
+            tracing::warn!(%detail, "model provider connection failed");
+            (
+                Code::Unavailable,
+                "PROVIDER_UNAVAILABLE",
+                "the model provider could not be reached".to_owned(),
+                String::new(),
+                None,
+            )
+        }
         ProviderError::StreamError { retryable, raw, .. } => {
             let code = if retryable {
                 Code::Unavailable
@@ -241,6 +251,22 @@ mod tests {
             (quota.reason.as_str(), quota.retryable),
             ("PROVIDER_QUOTA", false)
         );
+    }
+
+    #[test]
+    fn a_connection_failure_tells_the_client_no_address() {
+        let policy = RetryPolicy::default();
+        let error = AttemptError::Provider(ProviderError::Connection(
+            "error sending request for url (http://10.1.2.3:8443/v1/chat/completions): connection refused".into(),
+        ))
+        .into_turn_error(&policy, String::new(), false);
+        assert_eq!(error.reason, "PROVIDER_UNAVAILABLE");
+        for text in [&error.message, &error.provider_detail] {
+            assert!(
+                !text.contains("10.1.2.3") && !text.contains("http") && !text.contains("8443"),
+                "an internal address reached the client: {text}"
+            );
+        }
     }
 
     #[test]
