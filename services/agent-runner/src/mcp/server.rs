@@ -31,7 +31,7 @@ use rmcp::{
 };
 use serde_json::Value;
 use tokio::{
-    io::{AsyncBufReadExt, AsyncRead, BufReader, ReadBuf},
+    io::{AsyncRead, AsyncReadExt, ReadBuf},
     process::{Child, Command},
     sync::{Notify, watch},
     time::Instant,
@@ -180,7 +180,7 @@ enum ConnectError {
 /// A live connection.
 struct Connection {
     running: RunningService<RoleClient, Handler>,
-    child: Option<Child>,
+    child: Option<GroupChild>,
     progress: Arc<ProgressRoutes>,
     oversized: Arc<AtomicBool>,
 }
@@ -365,12 +365,12 @@ impl McpServer {
         };
         // Whatever ended the connection, the process goes with it.
         if let Some(child) = child.as_mut() {
-            let status = match child.try_wait() {
+            let exited = child.try_wait();
+            // The group goes whether or not its leader is still there.
+            child.kill_group();
+            let status = match exited {
                 Ok(Some(status)) => Some(status),
-                _ => {
-                    let _ = child.start_kill();
-                    child.wait().await.ok()
-                }
+                _ => child.wait().await.ok(),
             };
             if let Some(status) = status.filter(|_| !shutdown.is_cancelled()) {
                 return format!("the process exited ({status})");
@@ -423,7 +423,7 @@ impl McpServer {
                 oversized,
             }
         } else {
-            let mut child = self.spawn()?;
+            let mut child = GroupChild::new(self.spawn()?);
             let (Some(stdout), Some(stdin)) = (child.stdout.take(), child.stdin.take()) else {
                 return Err(ConnectError::Spawn {
                     program: self.program().to_owned(),
@@ -471,7 +471,8 @@ impl McpServer {
     }
 
     /// The child process: the program and its arguments as given (no
-    /// shell), only the passed variables and `env`, killed when dropped.
+    /// shell), only the passed variables and `env`, in a process group of
+    /// its own, killed when dropped.
     fn spawn(&self) -> Result<Child, ConnectError> {
         let command = self.config.command.as_deref().unwrap_or_default();
         let Some((program, args)) = command.split_first() else {
@@ -486,6 +487,7 @@ impl McpServer {
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
+            .process_group(0)
             .kill_on_drop(true);
         for name in PASSED_VARIABLES {
             if let Some(value) = (self.lookup.0)(name) {
@@ -635,11 +637,125 @@ impl<R: AsyncRead + Unpin> AsyncRead for LineLimit<R> {
     }
 }
 
-async fn log_stderr(server: String, stderr: tokio::process::ChildStderr) {
-    let mut lines = BufReader::new(stderr).lines();
-    while let Ok(Some(line)) = lines.next_line().await {
-        let line: String = line.chars().take(MAX_STDERR_LINE).collect();
-        tracing::info!(server = %server, line = %line, "MCP server stderr");
+/// Logs a child's stderr line by line without holding more than
+/// `MAX_STDERR_LINE` bytes of a line: it reads bounded chunks, logs a line's
+/// first bytes (invalid UTF-8 replaced) and drops the rest, and keeps
+/// draining until the pipe closes, so a server writing without newlines or
+/// writing bytes that are not UTF-8 neither grows the runner nor dies on a
+/// broken pipe.
+async fn log_stderr<R: AsyncRead + Unpin>(server: String, mut stderr: R) {
+    let mut chunk = vec![0_u8; 8192];
+    let mut line = StderrLine::default();
+    loop {
+        let read = match stderr.read(&mut chunk).await {
+            Ok(0) | Err(_) => break,
+            Ok(read) => read,
+        };
+        line.push(&chunk[..read], |text, dropped| {
+            if dropped > 0 {
+                tracing::info!(server = %server, line = %text, dropped, "MCP server stderr (truncated)");
+            } else {
+                tracing::info!(server = %server, line = %text, "MCP server stderr");
+            }
+        });
+    }
+    line.finish(|text, dropped| {
+        tracing::info!(server = %server, line = %text, dropped, "MCP server stderr");
+    });
+}
+
+/// The line of stderr being read: its first `MAX_STDERR_LINE` bytes and how
+/// many more were dropped.
+#[derive(Default)]
+struct StderrLine {
+    kept: Vec<u8>,
+    dropped: u64,
+}
+
+impl StderrLine {
+    /// Adds `bytes`, calling `emit(text, dropped)` for every line they end.
+    fn push(&mut self, mut bytes: &[u8], mut emit: impl FnMut(&str, u64)) {
+        while !bytes.is_empty() {
+            let (part, ended) = match memchr::memchr(b'\n', bytes) {
+                Some(at) => (&bytes[..at], Some(at + 1)),
+                None => (bytes, None),
+            };
+            let room = MAX_STDERR_LINE.saturating_sub(self.kept.len());
+            let take = room.min(part.len());
+            self.kept.extend_from_slice(&part[..take]);
+            self.dropped += (part.len() - take) as u64;
+            match ended {
+                Some(next) => {
+                    self.emit(&mut emit);
+                    bytes = &bytes[next..];
+                }
+                None => break,
+            }
+        }
+    }
+
+    /// Emits a last line that no newline ended.
+    fn finish(&mut self, mut emit: impl FnMut(&str, u64)) {
+        if !self.kept.is_empty() || self.dropped > 0 {
+            self.emit(&mut emit);
+        }
+    }
+
+    fn emit(&mut self, emit: &mut impl FnMut(&str, u64)) {
+        let text = String::from_utf8_lossy(&self.kept);
+        emit(text.trim_end_matches('\r'), self.dropped);
+        self.kept.clear();
+        self.dropped = 0;
+    }
+}
+
+/// A stdio server's process, leader of its own process group: ending it
+/// ends the whole group (grandchildren such as those `npx` or `uvx` start
+/// included), whether the connection ended by cancel, time-out, shutdown
+/// or a crash, and whenever the value is dropped.
+pub(crate) struct GroupChild(Child, Option<rustix::process::Pid>);
+
+impl GroupChild {
+    fn new(child: Child) -> Self {
+        let group = child
+            .id()
+            .and_then(|pid| i32::try_from(pid).ok())
+            .and_then(rustix::process::Pid::from_raw);
+        Self(child, group)
+    }
+
+    /// Sends SIGKILL to every process of the group, also after the leader
+    /// has exited (its grandchildren keep the group, and so its id, alive);
+    /// the leader's status is still there for `wait`.
+    fn kill_group(&mut self) {
+        let Some(group) = self.1 else {
+            let _ = self.0.start_kill();
+            return;
+        };
+        if rustix::process::kill_process_group(group, rustix::process::Signal::KILL).is_err() {
+            // No group left (every member gone); the leader itself still
+            // goes with `kill_on_drop`.
+            let _ = self.0.start_kill();
+        }
+    }
+}
+
+impl std::ops::Deref for GroupChild {
+    type Target = Child;
+    fn deref(&self) -> &Child {
+        &self.0
+    }
+}
+
+impl std::ops::DerefMut for GroupChild {
+    fn deref_mut(&mut self) -> &mut Child {
+        &mut self.0
+    }
+}
+
+impl Drop for GroupChild {
+    fn drop(&mut self) {
+        self.kill_group();
     }
 }
 
