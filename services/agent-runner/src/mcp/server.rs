@@ -897,4 +897,19 @@ mod tests {
         s.publish(|snapshot| snapshot.state = ServerState::Down);
         assert_eq!(up(), 0);
     }
+
+    #[test]
+    fn a_stderr_line_keeps_its_first_bytes_and_replaces_invalid_utf8() {
+        let mut line = StderrLine::default();
+        let mut seen = Vec::new();
+        let long = vec![b'a'; MAX_STDERR_LINE + 10];
+        line.push(&long, |t, d| seen.push((t.to_owned(), d)));
+        line.push(b"\nbad \xff\r\nta", |t, d| seen.push((t.to_owned(), d)));
+        line.finish(|t, d| seen.push((t.to_owned(), d)));
+        assert_eq!(seen.len(), 3);
+        assert_eq!(seen[0].0.len(), MAX_STDERR_LINE);
+        assert_eq!(seen[0].1, 10);
+        assert_eq!(seen[1], ("bad \u{fffd}".to_owned(), 0));
+        assert_eq!(seen[2], ("ta".to_owned(), 0));
+    }
 }
