@@ -74,7 +74,12 @@ impl Channels {
         let endpoint = self
             .tls
             .endpoint(address)
-            .map_err(|error| unavailable(format!("invalid tool endpoint `{address}`: {error}")))?
+            .map_err(|error| {
+                // The address is internal: the log has it, the model and
+                // the client do not.
+                tracing::warn!(%address, %error, "invalid tool endpoint");
+                unavailable("the tool's endpoint is not valid".into())
+            })?
             .configure(|endpoint| endpoint.connect_timeout(CONNECT_TIMEOUT).tcp_nodelay(true));
         let uri = endpoint.uri().clone();
         let channel = RpcClient::new(endpoint.connect_lazy(), &uri);
@@ -148,10 +153,15 @@ pub async fn execute(
 
 fn status_failure(status: tonic::Status) -> ToolFailure {
     match status.code() {
-        Code::Unavailable => ToolFailure::new(
-            FailureReason::Unavailable,
-            format!("the tool server is unavailable: {}", status.message()),
-        ),
+        // A transport failure's text can name the server's address: it
+        // goes to the log only.
+        Code::Unavailable => {
+            tracing::warn!(message = status.message(), "tool server unavailable");
+            ToolFailure::new(
+                FailureReason::Unavailable,
+                "the tool server could not be reached",
+            )
+        }
         Code::DeadlineExceeded => {
             ToolFailure::new(FailureReason::Timeout, "the tool did not finish in time")
         }
@@ -180,6 +190,25 @@ mod tests {
         assert!(check_address("tools:7000").is_err());
         assert!(check_address("http://").is_err());
         assert!(check_address("http://exa mple").is_err());
+    }
+
+    #[test]
+    fn an_unreachable_tool_server_is_reported_without_its_address() {
+        let status = tonic::Status::unavailable(
+            "tcp connect error: 10.0.0.7:7000: Connection refused (os error 111)",
+        );
+        let failure = status_failure(status);
+        assert_eq!(failure.reason, FailureReason::Unavailable);
+        assert!(
+            !failure.message.contains("10.0.0.7") && !failure.message.contains("7000"),
+            "{}",
+            failure.message
+        );
+        let invalid = Channels::default()
+            .get("http://in valid:7000")
+            .err()
+            .expect("an invalid endpoint is refused");
+        assert!(!invalid.message.contains("in valid"), "{}", invalid.message);
     }
 
     #[tokio::test]
