@@ -261,9 +261,7 @@ impl Gateway {
 mod tests {
     use super::*;
     use crate::{
-        store::{
-            BeginTurn, EventBody, NewTurn, StoredPage, TurnBatch, TurnState, WireBatch, now_ms,
-        },
+        store::{BeginTurn, EventBody, NewTurn, StoredPage, TurnBatch, TurnState, WireBatch},
         turn::journal,
     };
     use parley_proto::gateway::v1::{ChatEvent, chat_event::Event};
@@ -292,7 +290,7 @@ mod tests {
                 turn_id: "t1",
                 replica: "crashed",
                 // A live lease: SQLite recovery does not wait for it.
-                lease_until: now_ms() + 60_000,
+                lease_ttl_ms: 60_000,
                 stream_ahead: 8,
                 request_id: None,
                 user_message: &message,

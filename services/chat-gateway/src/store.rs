@@ -171,8 +171,8 @@ pub struct NewTurn<'a> {
     pub turn_id: &'a str,
     /// The replica that runs it.
     pub replica: &'a str,
-    /// Its first lease, until this Unix ms.
-    pub lease_until: i64,
+    /// Its first lease's length, ms from now on the store's clock.
+    pub lease_ttl_ms: i64,
     /// How many events its replica may stream ahead of the stored ones
     /// (see [`ReapInput::stream_ahead`]).
     pub stream_ahead: u64,

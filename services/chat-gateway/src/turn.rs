@@ -42,8 +42,8 @@ use crate::{
     error::GatewayError,
     registry::{Registry, ResolvedPage},
     store::{
-        BeginTurn, EventBody, NewTurn, Store, StoredPage, TurnRecord, TurnState, now_ms,
-        quota::Admission, title_from,
+        BeginTurn, EventBody, NewTurn, Store, StoredPage, TurnRecord, TurnState, quota::Admission,
+        title_from,
     },
 };
 use eventlog::EventLog;
@@ -383,7 +383,7 @@ impl Engine {
             create,
             turn_id: &turn_id,
             replica: &self.replica,
-            lease_until: now_ms() + millis(self.config.lease_ttl),
+            lease_ttl_ms: millis(self.config.lease_ttl),
             stream_ahead,
             request_id: start.request_id.as_deref(),
             user_message: &user_message,

@@ -39,6 +39,25 @@ pub(crate) fn is_sqlite(conn: &AnyConnection) -> bool {
     conn.backend_name() == <sqlx::Sqlite as sqlx::Database>::NAME
 }
 
+/// The store's clock, as SQL: Unix ms now on the database server (on
+/// SQLite, the one process's clock). Every lease is written and compared
+/// on it, so replicas whose own clocks disagree agree on whose lease
+/// expired. PostgreSQL's `clock_timestamp()`, not `now()`: a transaction
+/// that waited for a lock compares with the time it runs, not the time it
+/// began.
+pub(crate) fn clock_sql(conn: &AnyConnection) -> &'static str {
+    if is_sqlite(conn) {
+        "CAST(unixepoch('subsec') * 1000 AS INTEGER)"
+    } else {
+        "CAST(EXTRACT(EPOCH FROM clock_timestamp()) * 1000 AS BIGINT)"
+    }
+}
+
+/// `sql` with every `{now}` read on the store's clock ([`clock_sql`]).
+pub(crate) fn on_store_clock(conn: &AnyConnection, sql: &str) -> String {
+    sql.replace("{now}", clock_sql(conn))
+}
+
 /// Statements run together (see the module).
 pub(crate) enum Statements {
     /// SQLite: one query.

@@ -80,7 +80,7 @@ impl Store {
             user_message: EncodedEvent::new(new.user_message)?,
             title: new.title.to_owned(),
             replica: new.replica.to_owned(),
-            lease_until: new.lease_until,
+            lease_ttl: new.lease_ttl_ms,
             stream_ahead: new.stream_ahead,
             admission: new.admission.clone(),
             postgres: self.backend() == super::Backend::Postgres,

@@ -78,10 +78,13 @@ fn assistant(text: &str, state: TurnState) -> EventBody {
 /// The replica the tests' turns run on.
 const REPLICA: &str = "replica-a";
 
-/// A lease that lasts the test.
+/// A lease that lasts the test (ms from now on the store's clock).
 fn lease() -> i64 {
-    now_ms() + 60_000
+    60_000
 }
+
+/// A lease that has already expired.
+const EXPIRED: i64 = -1;
 
 fn id() -> String {
     uuid::Uuid::now_v7().to_string()
@@ -104,7 +107,7 @@ async fn start(
             create,
             turn_id: &turn,
             replica: REPLICA,
-            lease_until: lease(),
+            lease_ttl_ms: lease(),
             stream_ahead: 0,
             request_id: request,
             user_message: &message,
@@ -243,7 +246,7 @@ async fn other_owner_sees_nothing(store: Store) {
             create: false,
             turn_id: &id(),
             replica: REPLICA,
-            lease_until: lease(),
+            lease_ttl_ms: lease(),
             stream_ahead: 0,
             request_id: None,
             user_message: &message,
@@ -288,7 +291,7 @@ async fn request_ids_are_idempotent(store: Store) {
                 create,
                 turn_id: &id(),
                 replica: REPLICA,
-                lease_until: lease(),
+                lease_ttl_ms: lease(),
                 stream_ahead: 0,
                 request_id: Some("req-7"),
                 user_message: &message,
@@ -335,7 +338,7 @@ async fn racing_request_ids_start_one_turn(store: Store) {
                     create: true,
                     turn_id: &id(),
                     replica: REPLICA,
-                    lease_until: lease(),
+                    lease_ttl_ms: lease(),
                     stream_ahead: 0,
                     request_id: Some("req-race"),
                     user_message: &message,
@@ -484,13 +487,13 @@ async fn an_end_that_does_not_hold_its_turn_writes_nothing(store: Store) {
     assert_eq!(state_of(&store, &turn).await, TurnState::Completed);
 }
 
-/// Begins a turn on `replica` with a lease until `lease_until`.
+/// Begins a turn on `replica` with a lease of `lease_ttl_ms`.
 async fn begin_on(
     store: &Store,
     conversation: &str,
     create: bool,
     replica: &str,
-    lease_until: i64,
+    lease_ttl_ms: i64,
     request: Option<&str>,
 ) -> (String, BeginTurn) {
     let turn = id();
@@ -502,7 +505,7 @@ async fn begin_on(
             create,
             turn_id: &turn,
             replica,
-            lease_until,
+            lease_ttl_ms,
             stream_ahead: 3,
             request_id: request,
             user_message: &message,
@@ -834,7 +837,7 @@ async fn an_append_of_many_turns_spans_statements(store: Store) {
 async fn wire_log_leases_and_reaping(store: Store) {
     let conversation = id();
     // A lease already expired: its replica is gone.
-    let (turn, _) = begin_on(&store, &conversation, true, REPLICA, now_ms() - 1, None).await;
+    let (turn, _) = begin_on(&store, &conversation, true, REPLICA, EXPIRED, None).await;
     assert!(
         append(&store, &turn, REPLICA, batch(1, 3))
             .await
@@ -894,7 +897,7 @@ async fn wire_log_leases_and_reaping(store: Store) {
     );
     let seen = Arc::new(std::sync::Mutex::new(None));
     // A follower elsewhere says it is there (another owner cannot).
-    let watched = now_ms() + 5_000;
+    let watched = 5_000;
     store
         .watch_turn("mallory", &turn, watched + 1)
         .await
@@ -910,16 +913,10 @@ async fn wire_log_leases_and_reaping(store: Store) {
         vec![HeldTurn {
             id: turn.clone(),
             cancel_requested: true,
-            watched_until: Some(watched),
+            watched: true,
         }]
     );
-    assert!(
-        store
-            .expired_turns(now_ms())
-            .await
-            .expect("expired")
-            .is_empty()
-    );
+    assert!(store.expired_turns().await.expect("expired").is_empty());
     assert!(
         !store
             .reap(&turn, ReapIf::LeaseExpired, finalize(seen.clone()))
@@ -938,12 +935,9 @@ async fn wire_log_leases_and_reaping(store: Store) {
     );
 
     // Expired again (the replica stopped renewing): swept, once.
-    store
-        .renew_leases(REPLICA, now_ms() - 1)
-        .await
-        .expect("renew");
+    store.renew_leases(REPLICA, EXPIRED).await.expect("renew");
     assert_eq!(
-        store.expired_turns(now_ms()).await.expect("expired"),
+        store.expired_turns().await.expect("expired"),
         vec![turn.clone()]
     );
     assert!(
@@ -1162,7 +1156,7 @@ async fn admit_as(store: &Store, owner: &str, admission: &quota::Admission) -> B
             create: true,
             turn_id: &id(),
             replica: REPLICA,
-            lease_until: lease(),
+            lease_ttl_ms: lease(),
             stream_ahead: 0,
             request_id: None,
             user_message: &message,

@@ -4,7 +4,10 @@
 //!
 //! A running turn's row names the replica that runs it and a lease
 //! (`lease_until`, Unix ms) that the replica renews for all its turns in one
-//! statement ([`Store::renew_leases`]). Any replica ends a turn whose lease
+//! statement ([`Store::renew_leases`]). Leases are written and compared on
+//! the store's clock only ([`super::group::clock_sql`]), never a replica's:
+//! a replica whose clock runs ahead does not take its peers' healthy turns
+//! for lost. Any replica ends a turn whose lease
 //! expired ([`Store::reap`]): in one transaction it reads what the turn
 //! stored, lets the caller build the turn's ending from it (the store knows
 //! no wire types), and writes that ending only if the lease is still
@@ -23,7 +26,7 @@ use sqlx::{AnyConnection, Arguments, AssertSqlSafe, Row, any::AnyRow};
 use super::{
     EventBody, Store, StoreError, TURN_CANCEL_CHANNEL, TURN_EVENTS_CHANNEL, TurnState, WireBatch,
     batch::{Deferred, Write},
-    group::Statements,
+    group::{Statements, on_store_clock},
     now_ms,
     writes::{EncodedEvent, FinishTurnWrite, notify, to_i64, tokens_of},
 };
@@ -35,9 +38,9 @@ pub struct HeldTurn {
     pub id: String,
     /// Whether a `CancelTurn` asked for it to stop.
     pub cancel_requested: bool,
-    /// Until when a follower on another replica said it is there (Unix
-    /// ms; `None`: never).
-    pub watched_until: Option<i64>,
+    /// Whether a follower on another replica said it is there until now
+    /// or later (on the store's clock).
+    pub watched: bool,
 }
 
 /// What the sweep knows of a turn it ends.
@@ -332,7 +335,8 @@ async fn notify_many(
 
 struct Renew {
     replica: String,
-    until: i64,
+    /// The lease's length, ms from now on the store's clock.
+    ttl: i64,
 }
 
 impl Write for Renew {
@@ -343,20 +347,23 @@ impl Write for Renew {
         conn: &'c mut AnyConnection,
     ) -> BoxFuture<'c, Result<Vec<HeldTurn>, StoreError>> {
         Box::pin(async move {
-            let rows = sqlx::query(
-                "UPDATE turns SET lease_until = $2 WHERE replica = $1 AND state = 'running' \
-                 RETURNING id, cancel_requested, watched_until",
-            )
-            .bind(self.replica.as_str())
-            .bind(self.until)
-            .fetch_all(&mut *conn)
-            .await?;
+            let sql = on_store_clock(
+                conn,
+                "UPDATE turns SET lease_until = {now} + $2 WHERE replica = $1 AND state = 'running' \
+                 RETURNING id, cancel_requested, \
+                 CAST(CASE WHEN watched_until >= {now} THEN 1 ELSE 0 END AS BIGINT) AS watched",
+            );
+            let rows = sqlx::query(AssertSqlSafe(sql))
+                .bind(self.replica.as_str())
+                .bind(self.ttl)
+                .fetch_all(&mut *conn)
+                .await?;
             rows.iter()
                 .map(|row| {
                     Ok(HeldTurn {
                         id: row.try_get("id")?,
                         cancel_requested: row.try_get::<i64, _>("cancel_requested")? != 0,
-                        watched_until: row.try_get("watched_until")?,
+                        watched: row.try_get::<i64, _>("watched")? != 0,
                     })
                 })
                 .collect()
@@ -367,7 +374,8 @@ impl Write for Renew {
 struct Watch {
     owner: String,
     turn_id: String,
-    until: i64,
+    /// For how long, ms from now on the store's clock.
+    watch_for: i64,
 }
 
 impl Write for Watch {
@@ -375,15 +383,17 @@ impl Write for Watch {
 
     fn run<'c>(&'c self, conn: &'c mut AnyConnection) -> BoxFuture<'c, Result<(), StoreError>> {
         Box::pin(async move {
-            sqlx::query(
-                "UPDATE turns SET watched_until = $3 \
+            let sql = on_store_clock(
+                conn,
+                "UPDATE turns SET watched_until = {now} + $3 \
                  WHERE id = $1 AND owner = $2 AND state = 'running'",
-            )
-            .bind(self.turn_id.as_str())
-            .bind(self.owner.as_str())
-            .bind(self.until)
-            .execute(&mut *conn)
-            .await?;
+            );
+            sqlx::query(AssertSqlSafe(sql))
+                .bind(self.turn_id.as_str())
+                .bind(self.owner.as_str())
+                .bind(self.watch_for)
+                .execute(&mut *conn)
+                .await?;
             Ok(())
         })
     }
@@ -485,18 +495,21 @@ impl Write for Reap {
 
     fn run<'c>(&'c self, conn: &'c mut AnyConnection) -> BoxFuture<'c, Result<bool, StoreError>> {
         Box::pin(async move {
-            let row = sqlx::query(
-                "SELECT owner, conversation_id, replica, lease_until, last_event_seq, stream_ahead FROM turns \
-                 WHERE id = $1 AND state = 'running'",
-            )
-            .bind(self.turn_id.as_str())
-            .fetch_optional(&mut *conn)
-            .await?;
+            let sql = on_store_clock(
+                conn,
+                "SELECT owner, conversation_id, replica, last_event_seq, stream_ahead, \
+                 CAST(CASE WHEN lease_until IS NULL OR lease_until < {now} THEN 1 ELSE 0 END AS BIGINT) AS expired \
+                 FROM turns WHERE id = $1 AND state = 'running'",
+            );
+            let row = sqlx::query(AssertSqlSafe(sql))
+                .bind(self.turn_id.as_str())
+                .fetch_optional(&mut *conn)
+                .await?;
             let Some(row) = row else { return Ok(false) };
             let replica: Option<String> = row.try_get("replica")?;
-            let lease_until: Option<i64> = row.try_get("lease_until")?;
+            let expired = row.try_get::<i64, _>("expired")? != 0;
             let reapable = match &self.condition {
-                ReapIf::LeaseExpired => lease_until.is_none_or(|until| until < self.now),
+                ReapIf::LeaseExpired => expired,
                 ReapIf::HeldBy(me) => replica.as_deref() == Some(me.as_str()),
                 ReapIf::NotHeldBy(me) => replica.as_deref() != Some(me.as_str()),
             };
@@ -563,16 +576,16 @@ impl Store {
         .await
     }
 
-    /// Renews the lease of every running turn of `replica` until `until`
-    /// (Unix ms) and returns them.
+    /// Renews the lease of every running turn of `replica` for `ttl_ms`
+    /// from now on the store's clock, and returns them.
     pub async fn renew_leases(
         &self,
         replica: &str,
-        until: i64,
+        ttl_ms: i64,
     ) -> Result<Vec<HeldTurn>, StoreError> {
         self.write(Renew {
             replica: replica.to_owned(),
-            until,
+            ttl: ttl_ms,
         })
         .await
     }
@@ -592,15 +605,27 @@ impl Store {
         .await
     }
 
-    /// Running turns whose lease expired before `now` (Unix ms). Maintenance
-    /// only: not filtered by owner, never reachable from a request.
-    pub async fn expired_turns(&self, now: i64) -> Result<Vec<String>, StoreError> {
-        let rows = sqlx::query(
-            "SELECT id FROM turns WHERE state = 'running' AND (lease_until IS NULL OR lease_until < $1)",
-        )
-        .bind(now)
-        .fetch_all(&self.pool)
-        .await?;
+    /// Running turns whose lease expired (on the store's clock).
+    /// Maintenance only: not filtered by owner, never reachable from a
+    /// request.
+    pub async fn expired_turns(&self) -> Result<Vec<String>, StoreError> {
+        let mut conn = self.pool.acquire().await?;
+        let sql = on_store_clock(
+            &conn,
+            "SELECT id FROM turns WHERE state = 'running' AND (lease_until IS NULL OR lease_until < {now})",
+        );
+        let rows = sqlx::query(AssertSqlSafe(sql))
+            .fetch_all(&mut *conn)
+            .await?;
+        rows.iter().map(|row| Ok(row.try_get("id")?)).collect()
+    }
+
+    /// Every running turn, whatever its lease: SQLite's recovery at
+    /// start-up. Maintenance only, like [`Store::expired_turns`].
+    pub async fn running_turns(&self) -> Result<Vec<String>, StoreError> {
+        let rows = sqlx::query("SELECT id FROM turns WHERE state = 'running'")
+            .fetch_all(&self.pool)
+            .await?;
         rows.iter().map(|row| Ok(row.try_get("id")?)).collect()
     }
 
@@ -644,18 +669,18 @@ impl Store {
     }
 
     /// Says that a client follows `turn_id` of `owner` from this replica
-    /// until `until` (Unix ms), so that the replica running it does not
-    /// take it for abandoned.
+    /// for `for_ms` from now (on the store's clock), so that the replica
+    /// running it does not take it for abandoned.
     pub async fn watch_turn(
         &self,
         owner: &str,
         turn_id: &str,
-        until: i64,
+        for_ms: i64,
     ) -> Result<(), StoreError> {
         self.write(Watch {
             owner: owner.to_owned(),
             turn_id: turn_id.to_owned(),
-            until,
+            watch_for: for_ms,
         })
         .await
     }

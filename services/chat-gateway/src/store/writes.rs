@@ -14,7 +14,7 @@ use sqlx::{AnyConnection, Arguments, Row};
 use super::{
     Deletion, EventBody, StoreError, TurnState, WireBatch,
     batch::{Deferred, Write, run_whole},
-    group::{Statements, is_sqlite},
+    group::{Statements, is_sqlite, on_store_clock},
     quota::{self, Admission, QuotaExceeded},
     streams,
 };
@@ -72,7 +72,8 @@ pub(crate) struct BeginTurnWrite {
     pub(crate) user_message: EncodedEvent,
     pub(crate) title: String,
     pub(crate) replica: String,
-    pub(crate) lease_until: i64,
+    /// The first lease's length, ms from now on the store's clock.
+    pub(crate) lease_ttl: i64,
     pub(crate) stream_ahead: u64,
     /// The limits the turn is admitted against, and the caller's tenant.
     pub(crate) admission: Admission,
@@ -217,24 +218,25 @@ impl Write for BeginTurnWrite {
                 let turn_count: i64 = row.try_get("turn_count")?;
                 (row.try_get("last_seq")?, turn_count - 1)
             };
-            group.push(
+            let insert = on_store_clock(
+                conn,
                 "INSERT INTO turns (id, conversation_id, owner, request_id, turn_index, state, outcome, \
                  created_at, finished_at, replica, lease_until, stream_ahead, tenant) \
-                 VALUES ($1, $2, $3, $4, $5, $6, NULL, $7, NULL, $8, $9, $10, $11)",
-                |values| {
-                    values.add(self.turn_id.as_str())?;
-                    values.add(self.conversation_id.as_str())?;
-                    values.add(self.owner.as_str())?;
-                    values.add(self.request_id.as_deref())?;
-                    values.add(turn_index)?;
-                    values.add(TurnState::Running.as_str())?;
-                    values.add(self.now)?;
-                    values.add(self.replica.as_str())?;
-                    values.add(self.lease_until)?;
-                    values.add(to_i64(self.stream_ahead))?;
-                    values.add(self.admission.tenant.as_deref())
-                },
-            )?;
+                 VALUES ($1, $2, $3, $4, $5, $6, NULL, $7, NULL, $8, {now} + $9, $10, $11)",
+            );
+            group.push(insert, |values| {
+                values.add(self.turn_id.as_str())?;
+                values.add(self.conversation_id.as_str())?;
+                values.add(self.owner.as_str())?;
+                values.add(self.request_id.as_deref())?;
+                values.add(turn_index)?;
+                values.add(TurnState::Running.as_str())?;
+                values.add(self.now)?;
+                values.add(self.replica.as_str())?;
+                values.add(self.lease_ttl)?;
+                values.add(to_i64(self.stream_ahead))?;
+                values.add(self.admission.tenant.as_deref())
+            })?;
             insert_events(
                 &mut group,
                 &self.conversation_id,
@@ -307,7 +309,8 @@ pub(crate) fn tokens_of(events: &[EventBody]) -> i64 {
 /// The columns a turn's end sets. The placeholders of [`FinishTurnWrite::end_turn`]:
 /// `$1` turn, `$2` owner, `$3` state, `$4` outcome, `$5` now, `$6`
 /// retryable, `$7` its last wire seq, `$8` the replica that must hold it
-/// (or now, when its lease must have expired), `$9` tokens, `$10`
+/// (or 0, when its lease must have expired on the store's clock: `{now} +
+/// $8`), `$9` tokens, `$10`
 /// conversation, `$11` how many events the end appends.
 macro_rules! set_ended {
     () => {
@@ -372,13 +375,24 @@ impl FinishTurnWrite {
     async fn end_turn(&self, conn: &mut AnyConnection) -> Result<Option<i64>, StoreError> {
         let last_seq = self.wire.as_ref().map_or(0, |wire| to_i64(wire.last_seq));
         let sqlite = is_sqlite(conn);
-        let query = match (sqlite, &self.replica) {
-            (true, Some(_)) => end_turn_sql!(sqlite, "replica = $8"),
-            (true, None) => end_turn_sql!(sqlite, "(lease_until IS NULL OR lease_until < $8)"),
-            (false, Some(_)) => end_turn_sql!(postgres, "replica = $8"),
-            (false, None) => end_turn_sql!(postgres, "(lease_until IS NULL OR lease_until < $8)"),
+        let query: std::borrow::Cow<'static, str> = match (sqlite, &self.replica) {
+            (true, Some(_)) => end_turn_sql!(sqlite, "replica = $8").into(),
+            (true, None) => on_store_clock(
+                conn,
+                end_turn_sql!(sqlite, "(lease_until IS NULL OR lease_until < {now} + $8)"),
+            )
+            .into(),
+            (false, Some(_)) => end_turn_sql!(postgres, "replica = $8").into(),
+            (false, None) => on_store_clock(
+                conn,
+                end_turn_sql!(
+                    postgres,
+                    "(lease_until IS NULL OR lease_until < {now} + $8)"
+                ),
+            )
+            .into(),
         };
-        let query = sqlx::query(query)
+        let query = sqlx::query(sqlx::AssertSqlSafe(query))
             .bind(self.turn_id.as_str())
             .bind(self.owner.as_str())
             .bind(self.state.as_str())
@@ -388,7 +402,7 @@ impl FinishTurnWrite {
             .bind(last_seq);
         let query = match &self.replica {
             Some(replica) => query.bind(replica.as_str()),
-            None => query.bind(self.now),
+            None => query.bind(0_i64),
         }
         .bind(self.tokens)
         .bind(self.conversation_id.as_str())

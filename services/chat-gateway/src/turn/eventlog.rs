@@ -129,7 +129,7 @@ mod tests {
 
     use super::*;
     use crate::{
-        store::{BeginTurn, EventBody, NewTurn, StoreOptions, StoredPage, now_ms},
+        store::{BeginTurn, EventBody, NewTurn, StoreOptions, StoredPage},
         turn::journal::{self, End},
     };
 
@@ -168,7 +168,7 @@ mod tests {
                 create: true,
                 turn_id: id,
                 replica,
-                lease_until: now_ms() + 60_000,
+                lease_ttl_ms: 60_000,
                 stream_ahead: 0,
                 request_id: None,
                 user_message: &message,

@@ -272,10 +272,10 @@ impl Follower {
             .is_none_or(|at| at.elapsed() >= source.heartbeat)
         {
             self.heartbeat_at = Some(std::time::Instant::now());
-            let until = crate::store::now_ms() + super::millis(source.watch_for);
+            let watch_for = super::millis(source.watch_for);
             if let Err(error) = source
                 .store
-                .watch_turn(&source.owner, &source.turn_id, until)
+                .watch_turn(&source.owner, &source.turn_id, watch_for)
                 .await
             {
                 tracing::debug!(%error, turn = %source.turn_id, "could not record a follower");

@@ -27,9 +27,8 @@ const PRUNE_EVERY: Duration = Duration::from_secs(60);
 impl Engine {
     /// Renews this replica's leases and handles what the renewal found.
     pub async fn renew_leases(&self) -> Result<(), StoreError> {
-        let now = now_ms();
-        let until = now + millis(self.config.lease_ttl);
-        let held = self.store.renew_leases(&self.replica, until).await?;
+        let ttl = millis(self.config.lease_ttl);
+        let held = self.store.renew_leases(&self.replica, ttl).await?;
         let grace = self.config.abandoned_turn_grace;
         let unfollowed = if grace.is_zero() {
             Vec::new()
@@ -40,9 +39,7 @@ impl Engine {
             if self.turns.runs(&turn.id) {
                 if turn.cancel_requested {
                     self.turns.stop_turn(&turn.id, StopCause::Cancelled);
-                } else if unfollowed.contains(&turn.id)
-                    && turn.watched_until.is_none_or(|watched| watched < now)
-                {
+                } else if unfollowed.contains(&turn.id) && !turn.watched {
                     self.abandon(&turn.id);
                 }
                 continue;
@@ -83,7 +80,7 @@ impl Engine {
 
     /// Ends the turns whose lease expired; returns how many this call ended.
     pub async fn sweep(&self) -> Result<usize, StoreError> {
-        let expired = self.store.expired_turns(now_ms()).await?;
+        let expired = self.store.expired_turns().await?;
         let mut ended = 0;
         for turn_id in expired {
             if self
@@ -106,7 +103,7 @@ impl Engine {
     /// At start-up on SQLite: ends every turn another process left running.
     pub async fn recover_sqlite(&self) -> Result<usize, StoreError> {
         let mut ended = 0;
-        for turn_id in self.store.expired_turns(i64::MAX).await? {
+        for turn_id in self.store.running_turns().await? {
             if self
                 .store
                 .reap(

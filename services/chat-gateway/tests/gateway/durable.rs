@@ -26,12 +26,12 @@ use crate::{
     postgres,
 };
 
-fn text(delta: &str) -> Step {
+pub(crate) fn text(delta: &str) -> Step {
     Step::Send(run_event::Event::TextDelta(delta.into()))
 }
 
 /// Reads events until `texts` text deltas arrived; returns them all.
-async fn read_texts(stream: &mut Streaming<ChatEvent>, texts: usize) -> Vec<ChatEvent> {
+pub(crate) async fn read_texts(stream: &mut Streaming<ChatEvent>, texts: usize) -> Vec<ChatEvent> {
     let mut events = Vec::new();
     let mut seen = 0;
     while seen < texts {
@@ -48,7 +48,7 @@ async fn read_texts(stream: &mut Streaming<ChatEvent>, texts: usize) -> Vec<Chat
     events
 }
 
-fn ids(events: &[ChatEvent]) -> (String, String) {
+pub(crate) fn ids(events: &[ChatEvent]) -> (String, String) {
     events
         .iter()
         .find_map(|event| match &event.event {
@@ -60,7 +60,7 @@ fn ids(events: &[ChatEvent]) -> (String, String) {
         .expect("a status with the ids")
 }
 
-async fn resume(
+pub(crate) async fn resume(
     client: &mut ChatGatewayClient<Channel>,
     conversation_id: &str,
     turn_id: &str,
@@ -77,7 +77,7 @@ async fn resume(
         .into_inner()
 }
 
-fn ending(events: &[ChatEvent]) -> (Option<gw::TurnError>, gw::TurnComplete) {
+pub(crate) fn ending(events: &[ChatEvent]) -> (Option<gw::TurnError>, gw::TurnComplete) {
     let error = events.iter().find_map(|event| match &event.event {
         Some(Event::Error(error)) => Some(error.clone()),
         _ => None,
@@ -89,7 +89,7 @@ fn ending(events: &[ChatEvent]) -> (Option<gw::TurnError>, gw::TurnComplete) {
     (error, *complete)
 }
 
-async fn last_answer(
+pub(crate) async fn last_answer(
     client: &mut ChatGatewayClient<Channel>,
     conversation_id: &str,
 ) -> gw::ConversationMessage {

@@ -14,6 +14,7 @@ mod history;
 // Shared with benches/turn_latency.rs; each uses a part.
 #[allow(dead_code)]
 mod harness;
+mod leases;
 mod overload;
 mod postgres;
 mod python_client;

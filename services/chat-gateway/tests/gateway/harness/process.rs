@@ -52,6 +52,18 @@ impl GatewayProcess {
     /// address is read from its `listening` log line: a port picked ahead
     /// and released could be taken by another test's process meanwhile.
     pub async fn start(config: &ProcessConfig, dir: &Path, name: &str) -> Self {
+        Self::start_with_clock(config, dir, name, None).await
+    }
+
+    /// [`GatewayProcess::start`], with the process's clocks off by
+    /// `offset` (libfaketime's `FAKETIME` syntax, e.g. `+15s`) when given: Debian's
+    /// `faketime` must be installed (see [`libfaketime`]).
+    pub async fn start_with_clock(
+        config: &ProcessConfig,
+        dir: &Path,
+        name: &str,
+        offset: Option<&str>,
+    ) -> Self {
         let file = dir.join(format!("{name}.toml"));
         let toml = format!(
             "[server]\nlisten = \"127.0.0.1:0\"\ndrain_timeout = \"2s\"\n\n\
@@ -72,7 +84,18 @@ impl GatewayProcess {
         let log = dir.join(format!("{name}.log"));
         let out = std::fs::File::create(&log).expect("log file");
         let err = out.try_clone().expect("log file");
-        let child = Command::new(env!("CARGO_BIN_EXE_chat-gateway"))
+        let mut command = Command::new(env!("CARGO_BIN_EXE_chat-gateway"));
+        if let Some(offset) = offset {
+            // The library itself, not the `faketime` wrapper: a SIGKILL
+            // then reaches the gateway, not a parent that forked it.
+            let library = libfaketime().expect("libfaketime is installed");
+            command
+                .env("LD_PRELOAD", library)
+                .env("FAKETIME", offset)
+                .env("DONT_FAKE_MONOTONIC", "1")
+                .env("FAKETIME_DONT_FAKE_MONOTONIC", "1");
+        }
+        let child = command
             .arg("--config")
             .arg(&file)
             .arg("--metrics-listen")
@@ -176,4 +199,15 @@ impl GatewayProcess {
     pub fn log_text(&self) -> String {
         std::fs::read_to_string(&self.log).unwrap_or_default()
     }
+}
+
+/// Debian's libfaketime (package `faketime`), which shifts the clocks of
+/// the process it is preloaded in; `None` when it is not installed.
+pub fn libfaketime() -> Option<PathBuf> {
+    std::fs::read_dir("/usr/lib")
+        .ok()?
+        .filter_map(Result::ok)
+        .map(|entry| entry.path().join("faketime/libfaketime.so.1"))
+        .chain([PathBuf::from("/usr/lib/faketime/libfaketime.so.1")])
+        .find(|path| path.is_file())
 }
