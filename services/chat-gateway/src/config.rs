@@ -206,6 +206,10 @@ pub struct TurnConfig {
     /// this long is ended by any replica as `REPLICA_LOST`.
     #[serde(with = "duration")]
     pub lease_ttl: Duration,
+    /// Most turns whose lease expired that one sweep ends; a sweep that
+    /// found this many runs again at once, the others every
+    /// `lease_renew`. Renewal runs beside the sweeps, never behind them.
+    pub sweep_batch: usize,
     /// How long the wire events of a finished turn are kept for
     /// `ResumeTurn`; conversation history is kept regardless.
     #[serde(with = "duration")]
@@ -264,6 +268,7 @@ impl Default for TurnConfig {
             cancel_wait: Duration::from_secs(2),
             lease_renew: Duration::from_secs(2),
             lease_ttl: Duration::from_secs(10),
+            sweep_batch: 100,
             resume_retention: Duration::from_secs(24 * 60 * 60),
             event_log: true,
             stream_ahead: 32,
@@ -494,6 +499,7 @@ impl GatewayConfig {
         positive("turns.history_max_bytes", turns.history_max_bytes as u64)?;
         check_request_room(turns, self.upstream.runner_max_request_bytes)?;
         positive_duration("turns.lease_renew", turns.lease_renew)?;
+        positive("turns.sweep_batch", turns.sweep_batch as u64)?;
         if turns.stream_ahead > MAX_STREAM_AHEAD {
             return Err(invalid(
                 "turns.stream_ahead",

@@ -916,7 +916,7 @@ async fn wire_log_leases_and_reaping(store: Store) {
             watched: true,
         }]
     );
-    assert!(store.expired_turns().await.expect("expired").is_empty());
+    assert!(store.expired_turns(100).await.expect("expired").is_empty());
     assert!(
         !store
             .reap(&turn, ReapIf::LeaseExpired, finalize(seen.clone()))
@@ -937,7 +937,7 @@ async fn wire_log_leases_and_reaping(store: Store) {
     // Expired again (the replica stopped renewing): swept, once.
     store.renew_leases(REPLICA, EXPIRED).await.expect("renew");
     assert_eq!(
-        store.expired_turns().await.expect("expired"),
+        store.expired_turns(100).await.expect("expired"),
         vec![turn.clone()]
     );
     assert!(

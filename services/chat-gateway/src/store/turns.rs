@@ -605,16 +605,18 @@ impl Store {
         .await
     }
 
-    /// Running turns whose lease expired (on the store's clock).
-    /// Maintenance only: not filtered by owner, never reachable from a
-    /// request.
-    pub async fn expired_turns(&self) -> Result<Vec<String>, StoreError> {
+    /// At most `limit` running turns whose lease expired (on the store's
+    /// clock), the longest expired first. Maintenance only: not filtered
+    /// by owner, never reachable from a request.
+    pub async fn expired_turns(&self, limit: usize) -> Result<Vec<String>, StoreError> {
         let mut conn = self.pool.acquire().await?;
         let sql = on_store_clock(
             &conn,
-            "SELECT id FROM turns WHERE state = 'running' AND (lease_until IS NULL OR lease_until < {now})",
+            "SELECT id FROM turns WHERE state = 'running' AND (lease_until IS NULL OR lease_until < {now}) \
+             ORDER BY lease_until LIMIT $1",
         );
         let rows = sqlx::query(AssertSqlSafe(sql))
+            .bind(i64::try_from(limit).unwrap_or(i64::MAX))
             .fetch_all(&mut *conn)
             .await?;
         rows.iter().map(|row| Ok(row.try_get("id")?)).collect()

@@ -5,12 +5,14 @@
 //! stored more).
 //!
 //! Every `lease_renew` the replica renews all its running turns in one
-//! statement. A renewed turn with `cancel_requested` set is stopped here
+//! statement, in a task of its own: no sweep, prune or notice delays it. A renewed turn with `cancel_requested` set is stopped here
 //! (the NOTIFY may have been lost); one this process no longer runs is an
 //! orphan whose task could not store its end (the store failed), and is
-//! ended now as `STORE_UNAVAILABLE`. Then it sweeps: each running turn
-//! whose lease has expired is ended as `REPLICA_LOST` with the partial
-//! answer its clients saw ([`super::recover`]). The sweep runs at start-up
+//! ended now as `STORE_UNAVAILABLE`. Every `lease_renew` it also sweeps:
+//! each running turn whose lease has expired is ended as `REPLICA_LOST`
+//! with the partial answer its clients saw ([`super::recover`]), at most
+//! `turns.sweep_batch` a sweep (a full sweep runs again at once, between
+//! the notices). The sweep runs at start-up
 //! too; on SQLite, whose file belongs to one process, turns of any other
 //! replica id are ended at start-up without waiting for their lease.
 
@@ -23,6 +25,15 @@ use crate::store::{ReapIf, StoreError, listen::Notice, now_ms};
 
 /// How often old wire logs are pruned.
 const PRUNE_EVERY: Duration = Duration::from_secs(60);
+
+/// What one sweep did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Swept {
+    /// How many turns it ended.
+    pub ended: usize,
+    /// Whether it stopped at `turns.sweep_batch`: more may have expired.
+    pub more: bool,
+}
 
 impl Engine {
     /// Renews this replica's leases and handles what the renewal found.
@@ -78,9 +89,11 @@ impl Engine {
         }
     }
 
-    /// Ends the turns whose lease expired; returns how many this call ended.
-    pub async fn sweep(&self) -> Result<usize, StoreError> {
-        let expired = self.store.expired_turns().await?;
+    /// Ends at most `turns.sweep_batch` turns whose lease expired.
+    pub async fn sweep(&self) -> Result<Swept, StoreError> {
+        let batch = self.config.sweep_batch.max(1);
+        let expired = self.store.expired_turns(batch).await?;
+        let more = expired.len() >= batch;
         let mut ended = 0;
         for turn_id in expired {
             if self
@@ -97,7 +110,7 @@ impl Engine {
                 ended += 1;
             }
         }
-        Ok(ended)
+        Ok(Swept { ended, more })
     }
 
     /// At start-up on SQLite: ends every turn another process left running.
@@ -141,10 +154,28 @@ impl Engine {
         }
     }
 
-    /// Runs the background work until [`Engine::close`].
-    pub async fn run_replica(self: Arc<Self>, mut notices: Option<mpsc::Receiver<Notice>>) {
+    /// Renews this replica's leases every `lease_renew` until
+    /// [`Engine::close`].
+    async fn renew_until_closed(self: Arc<Self>) {
         let mut renew = tokio::time::interval(self.config.lease_renew);
         renew.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            tokio::select! {
+                () = self.closing.cancelled() => return,
+                _ = renew.tick() => {
+                    if let Err(error) = self.renew_leases().await {
+                        tracing::warn!(%error, "cannot renew this replica's turn leases");
+                    }
+                }
+            }
+        }
+    }
+
+    /// Runs the background work until [`Engine::close`].
+    pub async fn run_replica(self: Arc<Self>, mut notices: Option<mpsc::Receiver<Notice>>) {
+        tokio::spawn(self.clone().renew_until_closed());
+        let mut sweep = tokio::time::interval(self.config.lease_renew);
+        sweep.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         let mut prune = tokio::time::interval(PRUNE_EVERY);
         prune.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
@@ -156,14 +187,13 @@ impl Engine {
                         None => std::future::pending().await,
                     }
                 } => self.on_notice(notice),
-                _ = renew.tick() => {
-                    if let Err(error) = self.renew_leases().await {
-                        tracing::warn!(%error, "cannot renew this replica's turn leases");
-                    }
-                    if let Err(error) = self.sweep().await {
-                        tracing::warn!(%error, "cannot end turns whose lease expired");
-                    }
-                }
+                _ = sweep.tick() => match self.sweep().await {
+                    // More expired: the next sweep comes at once, after
+                    // any notices that wait.
+                    Ok(Swept { more: true, .. }) => sweep.reset_immediately(),
+                    Ok(_) => {}
+                    Err(error) => tracing::warn!(%error, "cannot end turns whose lease expired"),
+                },
                 _ = prune.tick() => {
                     let before = now_ms() - millis(self.config.resume_retention);
                     match self.store.prune_wire(before).await {

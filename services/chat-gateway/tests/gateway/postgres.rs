@@ -45,3 +45,21 @@ async fn admin(statement: &str) {
         .unwrap_or_else(|error| panic!("{statement}: {error}"));
     pool.close().await;
 }
+
+/// A connection to PARLEY_TEST_POSTGRES_URL whose tables are those of
+/// `schema` (made by [`fresh_schema`]), to look at what the gateways
+/// stored.
+#[allow(dead_code)] // The store's tests include this file too.
+pub async fn connect(schema: &str) -> sqlx::AnyConnection {
+    use sqlx::Connection;
+    let base = std::env::var("PARLEY_TEST_POSTGRES_URL").expect("PARLEY_TEST_POSTGRES_URL");
+    sqlx::any::install_default_drivers();
+    let mut conn = sqlx::AnyConnection::connect(&base)
+        .await
+        .expect("connect to PARLEY_TEST_POSTGRES_URL");
+    sqlx::raw_sql(sqlx::AssertSqlSafe(format!("SET search_path TO {schema}")))
+        .execute(&mut conn)
+        .await
+        .expect("search_path");
+    conn
+}

@@ -52,17 +52,19 @@ impl GatewayProcess {
     /// address is read from its `listening` log line: a port picked ahead
     /// and released could be taken by another test's process meanwhile.
     pub async fn start(config: &ProcessConfig, dir: &Path, name: &str) -> Self {
-        Self::start_with_clock(config, dir, name, None).await
+        Self::start_with(config, dir, name, None, &[]).await
     }
 
-    /// [`GatewayProcess::start`], with the process's clocks off by
+    /// [`GatewayProcess::start`], with `env` set (`PARLEY_` settings, say)
+    /// and the process's clocks off by
     /// `offset` (libfaketime's `FAKETIME` syntax, e.g. `+15s`) when given: Debian's
     /// `faketime` must be installed (see [`libfaketime`]).
-    pub async fn start_with_clock(
+    pub async fn start_with(
         config: &ProcessConfig,
         dir: &Path,
         name: &str,
         offset: Option<&str>,
+        env: &[(&str, &str)],
     ) -> Self {
         let file = dir.join(format!("{name}.toml"));
         let toml = format!(
@@ -85,6 +87,7 @@ impl GatewayProcess {
         let out = std::fs::File::create(&log).expect("log file");
         let err = out.try_clone().expect("log file");
         let mut command = Command::new(env!("CARGO_BIN_EXE_chat-gateway"));
+        command.envs(env.iter().copied());
         if let Some(offset) = offset {
             // The library itself, not the `faketime` wrapper: a SIGKILL
             // then reaches the gateway, not a parent that forked it.
