@@ -431,7 +431,7 @@ async fn store_writes(times: u32, concurrent: usize) {
                 create: true,
                 turn_id: &turn,
                 replica: "bench",
-                lease_until: i64::MAX,
+                lease_ttl_ms: 24 * 60 * 60 * 1000,
                 stream_ahead: 0,
                 request_id: None,
                 user_message: &message,

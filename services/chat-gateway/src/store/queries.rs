@@ -80,7 +80,7 @@ impl Store {
             user_message: EncodedEvent::new(new.user_message)?,
             title: new.title.to_owned(),
             replica: new.replica.to_owned(),
-            lease_ttl: new.lease_ttl_ms,
+            lease_ttl: new.lease_ttl_ms.min(super::turns::MAX_LEASE_MS),
             stream_ahead: new.stream_ahead,
             admission: new.admission.clone(),
             postgres: self.backend() == super::Backend::Postgres,

@@ -31,6 +31,10 @@ use super::{
     writes::{EncodedEvent, FinishTurnWrite, notify, to_i64, tokens_of},
 };
 
+/// The longest lease or watch written, in ms (about 30 years): the store
+/// adds it to its clock, and a longer one would overflow.
+pub(super) const MAX_LEASE_MS: i64 = 1 << 40;
+
 /// A running turn of this replica, as lease renewal found it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct HeldTurn {
@@ -585,7 +589,7 @@ impl Store {
     ) -> Result<Vec<HeldTurn>, StoreError> {
         self.write(Renew {
             replica: replica.to_owned(),
-            ttl: ttl_ms,
+            ttl: ttl_ms.min(MAX_LEASE_MS),
         })
         .await
     }
@@ -682,7 +686,7 @@ impl Store {
         self.write(Watch {
             owner: owner.to_owned(),
             turn_id: turn_id.to_owned(),
-            watch_for: for_ms,
+            watch_for: for_ms.min(MAX_LEASE_MS),
         })
         .await
     }
