@@ -323,6 +323,17 @@ impl Runner {
                 messages = appended(&messages, [answer]);
                 continue;
             }
+            // A fenced client (`RunFenced`) allows each round first.
+            let call_ids = pending.iter().map(|p| p.call.id.clone()).collect();
+            let allowed = tokio::select! {
+                () = cancel.cancelled() => return Err(End::Cancelled),
+                allowed = out.permit_dispatch(iteration, call_ids) => {
+                    allowed.map_err(|_| End::Cancelled)?
+                }
+            };
+            if !allowed {
+                return Err(End::Failed(dispatch_denied(out, iteration)));
+            }
             let results = run_tools(&round, &pending, out, iteration, model).await?;
             messages = appended(&messages, [answer, Message::ToolResults(results)]);
         }
@@ -377,6 +388,21 @@ impl Runner {
             cancel,
             deadline,
         }
+    }
+}
+
+/// The error of a turn whose client denied its tool calls of `iteration`.
+fn dispatch_denied(out: &TurnOutput, iteration: u32) -> TurnError {
+    TurnError {
+        code: tonic::Code::Aborted,
+        reason: "DISPATCH_DENIED".into(),
+        message: format!(
+            "the client did not allow the tool calls of model call {iteration}; none was started"
+        ),
+        retryable: false,
+        partial_text: out.text().to_owned(),
+        provider_detail: String::new(),
+        retry_after: None,
     }
 }
 

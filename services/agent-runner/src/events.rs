@@ -49,6 +49,27 @@ pub enum EventKind {
     /// The current model call failed midway and runs again: what it
     /// streamed is void.
     StepReset(StepReset),
+    /// Tool calls wait for the client's decision (`RunFenced` only).
+    DispatchPending(DispatchPending),
+}
+
+/// The tool calls of a model call, announced before they start to a client
+/// that must allow them ([`EventSink::permit_dispatch`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DispatchPending {
+    /// Which model call asked for them (1-based).
+    pub iteration: u32,
+    /// Their call ids.
+    pub call_ids: Vec<String>,
+}
+
+/// A client's answer to a [`DispatchPending`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DispatchDecision {
+    /// The iteration it answers.
+    pub iteration: u32,
+    /// Whether the calls may start.
+    pub allowed: bool,
 }
 
 /// A model call failed after streaming part of its answer and is tried
@@ -230,6 +251,9 @@ pub struct EventSink {
     tx: mpsc::Sender<Box<Event>>,
     seq: u64,
     text: String,
+    /// The client's dispatch decisions, when it must allow tool calls
+    /// (`RunFenced`); `None`: tools start without asking (`Run`).
+    decisions: Option<mpsc::Receiver<DispatchDecision>>,
 }
 
 impl EventSink {
@@ -239,7 +263,48 @@ impl EventSink {
             tx,
             seq: 0,
             text: String::new(),
+            decisions: None,
         }
+    }
+
+    /// A sink sending to `tx` whose client must allow every round of tool
+    /// calls, with the decisions it sends on `decisions`.
+    pub fn fenced(
+        tx: mpsc::Sender<Box<Event>>,
+        decisions: mpsc::Receiver<DispatchDecision>,
+    ) -> Self {
+        Self {
+            decisions: Some(decisions),
+            ..Self::new(tx)
+        }
+    }
+
+    /// Whether the tool calls `call_ids` of model call `iteration` may
+    /// start: at once without a fence; otherwise after a
+    /// [`DispatchPending`] event, the client's decision for `iteration`
+    /// (false when it denies them or stops answering).
+    pub async fn permit_dispatch(
+        &mut self,
+        iteration: u32,
+        call_ids: Vec<String>,
+    ) -> Result<bool, Closed> {
+        if self.decisions.is_none() {
+            return Ok(true);
+        }
+        self.emit(EventKind::DispatchPending(DispatchPending {
+            iteration,
+            call_ids,
+        }))
+        .await?;
+        let Some(decisions) = self.decisions.as_mut() else {
+            return Ok(true);
+        };
+        while let Some(decision) = decisions.recv().await {
+            if decision.iteration == iteration {
+                return Ok(decision.allowed);
+            }
+        }
+        Ok(false)
     }
 
     /// Sends the next event; waits while the client is slow (backpressure).

@@ -7,6 +7,11 @@
 //! cancellation guard: when the client goes away tonic drops the stream, the
 //! guard cancels the token, and the loop drops the provider request and the
 //! running tools at once. The caller's `grpc-timeout` caps the turn.
+//!
+//! `RunFenced` runs a turn the same way from the first message of its
+//! client's stream; the decisions that follow reach the turn's sink, which
+//! asks for one before each round of tool calls
+//! ([`EventSink::permit_dispatch`]).
 
 use std::{
     pin::Pin,
@@ -16,7 +21,8 @@ use std::{
 
 use futures::Stream;
 use parley_proto::runner::v1::{
-    ListToolsRequest, ListToolsResponse, RunEvent, RunRequest, agent_runner_server::AgentRunner,
+    ListToolsRequest, ListToolsResponse, RunEvent, RunFencedRequest, RunRequest,
+    agent_runner_server::AgentRunner, run_fenced_request,
 };
 use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc};
 use tokio_util::sync::{CancellationToken, DropGuard};
@@ -27,7 +33,7 @@ use crate::{
     agent_loop::Runner,
     convert,
     error::RunError,
-    events::{Event, EventSink},
+    events::{DispatchDecision, Event, EventSink},
     prompts::Prompts,
     tool_sets::ToolSets,
     turn::Limits,
@@ -85,22 +91,21 @@ impl Stream for RunEventStream {
     }
 }
 
-#[tonic::async_trait]
-impl AgentRunner for RunnerService {
-    type RunStream = RunEventStream;
+/// Decisions a fenced turn's client may send ahead of the turn reading
+/// them (it sends one per announced round).
+const DECISIONS_AHEAD: usize = 4;
 
-    async fn run(&self, request: Request<RunRequest>) -> Result<Response<Self::RunStream>, Status> {
-        // A full runner refuses first, before converting the request. The
-        // admission is held by the turn's task and by its stream, so it
-        // counts until the turn has ended and its client is done reading.
-        let permit = Arc::new(
-            self.permits
-                .clone()
-                .try_acquire_owned()
-                .map_err(|_| RunError::Busy)?,
-        );
-        let deadline = parley_grpc::deadline::grpc_timeout(request.metadata());
-        let mut request = request.into_inner();
+impl RunnerService {
+    /// Starts a turn of `request` (after its admission `permit`) whose
+    /// events go to the returned stream; `decisions`, when given, must
+    /// allow each round of tool calls.
+    fn start(
+        &self,
+        permit: Arc<OwnedSemaphorePermit>,
+        deadline: Option<std::time::Duration>,
+        mut request: RunRequest,
+        decisions: Option<mpsc::Receiver<DispatchDecision>>,
+    ) -> Result<RunEventStream, Status> {
         // The tools first: a page's turns mostly declare the same ones, and
         // a kept set skips their conversion (see `tool_sets`).
         let tools = self
@@ -121,6 +126,10 @@ impl AgentRunner for RunnerService {
         let turn_id = turn.turn_id.clone();
         let prepared = self.runner.prepare_with(turn, tools)?;
         let (tx, rx) = mpsc::channel(self.event_buffer);
+        let sink = match decisions {
+            Some(decisions) => EventSink::fenced(tx, decisions),
+            None => EventSink::new(tx),
+        };
         let cancel = CancellationToken::new();
         let runner = self.runner.clone();
         let task_cancel = cancel.clone();
@@ -135,16 +144,86 @@ impl AgentRunner for RunnerService {
                 let permit = permit.clone();
                 async move {
                     let _admitted = permit;
-                    runner.run(*prepared, EventSink::new(tx), task_cancel).await;
+                    runner.run(*prepared, sink, task_cancel).await;
                 }
             }
             .in_current_span(),
         );
-        Ok(Response::new(RunEventStream {
+        Ok(RunEventStream {
             rx,
             _cancel_on_drop: cancel.drop_guard(),
             _admitted: permit,
-        }))
+        })
+    }
+
+    /// The admission of a new turn: refused at once when the runner is
+    /// full. It is held by the turn's task and by its stream, so it counts
+    /// until the turn has ended and its client is done reading.
+    fn admit(&self) -> Result<Arc<OwnedSemaphorePermit>, RunError> {
+        Ok(Arc::new(
+            self.permits
+                .clone()
+                .try_acquire_owned()
+                .map_err(|_| RunError::Busy)?,
+        ))
+    }
+}
+
+#[tonic::async_trait]
+impl AgentRunner for RunnerService {
+    type RunStream = RunEventStream;
+    type RunFencedStream = RunEventStream;
+
+    async fn run(&self, request: Request<RunRequest>) -> Result<Response<Self::RunStream>, Status> {
+        // A full runner refuses first, before converting the request.
+        let permit = self.admit()?;
+        let deadline = parley_grpc::deadline::grpc_timeout(request.metadata());
+        Ok(Response::new(self.start(
+            permit,
+            deadline,
+            request.into_inner(),
+            None,
+        )?))
+    }
+
+    async fn run_fenced(
+        &self,
+        request: Request<tonic::Streaming<RunFencedRequest>>,
+    ) -> Result<Response<Self::RunFencedStream>, Status> {
+        let permit = self.admit()?;
+        let deadline = parley_grpc::deadline::grpc_timeout(request.metadata());
+        let mut incoming = request.into_inner();
+        let Some(RunFencedRequest {
+            message: Some(run_fenced_request::Message::Start(start)),
+        }) = incoming.message().await?
+        else {
+            return Err(RunError::Invalid(vec![crate::turn::Violation {
+                field: "start".into(),
+                description: "the first message must be the RunRequest".into(),
+            }])
+            .into());
+        };
+        let (decided, decisions) = mpsc::channel(DECISIONS_AHEAD);
+        // Until the client closes its side or the turn no longer reads.
+        tokio::spawn(async move {
+            while let Ok(Some(message)) = incoming.message().await {
+                if let Some(run_fenced_request::Message::Decision(decision)) = message.message {
+                    let decision = DispatchDecision {
+                        iteration: decision.iteration,
+                        allowed: decision.allowed,
+                    };
+                    if decided.send(decision).await.is_err() {
+                        return;
+                    }
+                }
+            }
+        });
+        Ok(Response::new(self.start(
+            permit,
+            deadline,
+            start,
+            Some(decisions),
+        )?))
     }
 
     async fn list_tools(

@@ -565,3 +565,110 @@ async fn a_request_over_the_configured_size_is_refused_as_too_large_and_one_unde
         "{events:?}"
     );
 }
+
+/// A local tool that counts its calls.
+#[derive(Debug, Default)]
+struct Count(AtomicUsize);
+
+#[async_trait::async_trait]
+impl LocalTool for Count {
+    fn name(&self) -> &str {
+        "count"
+    }
+    fn description(&self) -> &str {
+        "counts its calls"
+    }
+    fn input_schema(&self) -> Value {
+        json!({"type": "object"})
+    }
+    async fn run(
+        &self,
+        _input: Value,
+        _ctx: CallContext,
+        _progress: ProgressSender,
+    ) -> Result<ToolOutput, ToolFailure> {
+        let calls = self.0.fetch_add(1, Ordering::SeqCst) + 1;
+        Ok(ToolOutput {
+            text: format!("call {calls}"),
+            payload: None,
+        })
+    }
+}
+
+#[tokio::test]
+async fn a_fenced_turn_starts_no_tool_its_client_did_not_allow() {
+    let count = Arc::new(Count::default());
+    let mut tools = ToolRuntime::with_builtins();
+    tools.register(count.clone());
+    let provider = scripted(
+        "[default]\nsteps = [{ tool_call = { name = \"count\", id = \"a\" } }, \
+         { text = \"Once more.\" }, { tool_call = { name = \"count\", id = \"b\" } }, \
+         { text = \"done\" }]",
+    );
+    let mut client = serve(service(provider, tools, 4)).await;
+    let (send, requests) = tokio::sync::mpsc::channel(4);
+    send.send(pb::RunFencedRequest {
+        message: Some(pb::run_fenced_request::Message::Start(request(
+            "count twice",
+            vec![builtin_tool("count", "count")],
+        ))),
+    })
+    .await
+    .expect("send");
+    let mut stream = client
+        .run_fenced(tokio_stream::wrappers::ReceiverStream::new(requests))
+        .await
+        .expect("run")
+        .into_inner();
+    let mut events = Vec::new();
+    while let Some(item) = stream.next().await {
+        let event = item.expect("event");
+        match &event.event {
+            Some(Ev::DispatchPending(pending)) => {
+                // Nothing started before the client answered.
+                assert_eq!(
+                    count.0.load(Ordering::SeqCst),
+                    pending.iteration as usize - 1
+                );
+                send.send(pb::RunFencedRequest {
+                    message: Some(pb::run_fenced_request::Message::Decision(
+                        pb::DispatchDecision {
+                            iteration: pending.iteration,
+                            allowed: pending.iteration == 1,
+                        },
+                    )),
+                })
+                .await
+                .expect("decide");
+            }
+            Some(Ev::Finished(_) | Ev::Error(_)) => {
+                events.push(event);
+                break;
+            }
+            _ => {}
+        }
+        events.push(event);
+    }
+    let pending: Vec<_> = events
+        .iter()
+        .filter_map(|e| match &e.event {
+            Some(Ev::DispatchPending(pending)) => Some(pending.call_ids.clone()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(pending, [vec!["a".to_owned()], vec!["b".to_owned()]]);
+    assert_eq!(
+        count.0.load(Ordering::SeqCst),
+        1,
+        "only the allowed call ran"
+    );
+    let starts = events
+        .iter()
+        .filter(|e| matches!(e.event, Some(Ev::ToolStart(_))))
+        .count();
+    assert_eq!(starts, 1);
+    match events.last().and_then(|e| e.event.clone()) {
+        Some(Ev::Error(error)) => assert_eq!(error.reason, "DISPATCH_DENIED"),
+        other => panic!("expected the denial, got {other:?}"),
+    }
+}

@@ -74,6 +74,16 @@ impl TurnOutput {
         self.sink.emit(kind).await
     }
 
+    /// Whether the client allows the tool calls `call_ids` of model call
+    /// `iteration` to start ([`EventSink::permit_dispatch`]).
+    pub async fn permit_dispatch(
+        &mut self,
+        iteration: u32,
+        call_ids: Vec<String>,
+    ) -> Result<bool, Closed> {
+        self.sink.permit_dispatch(iteration, call_ids).await
+    }
+
     /// Starts a model call (or a new attempt of one that emitted nothing).
     pub fn begin_call(&mut self) {
         self.call_text.clear();

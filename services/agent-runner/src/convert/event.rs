@@ -72,6 +72,10 @@ pub fn to_proto(event: Event) -> pb::RunEvent {
             reason: reset.reason,
             message: reset.message,
         }),
+        EventKind::DispatchPending(pending) => PbEvent::DispatchPending(pb::DispatchPending {
+            iteration: pending.iteration,
+            call_ids: pending.call_ids,
+        }),
     };
     pb::RunEvent {
         seq: event.seq,

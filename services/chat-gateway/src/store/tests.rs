@@ -834,6 +834,38 @@ async fn an_append_of_many_turns_spans_statements(store: Store) {
     }
 }
 
+/// Only the replica that holds a turn's unexpired lease may start its
+/// next tool calls; once the lease lapsed it may not, reaped or not.
+async fn tool_calls_are_fenced_by_the_lease(store: Store) {
+    let (turn, _) = begin_on(&store, &id(), true, REPLICA, lease(), None).await;
+    let hold = |replica: &'static str| {
+        let (store, turn) = (store.clone(), turn.clone());
+        async move {
+            store
+                .hold_for_dispatch(&turn, replica, lease())
+                .await
+                .expect("fence")
+        }
+    };
+    assert!(hold(REPLICA).await);
+    assert!(!hold("replica-b").await, "another replica's turn");
+    store.renew_leases(REPLICA, EXPIRED).await.expect("renew");
+    assert!(!hold(REPLICA).await, "its lease lapsed");
+    // Renewed, then ended by another replica's sweep.
+    store.renew_leases(REPLICA, lease()).await.expect("renew");
+    assert!(hold(REPLICA).await);
+    store.renew_leases(REPLICA, EXPIRED).await.expect("renew");
+    let seen = Arc::new(std::sync::Mutex::new(None));
+    assert!(
+        store
+            .reap(&turn, ReapIf::LeaseExpired, finalize(seen))
+            .await
+            .expect("reap")
+    );
+    store.renew_leases(REPLICA, lease()).await.expect("renew");
+    assert!(!hold(REPLICA).await, "ended");
+}
+
 async fn wire_log_leases_and_reaping(store: Store) {
     let conversation = id();
     // A lease already expired: its replica is gone.
@@ -1754,6 +1786,7 @@ on_both_backends!(
     stream_leases_count_open_streams,
     an_end_that_does_not_hold_its_turn_writes_nothing,
     a_conversation_reads_in_pages_of_turns,
+    tool_calls_are_fenced_by_the_lease,
 );
 
 #[tokio::test]

@@ -375,6 +375,37 @@ impl Write for Renew {
     }
 }
 
+/// The fence before a turn's tool calls: its lease renewed, only while
+/// it is unexpired and held by this replica.
+struct HoldForDispatch {
+    turn_id: String,
+    replica: String,
+    ttl: i64,
+}
+
+impl Write for HoldForDispatch {
+    /// Whether the turn is still this replica's.
+    type Output = bool;
+
+    fn run<'c>(&'c self, conn: &'c mut AnyConnection) -> BoxFuture<'c, Result<bool, StoreError>> {
+        Box::pin(async move {
+            let sql = on_store_clock(
+                conn,
+                "UPDATE turns SET lease_until = {now} + $3 \
+                 WHERE id = $1 AND replica = $2 AND state = 'running' AND lease_until >= {now} \
+                 RETURNING id",
+            );
+            Ok(sqlx::query(AssertSqlSafe(sql))
+                .bind(self.turn_id.as_str())
+                .bind(self.replica.as_str())
+                .bind(self.ttl)
+                .fetch_optional(&mut *conn)
+                .await?
+                .is_some())
+        })
+    }
+}
+
 struct Watch {
     owner: String,
     turn_id: String,
@@ -588,6 +619,25 @@ impl Store {
         ttl_ms: i64,
     ) -> Result<Vec<HeldTurn>, StoreError> {
         self.write(Renew {
+            replica: replica.to_owned(),
+            ttl: ttl_ms.min(MAX_LEASE_MS),
+        })
+        .await
+    }
+
+    /// The fence before a turn's next tool calls: true, with its lease
+    /// renewed for `ttl_ms`, only while `replica` still holds `turn_id`
+    /// and its lease has not expired (on the store's clock). False once
+    /// the lease lapsed, even before another replica ended the turn: a
+    /// replica that stalled past its lease may not start tools any more.
+    pub async fn hold_for_dispatch(
+        &self,
+        turn_id: &str,
+        replica: &str,
+        ttl_ms: i64,
+    ) -> Result<bool, StoreError> {
+        self.write(HoldForDispatch {
+            turn_id: turn_id.to_owned(),
             replica: replica.to_owned(),
             ttl: ttl_ms.min(MAX_LEASE_MS),
         })

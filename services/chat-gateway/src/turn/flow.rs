@@ -40,7 +40,7 @@ use super::{
     observe,
     outcome::{self, CompleteParts, Ending, Failure},
     parse, recover,
-    relay::{self, RunEnd, TurnIds},
+    relay::{self, Fence, RunEnd, TurnIds},
 };
 use crate::{
     convert,
@@ -140,7 +140,7 @@ async fn produce(
     // so no moved-from copy of it stays in this future's state while the
     // turn streams (about 900 bytes per turn).
     let opened = Box::pin(open_calls(engine, spec, &stop, history, profile.clone())).await;
-    let (cleaner, stream) = match opened {
+    let (cleaner, stream, fence) = match opened {
         None => return Produced::empty(stopped(slot, sink)),
         Some(Err(failure)) => return Produced::empty(Ending::Failed(failure)),
         Some(Ok(opened)) => opened,
@@ -154,6 +154,7 @@ async fn produce(
         &stop,
         spec.start.deadline,
         engine.config.max_answer_bytes,
+        fence.as_ref(),
     )
     .await;
     let mut cleaned = Box::pin(relayed.cleaner.finish()).await;
@@ -224,6 +225,14 @@ async fn produce(
             Ending::Failed(Failure::answer_too_large(engine.config.max_answer_bytes)),
             partial_structured,
         ),
+        RunEnd::LeaseLost => (
+            Ending::Failed(Failure::new(
+                "LEASE_LOST",
+                "this gateway replica lost the turn before its next tool calls, which did not start",
+                true,
+            )),
+            partial_structured,
+        ),
     };
     Produced {
         ending,
@@ -236,8 +245,21 @@ async fn produce(
     }
 }
 
+/// Messages of a `RunFenced` call that may wait to be sent: the request and
+/// a decision (the runner asks for one at a time).
+const FENCE_MESSAGES: usize = 2;
+
+/// The runner call of a turn and, for a turn with tools, its fence.
+type Opened = (
+    Box<TextCleaner>,
+    tonic::Streaming<runner::RunEvent>,
+    Option<Fence>,
+);
+
 /// The system prompt and the runner request for the turn; opens the parser
-/// stream and the runner call together. `None` when the turn was stopped
+/// stream and the runner call together: `Run` for a turn without tools,
+/// `RunFenced` (the runner asks before each round of tool calls, see
+/// [`relay::Fence`]) for one with tools. `None` when the turn was stopped
 /// first.
 async fn open_calls(
     engine: &Engine,
@@ -245,7 +267,7 @@ async fn open_calls(
     stop: &tokio_util::sync::CancellationToken,
     history: History,
     profile: parley_proto::parser::v1::ParseProfile,
-) -> Option<Result<(Box<TextCleaner>, tonic::Streaming<runner::RunEvent>), Failure>> {
+) -> Option<Result<Opened, Failure>> {
     let page = &spec.start.resolved;
     let stream_id = Some(spec.start.page.stream_id.as_str()).filter(|id| !id.is_empty());
     let system_prompt = tracing::info_span!("prompt.build").in_scope(|| {
@@ -283,23 +305,47 @@ async fn open_calls(
     };
 
     // The parser stream and the runner call open together.
-    let mut call = tonic::Request::new(request);
-    call.set_timeout(
-        spec.start
-            .deadline
-            .saturating_duration_since(Instant::now()),
-    );
+    let timeout = spec
+        .start
+        .deadline
+        .saturating_duration_since(Instant::now());
     let mut runner_client = engine.upstreams.runner.clone();
+    let (fence, call) = if request.tools.is_empty() {
+        let mut call = tonic::Request::new(request);
+        call.set_timeout(timeout);
+        (
+            None,
+            futures::future::Either::Left(async move { runner_client.run(call).await }),
+        )
+    } else {
+        let (decisions, messages) = tokio::sync::mpsc::channel(FENCE_MESSAGES);
+        // The channel is new: there is room for the request.
+        let _ = decisions.try_send(runner::RunFencedRequest {
+            message: Some(runner::run_fenced_request::Message::Start(request)),
+        });
+        let mut call = tonic::Request::new(tokio_stream::wrappers::ReceiverStream::new(messages));
+        call.set_timeout(timeout);
+        let fence = Fence {
+            decisions,
+            store: engine.store.clone(),
+            replica: engine.replica.clone(),
+            lease_ttl_ms: super::millis(engine.config.lease_ttl),
+        };
+        (
+            Some(fence),
+            futures::future::Either::Right(async move { runner_client.run_fenced(call).await }),
+        )
+    };
     tokio::select! {
         biased;
         () = stop.cancelled() => None,
         () = tokio::time::sleep_until(spec.start.deadline) => Some(Err(deadline_failure())),
         (cleaner, response) = async {
-            tokio::join!(TextCleaner::open(&engine.upstreams, profile), runner_client.run(call))
+            tokio::join!(TextCleaner::open(&engine.upstreams, profile), call)
         } => Some(match response {
             // Boxed: the cleaner (about 1 KB) moves through the relay and
             // its result, and the turn's task need only hold a pointer.
-            Ok(response) => Ok((Box::new(cleaner), response.into_inner())),
+            Ok(response) => Ok((Box::new(cleaner), response.into_inner(), fence)),
             Err(status) => {
                 tracing::warn!(code = ?status.code(), detail = %status.message(), "runner call failed");
                 Err(Failure::from_runner_status(&status))

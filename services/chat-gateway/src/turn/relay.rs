@@ -31,6 +31,13 @@
 //! and structured text go back to where the step began, and the client gets
 //! a `step_reset`. Tool records and usage stay (the runner does not run
 //! tools again, and the failed call's usage counts).
+//!
+//! A turn with tools runs with `RunFenced`: before each round of tool calls
+//! the runner sends `dispatch_pending` and waits. The relay answers from
+//! the store ([`Fence`]): allowed only while this replica still holds the
+//! turn's unexpired lease (renewed by the check), so a replica that stalled
+//! past its lease, whose turn another replica may have ended and the client
+//! retried elsewhere, never starts another tool for it.
 
 use std::collections::HashMap;
 
@@ -39,8 +46,10 @@ use parley_proto::{
     gateway::v1::{self as gw, chat_event::Event},
     runner::v1::{self as runner, run_event},
 };
-use tokio::time::Instant;
+use tokio::{sync::mpsc, time::Instant};
 use tokio_util::sync::CancellationToken;
+
+use crate::store::Store;
 
 use super::{cleaner::TextCleaner, journal::Journal, parse::short, partials::StructuredPartials};
 
@@ -59,6 +68,50 @@ pub enum RunEnd {
     DeadlineExceeded,
     /// The answer reached its cap; what fitted was relayed.
     AnswerTooLarge,
+    /// The runner was about to start tool calls and this replica no longer
+    /// held the turn's lease: they did not start.
+    LeaseLost,
+}
+
+/// How a turn run with `RunFenced` answers the runner before its tool
+/// calls: from the turn's lease in the store.
+#[derive(Debug)]
+pub struct Fence {
+    /// The call's messages after its `RunRequest`.
+    pub decisions: mpsc::Sender<runner::RunFencedRequest>,
+    /// The store of the turn's lease.
+    pub store: Store,
+    /// This replica.
+    pub replica: String,
+    /// The lease's length (`turns.lease_ttl`, ms), renewed by each check.
+    pub lease_ttl_ms: i64,
+}
+
+impl Fence {
+    /// Whether the tool calls of model call `iteration` of `turn_id` may
+    /// start; the runner is told either way. A store that cannot answer
+    /// denies.
+    async fn decide(&self, turn_id: &str, iteration: u32) -> bool {
+        let allowed = match self
+            .store
+            .hold_for_dispatch(turn_id, &self.replica, self.lease_ttl_ms)
+            .await
+        {
+            Ok(held) => held,
+            Err(error) => {
+                tracing::warn!(%error, turn = %turn_id, "cannot check the turn's lease before its tool calls: they do not start");
+                false
+            }
+        };
+        let decision = runner::RunFencedRequest {
+            message: Some(runner::run_fenced_request::Message::Decision(
+                runner::DispatchDecision { iteration, allowed },
+            )),
+        };
+        // A runner that is gone starts nothing either.
+        let _ = self.decisions.send(decision).await;
+        allowed
+    }
 }
 
 /// Everything a relay gathered.
@@ -250,6 +303,7 @@ pub async fn relay(
     stop: &CancellationToken,
     deadline: Instant,
     max_answer_bytes: usize,
+    fence: Option<&Fence>,
 ) -> Relayed {
     let mut reasoning = String::new();
     let mut structured = String::new();
@@ -383,6 +437,15 @@ pub async fn relay(
             Some(run_event::Event::Usage(call)) => add_usage(&mut usage, &call),
             Some(run_event::Event::Finished(finished)) => break RunEnd::Finished(finished),
             Some(run_event::Event::Error(error)) => break RunEnd::Failed(error),
+            // Sent only to `RunFenced` calls, which have a fence.
+            Some(run_event::Event::DispatchPending(pending)) => {
+                if let Some(fence) = fence
+                    && !fence.decide(&ids.turn_id, pending.iteration).await
+                {
+                    tracing::warn!(turn = %ids.turn_id, "this replica lost the turn's lease: its tool calls do not start");
+                    break RunEnd::LeaseLost;
+                }
+            }
             None => {}
         }
     };

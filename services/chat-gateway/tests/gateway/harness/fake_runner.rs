@@ -203,6 +203,26 @@ impl FakeRunner {
 #[tonic::async_trait]
 impl AgentRunner for FakeRunner {
     type RunStream = ReceiverStream<Result<RunEvent, Status>>;
+    type RunFencedStream = ReceiverStream<Result<RunEvent, Status>>;
+
+    /// Plays the next reply like `Run`; it starts no tools, so it never
+    /// asks for a decision.
+    async fn run_fenced(
+        &self,
+        request: Request<tonic::Streaming<runner::RunFencedRequest>>,
+    ) -> Result<Response<Self::RunFencedStream>, Status> {
+        let metadata = request.metadata().clone();
+        let mut messages = request.into_inner();
+        let Some(runner::RunFencedRequest {
+            message: Some(runner::run_fenced_request::Message::Start(start)),
+        }) = messages.message().await?
+        else {
+            return Err(Status::invalid_argument("the first message is the request"));
+        };
+        let mut call = Request::new(start);
+        *call.metadata_mut() = metadata;
+        self.run(call).await
+    }
 
     async fn list_tools(
         &self,
