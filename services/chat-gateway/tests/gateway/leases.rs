@@ -2,10 +2,32 @@
 //! the store's clock (one replica's clock shifted with libfaketime), the
 //! sweep after a replica is killed, and fencing of tool calls.
 
-use std::{sync::Arc, time::Duration};
+use std::{
+    net::SocketAddr,
+    sync::{
+        Arc,
+        atomic::{AtomicUsize, Ordering},
+    },
+    time::Duration,
+};
 
+use agent_runner::{
+    agent_loop::Runner,
+    provider::{
+        Providers,
+        scripted::{Script, ScriptedProvider},
+    },
+    retry::RetryPolicy,
+    service::RunnerService,
+    tools::{CallContext, LocalTool, ProgressSender, ToolFailure, ToolOutput, ToolRuntime},
+    turn::Limits,
+};
 use futures::StreamExt;
-use parley_proto::gateway::v1::chat_gateway_client::ChatGatewayClient;
+use parley_proto::{
+    gateway::v1::chat_gateway_client::ChatGatewayClient,
+    runner::v1::agent_runner_server::AgentRunnerServer,
+};
+use serde_json::{Value, json};
 use sqlx::Row;
 use tokio::sync::Notify;
 use tonic::transport::Channel;
@@ -15,6 +37,7 @@ use crate::{
     harness::{
         Options, chat_request, drain,
         fake_runner::{Reply, Step, finished},
+        incoming,
         process::{GatewayProcess, ProcessConfig, libfaketime},
         start_upstreams,
     },
@@ -245,5 +268,156 @@ async fn a_killed_replicas_running_turns_all_end_in_bounded_sweeps_while_the_sur
     assert!(complete.success, "{complete:?}");
     drop(streams);
     survivor.kill().await;
+    postgres::drop_schema(&schema).await;
+}
+
+/// The test's own `current_time`: counts its calls; the first waits for
+/// the test's gate.
+#[derive(Debug, Default)]
+struct CountedClock {
+    calls: AtomicUsize,
+    gate: Notify,
+}
+
+#[tonic::async_trait]
+impl LocalTool for CountedClock {
+    fn name(&self) -> &str {
+        "current_time"
+    }
+    fn description(&self) -> &str {
+        "counts its calls"
+    }
+    fn input_schema(&self) -> Value {
+        json!({"type": "object"})
+    }
+    async fn run(
+        &self,
+        _input: Value,
+        _ctx: CallContext,
+        _progress: ProgressSender,
+    ) -> Result<ToolOutput, ToolFailure> {
+        if self.calls.fetch_add(1, Ordering::SeqCst) == 0 {
+            self.gate.notified().await;
+        }
+        Ok(ToolOutput {
+            text: "2030-01-01T00:00:00Z".into(),
+            payload: None,
+        })
+    }
+}
+
+/// The real agent-runner on port 0: the scripted provider playing `script`,
+/// with `clock` as its `current_time`.
+async fn runner_with(script: &str, clock: Arc<CountedClock>) -> SocketAddr {
+    let provider = ScriptedProvider::new("scripted", Script::from_toml(script).expect("script"));
+    let mut tools = ToolRuntime::with_builtins();
+    tools.register(clock);
+    let runner = Runner {
+        providers: Arc::new(Providers::single(
+            "scripted",
+            Arc::new(provider),
+            "scripted-demo",
+        )),
+        tools,
+        retry: RetryPolicy::default(),
+    };
+    let service = RunnerService::new(Arc::new(runner), Limits::default(), 16, 64);
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let addr = listener.local_addr().expect("addr");
+    tokio::spawn(async move {
+        let _ = tonic::transport::Server::builder()
+            .add_service(AgentRunnerServer::new(service))
+            .serve_with_incoming(incoming(listener))
+            .await;
+    });
+    addr
+}
+
+/// Two rounds of `current_time`, then an answer.
+const TWO_ROUNDS: &str = r#"
+[default]
+steps = [
+  { tool_call = { name = "current_time", id = "first", input = { utc_offset = "+00:00" } } },
+  { text = "Once more. " },
+  { tool_call = { name = "current_time", id = "second", input = { utc_offset = "+00:00" } } },
+  { text = "Done." },
+]
+"#;
+
+#[tokio::test]
+async fn a_replica_that_stalled_past_its_lease_starts_no_further_tool_call() {
+    const TEST: &str = "leases::a_replica_that_stalled_past_its_lease_starts_no_further_tool_call";
+    let Some((database_url, schema)) = postgres::fresh_schema(TEST).await else {
+        return;
+    };
+    let clock = Arc::new(CountedClock::default());
+    let runner_addr = runner_with(TWO_ROUNDS, clock.clone()).await;
+    let (_, _, parser_addr) = start_upstreams(&Options::default()).await;
+    let dir = tempfile::tempdir().expect("temp dir");
+    let config = ProcessConfig {
+        database_url,
+        runner: runner_addr,
+        parser: parser_addr,
+        lease_renew: Duration::from_millis(200),
+        lease_ttl: Duration::from_secs(1),
+        stream_ahead: 32,
+        per_user_concurrent_turns: 0,
+    };
+    let mut stalls = GatewayProcess::start(&config, dir.path(), "stalls").await;
+    let mut other = GatewayProcess::start(&config, dir.path(), "other").await;
+
+    let on_stalls = stalls
+        .client
+        .chat(chat_request("", "What time is it, twice?", "tables_list"))
+        .await
+        .expect("chat")
+        .into_inner();
+    // The first call runs (held at the gate).
+    let started = tokio::time::Instant::now();
+    while clock.calls.load(Ordering::SeqCst) == 0 {
+        assert!(
+            started.elapsed() < Duration::from_secs(30),
+            "the first tool call did not start"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    // The replica stalls; the other ends its turn once the lease lapsed.
+    stalls.pause();
+    let mut conn = postgres::connect(&schema).await;
+    let started = tokio::time::Instant::now();
+    loop {
+        let running: i64 =
+            sqlx::query("SELECT count(*) AS running FROM turns WHERE state = 'running'")
+                .fetch_one(&mut conn)
+                .await
+                .expect("count")
+                .try_get("running")
+                .expect("running");
+        if running == 0 {
+            break;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(30),
+            "the other replica did not end the stalled replica's turn:\n{}",
+            other.log_text()
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    // The first call returns (if its time-out has not ended it already),
+    // the model asks for a second one; then the stalled replica runs on.
+    clock.gate.notify_one();
+    stalls.resume();
+    let rest = tokio::time::timeout(Duration::from_secs(30), drain(on_stalls))
+        .await
+        .expect("the stalled replica's stream ends");
+    assert_eq!(
+        clock.calls.load(Ordering::SeqCst),
+        1,
+        "a tool call started for a turn another replica had ended: {rest:?}"
+    );
+    stalls.kill().await;
+    other.kill().await;
     postgres::drop_schema(&schema).await;
 }
