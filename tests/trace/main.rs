@@ -256,13 +256,30 @@ async fn one_chat_turn_is_one_trace_across_every_process() {
         assert_parent(one(&trace, "chat-gateway", stage), turn);
     }
 
-    // gateway -> runner
-    let run_client = one(&trace, "chat-gateway", "parley.runner.v1.AgentRunner/Run");
+    // gateway -> runner (a turn with tools: the runner asks before each
+    // round of tool calls)
+    let run_client = one(
+        &trace,
+        "chat-gateway",
+        "parley.runner.v1.AgentRunner/RunFenced",
+    );
     assert_parent(run_client, turn);
-    assert_rpc(run_client, KIND_CLIENT, "parley.runner.v1.AgentRunner/Run");
+    assert_rpc(
+        run_client,
+        KIND_CLIENT,
+        "parley.runner.v1.AgentRunner/RunFenced",
+    );
     assert_eq!(run_client.attr("server.address"), Some("127.0.0.1"));
-    let run_server = one(&trace, "agent-runner", "parley.runner.v1.AgentRunner/Run");
-    assert_rpc(run_server, KIND_SERVER, "parley.runner.v1.AgentRunner/Run");
+    let run_server = one(
+        &trace,
+        "agent-runner",
+        "parley.runner.v1.AgentRunner/RunFenced",
+    );
+    assert_rpc(
+        run_server,
+        KIND_SERVER,
+        "parley.runner.v1.AgentRunner/RunFenced",
+    );
     assert_parent(run_server, run_client);
 
     // gateway -> parser
