@@ -327,6 +327,7 @@ impl Runner {
             let call_ids = pending.iter().map(|p| p.call.id.clone()).collect();
             let allowed = tokio::select! {
                 () = cancel.cancelled() => return Err(End::Cancelled),
+                () = tokio::time::sleep_until(deadline) => return Err(End::Deadline),
                 allowed = out.permit_dispatch(iteration, call_ids) => {
                     allowed.map_err(|_| End::Cancelled)?
                 }
