@@ -204,10 +204,9 @@ mod tests {
             "{}",
             failure.message
         );
-        let invalid = Channels::default()
-            .get("http://in valid:7000")
-            .err()
-            .expect("an invalid endpoint is refused");
+        let Err(invalid) = Channels::default().get("http://in valid:7000") else {
+            panic!("an invalid endpoint is refused");
+        };
         assert!(!invalid.message.contains("in valid"), "{}", invalid.message);
     }
 

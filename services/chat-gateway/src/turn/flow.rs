@@ -152,8 +152,10 @@ async fn produce(
         sink,
         ids,
         &stop,
-        spec.start.deadline,
-        engine.config.max_answer_bytes,
+        relay::Bounds {
+            deadline: spec.start.deadline,
+            max_answer_bytes: engine.config.max_answer_bytes,
+        },
         fence.as_ref(),
     )
     .await;

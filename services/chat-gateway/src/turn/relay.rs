@@ -292,6 +292,16 @@ fn cut_to(text: &mut String, room: usize) -> bool {
     true
 }
 
+/// What ends a relay besides the runner: the turn's deadline and the
+/// answer's cap.
+#[derive(Debug, Clone, Copy)]
+pub struct Bounds {
+    /// The turn's deadline.
+    pub deadline: Instant,
+    /// `turns.max_answer_bytes`.
+    pub max_answer_bytes: usize,
+}
+
 /// Relays until the runner's stream ends, the turn is stopped, the
 /// deadline passes or the answer reaches `max_answer_bytes`. The runner's
 /// stream is dropped before this returns.
@@ -301,8 +311,10 @@ pub async fn relay(
     sink: &Journal,
     ids: &TurnIds,
     stop: &CancellationToken,
-    deadline: Instant,
-    max_answer_bytes: usize,
+    Bounds {
+        deadline,
+        max_answer_bytes,
+    }: Bounds,
     fence: Option<&Fence>,
 ) -> Relayed {
     let mut reasoning = String::new();
