@@ -10,6 +10,14 @@ cd "$(dirname "$0")/.."
 bash scripts/setup.sh
 # The Go client of tests/clients/go: Go and its gRPC libraries from Debian.
 bash scripts/go.sh
+# libfaketime, for the test of a gateway replica whose clock runs ahead
+# (chat-gateway's leases tests), from Debian packages.
+if ! ls /usr/lib/*/faketime/libfaketime.so.1 >/dev/null 2>&1 && [ "$(id -u)" -eq 0 ] \
+    && command -v apt-get >/dev/null 2>&1; then
+    echo "test.sh: installing libfaketime from Debian packages" >&2
+    apt-get install -y -q libfaketime >/dev/null 2>&1 \
+        || { apt-get update -q >/dev/null && apt-get install -y -q libfaketime >/dev/null; }
+fi
 if [[ -z "${PARLEY_TEST_POSTGRES_URL:-}" && -f scripts/postgres.sh ]]; then
     PARLEY_TEST_POSTGRES_URL="$(bash scripts/postgres.sh)"
     export PARLEY_TEST_POSTGRES_URL
