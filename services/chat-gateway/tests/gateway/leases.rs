@@ -184,6 +184,8 @@ async fn a_killed_replicas_running_turns_all_end_in_bounded_sweeps_while_the_sur
             ("PARLEY_TURNS__PER_TENANT__CONCURRENT_TURNS", "0"),
             ("PARLEY_TURNS__PER_USER__TURNS_PER_MINUTE", "0"),
             ("PARLEY_TURNS__PER_TENANT__TURNS_PER_MINUTE", "0"),
+            ("PARLEY_TURNS__PER_USER__STREAMS", "0"),
+            ("PARLEY_TURNS__PER_TENANT__STREAMS", "0"),
         ],
     )
     .await;
