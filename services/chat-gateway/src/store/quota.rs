@@ -3,8 +3,9 @@
 //!
 //! The counts come from the store inside the transaction that begins a
 //! turn: running turns from `turns`, admissions in the last minute from
-//! the `quota_admissions` ledger (written with the turn, and left alone
-//! when its conversation is deleted), so they hold across gateway replicas: on PostgreSQL the
+//! the `quota_admissions` ledger (written with the turn when a per-minute
+//! limit counts it, and left alone when its conversation is deleted), so
+//! they hold across gateway replicas: on PostgreSQL the
 //! transaction first takes an advisory lock per user and per tenant (two
 //! replicas admitting the same user's turns take turns), and SQLite's one
 //! writer serialises the same way. Nothing leaks when a replica dies: its
@@ -73,6 +74,16 @@ pub struct Admission {
     /// with the turn (and counts against the streams limits); `None`
     /// starts a turn without one.
     pub stream: Option<super::streams::NewStream>,
+}
+
+impl Admission {
+    /// Whether a per-minute limit counts this admission, so that it goes
+    /// into the ledger: without one nothing reads the ledger, and a turn
+    /// writes no row there. (A limit switched on later counts from then.)
+    pub(crate) fn counts_in_ledger(&self) -> bool {
+        self.user.turns_per_minute > 0
+            || (self.tenant.is_some() && self.tenant_quota.turns_per_minute > 0)
+    }
 }
 
 /// Whose limit was reached.

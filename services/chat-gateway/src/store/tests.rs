@@ -1542,6 +1542,34 @@ async fn admissions_outlive_deleted_conversations(store: Store) {
     let later = now_ms() + 3 * 60_000;
     assert!(store.prune_admissions(later).await.expect("prune") >= 2);
     assert_eq!(ledger(store.clone()).await, 0);
+
+    // Only a per-minute limit reads the ledger: a turn admitted without
+    // one, for the user and for the tenant, leaves no row...
+    let no_minute_limit = Quota {
+        concurrent_turns: 100,
+        ..Quota::UNLIMITED
+    };
+    assert_eq!(
+        refused(&admit(&store, "mallet", Some("guild"), no_minute_limit).await),
+        None
+    );
+    assert_eq!(ledger(store.clone()).await, 0, "no limit reads it");
+    // ...and one the tenant's limit counts does.
+    let tenant_limited = quota::Admission {
+        tenant: Some("guild".into()),
+        user: Quota::UNLIMITED,
+        tenant_quota: per_minute,
+        stream: None,
+    };
+    assert_eq!(
+        refused(&admit_as(&store, "mallet", &tenant_limited).await),
+        None
+    );
+    assert_eq!(
+        ledger(store.clone()).await,
+        1,
+        "the tenant's limit reads it"
+    );
 }
 
 /// Streams count per user across the turns that open them and the

@@ -245,13 +245,15 @@ impl Write for BeginTurnWrite {
                 std::slice::from_ref(&self.user_message),
                 self.now,
             )?;
-            quota::record_admission(
-                &mut group,
-                &self.turn_id,
-                &self.owner,
-                self.admission.tenant.as_deref(),
-                self.now,
-            )?;
+            if self.admission.counts_in_ledger() {
+                quota::record_admission(
+                    &mut group,
+                    &self.turn_id,
+                    &self.owner,
+                    self.admission.tenant.as_deref(),
+                    self.now,
+                )?;
+            }
             if let Some(stream) = &self.admission.stream {
                 streams::insert_lease(
                     &mut group,
