@@ -16,6 +16,7 @@ pub mod config;
 pub mod convert;
 pub mod error;
 pub mod events;
+pub mod init;
 pub mod mcp;
 pub mod model_call;
 pub mod observe;
