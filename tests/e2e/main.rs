@@ -9,6 +9,7 @@
 //! images and starts PostgreSQL first.
 
 mod conversation;
+mod deploy_secrets;
 mod gateway_sigterm;
 mod go_client;
 mod grpcurl;

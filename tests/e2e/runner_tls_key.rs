@@ -54,16 +54,14 @@ fn int(value: &Value, what: &str) -> u32 {
 }
 
 /// A Secret's `defaultMode` as Kubernetes reads it: YAML 1.1, so a leading
-/// 0 (`0440`) is octal. serde_yaml_ng reads YAML 1.2 (0440 is 440), hence
-/// the text of the line.
-fn default_mode(relative: &str, value: &Value) -> u32 {
-    let text = std::fs::read_to_string(repo(relative)).expect("read a manifest");
-    let written = text
-        .lines()
-        .filter_map(|line| line.trim().strip_prefix("defaultMode:"))
-        .map(str::trim)
-        .find(|written| written.parse::<u64>().ok() == value.as_u64())
-        .unwrap_or_else(|| panic!("defaultMode {value:?} not in {relative}"));
+/// 0 (`0440`) is octal; serde_yaml_ng (YAML 1.2) reads `0440` as a string.
+fn default_mode(value: &Value) -> u32 {
+    if let Some(mode) = value.as_u64() {
+        return u32::try_from(mode).expect("defaultMode");
+    }
+    let written = value
+        .as_str()
+        .unwrap_or_else(|| panic!("defaultMode {value:?}"));
     match written.strip_prefix('0').filter(|rest| !rest.is_empty()) {
         Some(octal) => u32::from_str_radix(octal, 8).expect("octal defaultMode"),
         None => written.parse().expect("defaultMode"),
@@ -124,7 +122,7 @@ fn manifests() -> Mounted {
         user: int(&context["runAsUser"], "runAsUser"),
         group: int(&context["runAsGroup"], "runAsGroup"),
         fs_group: (!context["fsGroup"].is_null()).then(|| int(&context["fsGroup"], "fsGroup")),
-        mode: default_mode(mtls_file, &volume["secret"]["defaultMode"]),
+        mode: default_mode(&volume["secret"]["defaultMode"]),
         mount_path,
         args,
         env,
