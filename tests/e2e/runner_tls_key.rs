@@ -252,7 +252,13 @@ async fn the_runner_image_reads_its_tls_key_as_the_manifests_mount_it() {
     args.extend(mounted.args.iter().cloned());
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
     let container = Container(docker(&args).expect("docker run"));
-    let port = docker(&["port", &container.0, "50052/tcp"]).expect("docker port");
+    // No published port once the container has exited.
+    let port = docker(&["port", &container.0, "50052/tcp"]).unwrap_or_else(|why| {
+        panic!(
+            "the runner, run as the manifests run it ({mounted:?}), exited ({why}):\n{}",
+            container.logs()
+        )
+    });
     let port = port
         .lines()
         .next()
