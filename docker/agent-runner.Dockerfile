@@ -4,6 +4,9 @@
 # TLS), nothing else: no shell, no package manager. Runs as the non-root
 # numeric user 65532 that deploy/ expects. Nothing is pulled. Without
 # --config the runner plays its compiled-in demo script (scripted provider).
+# It is PID 1 here: it then starts itself again as its child and stays a
+# minimal init that forwards SIGTERM/SIGINT/SIGHUP and reaps the orphans an
+# MCP stdio server leaves (services/agent-runner/src/init.rs); no --init.
 # The build context is the directory scripts/images.sh prepares:
 # bin/<service> and ca-certificates.crt (docker/README.md).
 FROM scratch
