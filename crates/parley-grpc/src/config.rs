@@ -487,6 +487,17 @@ impl ServerConfig {
     }
 }
 
+/// Whether `listen` (`server.listen`) is reachable only from this host: an
+/// IP loopback address or `localhost`.
+pub fn is_loopback(listen: &str) -> bool {
+    if let Ok(addr) = listen.parse::<std::net::SocketAddr>() {
+        return addr.ip().is_loopback();
+    }
+    listen
+        .rsplit_once(':')
+        .is_some_and(|(host, _)| host.eq_ignore_ascii_case("localhost"))
+}
+
 /// The flags every Parley binary takes (`#[command(flatten)]` them into
 /// its arguments): the `[server]` keys, the log format and
 /// `--print-config`.

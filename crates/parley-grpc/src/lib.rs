@@ -12,13 +12,17 @@
 //! that rotate; [`unix`] is gRPC over a Unix domain socket (the sidecar
 //! hop); [`request_body`] sends a call's last request frame with its end;
 //! [`runtime`] is the tokio runtime each binary's `main` runs on;
+//! [`secret`] reads secrets from values, variables and files (again on
+//! SIGHUP); [`bearer`] is the shared token one service sends another;
 //! [`testing`] is the workspace's rule for tests that cannot run here.
 
+pub mod bearer;
 pub mod config;
 pub mod deadline;
 pub mod edge;
 pub mod request_body;
 pub mod runtime;
+pub mod secret;
 pub mod serve;
 pub mod status;
 pub mod telemetry;

@@ -673,16 +673,7 @@ fn claim_holds(claim: Option<&serde_json::Value>, value: &str) -> bool {
     }
 }
 
-/// Whether `listen` (`server.listen`) is reachable only from this host: an
-/// IP loopback address or `localhost`.
-pub fn is_loopback(listen: &str) -> bool {
-    if let Ok(addr) = listen.parse::<std::net::SocketAddr>() {
-        return addr.ip().is_loopback();
-    }
-    listen
-        .rsplit_once(':')
-        .is_some_and(|(host, _)| host.eq_ignore_ascii_case("localhost"))
-}
+pub use parley_grpc::config::is_loopback;
 
 /// Checks dev mode against where the gateway listens: on loopback it is
 /// allowed; elsewhere only with `auth.dev_allow_remote`. Returns whether dev
