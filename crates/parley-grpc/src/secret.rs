@@ -230,11 +230,10 @@ pub struct Reloadable {
 }
 
 impl Reloadable {
-    /// Reads the secret into its slot; the message names the key and what
-    /// is wrong, never the value.
+    /// Reads the secret into its slot; the message says what is wrong
+    /// (the variable or the file), never the value.
     pub fn load(&self, lookup: impl Fn(&str) -> Option<String>) -> Result<(), String> {
-        let value = read_with(None, self.env.as_deref(), self.file.as_deref(), lookup)
-            .map_err(|problem| format!("{}: {problem}", self.key))?;
+        let value = read_with(None, self.env.as_deref(), self.file.as_deref(), lookup)?;
         self.slot.set(Some(value));
         Ok(())
     }
@@ -246,7 +245,7 @@ impl Reloadable {
         match self.load(lookup) {
             Ok(()) => true,
             Err(error) => {
-                tracing::warn!(%error, "a secret could not be read again; the current value stays");
+                tracing::warn!(key = %self.key, %error, "a secret could not be read again; the current value stays");
                 false
             }
         }
@@ -347,6 +346,6 @@ mod tests {
         assert!(!secret.reload(|_| None));
         assert_eq!(secret.slot.with_exposed(str::to_owned), "sk-second");
         let error = secret.load(|_| None).expect_err("absent");
-        assert!(error.starts_with("providers.p.api_key_file: "), "{error}");
+        assert!(error.contains("cannot read"), "{error}");
     }
 }

@@ -1,12 +1,19 @@
 //! Assembling and serving the runner: the configuration validated, the
 //! providers built, the loop and the `AgentRunner` service made, served
-//! with health and reflection by `parley_grpc::serve`.
+//! with health and reflection by `parley_grpc::serve`, every call of the
+//! service checked against `[auth]`'s token ([`crate::auth`]). The secret
+//! files are read at start and again by [`RunnerApp::reload_secrets`]
+//! (SIGHUP).
 //!
 //! The binary, the gateway's whole-stack test and the runner bench all
 //! start the runner here, so they run the same thing.
 
 use std::{collections::HashMap, future::Future, sync::Arc};
 
+use parley_grpc::{
+    bearer::TokenCheck,
+    secret::{Reloadable, SharedSecret},
+};
 use parley_proto::runner::v1::agent_runner_server::AgentRunnerServer;
 use tokio::net::TcpListener;
 
@@ -31,6 +38,10 @@ pub enum StartError {
     /// The `[client_tls]` certificates cannot be used.
     #[error(transparent)]
     ClientTls(#[from] parley_grpc::tls::TlsError),
+    /// `[auth]`: the token cannot be read, or the runner would serve
+    /// everyone beyond loopback.
+    #[error(transparent)]
+    Auth(#[from] crate::auth::AuthConfigError),
 }
 
 /// A runner ready to serve.
@@ -39,17 +50,37 @@ pub struct RunnerApp {
     runner: Arc<Runner>,
     service: RunnerService,
     max_request_bytes: usize,
+    /// The bearer token every call must carry (none: no check).
+    token: SharedSecret,
+    /// The secrets read from files, read again on SIGHUP.
+    reloadable: Arc<Vec<Reloadable>>,
+    /// `server.listen`, when the runner serves it without authentication
+    /// (`auth.allow_unauthenticated`): warned about while serving.
+    unauthenticated: Option<String>,
 }
 
 impl RunnerApp {
-    /// Validates `config` and builds its providers; `lookup` reads the
-    /// environment variables holding API keys.
+    /// Validates `config`, reads its secrets and builds its providers;
+    /// `lookup` reads the environment variables holding API keys and the
+    /// token. Beyond loopback, refuses to serve without authentication
+    /// unless `auth.allow_unauthenticated` says so.
     pub fn build(
         config: &RunnerConfig,
         lookup: impl Fn(&str) -> Option<String>,
     ) -> Result<Self, StartError> {
         config.validate()?;
-        let providers = config.build_providers(&lookup)?;
+        let (token, token_reload) = config.auth.load(&config.base_dir, &lookup)?;
+        let unauthenticated = config
+            .auth
+            .check_exposure(&config.server, token.is_set())?
+            .then(|| config.server.listen.clone());
+        let mut reloadable: Vec<Reloadable> = token_reload.into_iter().collect();
+        let providers = config.build_providers_reloadable(&lookup, &mut reloadable)?;
+        let mut config = config.clone();
+        for (name, server) in &mut config.mcp_servers {
+            reloadable.extend(server.load_header_files(name, &config.base_dir)?);
+        }
+        let config = &config;
         let client_tls = parley_grpc::tls::ClientTls::from_config(&config.client_tls)?;
         tracing::info!(
             default_provider = %config.default_provider,
@@ -65,12 +96,35 @@ impl RunnerApp {
             .chain(crate::mcp::server::PASSED_VARIABLES)
             .filter_map(|name| Some((name.to_owned(), lookup(name)?)))
             .collect();
-        Ok(Self::assemble(
+        let mut app = Self::assemble(
             config,
             providers,
             Arc::new(move |name: &str| variables.get(name).cloned()),
             client_tls,
-        ))
+        );
+        app.token = token;
+        app.reloadable = Arc::new(reloadable);
+        app.unauthenticated = unauthenticated;
+        Ok(app)
+    }
+
+    /// Reads the secret files again (SIGHUP): provider keys, MCP header
+    /// files and the token, each used from then on by new model calls, new
+    /// MCP connections and calls checked. A file that cannot be read is
+    /// logged (its key and the problem, never a value) and the value held
+    /// stays. Returns how many secrets were read.
+    pub fn reload_secrets(&self) -> usize {
+        let read = self
+            .reloadable
+            .iter()
+            .filter(|secret| secret.reload(|name| std::env::var(name).ok()))
+            .count();
+        tracing::info!(
+            read,
+            failed = self.reloadable.len() - read,
+            "secrets read again"
+        );
+        read
     }
 
     /// The runner of `config` (limits, retry policy, admission, MCP
@@ -120,6 +174,9 @@ impl RunnerApp {
             runner,
             service,
             max_request_bytes: config.max_request_bytes,
+            token: SharedSecret::default(),
+            reloadable: Arc::default(),
+            unauthenticated: None,
         }
     }
 
@@ -129,12 +186,14 @@ impl RunnerApp {
     }
 
     /// The AgentRunner service as routes, decoding requests up to
-    /// `max_request_bytes`.
+    /// `max_request_bytes`, each call refused without the `[auth]` token
+    /// when one is configured.
     pub fn routes(&self) -> tonic::service::Routes {
-        tonic::service::Routes::new(
+        tonic::service::Routes::new(tonic::service::interceptor::InterceptedService::new(
             AgentRunnerServer::new(self.service.clone())
                 .max_decoding_message_size(self.max_request_bytes),
-        )
+            TokenCheck::new(self.token.clone()),
+        ))
     }
 
     /// Serves with the `[server]` settings (TLS included) until `shutdown`
@@ -148,7 +207,17 @@ impl RunnerApp {
     ) -> Result<(), parley_grpc::serve::ServeError> {
         let options = parley_grpc::ServeOptions::new("agent-runner", vec![SERVICE_NAME])
             .configured(server)?;
-        parley_grpc::serve(listener, self.routes(), options, shutdown).await
+        let warning = self.unauthenticated.clone().map(|listen| {
+            tokio::spawn(crate::auth::warn_unauthenticated(
+                listen,
+                crate::auth::UNAUTHENTICATED_WARNING_PERIOD,
+            ))
+        });
+        let served = parley_grpc::serve(listener, self.routes(), options, shutdown).await;
+        if let Some(warning) = warning {
+            warning.abort();
+        }
+        served
     }
 }
 

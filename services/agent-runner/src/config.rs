@@ -25,7 +25,9 @@
 //! [providers.openai]
 //! kind = "openai"                       # openai | anthropic | gemini | scripted
 //! base_url = "https://api.openai.com/v1"
-//! api_key_env = "OPENAI_API_KEY"        # the key comes from the environment, never the file
+//! api_key_env = "OPENAI_API_KEY"        # the key comes from the environment, never the file,
+//! # api_key_file = "/var/run/secrets/parley/providers/openai"  # or a file (one of the two),
+//! #                                     # read at start and again on SIGHUP
 //! default_model = "gpt-4.1-mini"
 //! structured_output = true
 //! no_structured_output_models = ["gpt-3.5*"]
@@ -33,7 +35,15 @@
 //!
 //! [mcp_servers.time]                    # an MCP server's tools (see `mcp::config`)
 //! command = ["uvx", "mcp-server-time"]
+//!
+//! [auth]                                # who may call the runner (see `auth`)
+//! token_file = "/var/run/secrets/parley/runner/token"
 //! ```
+//!
+//! SIGHUP reads the secret files again (`api_key_file`, `headers_files`,
+//! `auth.token_file`): model calls, MCP connections and calls checked
+//! from then on use the new values; a file that cannot be read is logged
+//! (without its content) and the value held stays.
 //!
 //! A configuration that names no provider (no file, say) gets one: the
 //! scripted provider playing `--script` or the demo script.
@@ -49,7 +59,7 @@ pub use parley_grpc::config::ConfigError;
 use parley_grpc::config::{
     Layers, ServerConfig, ServerFlags, duration, invalid, positive, positive_duration,
 };
-use secrecy::SecretString;
+use parley_grpc::secret::{Reloadable, SharedSecret};
 use serde::{Deserialize, Serialize};
 
 use crate::{
@@ -105,6 +115,9 @@ pub struct RunnerConfig {
     /// `[client_tls]`: how `https://` tool servers are verified, and the
     /// client certificate presented to them.
     pub client_tls: parley_grpc::tls::ClientTlsConfig,
+    /// `[auth]`: the bearer token every call must carry, and whether the
+    /// runner may serve without one beyond loopback.
+    pub auth: crate::auth::AuthConfig,
     /// The directory relative paths are resolved against (the file's own).
     #[serde(skip)]
     pub base_dir: PathBuf,
@@ -123,6 +136,7 @@ impl Default for RunnerConfig {
             providers: ProvidersConfig::default(),
             mcp_servers: BTreeMap::new(),
             client_tls: parley_grpc::tls::ClientTlsConfig::default(),
+            auth: crate::auth::AuthConfig::default(),
             base_dir: PathBuf::new(),
         }
     }
@@ -273,6 +287,10 @@ pub struct ProviderConfig {
     pub base_url: Option<String>,
     /// The environment variable holding the API key.
     pub api_key_env: Option<String>,
+    /// A file holding the API key (instead of `api_key_env`; relative to
+    /// the configuration file), read at start and again on SIGHUP.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub api_key_file: Option<PathBuf>,
     /// The model used when a request names none.
     pub default_model: Option<String>,
     /// Whether the provider offers native structured output.
@@ -298,6 +316,7 @@ impl ProviderConfig {
             kind: ProviderKind::Scripted,
             base_url: None,
             api_key_env: None,
+            api_key_file: None,
             default_model: None,
             structured_output: true,
             no_structured_output_models: Vec::new(),
@@ -405,6 +424,12 @@ impl RunnerConfig {
             server.validate(name)?;
         }
         for (name, provider) in self.providers.iter() {
+            if provider.api_key_env.is_some() && provider.api_key_file.is_some() {
+                return Err(invalid(
+                    format!("providers.{name}"),
+                    "set only one of `api_key_env` and `api_key_file`",
+                ));
+            }
             if provider.kind == ProviderKind::Scripted {
                 continue;
             }
@@ -450,10 +475,21 @@ impl RunnerConfig {
         &self,
         lookup: impl Fn(&str) -> Option<String>,
     ) -> Result<Providers, ConfigError> {
+        self.build_providers_reloadable(lookup, &mut Vec::new())
+    }
+
+    /// [`RunnerConfig::build_providers`], adding to `reloadable` the keys
+    /// read from files (SIGHUP reads them again).
+    pub fn build_providers_reloadable(
+        &self,
+        lookup: impl Fn(&str) -> Option<String>,
+        reloadable: &mut Vec<Reloadable>,
+    ) -> Result<Providers, ConfigError> {
         let mut entries = BTreeMap::new();
         let limits = self.providers.limits();
         for (name, config) in self.providers.iter() {
-            let entry = build_provider(name, config, limits, &self.base_dir, &lookup)?;
+            let api_key = api_key(name, config, &self.base_dir, &lookup, reloadable)?;
+            let entry = build_provider(name, config, limits, &self.base_dir, api_key)?;
             entries.insert(name.clone(), entry);
         }
         Providers::new(entries, self.default_provider.clone()).map_err(|unknown| {
@@ -470,13 +506,13 @@ fn build_provider(
     config: &ProviderConfig,
     limits: ResponseLimits,
     base_dir: &Path,
-    lookup: &impl Fn(&str) -> Option<String>,
+    api_key: SharedSecret,
 ) -> Result<ProviderEntry, ConfigError> {
     let invalid = |message: String| invalid(format!("providers.{name}"), message);
     let http = || HttpProviderConfig {
         name: name.to_owned(),
         base_url: config.base_url.clone().unwrap_or_default(),
-        api_key: api_key(name, config, lookup),
+        api_key: api_key.clone(),
         extra_headers: config
             .headers
             .iter()
@@ -517,18 +553,38 @@ fn build_provider(
     })
 }
 
-/// The API key from the variable the provider names, if set.
+/// The API key from the file the provider names (an error when it cannot
+/// be read; added to `reloadable`), else from its variable, if set.
 fn api_key(
     name: &str,
     config: &ProviderConfig,
+    base_dir: &Path,
     lookup: &impl Fn(&str) -> Option<String>,
-) -> Option<SecretString> {
-    let variable = config.api_key_env.as_ref()?;
+    reloadable: &mut Vec<Reloadable>,
+) -> Result<SharedSecret, ConfigError> {
+    if let Some(file) = &config.api_key_file {
+        let key = Reloadable {
+            key: format!("providers.{name}.api_key_file"),
+            env: None,
+            file: Some(base_dir.join(file)),
+            slot: SharedSecret::default(),
+        };
+        key.load(lookup)
+            .map_err(|problem| invalid(format!("providers.{name}.api_key_file"), problem))?;
+        let slot = key.slot.clone();
+        reloadable.push(key);
+        return Ok(slot);
+    }
+    let Some(variable) = config.api_key_env.as_ref() else {
+        return Ok(SharedSecret::default());
+    };
     let key = lookup(variable).filter(|key| !key.is_empty());
     if key.is_none() {
         tracing::warn!(provider = name, variable = %variable, "api key variable is not set; calls will be unauthenticated");
     }
-    key.map(SecretString::from)
+    let slot = SharedSecret::default();
+    slot.set(key);
+    Ok(slot)
 }
 
 /// `PARLEY_PROVIDER_<NAME>_BASE_URL` / `_MODEL`, the runner's variables

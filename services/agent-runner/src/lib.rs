@@ -7,11 +7,12 @@
 //! parallel with validation and progress ([`tools`]), and every step is a
 //! numbered event ([`events`]) streamed back to the caller. [`observe`]
 //! holds the GenAI spans and metrics of the loop. [`app`] builds and serves
-//! the whole runner from its [`config`]; [`error`] is where refusals become
-//! `tonic::Status`.
+//! the whole runner from its [`config`], and [`auth`] says who may call it;
+//! [`error`] is where refusals become `tonic::Status`.
 
 pub mod agent_loop;
 pub mod app;
+pub mod auth;
 pub mod config;
 pub mod convert;
 pub mod error;

@@ -1,7 +1,9 @@
 //! The agent-runner binary: telemetry and configuration first, then the
 //! ports (gRPC, metrics), then serve until SIGTERM, drain within a bound and
-//! flush the spans. As PID 1 it first becomes a minimal init that reaps
-//! orphans and runs the runner as its child ([`agent_runner::init`]).
+//! flush the spans. SIGHUP reads the secret files again
+//! ([`RunnerApp::reload_secrets`]). As PID 1 it first becomes a minimal
+//! init that reaps orphans and runs the runner as its child
+//! ([`agent_runner::init`]).
 
 use std::path::PathBuf;
 
@@ -77,8 +79,26 @@ async fn run(args: Args) -> anyhow::Result<()> {
         return Ok(());
     }
     let app = RunnerApp::build(&config, |name| std::env::var(name).ok())?;
+    reload_on_sighup(app.clone())?;
     let listener = config.server.bind().await?;
     app.serve(listener, &config.server, parley_grpc::shutdown_signal())
         .await?;
+    Ok(())
+}
+
+/// Reads the secret files again on each SIGHUP.
+fn reload_on_sighup(app: RunnerApp) -> anyhow::Result<()> {
+    #[cfg(unix)]
+    {
+        let mut hangups = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup())?;
+        tokio::spawn(async move {
+            while hangups.recv().await.is_some() {
+                tracing::info!("SIGHUP: reading the secrets again");
+                app.reload_secrets();
+            }
+        });
+    }
+    #[cfg(not(unix))]
+    let _ = app;
     Ok(())
 }

@@ -15,7 +15,7 @@ use support::{
 
 fn provider(server: &ReplayServer) -> AnthropicProvider {
     let mut cfg = HttpProviderConfig::new("anthropic", server.url(""));
-    cfg.api_key = Some("sk-ant-test".into());
+    cfg.api_key = "sk-ant-test".into();
     AnthropicProvider::new(cfg).expect("provider builds")
 }
 

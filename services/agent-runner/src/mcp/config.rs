@@ -10,16 +10,23 @@
 //! [mcp_servers.search]                  # Streamable HTTP
 //! url = "http://search:8000/mcp"
 //! headers = { Authorization = "SEARCH_AUTHORIZATION" }  # the value of $SEARCH_AUTHORIZATION
+//! headers_files = { "X-Api-Key" = "/var/run/secrets/parley/mcp/search-key" }  # a file's content
 //! ```
 //!
 //! Values of `env` and `headers` name environment variables of the runner,
-//! so secrets never sit in the file. A child process gets only those and
+//! so secrets never sit in the file; `headers_files` name files (relative
+//! to the configuration file), read at start and again on SIGHUP (new
+//! connections then send the new value; a header is in `headers` or
+//! `headers_files`, not both). A child process gets only those and
 //! `PATH`, `HOME`, `LANG`, `LC_ALL`, `TZ`, `TMPDIR` from the runner (not the
 //! providers' keys).
 
 use std::{collections::BTreeMap, path::PathBuf, time::Duration};
 
-use parley_grpc::config::{ConfigError, duration, invalid, positive, positive_duration};
+use parley_grpc::{
+    config::{ConfigError, duration, invalid, positive, positive_duration},
+    secret::{Reloadable, SharedSecret},
+};
 use serde::{Deserialize, Serialize};
 
 /// The longest server name.
@@ -46,6 +53,14 @@ pub struct McpServerConfig {
     /// the runner's variable named by the value.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub headers: BTreeMap<String, String>,
+    /// Streamable HTTP: headers sent with every request, each the content
+    /// of the file named by the value (read at start and on SIGHUP).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub headers_files: BTreeMap<String, PathBuf>,
+    /// The values of `headers_files`, as last read (set when the runner
+    /// starts; not a key of `[mcp_servers.NAME]`).
+    #[serde(skip)]
+    pub header_secrets: BTreeMap<String, SharedSecret>,
     /// Time to start (or connect), initialise and list the tools.
     #[serde(default = "default_startup_timeout", with = "duration")]
     pub startup_timeout: Duration,
@@ -118,6 +133,8 @@ impl McpServerConfig {
             cwd: None,
             url: None,
             headers: BTreeMap::new(),
+            headers_files: BTreeMap::new(),
+            header_secrets: BTreeMap::new(),
             startup_timeout: default_startup_timeout(),
             restart_backoff: default_restart_backoff(),
             max_restart_backoff: default_max_restart_backoff(),
@@ -167,7 +184,7 @@ impl McpServerConfig {
                 if command.first().is_none_or(String::is_empty) {
                     return Err(invalid(key("command"), "needs the program to run"));
                 }
-                if !self.headers.is_empty() {
+                if !self.headers.is_empty() || !self.headers_files.is_empty() {
                     return Err(invalid(key("headers"), "only an HTTP server takes headers"));
                 }
             }
@@ -179,10 +196,20 @@ impl McpServerConfig {
                         "only a stdio server takes `env` and `cwd`",
                     ));
                 }
-                for header in self.headers.keys() {
+                for header in self.headers.keys().chain(self.headers_files.keys()) {
                     reqwest::header::HeaderName::from_bytes(header.as_bytes()).map_err(|_| {
                         invalid(key("headers"), format!("`{header}` is not a header name"))
                     })?;
+                }
+                if let Some(header) = self
+                    .headers_files
+                    .keys()
+                    .find(|header| self.headers.contains_key(*header))
+                {
+                    return Err(invalid(
+                        key("headers_files"),
+                        format!("`{header}` is in `headers` too: set it in one of them"),
+                    ));
                 }
             }
         }
@@ -208,6 +235,34 @@ impl McpServerConfig {
         positive(&key("max_output_bytes"), self.max_output_bytes as u64)?;
         positive(&key("max_tools"), self.max_tools as u64)?;
         Ok(())
+    }
+}
+
+impl McpServerConfig {
+    /// Reads the `headers_files` of the entry `mcp_servers.<name>` (relative
+    /// to `base_dir`) into `header_secrets`; returns how to read them again.
+    pub fn load_header_files(
+        &mut self,
+        name: &str,
+        base_dir: &std::path::Path,
+    ) -> Result<Vec<Reloadable>, ConfigError> {
+        let mut reloadable = Vec::new();
+        for (header, file) in &self.headers_files {
+            let key = format!("mcp_servers.{name}.headers_files.{header}");
+            let secret = Reloadable {
+                key: key.clone(),
+                env: None,
+                file: Some(base_dir.join(file)),
+                slot: SharedSecret::default(),
+            };
+            secret
+                .load(|_| None)
+                .map_err(|problem| invalid(key, problem))?;
+            self.header_secrets
+                .insert(header.clone(), secret.slot.clone());
+            reloadable.push(secret);
+        }
+        Ok(reloadable)
     }
 }
 

@@ -394,14 +394,21 @@ impl McpServer {
             |e: rmcp::service::ClientInitializeError| ConnectError::Handshake(e.to_string());
         let connection = if let Some(url) = &self.config.url {
             let mut headers = reqwest::header::HeaderMap::new();
-            for (header, variable) in &self.config.headers {
-                let value = self.variable(variable)?;
+            let mut insert = |header: &String, value: &str| {
                 let name = reqwest::header::HeaderName::from_bytes(header.as_bytes())
                     .map_err(|_| ConnectError::Header(header.clone()))?;
-                let mut value = reqwest::header::HeaderValue::from_str(&value)
+                let mut value = reqwest::header::HeaderValue::from_str(value)
                     .map_err(|_| ConnectError::Header(header.clone()))?;
                 value.set_sensitive(true);
                 headers.insert(name, value);
+                Ok::<_, ConnectError>(())
+            };
+            for (header, variable) in &self.config.headers {
+                insert(header, &self.variable(variable)?)?;
+            }
+            // The files' values as last read (SIGHUP reads them again).
+            for (header, secret) in &self.config.header_secrets {
+                secret.with_exposed(|value| insert(header, value))?;
             }
             let _ = rustls::crypto::ring::default_provider().install_default();
             let builder = reqwest::Client::builder()

@@ -70,13 +70,8 @@ impl AnthropicProvider {
             HeaderName::from_static("anthropic-version"),
             HeaderValue::from_static(API_VERSION),
         );
-        if let Some(key) = self
-            .cfg
-            .api_key
-            .as_ref()
-            .map(ExposeSecret::expose_secret)
-            .filter(|k| !k.is_empty())
-        {
+        if let Some(key) = self.cfg.api_key.get() {
+            let key = key.expose_secret();
             headers.insert(
                 HeaderName::from_static("x-api-key"),
                 http::secret_header(key)?,

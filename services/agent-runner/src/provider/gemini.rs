@@ -58,13 +58,8 @@ impl GeminiProvider {
 
     fn headers(&self) -> Result<HeaderMap, ProviderError> {
         let mut headers = HeaderMap::new();
-        if let Some(key) = self
-            .cfg
-            .api_key
-            .as_ref()
-            .map(ExposeSecret::expose_secret)
-            .filter(|k| !k.is_empty())
-        {
+        if let Some(key) = self.cfg.api_key.get() {
+            let key = key.expose_secret();
             headers.insert(
                 HeaderName::from_static("x-goog-api-key"),
                 http::secret_header(key)?,

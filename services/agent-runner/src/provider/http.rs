@@ -16,7 +16,7 @@ use std::{
 
 use futures::StreamExt;
 use reqwest::header::{ACCEPT, CONTENT_TYPE, HeaderMap, HeaderName, HeaderValue};
-use secrecy::SecretString;
+use parley_grpc::secret::SharedSecret;
 use serde_json::Value;
 
 use super::ProviderError;
@@ -40,10 +40,11 @@ pub struct HttpProviderConfig {
     /// `https://generativelanguage.googleapis.com/v1beta`. A query string
     /// (Azure's `?api-version=`) is kept after the endpoint path.
     pub base_url: String,
-    /// The API key; `None` for local servers that need none. Exposed only
-    /// where the adapter builds its auth header; redacted in `Debug` and
+    /// The API key; none for local servers that need none. Read at each
+    /// request (SIGHUP may replace it: `api_key_file`), exposed only where
+    /// the adapter builds its auth header; redacted in `Debug` and
     /// zeroized on drop.
-    pub api_key: Option<SecretString>,
+    pub api_key: SharedSecret,
     /// Headers sent with every request (OpenRouter's `HTTP-Referer`, ...).
     pub extra_headers: Vec<(String, String)>,
     /// Time allowed for the TCP + TLS connect.
@@ -64,7 +65,7 @@ impl HttpProviderConfig {
         Self {
             name: name.into(),
             base_url: base_url.into(),
-            api_key: None,
+            api_key: SharedSecret::default(),
             extra_headers: Vec::new(),
             connect_timeout: Duration::from_secs(10),
             structured_output: true,
@@ -448,7 +449,7 @@ mod tests {
     #[test]
     fn debug_redacts_the_key() {
         let mut cfg = HttpProviderConfig::new("openai", "https://api.openai.com/v1");
-        cfg.api_key = Some("sk-secret".into());
+        cfg.api_key = "sk-secret".into();
         cfg.extra_headers = vec![("x-title".into(), "private".into())];
         let text = format!("{cfg:?}");
         assert!(

@@ -101,13 +101,8 @@ impl OpenAiProvider {
 
     fn headers(&self) -> Result<HeaderMap, ProviderError> {
         let mut headers = HeaderMap::new();
-        if let Some(key) = self
-            .cfg
-            .api_key
-            .as_ref()
-            .map(ExposeSecret::expose_secret)
-            .filter(|k| !k.is_empty())
-        {
+        if let Some(key) = self.cfg.api_key.get() {
+            let key = key.expose_secret();
             match self.flavor {
                 Flavor::Azure => {
                     headers.insert(
