@@ -152,7 +152,6 @@ pub fn serialize_redacted_opt<S: serde::Serializer>(
     }
 }
 
-
 /// A secret that SIGHUP may replace while the process runs: cheap to clone
 /// (every clone sees the replacement), `[REDACTED]` in `Debug`, zeroized
 /// when dropped. Clones are equal; two secrets made apart are not.

@@ -146,7 +146,11 @@ mod tests {
             .check_exposure(&server("0.0.0.0:50052"), false)
             .expect_err("exposed");
         assert!(error.to_string().contains("auth.token_file"), "{error}");
-        assert!(!open.check_exposure(&server("0.0.0.0:50052"), true).expect("token"));
+        assert!(
+            !open
+                .check_exposure(&server("0.0.0.0:50052"), true)
+                .expect("token")
+        );
         let mut mutual = server("0.0.0.0:50052");
         mutual.tls.client_ca = Some("ca.pem".into());
         assert!(!open.check_exposure(&mutual, false).expect("mtls"));

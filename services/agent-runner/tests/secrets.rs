@@ -254,7 +254,12 @@ async fn sighup_rotates_the_provider_key_and_the_runner_token_and_every_call_nee
         log.contains("could not be read again") && log.contains("api_key_file"),
         "{log}"
     );
-    for secret in ["sk-first-key", "sk-second-key", "runner-token-one", "runner-token-two"] {
+    for secret in [
+        "sk-first-key",
+        "sk-second-key",
+        "runner-token-one",
+        "runner-token-two",
+    ] {
         assert!(!log.contains(secret), "{secret} in the log:\n{log}");
     }
     assert!(!run(&mut client, "runner-token-two").await.is_empty());
@@ -309,7 +314,9 @@ async fn beyond_loopback_the_runner_needs_a_token_mutual_tls_or_an_explicit_swit
         "[server]\nlisten = \"0.0.0.0:0\"\n\n[auth]\nallow_unauthenticated = true\n",
     )
     .await;
-    runner.wait_for_log("RUNNER SERVED WITHOUT AUTHENTICATION", 1).await;
+    runner
+        .wait_for_log("RUNNER SERVED WITHOUT AUTHENTICATION", 1)
+        .await;
     let mut client = runner.client().await;
     assert!(
         client

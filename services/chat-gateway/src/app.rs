@@ -85,6 +85,7 @@ impl Gateway {
         )?
         .with_parsing(config.upstream.parsing)
         .with_runner_max_request(config.upstream.runner_max_request_bytes);
+        upstreams.runner_token.set(config.upstream.runner_token()?);
         let store = Store::open(
             &config.store.url()?,
             &StoreOptions {
@@ -161,8 +162,9 @@ impl Gateway {
     }
 
     /// Reads the secrets again (SIGHUP): the auth configuration's secret
-    /// files, variables and JWKS, swapped in at once, and
-    /// `store.database_url_file`, which the connections the pool opens
+    /// files, variables and JWKS, swapped in at once,
+    /// `upstream.runner_token_file`, which runner calls from then on send,
+    /// and `store.database_url_file`, which the connections the pool opens
     /// from then on use. What cannot be read is logged and the current
     /// values stay.
     pub async fn reload_secrets(&self, config: &GatewayConfig) {
@@ -172,6 +174,19 @@ impl Gateway {
                 %error,
                 "the auth configuration could not be read again; the current one stays"
             ),
+        }
+        if config.upstream.runner_token_file.is_some() || config.upstream.runner_token_env.is_some()
+        {
+            match config.upstream.runner_token() {
+                Ok(token) => {
+                    self.engine.upstreams.runner_token.set(token);
+                    tracing::info!("runner token read again; runner calls from now on send it");
+                }
+                Err(error) => tracing::warn!(
+                    %error,
+                    "the runner token could not be read again; the current one stays"
+                ),
+            }
         }
         if config.store.database_url_file.is_some() {
             match config.store.url() {

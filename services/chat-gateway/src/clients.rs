@@ -4,11 +4,16 @@
 //! up yet, and reconnects when they come back); a call to a peer that is
 //! down fails fast, which is what sends turns to `RUNNER_UNAVAILABLE` or to
 //! the in-process parser. Every call is a CLIENT span whose context travels
-//! in the `traceparent` metadata.
+//! in the `traceparent` metadata. Every call to the runner, streams
+//! included, carries `authorization: Bearer <upstream.runner_token_file>`
+//! when a token is configured ([`Upstreams::runner_token`], replaced on
+//! SIGHUP).
 
 use std::{sync::Arc, time::Duration};
 
-use parley_grpc::{telemetry::rpc::client::RpcClient, tls::ClientTls};
+use parley_grpc::{
+    bearer::Bearer, secret::SharedSecret, telemetry::rpc::client::RpcClient, tls::ClientTls,
+};
 use parley_proto::{
     parser::v1::payload_parser_client::PayloadParserClient,
     runner::v1::agent_runner_client::AgentRunnerClient,
@@ -17,8 +22,9 @@ use tonic::transport::Channel;
 
 pub use crate::config::Parsing;
 
-/// A traced channel (CLIENT spans, `traceparent` in the metadata).
-pub type Traced = RpcClient<Channel>;
+/// A traced channel (CLIENT spans, `traceparent` in the metadata) sending
+/// its bearer token, if any, with every call.
+pub type Traced = RpcClient<Bearer<Channel>>;
 
 /// Why an upstream address is unusable.
 #[derive(Debug, thiserror::Error)]
@@ -48,6 +54,9 @@ pub struct Upstreams {
     pub compiled_profiles: Arc<payload_parser::ProfileCache>,
     /// Whether turns parse through the sidecar or in-process.
     pub parsing: Parsing,
+    /// The bearer token every runner call carries (none: no header); set
+    /// from `upstream.runner_token_file` / `_env`.
+    pub runner_token: SharedSecret,
 }
 
 fn channel(
@@ -55,6 +64,7 @@ fn channel(
     url: &str,
     connect_timeout: Duration,
     tls: &ClientTls,
+    token: SharedSecret,
 ) -> Result<Traced, UpstreamError> {
     let invalid = |source| UpstreamError {
         which,
@@ -69,7 +79,10 @@ fn channel(
             .keep_alive_while_idle(true)
     });
     let uri = endpoint.uri().clone();
-    Ok(RpcClient::new(endpoint.connect_lazy(), &uri))
+    Ok(RpcClient::new(
+        Bearer::new(endpoint.connect_lazy(), token),
+        &uri,
+    ))
 }
 
 impl Upstreams {
@@ -82,12 +95,14 @@ impl Upstreams {
         parse_timeout: Duration,
         tls: &ClientTls,
     ) -> Result<Self, UpstreamError> {
+        let runner_token = SharedSecret::default();
         Ok(Self {
             runner: AgentRunnerClient::new(channel(
                 "upstream.runner_url",
                 runner_url,
                 connect_timeout,
                 tls,
+                runner_token.clone(),
             )?)
             .max_decoding_message_size(16 * 1024 * 1024),
             parser: PayloadParserClient::new(channel(
@@ -95,11 +110,13 @@ impl Upstreams {
                 parser_url,
                 connect_timeout,
                 tls,
+                SharedSecret::default(),
             )?)
             .max_decoding_message_size(16 * 1024 * 1024),
             parse_timeout,
             compiled_profiles: Arc::default(),
             parsing: Parsing::Sidecar,
+            runner_token,
         })
     }
 

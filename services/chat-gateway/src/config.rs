@@ -138,6 +138,33 @@ pub struct UpstreamConfig {
     /// the gateway sends none larger, and `turns.history_max_bytes` must
     /// leave room below it for the rest of a request.
     pub runner_max_request_bytes: usize,
+    /// A file holding the bearer token sent to the runner on every call
+    /// (the runner's `auth.token_file`; trailing line ends trimmed; read
+    /// at start and on SIGHUP). Unset: no token is sent.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub runner_token_file: Option<PathBuf>,
+    /// An environment variable holding that token (instead of the file).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub runner_token_env: Option<String>,
+}
+
+impl UpstreamConfig {
+    /// The runner token of `runner_token_file` / `runner_token_env`, if
+    /// one is configured; the message names the key, never the value.
+    pub fn runner_token(&self) -> Result<Option<String>, ConfigError> {
+        if self.runner_token_file.is_none() && self.runner_token_env.is_none() {
+            return Ok(None);
+        }
+        crate::secret::read(
+            None,
+            self.runner_token_env.as_deref(),
+            self.runner_token_file.as_deref(),
+        )
+        .map(Some)
+        .map_err(|problem| {
+            parley_grpc::config::invalid("upstream.runner_token_file / runner_token_env", problem)
+        })
+    }
 }
 
 /// `upstream.parsing`: where the gateway parses the model's text.
@@ -163,6 +190,8 @@ impl Default for UpstreamConfig {
             parse_timeout: Duration::from_secs(2),
             parsing: Parsing::default(),
             runner_max_request_bytes: 8 * 1024 * 1024,
+            runner_token_file: None,
+            runner_token_env: None,
         }
     }
 }

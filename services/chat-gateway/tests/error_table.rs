@@ -90,6 +90,12 @@ fn built() -> Vec<(&'static str, String, Code)> {
         statuses.push(("runner", error.into()));
     }
     for reason in [
+        parley_grpc::bearer::MISSING_TOKEN,
+        parley_grpc::bearer::INVALID_TOKEN,
+    ] {
+        statuses.push(("runner", parley_grpc::bearer::refusal(reason)));
+    }
+    for reason in [
         parser::TEXT_TOO_LARGE,
         parser::UNKNOWN_PROFILE,
         parser::INVALID_PROFILE,

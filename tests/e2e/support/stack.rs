@@ -140,6 +140,11 @@ fn repo_file(relative: &str) -> String {
     path.display().to_string()
 }
 
+/// The runner's bearer token, in the repository and where the containers
+/// read it.
+const RUNNER_TOKEN_FIXTURE: &str = "tests/e2e/fixtures/runner-token";
+const RUNNER_TOKEN_PATH: &str = "/var/run/secrets/parley/runner/token";
+
 fn mount(relative: &str, target: &str) -> Mount {
     Mount::bind_mount(repo_file(relative), target).with_access_mode(AccessMode::ReadOnly)
 }
@@ -189,7 +194,13 @@ impl Stack {
         let schema = Schema::create(&prerequisites.postgres_url).await;
 
         let mut parser = container(&name, Service::Parser).with_cmd(["--drain-timeout=5s"]);
-        let mut runner = container(&name, Service::Runner);
+        // The runner listens on 0.0.0.0 in its container, so it needs its
+        // bearer token (auth.token_file), which the gateways send
+        // (upstream.runner_token_file): a file mounted as Kubernetes mounts
+        // a Secret.
+        let mut runner = container(&name, Service::Runner)
+            .with_mount(mount(RUNNER_TOKEN_FIXTURE, RUNNER_TOKEN_PATH))
+            .with_env_var("PARLEY_AUTH__TOKEN_FILE", RUNNER_TOKEN_PATH);
         let mut runner_args = vec!["--drain-timeout=5s".to_owned()];
         if options.deployed_config {
             parser = parser
@@ -230,8 +241,14 @@ impl Stack {
             format!("--parser=http://{name}-parser:50053"),
             format!("--drain-timeout={}s", options.gateway_drain_secs),
         ];
-        let mut mounts = Vec::new();
-        let mut env = vec![("PARLEY_DATABASE_URL", schema.container_url())];
+        let mut mounts = vec![(RUNNER_TOKEN_FIXTURE.to_owned(), RUNNER_TOKEN_PATH)];
+        let mut env = vec![
+            ("PARLEY_DATABASE_URL", schema.container_url()),
+            (
+                "PARLEY_UPSTREAM__RUNNER_TOKEN_FILE",
+                RUNNER_TOKEN_PATH.to_owned(),
+            ),
+        ];
         let mut token_for = None;
         if options.deployed_config {
             mounts.push((

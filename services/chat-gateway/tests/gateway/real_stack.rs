@@ -11,7 +11,12 @@ use crate::harness::{Harness, Options, chat, chat_request, incoming};
 
 /// Starts the real runner (no configuration: the scripted demo) on port 0.
 pub(crate) async fn real_runner() -> String {
-    let app = RunnerApp::build(&RunnerConfig::scripted_demo(), |_| None).expect("runner");
+    real_runner_with(RunnerConfig::scripted_demo()).await
+}
+
+/// Starts the real runner of `config` on port 0.
+pub(crate) async fn real_runner_with(config: RunnerConfig) -> String {
+    let app = RunnerApp::build(&config, |_| None).expect("runner");
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
         .await
         .expect("bind");
@@ -258,5 +263,45 @@ steps = [{ text = "Nothing to do." }]
     );
     assert_eq!(turn.text, "Here is the time in Paris.");
     assert_eq!(turn.complete.tool_history[0].name, "time__get_current_time");
+    stack.stop().await;
+}
+
+#[tokio::test]
+async fn the_runner_token_file_lets_the_gateway_through_a_runner_that_requires_it() {
+    let dir = tempfile::tempdir().expect("dir");
+    let token = dir.path().join("runner-token");
+    std::fs::write(&token, "runner-shared-token-0123456789\n").expect("write token");
+    let mut config = RunnerConfig::scripted_demo();
+    config.auth.token_file = Some(token.clone());
+    let runner_url = real_runner_with(config).await;
+
+    // With the token file: the whole turn, tools and payload included.
+    let mut stack = Harness::start(Options {
+        runner_url: Some(runner_url.clone()),
+        runner_token_file: Some(token.clone()),
+        ..Options::default()
+    })
+    .await;
+    let turn = chat(
+        &mut stack.client,
+        chat_request("", "Please create a job tracker", "tables_list"),
+    )
+    .await;
+    assert!(turn.complete.success, "{:?}", turn.complete);
+    assert_eq!(turn.complete.tool_history[0].name, "current_time");
+    stack.stop().await;
+
+    // Without it, the runner refuses the turn.
+    let mut stack = Harness::start(Options {
+        runner_url: Some(runner_url),
+        ..Options::default()
+    })
+    .await;
+    let turn = chat(
+        &mut stack.client,
+        chat_request("", "Please create a job tracker", "tables_list"),
+    )
+    .await;
+    assert!(!turn.complete.success, "{:?}", turn.complete);
     stack.stop().await;
 }

@@ -44,6 +44,8 @@ pub struct Options {
     /// A parser sidecar URL to dial instead of the one `parser` starts
     /// (`unix:/path` for a sidecar serving a Unix socket).
     pub parser_url: Option<String>,
+    /// `upstream.runner_token_file`: the token sent to the runner.
+    pub runner_token_file: Option<std::path::PathBuf>,
     /// Changes to the gateway's configuration.
     pub tweak: fn(&mut GatewayConfig),
 }
@@ -56,6 +58,7 @@ impl Default for Options {
             runner_down: false,
             runner_url: None,
             parser_url: None,
+            runner_token_file: None,
             tweak: |_| {},
         }
     }
@@ -169,6 +172,7 @@ impl Harness {
             .parser_url
             .clone()
             .unwrap_or_else(|| format!("http://{parser_addr}"));
+        config.upstream.runner_token_file = options.runner_token_file.clone();
         (options.tweak)(&mut config);
         let gateway = Gateway::build(&config, Registry::example(), options.auth)
             .await
