@@ -563,12 +563,23 @@ fn api_key(
     reloadable: &mut Vec<Reloadable>,
 ) -> Result<SharedSecret, ConfigError> {
     if let Some(file) = &config.api_key_file {
+        let path = base_dir.join(file);
         let key = Reloadable {
             key: format!("providers.{name}.api_key_file"),
             env: None,
-            file: Some(base_dir.join(file)),
+            file: Some(path.clone()),
             slot: SharedSecret::default(),
         };
+        // Like an unset variable: a key not (yet) in the mounted Secret
+        // (an optional volume leaves it out) lets the other providers
+        // serve; SIGHUP reads it once it is there. A file that exists
+        // but cannot be read is a deployment error.
+        if !path.exists() {
+            tracing::warn!(provider = name, file = %path.display(), "api key file does not exist; calls will be unauthenticated until it does and the runner gets SIGHUP");
+            let slot = key.slot.clone();
+            reloadable.push(key);
+            return Ok(slot);
+        }
         key.load(lookup)
             .map_err(|problem| invalid(format!("providers.{name}.api_key_file"), problem))?;
         let slot = key.slot.clone();

@@ -37,6 +37,58 @@ fn the_shipped_runner_config_is_valid() {
     }
 }
 
+/// The runner configuration `kubectl apply -k deploy` ships: valid, its
+/// providers' keys read from the mounted Secret's files, and a runner
+/// whose Secret lacks a provider's key still starts (that provider calls
+/// unauthenticated until the file appears and SIGHUP reads it).
+#[test]
+fn the_shipped_kubernetes_runner_config_is_valid_and_reads_keys_from_files() {
+    use secrecy::ExposeSecret;
+    let path =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../../deploy/config/runner.kubernetes.toml");
+    let config = RunnerConfig::load(Some(&path), [], Flags::default()).expect("valid");
+    assert_eq!(config.default_provider, "scripted");
+    for name in ["openai", "anthropic", "gemini"] {
+        let provider = config.providers.entries.get(name).expect(name);
+        assert!(
+            provider.api_key_env.is_none(),
+            "{name}: no key from the environment"
+        );
+        let file = provider.api_key_file.as_ref().expect("a key file");
+        assert!(
+            file.starts_with("/var/run/secrets/parley/providers/"),
+            "{name}: {}",
+            file.display()
+        );
+    }
+    let mut reloadable = Vec::new();
+    let providers = config
+        .build_providers_reloadable(|_| None, &mut reloadable)
+        .expect("starts without the key files");
+    assert!(providers.get("openai").is_some());
+    assert_eq!(reloadable.len(), 3, "each key file is read again on SIGHUP");
+
+    // A key file that appears later is read by the next reload.
+    let dir = tempfile::tempdir().expect("temp dir");
+    let key = dir.path().join("OPENAI_API_KEY");
+    let text = format!(
+        "default_provider = \"openai\"\n[providers.openai]\nkind = \"openai\"\n\
+         base_url = \"http://127.0.0.1:9/v1\"\napi_key_file = \"{}\"\n\
+         default_model = \"m\"\n",
+        key.display()
+    );
+    let config = with_file(&text, &[]).expect("valid");
+    let mut reloadable = Vec::new();
+    config
+        .build_providers_reloadable(|_| None, &mut reloadable)
+        .expect("starts");
+    let [slot] = <[_; 1]>::try_from(reloadable).expect("one key");
+    assert!(slot.slot.get().is_none(), "no key yet");
+    std::fs::write(&key, "sk-later\n").expect("write key");
+    assert!(slot.reload(|_| None), "read again");
+    assert_eq!(slot.slot.get().expect("a key").expose_secret(), "sk-later");
+}
+
 #[test]
 fn no_config_means_the_scripted_demo() {
     let config = RunnerConfig::load(None, [], Flags::default()).expect("valid");
