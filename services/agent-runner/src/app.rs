@@ -19,6 +19,7 @@ use tokio::net::TcpListener;
 
 use crate::{
     agent_loop::Runner,
+    allow::Allowed,
     config::{ConfigError, RunnerConfig},
     mcp::McpServers,
     provider::Providers,
@@ -81,6 +82,7 @@ impl RunnerApp {
             reloadable.extend(server.load_header_files(name, &config.base_dir)?);
         }
         let config = &config;
+        let allowed = config.allowed(&providers)?;
         let client_tls = parley_grpc::tls::ClientTls::from_config(&config.client_tls)?;
         tracing::info!(
             default_provider = %config.default_provider,
@@ -99,6 +101,7 @@ impl RunnerApp {
         let mut app = Self::assemble(
             config,
             providers,
+            allowed,
             Arc::new(move |name: &str| variables.get(name).cloned()),
             client_tls,
         );
@@ -132,11 +135,20 @@ impl RunnerApp {
     /// of the configured ones, for benches and tests that bring their own
     /// provider. `config` is not validated, and its `[client_tls]` is
     /// used by MCP servers only (`https://` ToolService endpoints are
-    /// verified against the system's roots).
+    /// verified against the system's roots). Its `[tools]` and `[models]`
+    /// apply to `providers`; when they do not (a registry that cannot be
+    /// read, a model pattern naming another provider) the error is logged
+    /// and requests may name no ToolService endpoint and only the default
+    /// models.
     pub fn with_providers(config: &RunnerConfig, providers: Providers) -> Self {
+        let allowed = config.allowed(&providers).unwrap_or_else(|error| {
+            tracing::error!(%error, "the allow lists do not apply; using the defaults");
+            Allowed::defaults_of(&providers)
+        });
         Self::assemble(
             config,
             providers,
+            allowed,
             Arc::new(|name: &str| std::env::var(name).ok()),
             parley_grpc::tls::ClientTls::default(),
         )
@@ -145,6 +157,7 @@ impl RunnerApp {
     fn assemble(
         config: &RunnerConfig,
         providers: Providers,
+        allowed: Allowed,
         lookup: crate::mcp::Lookup,
         client_tls: parley_grpc::tls::ClientTls,
     ) -> Self {
@@ -164,12 +177,18 @@ impl RunnerApp {
             tools,
             retry: config.retry_policy(),
         });
+        tracing::info!(
+            tool_endpoints = ?allowed.endpoints.describe(),
+            models = ?allowed.models.describe(),
+            "requests may name these ToolService endpoints and models (tools.allowed_endpoints, tools.registry, models.allowed)"
+        );
         let service = RunnerService::new(
             runner.clone(),
             config.limits(),
             config.max_concurrent_runs,
             config.event_buffer,
-        );
+        )
+        .with_allowed(allowed);
         Self {
             runner,
             service,

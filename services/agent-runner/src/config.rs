@@ -38,6 +38,13 @@
 //!
 //! [auth]                                # who may call the runner (see `auth`)
 //! token_file = "/var/run/secrets/parley/runner/token"
+//!
+//! [tools]                               # what requests may reach (see `allow`)
+//! allowed_endpoints = ["127.0.0.1:50061", "*.tools.svc.cluster.local:443"]
+//! registry = "registry.yaml"            # its tools' grpc: endpoints; relative to this file
+//!
+//! [models]
+//! allowed = ["openai/gpt-4.1*"]         # unset: every provider's default_model
 //! ```
 //!
 //! SIGHUP reads the secret files again (`api_key_file`, `headers_files`,
@@ -118,6 +125,12 @@ pub struct RunnerConfig {
     /// `[auth]`: the bearer token every call must carry, and whether the
     /// runner may serve without one beyond loopback.
     pub auth: crate::auth::AuthConfig,
+    /// `[tools]`: the ToolService endpoints requests may name (none by
+    /// default; see [`crate::allow`]).
+    pub tools: crate::allow::ToolsConfig,
+    /// `[models]`: the models requests may name (by default every
+    /// provider's default model; see [`crate::allow`]).
+    pub models: crate::allow::ModelsConfig,
     /// The directory relative paths are resolved against (the file's own).
     #[serde(skip)]
     pub base_dir: PathBuf,
@@ -137,6 +150,8 @@ impl Default for RunnerConfig {
             mcp_servers: BTreeMap::new(),
             client_tls: parley_grpc::tls::ClientTlsConfig::default(),
             auth: crate::auth::AuthConfig::default(),
+            tools: crate::allow::ToolsConfig::default(),
+            models: crate::allow::ModelsConfig::default(),
             base_dir: PathBuf::new(),
         }
     }
@@ -423,6 +438,7 @@ impl RunnerConfig {
         for (name, server) in &self.mcp_servers {
             server.validate(name)?;
         }
+        self.validate_allow_lists()?;
         for (name, provider) in self.providers.iter() {
             if provider.api_key_env.is_some() && provider.api_key_file.is_some() {
                 return Err(invalid(
@@ -444,6 +460,27 @@ impl RunnerConfig {
             }
         }
         Ok(())
+    }
+
+    /// The `[tools]` and `[models]` patterns (the registry file is read
+    /// when the runner is built, [`Self::allowed`]).
+    fn validate_allow_lists(&self) -> Result<(), ConfigError> {
+        crate::allow::AllowedEndpoints::parse(
+            self.tools.allowed_endpoints.iter().map(String::as_str),
+        )
+        .map_err(|problem| invalid("tools.allowed_endpoints", problem))?;
+        if let Some(patterns) = &self.models.allowed {
+            let names: Vec<&str> = self.providers.keys().map(String::as_str).collect();
+            crate::allow::AllowedModels::parse(patterns.iter().map(String::as_str), &names)
+                .map_err(|problem| invalid("models.allowed", problem))?;
+        }
+        Ok(())
+    }
+
+    /// What requests may reach on `providers` (built from this
+    /// configuration): `[tools]` (its registry read now) and `[models]`.
+    pub fn allowed(&self, providers: &Providers) -> Result<crate::allow::Allowed, ConfigError> {
+        crate::allow::Allowed::from_config(&self.tools, &self.models, &self.base_dir, providers)
     }
 
     /// The default limits.

@@ -7,7 +7,13 @@
 //! (built by `parley_grpc::status`): `INVALID_REQUEST` and
 //! `UNKNOWN_PROVIDER` with `BadRequest` field violations,
 //! `STRUCTURED_OUTPUT_UNSUPPORTED` with the provider and model as metadata,
-//! `RUNNER_BUSY` with a `RetryInfo`.
+//! `RUNNER_BUSY` with a `RetryInfo`, `TOOL_ENDPOINT_NOT_ALLOWED`
+//! (`FAILED_PRECONDITION`: the request is well-formed but the runner's
+//! configuration does not allow the endpoint its page registry gave; not
+//! `PERMISSION_DENIED`, as the list is the same for every caller) with the
+//! tool as metadata, and `MODEL_NOT_ALLOWED` (`INVALID_ARGUMENT`, like
+//! `UNKNOWN_PROVIDER`: the request names a model this runner does not
+//! serve) with a `BadRequest` field violation.
 
 use std::time::Duration;
 
@@ -46,6 +52,22 @@ pub enum RunError {
     /// The runner is at its concurrent turn limit.
     #[error("the runner is at its concurrent turn limit")]
     Busy,
+    /// A tool's `grpc` endpoint is not on the runner's allow list
+    /// (`tools.allowed_endpoints`, `tools.registry`); the address is left
+    /// out (it goes to the log).
+    #[error("the endpoint of tool `{tool}` is not allowed by this runner")]
+    ToolEndpointNotAllowed {
+        /// The tool's name, as the request gave it.
+        tool: String,
+    },
+    /// A model is not on the runner's allow list (`models.allowed`).
+    #[error("model `{model}` is not allowed by this runner")]
+    ModelNotAllowed {
+        /// The field, for example `fallbacks[0]`.
+        field: String,
+        /// `PROVIDER/MODEL` as the runner resolved it.
+        model: String,
+    },
 }
 
 fn describe(violations: &[Violation]) -> String {
@@ -94,6 +116,19 @@ impl From<RunError> for Status {
                     .collect(),
                 )
             }
+            RunError::ToolEndpointNotAllowed { tool } => status::error_with_metadata(
+                Code::FailedPrecondition,
+                "TOOL_ENDPOINT_NOT_ALLOWED",
+                message,
+                [("tool".to_owned(), tool)].into_iter().collect(),
+            ),
+            RunError::ModelNotAllowed { field, model } => status::invalid_argument(
+                "MODEL_NOT_ALLOWED",
+                vec![(
+                    field,
+                    format!("model `{model}` is not allowed by this runner"),
+                )],
+            ),
             RunError::Busy => status::retryable(
                 Code::ResourceExhausted,
                 "RUNNER_BUSY",
@@ -155,6 +190,32 @@ mod tests {
             info.metadata.get("model").map(String::as_str),
             Some("plain")
         );
+
+        let endpoint = Status::from(RunError::ToolEndpointNotAllowed {
+            tool: "lookup_rows".into(),
+        });
+        assert_eq!(endpoint.code(), Code::FailedPrecondition);
+        assert_eq!(
+            endpoint.message(),
+            "the endpoint of tool `lookup_rows` is not allowed by this runner"
+        );
+        let info = endpoint.get_details_error_info().expect("error info");
+        assert_eq!(info.reason, "TOOL_ENDPOINT_NOT_ALLOWED");
+        assert_eq!(
+            info.metadata.get("tool").map(String::as_str),
+            Some("lookup_rows")
+        );
+
+        let model = Status::from(RunError::ModelNotAllowed {
+            field: "fallbacks[0]".into(),
+            model: "openai/gpt-5".into(),
+        });
+        assert_eq!(model.code(), Code::InvalidArgument);
+        assert_eq!(
+            model.message(),
+            "fallbacks[0]: model `openai/gpt-5` is not allowed by this runner"
+        );
+        assert_eq!(status::reason(&model).as_deref(), Some("MODEL_NOT_ALLOWED"));
 
         let busy = Status::from(RunError::Busy);
         assert_eq!(busy.code(), Code::ResourceExhausted);

@@ -7,10 +7,12 @@
 //! parallel with validation and progress ([`tools`]), and every step is a
 //! numbered event ([`events`]) streamed back to the caller. [`observe`]
 //! holds the GenAI spans and metrics of the loop. [`app`] builds and serves
-//! the whole runner from its [`config`], and [`auth`] says who may call it;
-//! [`error`] is where refusals become `tonic::Status`.
+//! the whole runner from its [`config`], [`auth`] says who may call it and
+//! [`allow`] what a request may make the runner reach; [`error`] is where
+//! refusals become `tonic::Status`.
 
 pub mod agent_loop;
+pub mod allow;
 pub mod app;
 pub mod auth;
 pub mod config;

@@ -31,6 +31,7 @@ use tracing::Instrument;
 
 use crate::{
     agent_loop::Runner,
+    allow::Allowed,
     convert,
     error::RunError,
     events::{DispatchDecision, Event, EventSink},
@@ -50,12 +51,16 @@ pub struct RunnerService {
     prompts: Arc<Prompts>,
     /// Tool sets shared by the turns that declare the same tools.
     tool_sets: Arc<ToolSets>,
+    /// The tool endpoints and models requests may name.
+    allowed: Arc<Allowed>,
 }
 
 impl RunnerService {
     /// A service running turns on `runner`, with `defaults` for unset
     /// limits, at most `max_concurrent_runs` turns at once and
-    /// `event_buffer` events buffered per turn.
+    /// `event_buffer` events buffered per turn. Requests may name no
+    /// ToolService endpoint and only the providers' default models until
+    /// [`Self::with_allowed`] says otherwise.
     pub fn new(
         runner: Arc<Runner>,
         defaults: Limits,
@@ -63,13 +68,20 @@ impl RunnerService {
         event_buffer: usize,
     ) -> Self {
         Self {
-            runner,
             defaults,
             permits: Arc::new(Semaphore::new(max_concurrent_runs.max(1))),
             event_buffer: event_buffer.max(1),
             prompts: Arc::default(),
             tool_sets: Arc::default(),
+            allowed: Arc::new(Allowed::defaults_of(&runner.providers)),
+            runner,
         }
+    }
+
+    /// With `allowed` as the tool endpoints and models requests may name.
+    pub fn with_allowed(mut self, allowed: Allowed) -> Self {
+        self.allowed = Arc::new(allowed);
+        self
     }
 }
 
@@ -106,6 +118,9 @@ impl RunnerService {
         mut request: RunRequest,
         decisions: Option<mpsc::Receiver<DispatchDecision>>,
     ) -> Result<RunEventStream, Status> {
+        // Nothing the runner may not reach: refused before the tools are
+        // prepared, so no tool server is dialled and no model called.
+        self.allowed.check_tools(&request.tools)?;
         // The tools first: a page's turns mostly declare the same ones, and
         // a kept set skips their conversion (see `tool_sets`).
         let tools = self
@@ -122,6 +137,10 @@ impl RunnerService {
                 return Err(RunError::Invalid(violations).into());
             }
         };
+        self.allowed.check_models(
+            &self.runner.providers,
+            std::iter::once(&turn.model).chain(&turn.fallbacks),
+        )?;
         turn.system = self.prompts.share(&turn.system);
         let turn_id = turn.turn_id.clone();
         let prepared = self.runner.prepare_with(turn, tools)?;

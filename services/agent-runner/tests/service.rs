@@ -16,6 +16,7 @@ use std::{
 
 use agent_runner::{
     agent_loop::Runner,
+    allow::{Allowed, AllowedEndpoints, AllowedModels},
     provider::Providers,
     provider::{
         http::HttpProviderConfig,
@@ -83,7 +84,13 @@ fn service(provider: Arc<Recording>, tools: ToolRuntime, max_runs: usize) -> Run
         tools,
         retry: retry(),
     };
-    RunnerService::new(Arc::new(runner), Limits::default(), max_runs, 64)
+    // The tests' tool servers listen on 127.0.0.1, and they name scripted
+    // models of their own.
+    let allowed = Allowed {
+        endpoints: AllowedEndpoints::parse(["127.0.0.1:*"]).expect("endpoints"),
+        models: AllowedModels::parse(["scripted/*"], &["scripted"]).expect("models"),
+    };
+    RunnerService::new(Arc::new(runner), Limits::default(), max_runs, 64).with_allowed(allowed)
 }
 
 fn user(text: &str) -> pb::Message {

@@ -416,3 +416,54 @@ fn provider_answer_limits_load_beside_the_providers() {
         "{error}"
     );
 }
+
+#[test]
+fn allow_list_patterns_are_checked_with_their_keys() {
+    let config = with_file(
+        "[tools]\nallowed_endpoints = [\"*.tools.svc.cluster.local:443\", \"tools.example.com:*\"]\nregistry = \"registry.yaml\"\n[models]\nallowed = [\"scripted/scripted-*\"]\n",
+        &[],
+    )
+    .expect("valid");
+    assert_eq!(config.tools.registry, Some(PathBuf::from("registry.yaml")));
+    assert_eq!(config.models.allowed.as_ref().map(Vec::len), Some(1));
+    // The registry is read when the runner is built: missing, it stops the start.
+    let providers = config.build_providers(|_| None).expect("providers");
+    let error = config.allowed(&providers).expect_err("no registry file");
+    assert!(error.to_string().contains("tools.registry"), "{error}");
+
+    for (text, key) in [
+        (
+            "[tools]\nallowed_endpoints = [\"*:443\"]\n",
+            "tools.allowed_endpoints",
+        ),
+        (
+            "[tools]\nallowed_endpoints = [\"a.*.b:443\"]\n",
+            "tools.allowed_endpoints",
+        ),
+        (
+            "[tools]\nallowed_endpoints = [\"http://a:443\"]\n",
+            "tools.allowed_endpoints",
+        ),
+        (
+            "[models]\nallowed = [\"openai/gpt-4.1*\"]\n",
+            "models.allowed",
+        ),
+        ("[models]\nallowed = [\"scripted/a*b\"]\n", "models.allowed"),
+        ("[tools]\nallowed = []\n", "allowed"),
+    ] {
+        let error = with_file(text, &[]).expect_err(text);
+        assert!(error.to_string().contains(key), "{text}: {error}");
+    }
+}
+
+#[test]
+fn without_allow_lists_no_endpoint_and_only_default_models_are_allowed() {
+    let config = RunnerConfig::load(None, [], Flags::default()).expect("valid");
+    let providers = config.build_providers(|_| None).expect("providers");
+    let allowed = config.allowed(&providers).expect("allowed");
+    assert!(allowed.endpoints.describe().is_empty());
+    assert_eq!(
+        allowed.models.describe(),
+        vec!["scripted/scripted-demo".to_owned()]
+    );
+}

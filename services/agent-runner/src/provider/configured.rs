@@ -73,6 +73,13 @@ impl Providers {
         self.entries.keys().map(String::as_str)
     }
 
+    /// Every provider's name and default model.
+    pub fn default_models(&self) -> impl Iterator<Item = (&str, &str)> {
+        self.entries
+            .iter()
+            .map(|(name, entry)| (name.as_str(), entry.default_model.as_str()))
+    }
+
     /// Fills in the default provider and model of a reference.
     pub fn resolve(&self, mut choice: ModelChoice) -> Result<ModelChoice, UnknownProvider> {
         if choice.provider.is_empty() {
