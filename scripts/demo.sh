@@ -43,7 +43,10 @@ bin=target/debug
 export RUST_LOG="${RUST_LOG:-info}"
 "$bin/payload-parser" --log-format text --profiles deploy/config/parser-profiles.json >"$state/parser.log" 2>&1 &
 pids+=($!)
-"$bin/agent-runner" --log-format text >"$state/runner.log" 2>&1 &
+# The runner may dial the ToolService endpoints of the registry the gateway
+# reads (tools.registry; without it a page with a remote tool is refused).
+PARLEY_TOOLS__REGISTRY=deploy/config/registry.yaml \
+    "$bin/agent-runner" --log-format text >"$state/runner.log" 2>&1 &
 pids+=($!)
 "$bin/chat-gateway" --log-format text --dev-auth --database-url "sqlite://$state/parley.db?mode=rwc" >"$state/gateway.log" 2>&1 &
 pids+=($!)

@@ -233,6 +233,8 @@ async fn one_turn_crosses_every_hop_over_mutual_tls() {
         &pki,
         &dir.join("runner.log"),
     )
+    // The runner may dial the tool endpoints of the gateway's registry.
+    .env("PARLEY_TOOLS__REGISTRY", &registry)
     .arg(format!("--listen=127.0.0.1:{runner_port}"))
     .arg("--script")
     .arg(support::script())

@@ -220,6 +220,11 @@ impl Stack {
                 .with_mount(mount(
                     "deploy/config/demo-script.toml",
                     "/etc/parley/demo-script.toml",
+                ))
+                // runner.toml's tools.registry, as in the ConfigMap.
+                .with_mount(mount(
+                    "deploy/config/registry.yaml",
+                    "/etc/parley/registry.yaml",
                 ));
             runner_args.push("--config=/etc/parley/runner.toml".into());
         }

@@ -165,7 +165,9 @@ impl Stack {
         let parser_url = wait_healthy(parser_url, "payload-parser", &log).await;
 
         let log = dir.join("runner.log");
+        // The runner may dial the tool endpoints of the gateway's registry.
         let runner = command("agent-runner", tracing, &log)
+            .env("PARLEY_TOOLS__REGISTRY", registry)
             .arg("--listen")
             .arg("127.0.0.1:0")
             .arg("--script")

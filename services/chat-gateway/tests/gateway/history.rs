@@ -4,7 +4,7 @@
 
 use agent_runner::{
     app::RunnerApp,
-    config::{ProviderConfig, RunnerConfig},
+    config::ProviderConfig,
 };
 use chat_gateway::config::Quota;
 
@@ -22,7 +22,7 @@ async fn runner_answering(answer_bytes: usize, dir: &std::path::Path) -> String 
         ),
     )
     .expect("script");
-    let mut config = RunnerConfig::scripted_demo();
+    let mut config = crate::real_stack::runner_config();
     config
         .providers
         .insert("scripted".into(), ProviderConfig::scripted(Some(script)));

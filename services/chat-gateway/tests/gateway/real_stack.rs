@@ -9,9 +9,20 @@ use parley_proto::{
 
 use crate::harness::{Harness, Options, chat, chat_request, incoming};
 
+/// The scripted demo runner's configuration, allowed to dial the tool
+/// endpoints of the example registry the harness's gateway serves
+/// (`tools.registry`), as a deployment's runner is.
+pub(crate) fn runner_config() -> RunnerConfig {
+    let mut config = RunnerConfig::scripted_demo();
+    config.tools.registry = Some(
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../deploy/config/registry.yaml"),
+    );
+    config
+}
+
 /// Starts the real runner (no configuration: the scripted demo) on port 0.
 pub(crate) async fn real_runner() -> String {
-    real_runner_with(RunnerConfig::scripted_demo()).await
+    real_runner_with(runner_config()).await
 }
 
 /// Starts the real runner of `config` on port 0.
@@ -144,7 +155,7 @@ steps = [{ text = "Nothing to do." }]
 "#,
     )
     .expect("script");
-    let mut config = RunnerConfig::scripted_demo();
+    let mut config = runner_config();
     config
         .providers
         .insert("scripted".into(), ProviderConfig::scripted(Some(script)));

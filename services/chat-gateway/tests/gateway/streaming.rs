@@ -5,7 +5,7 @@
 
 use agent_runner::{
     app::RunnerApp,
-    config::{ProviderConfig, RunnerConfig},
+    config::ProviderConfig,
 };
 use parley_proto::{
     gateway::v1::{self as gw, chat_event::Event},
@@ -386,7 +386,7 @@ async fn scripted_runner(script: &str) -> (String, tempfile::TempDir) {
     let dir = tempfile::tempdir().expect("temp dir");
     let path = dir.path().join("script.toml");
     std::fs::write(&path, script).expect("script written");
-    let mut config = RunnerConfig::scripted_demo();
+    let mut config = crate::real_stack::runner_config();
     config
         .providers
         .insert("scripted".into(), ProviderConfig::scripted(Some(path)));
