@@ -86,6 +86,11 @@ fn built() -> Vec<(&'static str, String, Code)> {
             model: "m".into(),
         },
         RunError::Busy,
+        RunError::ToolEndpointNotAllowed { tool: "t".into() },
+        RunError::ModelNotAllowed {
+            field: "model".into(),
+            model: "p/m".into(),
+        },
     ] {
         statuses.push(("runner", error.into()));
     }
