@@ -392,7 +392,8 @@ impl Allowed {
     }
 
     /// Refuses the first tool of `tools` whose `grpc` endpoint is not
-    /// allowed (the log has its address; the refusal names the tool only).
+    /// allowed (the log has its host and port; the refusal names the tool
+    /// only).
     pub fn check_tools(&self, tools: &[pb::ToolDefinition]) -> Result<(), RunError> {
         for tool in tools {
             let Some(Kind::Grpc(address)) = tool.endpoint.as_ref().and_then(|e| e.kind.as_ref())
@@ -405,7 +406,14 @@ impl Allowed {
                 continue;
             }
             if !self.endpoints.allows(address) {
-                tracing::warn!(tool = ?tool.name, address = ?address, "refused: the tool endpoint is not allowed (tools.allowed_endpoints, tools.registry)");
+                // Host and port only: an address's user-info may hold a secret.
+                let (host, port) = host_port(address).unwrap_or_default();
+                tracing::warn!(
+                    tool = ?tool.name,
+                    host = ?host,
+                    port,
+                    "refused: the tool endpoint is not allowed (tools.allowed_endpoints, tools.registry)"
+                );
                 return Err(RunError::ToolEndpointNotAllowed {
                     tool: tool.name.clone(),
                 });

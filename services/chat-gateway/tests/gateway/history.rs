@@ -2,10 +2,7 @@
 //! the runner stays within a budget below the runner's decode limit, so a
 //! conversation never grows into one that fails on every turn.
 
-use agent_runner::{
-    app::RunnerApp,
-    config::ProviderConfig,
-};
+use agent_runner::{app::RunnerApp, config::ProviderConfig};
 use chat_gateway::config::Quota;
 
 use crate::harness::{Harness, Options, chat, chat_request, incoming};

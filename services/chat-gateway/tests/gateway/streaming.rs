@@ -3,10 +3,7 @@
 //! end, the suggestions as soon as their list closed, a structured answer
 //! growing (`structured_partial`), and mid-answer failover (`step_reset`).
 
-use agent_runner::{
-    app::RunnerApp,
-    config::ProviderConfig,
-};
+use agent_runner::{app::RunnerApp, config::ProviderConfig};
 use parley_proto::{
     gateway::v1::{self as gw, chat_event::Event},
     json,
