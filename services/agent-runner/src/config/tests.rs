@@ -48,6 +48,15 @@ fn the_shipped_kubernetes_runner_config_is_valid_and_reads_keys_from_files() {
         Path::new(env!("CARGO_MANIFEST_DIR")).join("../../deploy/config/runner.kubernetes.toml");
     let config = RunnerConfig::load(Some(&path), [], Flags::default()).expect("valid");
     assert_eq!(config.default_provider, "scripted");
+    assert_eq!(
+        config
+            .tools
+            .registry
+            .as_ref()
+            .map(|file| config.base_dir.join(file)),
+        Some(path.with_file_name("registry.yaml")),
+        "the registry the kustomization ships beside it"
+    );
     for name in ["openai", "anthropic", "gemini"] {
         let provider = config.providers.entries.get(name).expect(name);
         assert!(
@@ -67,6 +76,9 @@ fn the_shipped_kubernetes_runner_config_is_valid_and_reads_keys_from_files() {
         .expect("starts without the key files");
     assert!(providers.get("openai").is_some());
     assert_eq!(reloadable.len(), 3, "each key file is read again on SIGHUP");
+    config
+        .allowed(&providers)
+        .expect("the registry's endpoints");
 
     // A key file that appears later is read by the next reload.
     let dir = tempfile::tempdir().expect("temp dir");

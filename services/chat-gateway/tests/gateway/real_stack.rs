@@ -282,7 +282,7 @@ async fn the_runner_token_file_lets_the_gateway_through_a_runner_that_requires_i
     let dir = tempfile::tempdir().expect("dir");
     let token = dir.path().join("runner-token");
     std::fs::write(&token, "runner-shared-token-0123456789\n").expect("write token");
-    let mut config = RunnerConfig::scripted_demo();
+    let mut config = runner_config();
     config.auth.token_file = Some(token.clone());
     let runner_url = real_runner_with(config).await;
 
