@@ -275,20 +275,20 @@ impl Engine {
         admitted
     }
 
-    /// Whether streams take leases in the store (a streams limit is set).
-    fn streams_limited(&self) -> bool {
-        self.config.per_user.streams > 0 || self.config.per_tenant.streams > 0
-    }
-
     /// What `principal`'s turns and streams are admitted against; with
-    /// `stream`, a new stream lease comes with it.
+    /// `stream`, a new stream lease comes with it when a streams limit
+    /// counts the caller's streams.
     fn admission(&self, principal: &Principal, stream: bool) -> Admission {
-        Admission {
+        let mut admission = Admission {
             tenant: principal.tenant_key(),
             user: self.config.per_user,
             tenant_quota: self.config.per_tenant,
-            stream: (stream && self.streams_limited()).then(|| self.stream_leases.new_stream()),
+            stream: None,
+        };
+        if stream && admission.counts_streams() {
+            admission.stream = Some(self.stream_leases.new_stream());
         }
+        admission
     }
 
     /// A lease for a stream of `principal` that follows a turn (it starts

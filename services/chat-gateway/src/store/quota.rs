@@ -84,6 +84,14 @@ impl Admission {
         self.user.turns_per_minute > 0
             || (self.tenant.is_some() && self.tenant_quota.turns_per_minute > 0)
     }
+
+    /// Whether a streams limit counts this caller's streams, so that each
+    /// takes a lease in the store: the user's, or its tenant's when it has
+    /// one. (A caller without a tenant under only a tenant limit takes
+    /// none: no count would read it.)
+    pub fn counts_streams(&self) -> bool {
+        self.user.streams > 0 || (self.tenant.is_some() && self.tenant_quota.streams > 0)
+    }
 }
 
 /// Whose limit was reached.
@@ -479,6 +487,26 @@ mod tests {
         tokens_per_day: 1_000,
         streams: 2,
     };
+
+    #[test]
+    fn only_a_streams_limit_that_applies_to_the_caller_takes_leases() {
+        let tenant_only = Quota {
+            streams: 512,
+            ..Quota::UNLIMITED
+        };
+        let admission = |tenant: Option<&str>, user: Quota| Admission {
+            tenant: tenant.map(str::to_owned),
+            user,
+            tenant_quota: tenant_only,
+            stream: None,
+        };
+        assert!(
+            !admission(None, Quota::UNLIMITED).counts_streams(),
+            "no tenant, no user limit"
+        );
+        assert!(admission(Some("guild"), Quota::UNLIMITED).counts_streams());
+        assert!(admission(None, QUOTA).counts_streams());
+    }
 
     #[test]
     fn the_streams_limit_refuses_one_more_than_it_allows() {
