@@ -81,8 +81,7 @@ impl Admission {
     /// into the ledger: without one nothing reads the ledger, and a turn
     /// writes no row there. (A limit switched on later counts from then.)
     pub(crate) fn counts_in_ledger(&self) -> bool {
-        self.user.turns_per_minute > 0
-            || (self.tenant.is_some() && self.tenant_quota.turns_per_minute > 0)
+        self.limits(|quota| quota.turns_per_minute > 0)
     }
 
     /// Whether a streams limit counts this caller's streams, so that each
@@ -90,7 +89,13 @@ impl Admission {
     /// one. (A caller without a tenant under only a tenant limit takes
     /// none: no count would read it.)
     pub fn counts_streams(&self) -> bool {
-        self.user.streams > 0 || (self.tenant.is_some() && self.tenant_quota.streams > 0)
+        self.limits(|quota| quota.streams > 0)
+    }
+
+    /// Whether `limited` holds for the user's quota, or the tenant's when
+    /// the caller has a tenant.
+    fn limits(&self, limited: impl Fn(&Quota) -> bool) -> bool {
+        limited(&self.user) || (self.tenant.is_some() && limited(&self.tenant_quota))
     }
 }
 
