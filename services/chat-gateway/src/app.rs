@@ -92,6 +92,8 @@ impl Gateway {
                 max_connections: config.store.max_connections,
                 acquire_timeout: config.store.acquire_timeout,
                 write_batch: usize::try_from(config.store.write_batch).unwrap_or(usize::MAX),
+                lock_timeout: config.store.lock_timeout,
+                idle_in_transaction_timeout: config.store.idle_in_transaction_timeout,
             },
         )
         .await?;

@@ -77,6 +77,17 @@ pub struct StoreConfig {
     /// Most writes SQLite commits in one transaction when writes queue up
     /// (group commit); PostgreSQL commits each write on its own.
     pub write_batch: u32,
+    /// PostgreSQL: longest wait for a row lock (`lock_timeout`); past it
+    /// the write fails as the store being unavailable, never hangs.
+    #[serde(with = "duration")]
+    pub lock_timeout: Duration,
+    /// PostgreSQL: how long a session may sit idle inside a transaction
+    /// before the server ends it and frees its locks
+    /// (`idle_in_transaction_session_timeout`): a replica frozen between
+    /// two statements of a write holds no row past it. Shorter than
+    /// `lock_timeout`, so that a writer waiting on such a lock outlasts it.
+    #[serde(with = "duration")]
+    pub idle_in_transaction_timeout: Duration,
 }
 
 impl StoreConfig {
@@ -111,6 +122,8 @@ impl Default for StoreConfig {
             max_connections: 8,
             acquire_timeout: Duration::from_secs(5),
             write_batch: 64,
+            lock_timeout: Duration::from_secs(10),
+            idle_in_transaction_timeout: Duration::from_secs(5),
         }
     }
 }
@@ -513,6 +526,11 @@ impl GatewayConfig {
         )?;
         positive_duration("store.acquire_timeout", self.store.acquire_timeout)?;
         positive("store.write_batch", u64::from(self.store.write_batch))?;
+        positive_duration("store.lock_timeout", self.store.lock_timeout)?;
+        positive_duration(
+            "store.idle_in_transaction_timeout",
+            self.store.idle_in_transaction_timeout,
+        )?;
         positive_duration("upstream.connect_timeout", self.upstream.connect_timeout)?;
         positive_duration("upstream.parse_timeout", self.upstream.parse_timeout)?;
         let turns = &self.turns;

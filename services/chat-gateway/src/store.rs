@@ -39,7 +39,7 @@ mod writes;
 use std::{borrow::Cow, time::Duration};
 
 use sqlx::{
-    AnyConnection, AnyPool, Connection, SqlSafeStr,
+    AnyConnection, AnyPool, AssertSqlSafe, Connection, SqlSafeStr,
     any::AnyPoolOptions,
     migrate::{Migration, MigrationType, Migrator},
 };
@@ -146,6 +146,11 @@ pub struct StoreOptions {
     pub acquire_timeout: Duration,
     /// Most writes SQLite commits in one transaction (see [`batch`]).
     pub write_batch: usize,
+    /// PostgreSQL's `lock_timeout` on every connection.
+    pub lock_timeout: Duration,
+    /// PostgreSQL's `idle_in_transaction_session_timeout` on every
+    /// connection.
+    pub idle_in_transaction_timeout: Duration,
 }
 
 impl Default for StoreOptions {
@@ -154,6 +159,8 @@ impl Default for StoreOptions {
             max_connections: 8,
             acquire_timeout: Duration::from_secs(5),
             write_batch: 64,
+            lock_timeout: Duration::from_secs(10),
+            idle_in_transaction_timeout: Duration::from_secs(5),
         }
     }
 }
@@ -352,6 +359,12 @@ impl Faults {
     }
 }
 
+/// A PostgreSQL duration setting in milliseconds, at least 1 (0 turns the
+/// limit off).
+fn millis(duration: Duration) -> u128 {
+    duration.as_millis().max(1)
+}
+
 fn migrator() -> Migrator {
     Migrator::with_migrations(
         MIGRATIONS
@@ -402,6 +415,17 @@ impl Store {
             options.max_connections.max(1)
         };
         let memory = url.contains(":memory:");
+        // Bounds on what one session can make another wait for: a row lock
+        // is waited for at most `lock_timeout`, and a session idle inside a
+        // transaction (its replica frozen, or cut off mid-write) is ended
+        // by the server after `idle_in_transaction_timeout`, its locks with
+        // it. Without them, a SIGSTOPped replica held a turn's row and a
+        // delete on another replica waited forever.
+        let session_limits = format!(
+            "SET lock_timeout = {}; SET idle_in_transaction_session_timeout = {}",
+            millis(options.lock_timeout),
+            millis(options.idle_in_transaction_timeout)
+        );
         // One connection first, so that a database that cannot be opened is
         // reported with its own cause ("unable to open database file",
         // "password authentication failed"), not as a pool time-out.
@@ -416,7 +440,13 @@ impl Store {
             .max_connections(max_connections)
             .acquire_timeout(options.acquire_timeout)
             .after_connect(move |connection, _| {
+                let session_limits = session_limits.clone();
                 Box::pin(async move {
+                    if backend == Backend::Postgres {
+                        sqlx::raw_sql(AssertSqlSafe(session_limits))
+                            .execute(&mut *connection)
+                            .await?;
+                    }
                     if backend == Backend::Sqlite {
                         // Statement journals (a multi-row statement inside
                         // the writer's transaction keeps one) and the

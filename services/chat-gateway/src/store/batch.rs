@@ -48,7 +48,18 @@ pub(crate) trait Write: Send + Sync + 'static {
     /// What the write tells its caller.
     type Output: Send + 'static;
 
-    /// Runs the statements on `conn`, inside a transaction.
+    /// Whether each of the write's statements stands alone (none needs
+    /// another undone with it): PostgreSQL then runs them without
+    /// `BEGIN`…`COMMIT`, each committed as it ends, so that a replica
+    /// stopped between two round trips (SIGSTOP, a cut network) holds no
+    /// row lock that another replica's write would wait on. SQLite's
+    /// writer batches them with the rest.
+    fn autocommit(&self) -> bool {
+        false
+    }
+
+    /// Runs the statements on `conn`, inside a transaction (unless
+    /// [`Write::autocommit`] on PostgreSQL).
     fn run<'c>(
         &'c self,
         conn: &'c mut AnyConnection,
@@ -224,6 +235,10 @@ impl Writes {
     /// Runs `write` and returns its output once it is committed.
     pub(crate) async fn run<W: Write>(&self, write: W) -> Result<W::Output, StoreError> {
         match self {
+            Self::Direct(pool) if write.autocommit() => {
+                let mut conn = pool.acquire().await?;
+                write.run(&mut conn).await
+            }
             Self::Direct(pool) => {
                 let mut tx = pool.begin().await?;
                 let output = write.run(&mut tx).await?;

@@ -359,6 +359,10 @@ impl Write for PruneAdmissions {
     /// How many admissions were deleted.
     type Output = u64;
 
+    fn autocommit(&self) -> bool {
+        true
+    }
+
     fn run<'c>(&'c self, conn: &'c mut AnyConnection) -> BoxFuture<'c, Result<u64, StoreError>> {
         Box::pin(async move {
             Ok(sqlx::query(
@@ -385,6 +389,10 @@ pub(crate) struct PruneTokens {
 impl Write for PruneTokens {
     /// How many day counts were deleted.
     type Output = u64;
+
+    fn autocommit(&self) -> bool {
+        true
+    }
 
     fn run<'c>(&'c self, conn: &'c mut AnyConnection) -> BoxFuture<'c, Result<u64, StoreError>> {
         Box::pin(async move {

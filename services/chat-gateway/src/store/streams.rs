@@ -174,6 +174,10 @@ impl Write for ReleaseStreams {
     /// How many leases went.
     type Output = u64;
 
+    fn autocommit(&self) -> bool {
+        true
+    }
+
     fn run<'c>(&'c self, conn: &'c mut AnyConnection) -> BoxFuture<'c, Result<u64, StoreError>> {
         Box::pin(async move {
             let mut released = 0;
@@ -233,6 +237,10 @@ macro_rules! prune_sql {
 impl Write for RenewStreams {
     /// How many expired leases were deleted.
     type Output = u64;
+
+    fn autocommit(&self) -> bool {
+        true
+    }
 
     fn run<'c>(&'c self, conn: &'c mut AnyConnection) -> BoxFuture<'c, Result<u64, StoreError>> {
         Box::pin(async move {

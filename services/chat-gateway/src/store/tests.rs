@@ -1817,6 +1817,122 @@ on_both_backends!(
     tool_calls_are_fenced_by_the_lease,
 );
 
+/// A second replica's store on the schema of a test PostgreSQL URL.
+async fn replica_on(url: &str, options: StoreOptions) -> Store {
+    Store::open(url, &options)
+        .await
+        .expect("open a second replica's store")
+}
+
+/// A connection of `store`'s pool left idle inside a transaction that
+/// holds `turn`'s row lock: a replica frozen (SIGSTOP) between a write's
+/// statement and its COMMIT.
+async fn freeze_holding(store: &Store, turn: &str) -> sqlx::pool::PoolConnection<sqlx::Any> {
+    let mut conn = store.pool.acquire().await.expect("a connection");
+    sqlx::raw_sql("BEGIN")
+        .execute(&mut *conn)
+        .await
+        .expect("begin");
+    sqlx::query("UPDATE turns SET lease_until = lease_until WHERE id = $1")
+        .bind(turn)
+        .execute(&mut *conn)
+        .await
+        .expect("lock the turn's row");
+    conn
+}
+
+/// Before the session limits, a replica frozen inside a transaction held
+/// its turn's row, and a delete on another replica (which asks the turn
+/// to stop) waited for it forever. Now the server ends the frozen session
+/// after `idle_in_transaction_timeout`, and the waiting write goes through.
+#[tokio::test]
+async fn a_replica_frozen_inside_a_transaction_holds_no_row_for_long() {
+    let Some((url, schema)) = test_postgres::fresh_schema(
+        "store::tests::a_replica_frozen_inside_a_transaction_holds_no_row_for_long",
+    )
+    .await
+    else {
+        return;
+    };
+    let frozen = replica_on(
+        &url,
+        StoreOptions {
+            idle_in_transaction_timeout: Duration::from_millis(300),
+            ..StoreOptions::default()
+        },
+    )
+    .await;
+    let other = replica_on(&url, StoreOptions::default()).await;
+    let conversation = id();
+    let (turn, _) = begin_on(&frozen, &conversation, true, "a", 60_000, None).await;
+    let held = freeze_holding(&frozen, &turn).await;
+    // A bound against a hang of the test itself, far above the 300 ms.
+    let asked = tokio::time::timeout(
+        Duration::from_secs(60),
+        other.request_cancel("alice", &turn),
+    )
+    .await
+    .expect("the cancel did not wait for the frozen session")
+    .expect("the cancel is stored");
+    assert_eq!(asked.as_deref(), Some("a"));
+    drop(held);
+    frozen.close().await;
+    other.close().await;
+    test_postgres::drop_schema(&schema).await;
+}
+
+/// A row lock held longer than `lock_timeout` fails the waiting write as
+/// the store being unavailable (retryable), instead of hanging it.
+#[tokio::test]
+async fn a_write_waits_for_a_row_lock_at_most_lock_timeout() {
+    let Some((url, schema)) = test_postgres::fresh_schema(
+        "store::tests::a_write_waits_for_a_row_lock_at_most_lock_timeout",
+    )
+    .await
+    else {
+        return;
+    };
+    let holder = replica_on(&url, StoreOptions::default()).await;
+    let waiter = replica_on(
+        &url,
+        StoreOptions {
+            lock_timeout: Duration::from_millis(300),
+            ..StoreOptions::default()
+        },
+    )
+    .await;
+    let conversation = id();
+    let (turn, _) = begin_on(&holder, &conversation, true, "a", 60_000, None).await;
+    let mut held = freeze_holding(&holder, &turn).await;
+    let refused = tokio::time::timeout(
+        Duration::from_secs(60),
+        waiter.request_cancel("alice", &turn),
+    )
+    .await
+    .expect("the cancel gave up waiting for the lock")
+    .expect_err("the row stays locked");
+    assert!(
+        refused.to_string().contains("lock timeout"),
+        "a lock time-out: {refused}"
+    );
+    sqlx::raw_sql("ROLLBACK")
+        .execute(&mut *held)
+        .await
+        .expect("roll back");
+    drop(held);
+    assert_eq!(
+        waiter
+            .request_cancel("alice", &turn)
+            .await
+            .expect("the lock is free")
+            .as_deref(),
+        Some("a")
+    );
+    holder.close().await;
+    waiter.close().await;
+    test_postgres::drop_schema(&schema).await;
+}
+
 #[tokio::test]
 async fn reopening_runs_migrations_once() {
     let dir = tempfile::tempdir().expect("temp dir");

@@ -346,6 +346,10 @@ struct Renew {
 impl Write for Renew {
     type Output = Vec<HeldTurn>;
 
+    fn autocommit(&self) -> bool {
+        true
+    }
+
     fn run<'c>(
         &'c self,
         conn: &'c mut AnyConnection,
@@ -387,6 +391,10 @@ impl Write for HoldForDispatch {
     /// Whether the turn is still this replica's.
     type Output = bool;
 
+    fn autocommit(&self) -> bool {
+        true
+    }
+
     fn run<'c>(&'c self, conn: &'c mut AnyConnection) -> BoxFuture<'c, Result<bool, StoreError>> {
         Box::pin(async move {
             let sql = on_store_clock(
@@ -415,6 +423,10 @@ struct Watch {
 
 impl Write for Watch {
     type Output = ();
+
+    fn autocommit(&self) -> bool {
+        true
+    }
 
     fn run<'c>(&'c self, conn: &'c mut AnyConnection) -> BoxFuture<'c, Result<(), StoreError>> {
         Box::pin(async move {
@@ -476,6 +488,10 @@ struct Prune {
 impl Write for Prune {
     /// How many batches were deleted.
     type Output = u64;
+
+    fn autocommit(&self) -> bool {
+        true
+    }
 
     fn run<'c>(&'c self, conn: &'c mut AnyConnection) -> BoxFuture<'c, Result<u64, StoreError>> {
         Box::pin(async move {

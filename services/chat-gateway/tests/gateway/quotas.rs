@@ -301,20 +301,26 @@ async fn deleting_a_conversation_whose_turn_runs_on_another_replica_frees_its_sl
 
     // A is frozen (SIGSTOP): it cannot end the turn that B asks it to stop.
     // The delete does not go through, and the user's slot stays taken.
+    // B's calls are bounded: a frozen replica must not hold B up (it did,
+    // when A stopped inside a transaction holding the turn's row).
     a.pause();
-    let kept = b
-        .client
-        .delete_conversation(gw::DeleteConversationRequest {
+    let kept = tokio::time::timeout(
+        Duration::from_secs(30),
+        b.client.delete_conversation(gw::DeleteConversationRequest {
             conversation_id: conversation_id.clone(),
-        })
-        .await
-        .expect_err("the turn has not ended");
+        }),
+    )
+    .await
+    .expect("B answers while A is frozen")
+    .expect_err("the turn has not ended");
     assert_eq!(reason(&kept), "TURN_IN_PROGRESS", "{kept:?}");
-    let refused = b
-        .client
-        .chat(chat_request("", "Another", "tables_list"))
-        .await
-        .expect_err("the frozen turn still holds the slot");
+    let refused = tokio::time::timeout(
+        Duration::from_secs(30),
+        b.client.chat(chat_request("", "Another", "tables_list")),
+    )
+    .await
+    .expect("B answers while A is frozen")
+    .expect_err("the frozen turn still holds the slot");
     assert_eq!(quota_refusal(&refused).0, "user");
 
     // A runs again, sees the cancel and ends the turn as cancelled: the
