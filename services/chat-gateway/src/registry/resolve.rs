@@ -136,6 +136,17 @@ impl ResolvedPage {
         }
     }
 
+    /// Whether a tool of the page can change anything beyond the runner: a
+    /// gRPC or MCP tool. The built-in tools read the clock and do
+    /// arithmetic, so starting one twice for a turn changes nothing, and a
+    /// turn offering only those needs no lease fence before its tool calls
+    /// (see `turn::relay`).
+    pub fn has_tools_with_effects(&self) -> bool {
+        self.tools
+            .iter()
+            .any(|tool| !matches!(tool.endpoint, ToolEndpointDef::Builtin(_)))
+    }
+
     /// The runner's tool definitions, with endpoint and timeout.
     pub fn runner_tools(&self) -> Vec<runner::ToolDefinition> {
         self.tools

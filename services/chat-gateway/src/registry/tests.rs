@@ -200,6 +200,15 @@ fn parse_profile_carries_payloads_and_actions_but_no_tools() {
 }
 
 #[test]
+fn only_pages_with_grpc_or_mcp_tools_have_tools_with_effects() {
+    let r = Registry::example();
+    // The built-ins only: current_time and calculator.
+    assert!(!resolve(&r, "tables_list", "", "").has_tools_with_effects());
+    // lookup_rows is a gRPC tool.
+    assert!(resolve(&r, "table_view", "", "").has_tools_with_effects());
+}
+
+#[test]
 fn runner_tools_carry_endpoint_and_timeout() {
     let r = Registry::example();
     let tools = resolve(&r, "table_view", "", "").runner_tools();

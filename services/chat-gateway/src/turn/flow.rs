@@ -259,9 +259,10 @@ type Opened = (
 );
 
 /// The system prompt and the runner request for the turn; opens the parser
-/// stream and the runner call together: `Run` for a turn without tools,
-/// `RunFenced` (the runner asks before each round of tool calls, see
-/// [`relay::Fence`]) for one with tools. `None` when the turn was stopped
+/// stream and the runner call together: `Run` for a turn without tools or
+/// with built-in tools only, `RunFenced` (the runner asks before each round
+/// of tool calls, see [`relay::Fence`]) for one with tools that can have
+/// effects (gRPC, MCP). `None` when the turn was stopped
 /// first.
 async fn open_calls(
     engine: &Engine,
@@ -312,7 +313,9 @@ async fn open_calls(
         .deadline
         .saturating_duration_since(Instant::now());
     let mut runner_client = engine.upstreams.runner.clone();
-    let (fence, call) = if request.tools.is_empty() {
+    // A fence costs a bidirectional call and a task on the runner: only a
+    // turn whose tools can have effects pays for it.
+    let (fence, call) = if !page.has_tools_with_effects() {
         let mut call = tonic::Request::new(request);
         call.set_timeout(timeout);
         (

@@ -32,8 +32,10 @@
 //! a `step_reset`. Tool records and usage stay (the runner does not run
 //! tools again, and the failed call's usage counts).
 //!
-//! A turn with tools runs with `RunFenced`: before each round of tool calls
-//! the runner sends `dispatch_pending` and waits. The relay answers from
+//! A turn with tools that can have effects (gRPC, MCP; the built-ins only
+//! read the clock and do arithmetic) runs with `RunFenced`: before each
+//! round of tool calls the runner sends `dispatch_pending` and waits. The
+//! relay answers from
 //! the store ([`Fence`]): allowed only while this replica still holds the
 //! turn's unexpired lease (renewed by the check), so a replica that stalled
 //! past its lease, whose turn another replica may have ended and the client

@@ -13,6 +13,7 @@ use std::{
 
 use agent_runner::{
     agent_loop::Runner,
+    allow::{Allowed, AllowedEndpoints},
     provider::{
         Providers,
         scripted::{Script, ScriptedProvider},
@@ -323,7 +324,14 @@ async fn runner_with(script: &str, clock: Arc<CountedClock>) -> SocketAddr {
         tools,
         retry: RetryPolicy::default(),
     };
-    let service = RunnerService::new(Arc::new(runner), Limits::default(), 16, 64);
+    // `table_view` offers `lookup_rows` at this address: a tool with
+    // effects, so its turns run fenced.
+    let allowed = Allowed {
+        endpoints: AllowedEndpoints::parse(["127.0.0.1:50061"]).expect("pattern"),
+        ..Allowed::defaults_of(&runner.providers)
+    };
+    let service =
+        RunnerService::new(Arc::new(runner), Limits::default(), 16, 64).with_allowed(allowed);
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
         .await
         .expect("bind");
@@ -372,7 +380,9 @@ async fn a_replica_that_stalled_past_its_lease_starts_no_further_tool_call() {
 
     let on_stalls = stalls
         .client
-        .chat(chat_request("", "What time is it, twice?", "tables_list"))
+        // A page with a gRPC tool (`lookup_rows`, never called here): only
+        // a turn whose tools can have effects is fenced.
+        .chat(chat_request("", "What time is it, twice?", "table_view"))
         .await
         .expect("chat")
         .into_inner();
