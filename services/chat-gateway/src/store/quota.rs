@@ -61,6 +61,15 @@ impl Quota {
     }
 }
 
+/// The lease a new stream takes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NewStream {
+    /// The lease's id (made by the gateway).
+    pub id: String,
+    /// How long it holds unless its replica renews it, in ms.
+    pub ttl_ms: i64,
+}
+
 /// What a new turn is admitted against.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Admission {
@@ -73,7 +82,7 @@ pub struct Admission {
     /// The stream the turn is started from, which takes a stream lease
     /// with the turn (and counts against the streams limits); `None`
     /// starts a turn without one.
-    pub stream: Option<super::streams::NewStream>,
+    pub stream: Option<NewStream>,
 }
 
 impl Admission {

@@ -19,17 +19,8 @@ use super::{
     Store, StoreError,
     batch::Write,
     group::{Statements, is_sqlite},
-    quota::{Admission, QuotaExceeded, Scope},
+    quota::{Admission, NewStream, QuotaExceeded, Scope},
 };
-
-/// The lease a new stream takes.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct NewStream {
-    /// The lease's id (made by the gateway).
-    pub id: String,
-    /// How long it holds unless its replica renews it, in ms.
-    pub ttl_ms: i64,
-}
 
 /// The insert of a lease: `$1` id, `$2` owner, `$3` tenant, `$4` replica,
 /// `$5` its time to live (ms).

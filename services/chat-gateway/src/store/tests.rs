@@ -1581,7 +1581,7 @@ async fn stream_leases_count_open_streams(store: Store) {
         streams: 2,
         ..Quota::UNLIMITED
     };
-    let stream = |id: &str, ttl_ms: i64| streams::NewStream {
+    let stream = |id: &str, ttl_ms: i64| quota::NewStream {
         id: id.into(),
         ttl_ms,
     };

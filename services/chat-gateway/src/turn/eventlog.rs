@@ -20,7 +20,7 @@ use std::{
 use tokio::{sync::Notify, time::Instant};
 use tokio_util::sync::CancellationToken;
 
-use super::journal::{Fault, Journal};
+use super::journal::{Fault, Journal, Writer};
 use crate::store::{Store, TurnBatch};
 
 /// Stores the wire events of this replica's turns.
@@ -56,20 +56,6 @@ impl EventLog {
         });
         tokio::spawn(log.clone().run(closing));
         log
-    }
-
-    /// Lists `journal` for the next write.
-    pub(super) fn enqueue(&self, journal: Arc<Journal>) {
-        self.queue
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .push(journal);
-        self.queued.notify_one();
-    }
-
-    /// Asks for the next write now: a turn's stream waits for it.
-    pub(super) fn hurry(&self) {
-        self.hurry.notify_one();
     }
 
     async fn run(self: Arc<Self>, closing: CancellationToken) {
@@ -120,6 +106,20 @@ impl EventLog {
                 }
             }
         }
+    }
+}
+
+impl Writer for EventLog {
+    fn enqueue(&self, journal: Arc<Journal>) {
+        self.queue
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .push(journal);
+        self.queued.notify_one();
+    }
+
+    fn hurry(&self) {
+        self.hurry.notify_one();
     }
 }
 

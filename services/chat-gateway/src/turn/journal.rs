@@ -2,7 +2,8 @@
 //! the turn.
 //!
 //! The turn pushes its `ChatEvent`s here and never waits for a client or
-//! the store. The replica's [`EventLog`] stores them in the turn's wire log
+//! the store. The replica's event log ([`Writer`]) stores them in the
+//! turn's wire log
 //! (`turn_events`): one writer for all the replica's turns, one transaction
 //! for whatever every turn pushed since its last write, at most every
 //! `turns.log_interval`. Followers — the client's own stream, and
@@ -35,7 +36,6 @@ use prost::Message;
 use tokio::sync::{Notify, watch};
 use tokio_util::sync::CancellationToken;
 
-use super::eventlog::EventLog;
 use crate::store::WireBatch;
 
 /// How far followers may deliver, and what comes after.
@@ -85,6 +85,16 @@ struct Inner {
     fault: Option<Fault>,
 }
 
+/// What stores journals' events: the replica's event log
+/// (`turn::eventlog`), which takes the batches of the journals queued on it
+/// and settles them.
+pub trait Writer: Send + Sync + std::fmt::Debug {
+    /// Lists `journal` among those with events to store (each once).
+    fn enqueue(&self, journal: Arc<Journal>);
+    /// Asks for the next write now: a turn's stream waits for it.
+    fn hurry(&self);
+}
+
 /// A running turn's events.
 #[derive(Debug)]
 pub struct Journal {
@@ -92,7 +102,7 @@ pub struct Journal {
     inner: Mutex<Inner>,
     release: watch::Sender<Release>,
     /// The replica's event log; `None` when events are not stored.
-    log: Option<Arc<EventLog>>,
+    log: Option<Arc<dyn Writer>>,
     /// How many events may be released ahead of the stored ones.
     ahead: u64,
     /// This journal, for queueing itself on the event log.
@@ -147,7 +157,7 @@ pub fn decode(batch: &WireBatch) -> Option<Vec<ChatEvent>> {
 impl Journal {
     /// A journal whose events `log` stores, released at most `ahead` events
     /// before they are stored.
-    pub fn logged(turn_id: &str, log: Arc<EventLog>, ahead: u64) -> Arc<Self> {
+    pub fn logged(turn_id: &str, log: Arc<dyn Writer>, ahead: u64) -> Arc<Self> {
         Self::new(turn_id, Some(log), ahead)
     }
 
@@ -156,7 +166,7 @@ impl Journal {
         Self::new(turn_id, None, 0)
     }
 
-    fn new(turn_id: &str, log: Option<Arc<EventLog>>, ahead: u64) -> Arc<Self> {
+    fn new(turn_id: &str, log: Option<Arc<dyn Writer>>, ahead: u64) -> Arc<Self> {
         Arc::new_cyclic(|me| Self {
             turn_id: turn_id.to_owned(),
             inner: Mutex::default(),

@@ -33,7 +33,7 @@ use tonic::Status;
 use super::{EventStream, millis};
 use crate::{
     error::GatewayError,
-    store::{Store, streams::NewStream},
+    store::{Store, quota::NewStream},
 };
 
 /// The store leases of this replica's streams.
