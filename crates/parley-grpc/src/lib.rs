@@ -19,6 +19,7 @@
 pub mod bearer;
 pub mod config;
 pub mod deadline;
+pub mod duration;
 pub mod edge;
 pub mod request_body;
 pub mod runtime;

@@ -37,7 +37,7 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio_rustls::{TlsAcceptor, server::TlsStream};
 use tokio_stream::wrappers::ReceiverStream;
 
-use crate::config::duration;
+use crate::duration;
 
 /// `[server.tls]`: the server's certificate, and the CA its clients'
 /// certificates must chain to (mutual TLS). Without `cert` the server is
