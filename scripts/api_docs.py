@@ -182,8 +182,9 @@ def render():
         "",
         "Every service, message and enum of Parley's public contracts, package by",
         "package. Errors are gRPC status codes with `google.rpc` details: see",
-        "[Errors](../README.md#errors) in the README. Stubs for any language come",
-        "from `proto/` (see the README's Python and Go sections).",
+        "[Errors](clients.md#errors) in clients.md. Stubs for any language come",
+        "from `proto/` (see the [Python](clients.md#python-or-any-language) and",
+        "[Go](clients.md#go) sections there).",
         "",
     ]
     for package in PACKAGES:

@@ -1,5 +1,5 @@
-//! The README's "Errors" table and the error lists in the proto service
-//! comments are exact: every refusal the three services build (each error
+//! The "Errors" table of docs/clients.md and the error lists in the proto
+//! service comments are exact: every refusal the three services build (each error
 //! type's variants, turned into a `Status` the way the services do, and the
 //! reasons the code passes as literals) is listed with the same gRPC code,
 //! and everything listed is a refusal the code builds.
@@ -127,10 +127,10 @@ fn built() -> Vec<(&'static str, String, Code)> {
         .collect()
 }
 
-/// The README table: `(service, reason)` → the code's name.
+/// The docs/clients.md table: `(service, reason)` → the code's name.
 fn readme_table() -> BTreeMap<(String, String), String> {
-    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../README.md");
-    let text = std::fs::read_to_string(&path).expect("README.md");
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../docs/clients.md");
+    let text = std::fs::read_to_string(&path).expect("docs/clients.md");
     let section = text
         .split("\n## Errors\n")
         .nth(1)
@@ -170,9 +170,11 @@ fn the_readme_lists_every_reason_with_its_code() {
     let mut problems = Vec::new();
     for (service, reason, code) in &built {
         match table.get(&((*service).to_owned(), reason.clone())) {
-            None => problems.push(format!("{service} {reason} is not in the README table")),
+            None => problems.push(format!(
+                "{service} {reason} is not in the docs/clients.md table"
+            )),
             Some(listed) if listed != code_name(*code) => problems.push(format!(
-                "{service} {reason}: the README says {listed}, the code answers {}",
+                "{service} {reason}: docs/clients.md says {listed}, the code answers {}",
                 code_name(*code)
             )),
             Some(_) => {}
@@ -184,7 +186,9 @@ fn the_readme_lists_every_reason_with_its_code() {
         .collect();
     for key in table.keys() {
         if !known.contains(key) {
-            problems.push(format!("the README lists {key:?}, which no code builds"));
+            problems.push(format!(
+                "docs/clients.md lists {key:?}, which no code builds"
+            ));
         }
     }
     assert!(problems.is_empty(), "{problems:#?}");
