@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The same-run performance table of the README: a mock OpenAI-compatible
+# The same-run performance table of docs/performance.md: a mock OpenAI-compatible
 # provider (parley-load mock), the three Parley services in front of it
 # (SQLite, dev auth, the event log on, as shipped) and parley-load holding
 # C concurrent streams against

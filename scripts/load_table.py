@@ -1,10 +1,10 @@
 #!/usr/bin/env python3
 """Prints scripts/load.sh's results (parley-load's JSON lines) as the
-README's Markdown table: per level and system, first-token time, what it
-adds to the mock's own (same run), whole-turn time, CPU per turn of the
-system's server processes (the mock and parley-load left out), turns/s and
-failed turns. With --check it exits 1 when the mock, the runner or the
-gateway (alone) failed a turn or completed none (CI's smoke run)."""
+Markdown table of docs/performance.md: per level and system, first-token
+time, what it adds to the mock's own (same run), whole-turn time, CPU per
+turn of the system's server processes (the mock and parley-load left out),
+turns/s and failed turns. With --check it exits 1 when the mock, the runner
+or the gateway (alone) failed a turn or completed none (CI's smoke run)."""
 
 import json
 import sys

@@ -11,7 +11,7 @@
 //! when a message needs it (a large request reserves what it needs, as
 //! before). A stream held open keeps about 7 KiB of these buffers over the
 //! three services with 1 KiB, 2 KiB with 256 bytes; CPU per turn did not
-//! move beyond the noise (README, Performance). The batching of ready
+//! move beyond the noise (docs/performance.md). The batching of ready
 //! messages into one write (tonic's yield threshold, 32 KiB) is unchanged.
 
 use tonic::codec::{BufferSettings, Codec};

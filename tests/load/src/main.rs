@@ -10,7 +10,7 @@
 //!   turn and resident memory.
 //!
 //! `scripts/load.sh` starts the mock and the three services and runs the
-//! same-run table of the README's performance section.
+//! same-run table of docs/performance.md.
 
 mod mock;
 mod proc;
