@@ -672,42 +672,4 @@ fn describe_status(status: tonic::Status) -> anyhow::Error {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn partial(data: serde_json::Value, complete_paths: &[&str]) -> PayloadPartial {
-        PayloadPartial {
-            r#type: "schema_proposal".into(),
-            data: Some(parley_proto::json::to_struct_wrapped(&data)),
-            complete_paths: complete_paths.iter().map(|p| (*p).to_owned()).collect(),
-            revision: 1,
-            offset: 7,
-            diagnostic: None,
-        }
-    }
-
-    #[test]
-    fn a_card_grows_with_its_operations_and_offers_accept_once_whole() {
-        let style = Style { plain: true };
-        let growing = partial(
-            serde_json::json!({"table_name": "Jobs", "operations": [{"action": "add", "column": {"name": "Company", "type": "te"}}]}),
-            &["/table_name"],
-        );
-        assert_eq!(
-            card_lines(&style, &growing),
-            ["  ┌ schema proposal Jobs", "  │ + Company (te)", "  └ …"]
-        );
-        let whole = partial(
-            serde_json::json!({"table_name": "Jobs", "operations": [{"action": "remove", "column_id": "c1"}]}),
-            &[""],
-        );
-        assert_eq!(
-            card_lines(&style, &whole),
-            [
-                "  ┌ schema proposal Jobs",
-                "  │ - c1",
-                "  └ [ Accept ] [ Dismiss ]"
-            ]
-        );
-    }
-}
+mod tests;

@@ -1,0 +1,228 @@
+//! Tests of `turn::cleaner`.
+
+use super::*;
+use crate::registry::{PageRef, Registry};
+
+fn profile() -> ParseProfile {
+    Registry::example()
+        .resolve(&PageRef::new("tables_list", "", ""))
+        .parse_profile()
+}
+
+fn upstreams(parser: &str) -> Upstreams {
+    Upstreams::new(
+        "http://127.0.0.1:9",
+        parser,
+        Duration::from_millis(500),
+        Duration::from_millis(500),
+        &parley_grpc::tls::ClientTls::default(),
+    )
+    .expect("valid urls")
+}
+
+/// The real payload-parser service on port 0.
+async fn sidecar() -> String {
+    let service = payload_parser::service::ParserService::new(
+        payload_parser::Profiles::empty(),
+        Limits::default(),
+    )
+    .into_server();
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let addr = listener.local_addr().expect("addr");
+    tokio::spawn(
+        tonic::transport::Server::builder()
+            .add_service(service)
+            .serve_with_incoming(tonic::transport::server::TcpIncoming::from(listener)),
+    );
+    format!("http://{addr}")
+}
+
+/// The text deltas of `events`, joined.
+fn texts(events: Vec<Event>) -> String {
+    events
+        .into_iter()
+        .filter_map(|event| match event {
+            Event::TextDelta(text) => Some(text),
+            _ => None,
+        })
+        .collect()
+}
+
+/// The `(offset, revision, data)` of the payload partials of `events`.
+fn partials(events: &[Event]) -> Vec<(u64, u32, Option<serde_json::Value>)> {
+    events
+        .iter()
+        .filter_map(|event| match event {
+            Event::PayloadPartial(p) => Some((
+                p.offset,
+                p.revision,
+                p.data.as_ref().map(parley_proto::json::from_struct_value),
+            )),
+            _ => None,
+        })
+        .collect()
+}
+
+const PROPOSAL_TEXT: [&str; 4] = [
+    "Here.\n\nSCHEMA_PROPOSAL: {\"mode\": \"upd",
+    "ate\", \"operations\": [{\"action\": \"remove\"",
+    ", \"column_id\": \"col_notes\"}]",
+    "}\n\nSUGGESTED_VALUES: [{\"label\": \"More\", \"value\": \"Tell me more\"}]",
+];
+
+async fn partials_while_streaming(mut cleaner: TextCleaner) {
+    let mut events = Vec::new();
+    for delta in PROPOSAL_TEXT {
+        cleaner.push(delta).await;
+        cleaner.sync().await;
+        let ready = cleaner.take_ready();
+        assert!(
+            partials(&ready).len() <= 1,
+            "one partial per payload per flush: {ready:?}"
+        );
+        events.extend(ready);
+    }
+    let done = cleaner.finish().await;
+    events.extend(done.events);
+    let shown = partials(&events);
+    let revisions: Vec<u32> = shown.iter().map(|p| p.1).collect();
+    assert_eq!(revisions, [1, 2, 3, 4], "{shown:?}");
+    assert_eq!(shown[0].2, Some(serde_json::json!({"mode": "upd"})));
+    let last = shown[3].2.clone().expect("whole");
+    let payload = done.response.custom_payload.expect("the payload");
+    assert_eq!(
+        Some(last),
+        payload
+            .data
+            .as_ref()
+            .map(parley_proto::json::from_struct_value)
+    );
+    let lists: Vec<&Event> = events
+        .iter()
+        .filter(|e| matches!(e, Event::SuggestedValues(_)))
+        .collect();
+    assert_eq!(lists.len(), 1, "{events:?}");
+}
+
+#[tokio::test]
+async fn payloads_show_growing_from_the_sidecar_and_the_library() {
+    let upstreams = upstreams(&sidecar().await);
+    partials_while_streaming(TextCleaner::open(&upstreams, profile()).await).await;
+    partials_while_streaming(TextCleaner::local(profile(), Arc::default(), "test")).await;
+}
+
+#[tokio::test]
+async fn partials_that_queued_up_travel_as_the_latest_one() {
+    let mut cleaner = TextCleaner::local(profile(), Arc::default(), "test");
+    cleaner.push(PROPOSAL_TEXT[0]).await;
+    cleaner.push(PROPOSAL_TEXT[1]).await;
+    let ready = cleaner.take_ready();
+    assert_eq!(
+        partials(&ready),
+        [(
+            7,
+            1,
+            Some(serde_json::json!({"mode": "update", "operations": [{"action": "remove"}]}))
+        )]
+    );
+}
+
+#[tokio::test]
+async fn a_step_reset_drops_the_steps_text_and_cards_and_reparses() {
+    let upstreams = upstreams(&sidecar().await);
+    for mut cleaner in [
+        TextCleaner::open(&upstreams, profile()).await,
+        TextCleaner::local(profile(), Arc::default(), "test"),
+    ] {
+        cleaner.mark_step(1);
+        cleaner.push("Let me look. ").await;
+        cleaner.sync().await;
+        let mut seen = texts(cleaner.take_ready());
+        cleaner.mark_step(2);
+        cleaner
+            .push("\n\nHere.\n\nSCHEMA_PROPOSAL: {\"mode\": \"upd")
+            .await;
+        cleaner.sync().await;
+        let step = cleaner.take_ready();
+        assert_eq!(partials(&step).len(), 1, "{step:?}");
+        // The step fails: the client discards what it showed.
+        assert!(cleaner.reset_step().await.is_empty());
+        cleaner.push("\n\nDone, nothing to change.").await;
+        cleaner.sync().await;
+        let after = cleaner.take_ready();
+        assert!(partials(&after).is_empty(), "{after:?}");
+        seen.push_str(&texts(after));
+        let done = cleaner.finish().await;
+        seen.push_str(&done.tail);
+        assert_eq!(done.raw, "Let me look. \n\nDone, nothing to change.");
+        assert_eq!(seen, done.response.message);
+        assert!(done.response.custom_payload.is_none());
+        assert!(partials(&done.events).is_empty(), "{:?}", done.events);
+    }
+}
+
+const TEXT: &str = "Sure, here it is.\n\n**SUGGESTED_VALUES:** [{\"label\": \"More\", \"value\": \"Tell me more\"}]";
+
+#[tokio::test]
+async fn the_local_cleaner_never_leaks_and_adds_up_for_any_split() {
+    for size in [1, 2, 5, 13, TEXT.len()] {
+        let mut cleaner = TextCleaner::local(profile(), Arc::default(), "test");
+        let mut seen = String::new();
+        let chars: Vec<char> = TEXT.chars().collect();
+        for chunk in chars.chunks(size) {
+            cleaner.push(&chunk.iter().collect::<String>()).await;
+            let text = texts(cleaner.take_ready());
+            assert!(
+                !text.contains("SUGGESTED") && !text.contains('['),
+                "{text:?} leaks"
+            );
+            seen.push_str(&text);
+        }
+        let done = cleaner.finish().await;
+        seen.push_str(&done.tail);
+        assert_eq!(seen, done.response.message, "split {size}");
+        assert_eq!(done.response.message.trim_end(), "Sure, here it is.");
+        assert_eq!(done.response.suggested_values.len(), 1);
+        assert_eq!(done.raw, TEXT);
+        assert_eq!(done.fallback.as_deref(), Some("test"));
+    }
+}
+
+#[tokio::test]
+async fn an_unreachable_sidecar_falls_back_at_open() {
+    let mut cleaner = TextCleaner::open(&upstreams("http://127.0.0.1:9"), profile()).await;
+    assert!(cleaner.fallback_reason().is_some());
+    cleaner.push(TEXT).await;
+    let done = cleaner.finish().await;
+    assert_eq!(done.response.suggested_values.len(), 1);
+}
+
+#[tokio::test]
+async fn after_a_sync_the_sidecar_has_answered_everything_pushed() {
+    let upstreams = upstreams(&sidecar().await);
+    let mut cleaner = TextCleaner::open(&upstreams, profile()).await;
+    let mut seen = String::new();
+    for (n, delta) in ["Let me check ", "the time. ", "One moment."]
+        .into_iter()
+        .enumerate()
+    {
+        cleaner.push(delta).await;
+        // As before a tool event: everything written so far is out
+        // (but the trailing space, which may still touch a removed
+        // element), without waiting on `next`.
+        cleaner.sync().await;
+        seen.push_str(&texts(cleaner.take_ready()));
+        let expected = [
+            "Let me check",
+            "Let me check the time.",
+            "Let me check the time. One moment.",
+        ][n];
+        assert_eq!(seen, expected);
+    }
+    cleaner.sync().await; // nothing pushed since: returns at once
+    let done = cleaner.finish().await;
+    assert_eq!(done.fallback, None, "the sidecar answered every checkpoint");
+    assert_eq!(seen + &done.tail, done.response.message);
+}
