@@ -32,8 +32,10 @@ pub mod model;
 pub mod owners;
 mod queries;
 pub mod quota;
+pub mod reap;
 pub mod streams;
 pub mod turns;
+pub mod wire;
 mod writes;
 
 use std::{borrow::Cow, time::Duration};
@@ -48,7 +50,9 @@ pub use model::{
     AssistantMessage, ConversationSummary, EventBody, StoredEvent, StoredPage, StoredPayload,
     TurnPage, TurnRecord, TurnState,
 };
-pub use turns::{Finalize, HeldTurn, ReapIf, ReapInput, Reaped, TurnBatch};
+pub use reap::{Finalize, ReapIf, ReapInput, Reaped};
+pub use turns::HeldTurn;
+pub use wire::TurnBatch;
 
 /// The PostgreSQL channel that tells replicas a turn stored wire events or
 /// ended (payload: the turn id).

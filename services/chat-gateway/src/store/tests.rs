@@ -760,8 +760,8 @@ async fn one_append_for_many_turns(store: Store) {
 /// its batch's last runs on SQLite).
 async fn an_append_of_many_turns_spans_statements(store: Store) {
     use super::batch::Write;
-    let count = turns::APPEND_CHUNK + 2;
-    let theirs = [0, turns::APPEND_CHUNK - 1, turns::APPEND_CHUNK];
+    let count = wire::APPEND_CHUNK + 2;
+    let theirs = [0, wire::APPEND_CHUNK - 1, wire::APPEND_CHUNK];
     let ended = 100;
     let mut turns = Vec::new();
     let mut conversations = Vec::new();
@@ -803,7 +803,7 @@ async fn an_append_of_many_turns_spans_statements(store: Store) {
         .await
         .expect("append");
     assert_eq!(held, expected);
-    let direct = turns::AppendWire {
+    let direct = wire::AppendWire {
         replica: REPLICA.to_owned(),
         batches: batches(3, 3),
         notify: store.notifies(),

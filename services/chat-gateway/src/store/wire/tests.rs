@@ -1,4 +1,4 @@
-//! Tests of `store::turns`.
+//! Tests of `store::wire`.
 
 use super::Binds;
 
