@@ -1,4 +1,4 @@
-//! The runner's use of the payload-parser library.
+//! The runner's use of the parsing library (`parley-parse`).
 //!
 //! Two things of the model's text are the parser's business, not the
 //! runner's: tool calls written into the text
@@ -10,8 +10,8 @@
 
 use std::sync::Arc;
 
+use parley_parse::{Limits, Profile, StreamItem, StreamParser, structured::Accumulator};
 use parley_proto::parser::v1::StructuredResult;
-use payload_parser::{Limits, Profile, StreamItem, StreamParser, structured::Accumulator};
 use serde_json::Value;
 
 /// A tool call written into the text.

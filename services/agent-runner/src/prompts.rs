@@ -8,7 +8,7 @@
 
 use std::{convert::Infallible, sync::Arc};
 
-use payload_parser::CompiledCache;
+use parley_parse::CompiledCache;
 
 /// The most distinct prompts kept.
 pub const CAPACITY: usize = 256;

@@ -13,8 +13,8 @@
 
 use std::sync::Arc;
 
+use parley_parse::CompiledCache;
 use parley_proto::runner::v1::{self as pb, tool_endpoint::Kind};
-use payload_parser::CompiledCache;
 use prost::Message;
 
 use crate::{

@@ -396,7 +396,7 @@ fn per_turn_work(times: u32) {
         .parse_profile();
     let compile = mean(times, || {
         std::hint::black_box(
-            payload_parser::Profile::from_proto(&profile).expect("profile compiles"),
+            parley_parse::Profile::from_proto(&profile).expect("profile compiles"),
         );
     });
     println!(

@@ -51,7 +51,7 @@ pub struct Upstreams {
     /// Profiles compiled for the in-process parser (the fallback when the
     /// sidecar is unreachable), so a fallback turn does not compile its
     /// page's schemas again.
-    pub compiled_profiles: Arc<payload_parser::ProfileCache>,
+    pub compiled_profiles: Arc<parley_parse::ProfileCache>,
     /// Whether turns parse through the sidecar or in-process.
     pub parsing: Parsing,
     /// The bearer token every runner call carries (none: no header); set

@@ -4,8 +4,8 @@
 //! `PARLEY_<SECTION>__<KEY>` variables, then flags. Durations carry their
 //! unit (`120s`, `30m`).
 //!
-//! (A module of the binary, not of the library: callers of the library
-//! pass [`Limits`] and [`ServiceOptions`] themselves.)
+//! (The parsing library reads no configuration: its callers pass
+//! [`Limits`] themselves, and the service's callers [`ServiceOptions`].)
 
 use std::{
     path::{Path, PathBuf},
@@ -15,11 +15,10 @@ use std::{
 use parley_grpc::config::{
     ConfigError, Layers, ServerConfig, ServerFlags, duration, invalid, positive_duration,
 };
-use payload_parser::{
-    DEFAULT_MAX_BYTES, DEFAULT_MAX_DEPTH, HARD_MAX_BYTES, HARD_MAX_DEPTH, Limits,
-    service::{DEFAULT_PROFILE_CACHE, ServiceOptions},
-};
+use parley_parse::{DEFAULT_MAX_BYTES, DEFAULT_MAX_DEPTH, HARD_MAX_BYTES, HARD_MAX_DEPTH, Limits};
 use serde::{Deserialize, Serialize};
+
+use crate::service::{DEFAULT_PROFILE_CACHE, ServiceOptions};
 
 /// The whole configuration.
 #[derive(Debug, Clone, Serialize, Deserialize)]

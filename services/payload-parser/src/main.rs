@@ -6,20 +6,21 @@
 //! `server.drain_timeout`, and flushes its spans. Metrics are served on
 //! `server.metrics_listen` (default 127.0.0.1:9466).
 
-mod config;
-
 use std::{path::PathBuf, time::Duration};
 
 use anyhow::Context;
 use clap::Parser;
-use config::{Flags, ParserConfig};
 use parley_grpc::{
     ServeOptions,
     config::{SHORT_HELP_FOOTER, ServerFlags, help_footer, parse_duration, print_if_asked},
     telemetry::{self, TelemetryOptions},
 };
 use parley_proto::parser::v1::payload_parser_server::PayloadParserServer;
-use payload_parser::{Profiles, service::ParserService};
+use parley_parse::Profiles;
+use payload_parser::{
+    config::{Flags, ParserConfig},
+    service::ParserService,
+};
 use tonic::server::NamedService;
 
 /// Parley's payload parser: turns model text into typed messages.

@@ -10,44 +10,38 @@
 //! total lifetime. Inline profiles are compiled once and kept
 //! ([`ProfileCache`]). Every parse counts its diagnostics by kind
 //! (`parley_parser_diagnostics_total`). Errors leave here as `tonic::Status`
-//! with stable reasons.
+//! with stable reasons ([`status`]).
 
 use std::{sync::Arc, time::Duration};
 
-use parley_grpc::status::{error, invalid_argument};
+use parley_parse::{
+    Diagnostic, Limits, ParseError, Profile, ProfileCache, Profiles, StreamParser, parse,
+};
 use parley_proto::parser::v1::{
     ParseProfile, ParseRequest, ParseResponse, ParseStreamRequest,
     parse_stream_request::Input,
     payload_parser_server::{PayloadParser, PayloadParserServer},
 };
-use tonic::{Code, Request, Response, Status, Streaming};
+use tonic::{Request, Response, Status, Streaming};
 
-pub use self::output::Responses;
-use crate::{
-    Limits, ParseError, Profile, ProfileCache, Profiles, StreamParser, error::ProfileError, parse,
+use self::status::{profile_required, profile_status, stream_timeout, too_large, unknown_profile};
+pub use self::{
+    output::Responses,
+    status::{
+        INVALID_PROFILE, PROFILE_ALREADY_SET, PROFILE_REQUIRED, STREAM_TIMEOUT, TEXT_TOO_LARGE,
+        UNKNOWN_PROFILE,
+    },
 };
 
 mod output;
-
-/// Reason: the text is larger than the configured limit.
-pub const TEXT_TOO_LARGE: &str = "TEXT_TOO_LARGE";
-/// Reason: `profile_name` names no loaded profile.
-pub const UNKNOWN_PROFILE: &str = "UNKNOWN_PROFILE";
-/// Reason: the inline profile does not compile.
-pub const INVALID_PROFILE: &str = "INVALID_PROFILE";
-/// Reason: a stream's first message carries no profile.
-pub const PROFILE_REQUIRED: &str = "PROFILE_REQUIRED";
-/// Reason: a stream sent a second profile.
-pub const PROFILE_ALREADY_SET: &str = "PROFILE_ALREADY_SET";
-/// Reason: a stream was idle or open for too long.
-pub const STREAM_TIMEOUT: &str = "STREAM_TIMEOUT";
+mod status;
 
 /// Default longest pause between two messages of a stream.
 pub const DEFAULT_IDLE_TIMEOUT: Duration = Duration::from_secs(120);
 /// Default longest lifetime of a stream.
 pub const DEFAULT_MAX_STREAM_DURATION: Duration = Duration::from_secs(30 * 60);
 /// Default number of inline profiles kept compiled.
-pub const DEFAULT_PROFILE_CACHE: usize = crate::profile_cache::DEFAULT_CAPACITY;
+pub const DEFAULT_PROFILE_CACHE: usize = parley_parse::profile_cache::DEFAULT_CAPACITY;
 
 /// The parser service. Cheap to clone.
 #[derive(Debug, Clone)]
@@ -141,15 +135,11 @@ impl ParserService {
         field: &str,
     ) -> Result<Arc<Profile>, Status> {
         if !name.is_empty() {
-            return self.inner.profiles.get(name).ok_or_else(|| {
-                invalid_argument(
-                    UNKNOWN_PROFILE,
-                    vec![(
-                        "profile_name".into(),
-                        format!("no profile named `{name}` is loaded"),
-                    )],
-                )
-            });
+            return self
+                .inner
+                .profiles
+                .get(name)
+                .ok_or_else(|| unknown_profile(name));
         }
         match inline {
             None => Ok(self.inner.default_profile.clone()),
@@ -160,36 +150,6 @@ impl ParserService {
                 .map_err(|e| profile_status(&e, field)),
         }
     }
-}
-
-fn profile_status(error: &ProfileError, field: &str) -> Status {
-    let inner = error.field();
-    let path = if inner.is_empty() {
-        field.to_owned()
-    } else {
-        format!("{field}.{inner}")
-    };
-    invalid_argument(INVALID_PROFILE, vec![(path, error.to_string())])
-}
-
-fn too_large(size: usize, limit: usize) -> Status {
-    invalid_argument(
-        TEXT_TOO_LARGE,
-        vec![(
-            "text".into(),
-            format!("is {size} bytes, the limit is {limit} bytes (max_bytes)"),
-        )],
-    )
-}
-
-fn profile_required() -> Status {
-    invalid_argument(
-        PROFILE_REQUIRED,
-        vec![(
-            "input".into(),
-            "the first message must carry `profile` or `profile_name`".into(),
-        )],
-    )
 }
 
 #[tonic::async_trait]
@@ -228,11 +188,7 @@ impl PayloadParser for ParserService {
         let idle = self.inner.options.idle_timeout;
         let first = match tokio::time::timeout(idle, inbound.message()).await {
             Err(_) => {
-                return Err(error(
-                    Code::DeadlineExceeded,
-                    STREAM_TIMEOUT,
-                    "no profile message arrived in time",
-                ));
+                return Err(stream_timeout("no profile message arrived in time"));
             }
             Ok(result) => result?,
         };
@@ -252,7 +208,7 @@ impl PayloadParser for ParserService {
 }
 
 /// Counts the diagnostics of a parse in `parley_parser_diagnostics_total`.
-fn count_diagnostics(diagnostics: &[crate::Diagnostic]) {
+fn count_diagnostics(diagnostics: &[Diagnostic]) {
     let metrics = parley_grpc::telemetry::metrics();
     for diagnostic in diagnostics {
         let kind = parley_proto::parser::v1::DiagnosticKind::from(diagnostic.kind);

@@ -10,8 +10,9 @@ use parley_grpc::{
     status::{self, MALFORMED_MESSAGE, REQUEST_TOO_LARGE},
     testing::raw::{self, LogCapture, deep_struct, field},
 };
+use parley_parse::{Limits, Profiles};
 use parley_proto::parser::v1::payload_parser_server::PayloadParserServer;
-use payload_parser::{Limits, Profiles, service::ParserService};
+use payload_parser::service::ParserService;
 use prost::bytes::Bytes;
 use tokio::{net::TcpListener, sync::oneshot};
 use tonic::{Code, Status, server::NamedService, transport::Channel};

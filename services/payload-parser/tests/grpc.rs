@@ -6,15 +6,13 @@ mod common;
 use std::net::SocketAddr;
 
 use common::{fixture, profiles};
+use parley_parse::Limits;
 use parley_proto::parser::v1::{
     ParseProfile, ParseRequest, ParseStreamRequest, ParseStreamResponse, PayloadSpec,
     parse_stream_request::Input, parse_stream_response::Output, payload::Typed,
     payload_parser_client::PayloadParserClient, payload_parser_server::PayloadParserServer,
 };
-use payload_parser::{
-    Limits,
-    service::{ParserService, ServiceOptions},
-};
+use payload_parser::service::{ParserService, ServiceOptions};
 use tokio::{net::TcpListener, sync::oneshot};
 use tonic::{Code, Status, server::NamedService, transport::Channel};
 use tonic_types::StatusExt;
@@ -316,14 +314,14 @@ async fn parse_stream_shows_a_payload_growing_and_sends_the_rest_unchanged() {
 
     // Without the new case, the outputs are the library's without partials.
     let mut parser =
-        payload_parser::StreamParser::new(common::profile("table_view"), Limits::default());
+        parley_parse::StreamParser::new(common::profile("table_view"), Limits::default());
     let mut expected = Vec::new();
     for delta in &deltas {
         expected.extend(parser.push(delta).expect("within limits"));
     }
     let (tail, parsed) = parser.finish_with_items();
     expected.extend(tail);
-    expected.push(payload_parser::StreamItem::Final(Box::new(parsed)));
+    expected.push(parley_parse::StreamItem::Final(Box::new(parsed)));
     let expected: Vec<_> = expected
         .into_iter()
         .filter_map(|item| item.into_proto().output)

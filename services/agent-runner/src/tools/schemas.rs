@@ -11,7 +11,7 @@
 use std::sync::Arc;
 
 use jsonschema::{ValidationError, Validator};
-use payload_parser::CompiledCache;
+use parley_parse::CompiledCache;
 use serde_json::Value;
 
 /// The most distinct schemas kept compiled.

@@ -41,7 +41,7 @@ use parley_proto::{
         payload_parser_client::PayloadParserClient,
     },
 };
-use payload_parser::{Limits, ProfileCache, StreamParser};
+use parley_parse::{Limits, ProfileCache, StreamParser};
 use tokio::sync::mpsc;
 use tokio_stream::{StreamExt, wrappers::ReceiverStream};
 
@@ -283,8 +283,8 @@ impl TextCleaner {
         }
     }
 
-    fn hand_out_items(&mut self, items: Vec<payload_parser::StreamItem>) {
-        use payload_parser::StreamItem;
+    fn hand_out_items(&mut self, items: Vec<parley_parse::StreamItem>) {
+        use parley_parse::StreamItem;
         for item in items {
             // Not converted for nothing: `take_output` drops them (they
             // arrive again in the final result).

@@ -5,10 +5,10 @@
 
 use std::sync::Arc;
 
+use parley_parse::{Limits, Profile, ProfileCache};
 use parley_proto::parser::v1::{
     Diagnostic, DiagnosticKind, ParseProfile, ParseRequest, ParseResponse,
 };
-use payload_parser::{Limits, Profile, ProfileCache};
 
 use crate::clients::{Parsing, Upstreams};
 
@@ -42,8 +42,8 @@ pub fn parse_locally(
     cache: &ProfileCache,
 ) -> Result<ParseResponse, String> {
     let profile = local_profile(profile, cache)?;
-    payload_parser::parse(text, &profile, &Limits::default())
-        .map(payload_parser::Parsed::into_proto)
+    parley_parse::parse(text, &profile, &Limits::default())
+        .map(parley_parse::Parsed::into_proto)
         .map_err(|error| error.to_string())
 }
 

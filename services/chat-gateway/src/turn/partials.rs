@@ -33,12 +33,12 @@
 
 use std::collections::HashMap;
 
+use parley_parse::{Limits, partial::PartialJson};
 use parley_proto::{
     gateway::v1::{self as gw, chat_event::Event},
     json,
     parser::v1::{self as pb, Diagnostic, ParseResponse},
 };
-use payload_parser::{Limits, partial::PartialJson};
 
 /// One payload as the client last saw it.
 #[derive(Debug, Clone)]

@@ -50,8 +50,8 @@ impl Sidecar {
             .await
             .expect("bind");
         let service = ParserService::new(
-            payload_parser::Profiles::empty(),
-            payload_parser::Limits::default(),
+            parley_parse::Profiles::empty(),
+            parley_parse::Limits::default(),
         );
         let mut options = parley_grpc::ServeOptions::new(
             "payload-parser",

@@ -19,17 +19,19 @@ use std::{
     time::Duration,
 };
 
-use parley_grpc::status::{error, invalid_argument};
+use parley_parse::{ParseError, StreamItem, StreamParser};
 use parley_proto::parser::v1::{
     ParseStreamRequest, ParseStreamResponse, parse_stream_request::Input,
     parse_stream_response::Output,
 };
 use tokio::time::{Instant, Sleep};
 use tokio_stream::Stream;
-use tonic::{Code, Status, Streaming};
+use tonic::{Status, Streaming};
 
-use super::{PROFILE_ALREADY_SET, STREAM_TIMEOUT, count_diagnostics, too_large};
-use crate::{ParseError, StreamItem, StreamParser};
+use super::{
+    count_diagnostics,
+    status::{profile_already_set, stream_timeout, too_large},
+};
 
 /// What a `ParseStream` call answers, read from its requests as it goes.
 pub struct Responses {
@@ -90,13 +92,7 @@ impl Responses {
                     .extend(self.items.drain(..).map(|item| Ok(item.into_proto()))),
                 Err(ParseError::TooLarge { size, limit }) => self.fail(too_large(size, limit)),
             },
-            Some(Input::Profile(_) | Input::ProfileName(_)) => self.fail(invalid_argument(
-                PROFILE_ALREADY_SET,
-                vec![(
-                    "input".into(),
-                    "only the first message may carry a profile".into(),
-                )],
-            )),
+            Some(Input::Profile(_) | Input::ProfileName(_)) => self.fail(profile_already_set()),
             // Everything before it is already queued, so it is answered in order.
             Some(Input::Checkpoint(mark)) => self.ready.push_back(Ok(ParseStreamResponse {
                 output: Some(Output::Checkpoint(mark)),
@@ -141,11 +137,7 @@ impl Stream for Responses {
                 return Poll::Ready(None);
             }
             if this.lifetime.as_mut().poll(cx).is_ready() {
-                this.fail(error(
-                    Code::DeadlineExceeded,
-                    STREAM_TIMEOUT,
-                    "the stream exceeded its maximum duration",
-                ));
+                this.fail(stream_timeout("the stream exceeded its maximum duration"));
                 continue;
             }
             match Pin::new(&mut this.inbound).poll_next(cx) {
@@ -172,11 +164,7 @@ impl Stream for Responses {
                         this.idle_timer.as_mut().reset(due);
                         continue;
                     }
-                    this.fail(error(
-                        Code::DeadlineExceeded,
-                        STREAM_TIMEOUT,
-                        "no message arrived within the idle timeout",
-                    ));
+                    this.fail(stream_timeout("no message arrived within the idle timeout"));
                 }
             }
         }

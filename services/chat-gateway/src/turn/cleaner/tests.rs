@@ -23,7 +23,7 @@ fn upstreams(parser: &str) -> Upstreams {
 /// The real payload-parser service on port 0.
 async fn sidecar() -> String {
     let service = payload_parser::service::ParserService::new(
-        payload_parser::Profiles::empty(),
+        parley_parse::Profiles::empty(),
         Limits::default(),
     )
     .into_server();

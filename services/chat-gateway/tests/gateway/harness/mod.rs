@@ -123,8 +123,8 @@ pub async fn start_upstreams(options: &Options) -> (FakeRunner, SocketAddr, Sock
         ParserMode::Up => {
             // The real payload-parser service.
             let service = payload_parser::service::ParserService::new(
-                payload_parser::Profiles::empty(),
-                payload_parser::Limits::default(),
+                parley_parse::Profiles::empty(),
+                parley_parse::Limits::default(),
             )
             .into_server();
             let (listener, addr) = listen().await;

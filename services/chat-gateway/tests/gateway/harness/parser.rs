@@ -5,13 +5,13 @@
 
 use std::sync::Arc;
 
+use parley_parse::{Limits, Profile, StreamParser};
 use parley_proto::parser::v1::{
     ParseRequest, ParseResponse, ParseStreamRequest, ParseStreamResponse,
     parse_stream_request::Input,
     parse_stream_response::Output,
     payload_parser_server::{PayloadParser, PayloadParserServer},
 };
-use payload_parser::{Limits, Profile, StreamParser};
 use tokio::sync::mpsc;
 use tokio_stream::wrappers::ReceiverStream;
 use tonic::{Request, Response, Status, Streaming};
@@ -45,7 +45,7 @@ impl PayloadParser for LibraryParser {
     ) -> Result<Response<ParseResponse>, Status> {
         let request = request.into_inner();
         let profile = profile(request.profile.as_ref())?;
-        let parsed = payload_parser::parse(&request.text, &profile, &Limits::default())
+        let parsed = parley_parse::parse(&request.text, &profile, &Limits::default())
             .map_err(|e| Status::invalid_argument(e.to_string()))?;
         Ok(Response::new(parsed.into_proto()))
     }

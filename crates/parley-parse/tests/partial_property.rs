@@ -14,7 +14,7 @@
 //!
 //! And the whole document's value is what `serde_json` makes of it.
 
-use payload_parser::{
+use parley_parse::{
     Limits, PartialError,
     partial::{PartialJson, is_complete_path},
 };

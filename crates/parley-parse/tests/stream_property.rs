@@ -8,7 +8,7 @@ mod common;
 use std::sync::Arc;
 
 use common::{elements_of, rich_profile, stream, text_of, texts};
-use payload_parser::{Limits, Payload, StreamItem, StreamParser, parse};
+use parley_parse::{Limits, Payload, StreamItem, StreamParser, parse};
 use proptest::prelude::*;
 
 /// The last custom payload among `items`.

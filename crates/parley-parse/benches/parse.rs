@@ -3,7 +3,7 @@
 //! kind, pretty and compact JSON, a text tool call) and 64 KiB of
 //! marker-free prose.
 //!
-//! `cargo bench -p payload-parser --bench parse -- --warm-up-time 1 --measurement-time 3`
+//! `cargo bench -p parley-parse --bench parse -- --warm-up-time 1 --measurement-time 3`
 //! Responses per second = (responses per iteration) / (time per iteration);
 //! the realistic group parses all corpus files once per iteration.
 
@@ -12,7 +12,7 @@ mod inputs;
 use std::{hint::black_box, sync::Arc};
 
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
-use payload_parser::{Limits, Parsed, Profile, StreamParser, parse};
+use parley_parse::{Limits, Parsed, Profile, StreamParser, parse};
 
 /// Every JSON value written in a corpus response, for the serde floor.
 fn json_parts(text: &str) -> Vec<&str> {

@@ -83,7 +83,7 @@
 //! # Example
 //!
 //! ```
-//! use payload_parser::{Limits, partial::PartialJson};
+//! use parley_parse::{Limits, partial::PartialJson};
 //! use serde_json::json;
 //!
 //! let mut json = PartialJson::new(Limits::default());
@@ -105,7 +105,7 @@
 //! json.feed(b"}]}")?;
 //! assert_eq!(json.complete_paths(), [""]);
 //! assert!(json.is_complete());
-//! # Ok::<(), payload_parser::PartialError>(())
+//! # Ok::<(), parley_parse::PartialError>(())
 //! ```
 
 use serde_json::{Map, Number, Value};

@@ -5,8 +5,8 @@
 mod common;
 
 use common::{fixture, profile};
+use parley_parse::{ActionHandler, Limits, SuggestedAction, SuggestedValue, parse};
 use parley_proto::parser::v1 as pb;
-use payload_parser::{ActionHandler, Limits, SuggestedAction, SuggestedValue, parse};
 use pb::{
     data_operation::Operation as DataOp, payload::Typed, schema_operation::Operation as SchemaOp,
 };

@@ -11,7 +11,7 @@ mod common;
 use std::sync::Arc;
 
 use common::{profile, rich_profile, stream, text_of, texts};
-use payload_parser::{Limits, ParseError, Profile, StreamParser, parse};
+use parley_parse::{Limits, ParseError, Profile, StreamParser, parse};
 use proptest::prelude::*;
 
 fn cases() -> u32 {

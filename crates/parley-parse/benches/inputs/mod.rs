@@ -5,7 +5,7 @@
 
 use std::{error::Error, path::PathBuf, sync::Arc};
 
-use payload_parser::{Profile, ProfileSpec};
+use parley_parse::{Profile, ProfileSpec};
 
 /// The example `table_view` profile (deploy/config/parser-profiles.json), plus tools.
 pub fn profile() -> Result<Arc<Profile>, Box<dyn Error>> {

@@ -51,7 +51,7 @@
 //! ```
 //! use std::sync::Arc;
 //!
-//! use payload_parser::{Limits, PayloadSpec, Profile, ProfileSpec, StreamItem, StreamParser};
+//! use parley_parse::{Limits, PayloadSpec, Profile, ProfileSpec, StreamItem, StreamParser};
 //! use serde_json::{Value, json};
 //!
 //! let spec = ProfileSpec {

@@ -8,7 +8,7 @@ mod common;
 use std::{collections::BTreeMap, sync::Arc};
 
 use common::{fixture, profile, rich_profile, texts};
-use payload_parser::{
+use parley_parse::{
     DiagnosticKind, Limits, Parsed, PartialPayload, Profile, StreamItem, StreamParser,
     partial::is_complete_path,
 };
@@ -110,28 +110,28 @@ fn check_lists<T: Clone + PartialEq + std::fmt::Debug>(
     Ok(())
 }
 
-fn values_partial(item: &StreamItem) -> Option<&Vec<payload_parser::SuggestedValue>> {
+fn values_partial(item: &StreamItem) -> Option<&Vec<parley_parse::SuggestedValue>> {
     match item {
         StreamItem::PartialSuggestedValues(values) => Some(values),
         _ => None,
     }
 }
 
-fn values_whole(item: &StreamItem) -> Option<&Vec<payload_parser::SuggestedValue>> {
+fn values_whole(item: &StreamItem) -> Option<&Vec<parley_parse::SuggestedValue>> {
     match item {
         StreamItem::SuggestedValues(values) => Some(values),
         _ => None,
     }
 }
 
-fn actions_partial(item: &StreamItem) -> Option<&Vec<payload_parser::SuggestedAction>> {
+fn actions_partial(item: &StreamItem) -> Option<&Vec<parley_parse::SuggestedAction>> {
     match item {
         StreamItem::PartialSuggestedActions(actions) => Some(actions),
         _ => None,
     }
 }
 
-fn actions_whole(item: &StreamItem) -> Option<&Vec<payload_parser::SuggestedAction>> {
+fn actions_whole(item: &StreamItem) -> Option<&Vec<parley_parse::SuggestedAction>> {
     match item {
         StreamItem::SuggestedActions(actions) => Some(actions),
         _ => None,

@@ -1,7 +1,7 @@
 //! The cost of showing a payload while it is written: the partial-JSON
 //! closer per 16-byte delta, and a stream with and without partials.
 //!
-//! `cargo bench -p payload-parser --bench partial -- --warm-up-time 1 --measurement-time 3`
+//! `cargo bench -p parley-parse --bench partial -- --warm-up-time 1 --measurement-time 3`
 //!
 //! Throughput is in deltas (elements), so the time per element is the cost
 //! of one delta:
@@ -16,7 +16,7 @@
 use std::{hint::black_box, path::PathBuf, sync::Arc};
 
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
-use payload_parser::{Limits, Profile, ProfileSpec, StreamParser, partial::PartialJson};
+use parley_parse::{Limits, Profile, ProfileSpec, StreamParser, partial::PartialJson};
 use serde_json::json;
 
 const DELTA: usize = 16;

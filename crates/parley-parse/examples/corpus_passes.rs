@@ -3,7 +3,7 @@
 //! machine's load:
 //!
 //! ```text
-//! cargo build --release -p payload-parser --example corpus_passes
+//! cargo build --release -p parley-parse --example corpus_passes
 //! valgrind --tool=callgrind --callgrind-out-file=/dev/null \
 //!     target/release/examples/corpus_passes parse 0
 //! valgrind --tool=callgrind --callgrind-out-file=/dev/null \
@@ -19,9 +19,9 @@ mod inputs;
 
 use std::{hint::black_box, sync::Arc};
 
-use payload_parser::{Limits, Profile, StreamParser, parse};
+use parley_parse::{Limits, Profile, StreamParser, parse};
 
-fn stream(profile: &Arc<Profile>, text: &str, items: &mut Vec<payload_parser::StreamItem>) {
+fn stream(profile: &Arc<Profile>, text: &str, items: &mut Vec<parley_parse::StreamItem>) {
     let mut parser = StreamParser::new(Arc::clone(profile), Limits::default());
     let mut rest = text;
     while !rest.is_empty() {

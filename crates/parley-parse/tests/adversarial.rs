@@ -1,7 +1,7 @@
 //! Adversarial inputs: everything a model (or an attacker) can write must
 //! parse to a sensible result, lose nothing and never panic.
 
-use payload_parser::{
+use parley_parse::{
     DiagnosticKind, Limits, ParseError, Parsed, PayloadSpec, Profile, ProfileSpec, SuggestedValue,
     parse,
 };
@@ -201,7 +201,7 @@ fn unknown_actions_are_dropped_with_a_diagnostic() {
         .iter()
         .map(|a| (a.action.as_str(), a.handler))
         .collect();
-    use payload_parser::ActionHandler::{Client, Server};
+    use parley_parse::ActionHandler::{Client, Server};
     assert_eq!(actions, [("close_chat", Client), ("archive_table", Server)]);
     assert_eq!(kinds(&parsed), [DiagnosticKind::UnknownAction]);
     assert!(parsed.diagnostics[0].raw.contains("drop_database"));
