@@ -4,6 +4,13 @@
 //!
 //! A shape or schema violation rejects the whole element; an action the
 //! profile does not allow drops only that action.
+//!
+//! Beside it, the readers of element text: [`direct`] reads suggestion
+//! lists and tool calls straight from their JSON text, [`tool_calls`]
+//! recognises the tool calls written into the text.
+
+pub(crate) mod direct;
+pub(crate) mod tool_calls;
 
 use serde_json::{Map, Value};
 

@@ -16,47 +16,47 @@
 //!
 //! Everything is bounded by [`Limits`]: input size, nesting depth, and time
 //! (one linear pass, even over adversarial input).
+//!
+//! # Layout
+//!
+//! - `syntax/`: the matchers for markers and code fences;
+//! - `json/`: reading JSON text (whole values, elements in free text);
+//! - `profile/`: profiles, compiled ([`Profile`]), named ([`Profiles`]) and
+//!   kept by content ([`ProfileCache`]);
+//! - `elements/`: typed elements read from their JSON (suggestions,
+//!   payloads, text tool calls);
+//! - `partial/`: values so far ([`partial::PartialJson`], a stream's partial
+//!   lists and payloads);
+//! - `scan/`: the one pass over the text that `parse` and [`StreamParser`]
+//!   share;
+//! - `model/` and `proto/`: the results, and their `parley.parser.v1` form.
 
-pub mod compiled_cache;
-mod convert;
-mod delta;
-mod direct;
+pub mod cache;
 mod elements;
-mod engine;
-mod engine_state;
 mod error;
-mod extract;
-mod fence;
-mod json_value;
+mod json;
 mod limits;
-mod list_partials;
-mod marker;
-mod message;
 mod model;
 pub mod partial;
-mod payload_partials;
-mod profile;
-pub mod profile_cache;
-mod profiles;
+pub mod profile;
+mod proto;
+mod scan;
 mod stream;
 pub mod structured;
-mod swar;
-mod tool_calls;
-pub mod typed;
+mod syntax;
 
-pub use compiled_cache::CompiledCache;
-pub use delta::TextDelta;
+pub use cache::CompiledCache;
 pub use error::{ParseError, PartialError, ProfileError};
 pub use limits::{DEFAULT_MAX_BYTES, DEFAULT_MAX_DEPTH, HARD_MAX_BYTES, HARD_MAX_DEPTH, Limits};
 pub use model::{
     ActionHandler, Diagnostic, DiagnosticKind, Parsed, PartialPayload, Payload, StreamItem,
-    SuggestedAction, SuggestedValue, TextToolCall,
+    SuggestedAction, SuggestedValue, TextToolCall, delta::TextDelta,
 };
 pub use profile::{
-    PayloadSpec, Profile, ProfileSpec, SUGGESTED_ACTIONS_MARKER, SUGGESTED_VALUES_MARKER,
+    PayloadSpec, Profile, ProfileCache, ProfileSpec, Profiles, SUGGESTED_ACTIONS_MARKER,
+    SUGGESTED_VALUES_MARKER,
 };
-pub use profile_cache::ProfileCache;
-pub use profiles::Profiles;
+pub use proto::typed;
 pub use stream::StreamParser;
 
 /// Parses a complete response.
@@ -71,7 +71,7 @@ pub fn parse(text: &str, profile: &Profile, limits: &Limits) -> Result<Parsed, P
             limit,
         });
     }
-    let mut engine = engine::Engine::new(*limits, false);
+    let mut engine = scan::Engine::new(*limits, false);
     // The message is the text less what is removed: one allocation (two
     // for a message longer than `SMALL_MESSAGE`) instead of a string of
     // doublings.

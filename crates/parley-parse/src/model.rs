@@ -1,14 +1,16 @@
 //! The domain types a parse produces, independent of the wire format.
 //!
 //! [`Parsed`] is the result of parsing one response; its parts are plain Rust
-//! values that tests build by hand. `convert` turns them into the
+//! values that tests build by hand. `proto` turns them into the
 //! `parley.parser.v1` messages at the edge.
+
+pub mod delta;
 
 use std::sync::Arc;
 
 use serde_json::{Map, Value};
 
-use crate::TextDelta;
+use self::delta::TextDelta;
 
 /// A clickable chip: clicking it sends `value` as the user's next message.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -3,9 +3,15 @@
 //!
 //! A [`ProfileSpec`] is the plain description (from a request or from the
 //! profiles file); [`Profile`] is its compiled form: validated markers in a
-//! [`MarkerSet`], JSON schemas compiled once with `jsonschema`, and the byte
+//! `MarkerSet`, JSON schemas compiled once with `jsonschema`, and the byte
 //! triggers the scanner looks for. Compiling is the only place a profile can
 //! be rejected; a compiled profile parses any text.
+//!
+//! Beside them: [`Profiles`], the named profiles of a file (`named`), and
+//! [`ProfileCache`], compiled profiles kept by content ([`cache`]).
+
+pub mod cache;
+mod named;
 
 use std::collections::HashSet;
 
@@ -13,9 +19,10 @@ use parley_proto::json;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+pub use self::{cache::ProfileCache, named::Profiles};
 use crate::{
     error::ProfileError,
-    marker::{MAX_NAME_LEN, MarkerSet, is_name_byte},
+    syntax::marker::{MAX_NAME_LEN, MarkerSet, is_name_byte},
 };
 
 /// The marker of the suggested values array.

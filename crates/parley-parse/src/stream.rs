@@ -99,11 +99,11 @@
 use std::sync::Arc;
 
 use crate::{
-    engine::Engine,
     error::ParseError,
     limits::Limits,
     model::{Parsed, StreamItem},
     profile::Profile,
+    scan::Engine,
 };
 
 /// Bytes reserved for the text of a stream when it starts; it grows to

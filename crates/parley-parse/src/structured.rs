@@ -11,7 +11,7 @@ use serde_json::Value;
 
 use parley_proto::json::to_value;
 
-use crate::{extract::exceeds_depth, limits::Limits};
+use crate::{json::extract::exceeds_depth, limits::Limits};
 
 /// Collects structured-output chunks.
 #[derive(Debug)]

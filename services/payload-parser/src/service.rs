@@ -41,7 +41,7 @@ pub const DEFAULT_IDLE_TIMEOUT: Duration = Duration::from_secs(120);
 /// Default longest lifetime of a stream.
 pub const DEFAULT_MAX_STREAM_DURATION: Duration = Duration::from_secs(30 * 60);
 /// Default number of inline profiles kept compiled.
-pub const DEFAULT_PROFILE_CACHE: usize = parley_parse::profile_cache::DEFAULT_CAPACITY;
+pub const DEFAULT_PROFILE_CACHE: usize = parley_parse::profile::cache::DEFAULT_CAPACITY;
 
 /// The parser service. Cheap to clone.
 #[derive(Debug, Clone)]

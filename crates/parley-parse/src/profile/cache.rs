@@ -14,7 +14,8 @@ use std::sync::Arc;
 use parley_proto::parser::v1::ParseProfile;
 use prost::Message;
 
-use crate::{Profile, ProfileError, compiled_cache::CompiledCache};
+use super::Profile;
+use crate::{cache::CompiledCache, error::ProfileError};
 
 /// Profiles kept by default.
 pub const DEFAULT_CAPACITY: usize = 256;

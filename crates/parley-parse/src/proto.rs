@@ -1,17 +1,19 @@
 //! Domain types to `parley.parser.v1` messages: the one place the wire
-//! format is produced.
+//! format is produced (and [`typed`], the typed views of the built-in
+//! payload types).
+
+pub mod typed;
 
 use parley_proto::{json::to_struct, parser::v1 as pb};
 use pb::parse_stream_response::Output;
 use serde_json::Value;
 
-use crate::{
-    model::{
-        ActionHandler, Diagnostic, DiagnosticKind, Parsed, PartialPayload, Payload, StreamItem,
-        SuggestedAction, SuggestedValue, TextToolCall,
-    },
-    typed::typed_view,
+use crate::model::{
+    ActionHandler, Diagnostic, DiagnosticKind, Parsed, PartialPayload, Payload, StreamItem,
+    SuggestedAction, SuggestedValue, TextToolCall,
 };
+
+use self::typed::typed_view;
 
 impl From<SuggestedValue> for pb::SuggestedValue {
     fn from(v: SuggestedValue) -> Self {

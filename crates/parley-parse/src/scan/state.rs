@@ -12,8 +12,8 @@ use std::sync::Arc;
 use serde_json::Value;
 
 use crate::{
-    direct, elements,
-    extract::{self, Lexer},
+    elements::{self, direct},
+    json::extract::{self, Lexer},
     model::{
         Diagnostic, DiagnosticKind, Parsed, Payload, StreamItem, SuggestedAction, SuggestedValue,
         TextToolCall,

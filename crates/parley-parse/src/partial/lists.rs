@@ -22,7 +22,8 @@
 
 use serde_json::Value;
 
-use crate::{elements, limits::Limits, model::StreamItem, partial::PartialJson, profile::Profile};
+use super::PartialJson;
+use crate::{elements, limits::Limits, model::StreamItem, profile::Profile};
 
 /// Which list.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -12,19 +12,23 @@
 //! close, and their text is removed. When partial payloads are on, each
 //! custom payload's JSON is also fed, as it arrives, to [`PayloadPartials`].
 
-use crate::{
-    TextDelta, direct,
-    engine_state::{Candidate, Collected, Decoded, Event, State, What},
-    extract::{CloseIndex, Lexer},
-    fence::{self, MAX_GAP, skip_ws},
-    limits::Limits,
-    list_partials::{ListKind, ListPartials},
-    marker::Tri,
+use super::{
     message::MessageBuilder,
+    state::{Candidate, Collected, Decoded, Event, State, What},
+    trigger::{self, Trigger},
+};
+use crate::{
+    TextDelta,
+    elements::{direct, tool_calls},
+    json::extract::{self, CloseIndex, Lexer},
+    limits::Limits,
     model::{Diagnostic, DiagnosticKind, Parsed, StreamItem},
-    payload_partials::PayloadPartials,
+    partial::{
+        lists::{ListKind, ListPartials},
+        payloads::PayloadPartials,
+    },
     profile::{Element, Profile},
-    tool_calls,
+    syntax::{fence, marker::Tri},
 };
 
 /// Most `Unterminated` diagnostics one response reports (their text stays in
@@ -32,22 +36,6 @@ use crate::{
 const MAX_UNTERMINATED: usize = 16;
 /// How much of an unterminated element's text its diagnostic quotes.
 const UNTERMINATED_RAW: usize = 256;
-
-/// What a trigger byte turned out to be.
-enum Trigger {
-    /// Nothing: plain text.
-    Skip,
-    /// Undecided until more text arrives; hold back from this position.
-    More(usize),
-    /// A marker `[start, end)` for marker `index`.
-    Marker {
-        start: usize,
-        end: usize,
-        index: usize,
-    },
-    /// The start of a text tool call.
-    Tool(Candidate),
-}
 
 /// The scanner's state between calls.
 #[derive(Debug)]
@@ -164,7 +152,7 @@ impl Engine {
         let t = text.as_bytes();
         match &mut self.state {
             State::Scan => {
-                if find_trigger(&profile.triggers, t, self.scan).is_some() {
+                if trigger::find(&profile.triggers, t, self.scan).is_some() {
                     return false;
                 }
                 let hold = profile.markers.hold_from(t, self.pos);
@@ -201,7 +189,7 @@ impl Engine {
         loop {
             match std::mem::replace(&mut self.state, State::Scan) {
                 State::Scan => {
-                    let Some(at) = find_trigger(&profile.triggers, t, self.scan) else {
+                    let Some(at) = trigger::find(&profile.triggers, t, self.scan) else {
                         let hold = if at_end {
                             t.len()
                         } else {
@@ -211,7 +199,7 @@ impl Engine {
                         self.scan = t.len();
                         break;
                     };
-                    match self.trigger(t, at, profile, at_end) {
+                    match trigger::classify(t, at, self.pos, profile, at_end) {
                         Trigger::Skip => self.scan = at + 1,
                         Trigger::More(hold) => {
                             self.keep_to(text, hold);
@@ -228,24 +216,26 @@ impl Engine {
                         }
                     }
                 }
-                State::AfterMarker { start, end, index } => match after_marker(t, end, at_end) {
-                    Tri::More => {
-                        self.state = State::AfterMarker { start, end, index };
-                        break;
+                State::AfterMarker { start, end, index } => {
+                    match trigger::after_marker(t, end, at_end) {
+                        Tri::More => {
+                            self.state = State::AfterMarker { start, end, index };
+                            break;
+                        }
+                        // A prose mention: the marker stays text.
+                        Tri::No => self.scan = end,
+                        Tri::Yes((opener, fenced)) => {
+                            let cand = Candidate {
+                                start,
+                                opener,
+                                fenced,
+                                what: What::Marker(index),
+                            };
+                            self.open_partial(t, profile, &cand);
+                            self.state = self.open_element(text, profile, cand, at_end);
+                        }
                     }
-                    // A prose mention: the marker stays text.
-                    Tri::No => self.scan = end,
-                    Tri::Yes((opener, fenced)) => {
-                        let cand = Candidate {
-                            start,
-                            opener,
-                            fenced,
-                            what: What::Marker(index),
-                        };
-                        self.open_partial(t, profile, &cand);
-                        self.state = self.open_element(text, profile, cand, at_end);
-                    }
-                },
+                }
                 State::Element { cand, mut lexer } => {
                     let closed = match &self.index {
                         Some(index) if cand.opener >= index.base() => {
@@ -313,41 +303,6 @@ impl Engine {
     pub(crate) fn into_parsed(self) -> Parsed {
         let message = self.out.into_string();
         self.found.into_parsed(message)
-    }
-
-    fn trigger(&self, t: &[u8], at: usize, profile: &Profile, at_end: bool) -> Trigger {
-        match t[at] {
-            b':' => match profile.markers.at_colon(t, at, self.pos, at_end) {
-                None => Trigger::Skip,
-                Some((start, Tri::Yes((index, end)))) => Trigger::Marker { start, end, index },
-                Some((start, _)) => Trigger::More(start),
-            },
-            b'{' => match tool_calls::match_prefix(t, at, profile, at_end) {
-                Tri::Yes(key) => Trigger::Tool(Candidate {
-                    start: at,
-                    opener: at,
-                    fenced: false,
-                    what: What::Tool(key),
-                }),
-                Tri::More => Trigger::More(at),
-                Tri::No => Trigger::Skip,
-            },
-            _ if at > 0 && t[at - 1] == b'`' => Trigger::Skip,
-            _ => match fence::open(t, at, b"{", at_end) {
-                Tri::Yes(opener) => match tool_calls::match_prefix(t, opener, profile, at_end) {
-                    Tri::Yes(key) => Trigger::Tool(Candidate {
-                        start: at,
-                        opener,
-                        fenced: true,
-                        what: What::Tool(key),
-                    }),
-                    Tri::More => Trigger::More(at),
-                    Tri::No => Trigger::Skip,
-                },
-                Tri::More => Trigger::More(at),
-                Tri::No => Trigger::Skip,
-            },
-        }
     }
 
     /// Starts following the value of a custom payload whose JSON object
@@ -421,7 +376,7 @@ impl Engine {
         let (opener, depth) = (cand.opener, self.limits.effective_depth());
         match cand.what {
             What::Marker(index) => match profile.markers.element(index) {
-                Element::Payload(_) => crate::extract::decode_whole(text, opener, depth)
+                Element::Payload(_) => extract::decode_whole(text, opener, depth)
                     .map(|(value, close, depth)| (Decoded::Payload(value), close, depth)),
                 Element::SuggestedValues => direct::suggested_values_at(text, opener, depth)
                     .map(|(values, close, depth)| (Decoded::Values(values), close, depth)),
@@ -473,7 +428,7 @@ impl Engine {
         fence_end: Option<usize>,
     ) {
         let json = &text[cand.opener..=close];
-        let within = crate::extract::check_depth(json, depth, self.limits.effective_depth());
+        let within = extract::check_depth(json, depth, self.limits.effective_depth());
         match cand.what {
             What::Marker(index) => {
                 let end = fence_end.unwrap_or(close + 1);
@@ -528,13 +483,11 @@ impl Engine {
                 let call = within.and_then(|()| {
                     match decoded.or_else(|| direct::tool_call(json, key, profile)) {
                         Some(call) => Ok((call, false)),
-                        None => {
-                            crate::extract::decode_within_depth(json).and_then(|(value, commas)| {
-                                tool_calls::interpret(value, key, profile)
-                                    .map(|call| (call, commas))
-                                    .map_err(|reason| (DiagnosticKind::SchemaViolation, reason))
-                            })
-                        }
+                        None => extract::decode_within_depth(json).and_then(|(value, commas)| {
+                            tool_calls::interpret(value, key, profile)
+                                .map(|call| (call, commas))
+                                .map_err(|reason| (DiagnosticKind::SchemaViolation, reason))
+                        }),
                     }
                 });
                 match call {
@@ -608,37 +561,6 @@ impl Engine {
         let item = StreamItem::Text(TextDelta::from(&message[self.emitted..]));
         self.emitted = message.len();
         Some(item)
-    }
-}
-
-/// The first trigger byte at or after `from`.
-fn find_trigger(triggers: &[u8], t: &[u8], from: usize) -> Option<usize> {
-    let hay = t.get(from..)?;
-    let found = match *triggers {
-        [] => None,
-        [a] => memchr::memchr(a, hay),
-        [a, b] => memchr::memchr2(a, b, hay),
-        [a, b, c, ..] => memchr::memchr3(a, b, c, hay),
-    };
-    found.map(|k| from + k)
-}
-
-/// What follows a marker: whitespace, then an opening bracket (or a fence
-/// and one): `Yes((opener, fenced))`; anything else makes it a mention.
-fn after_marker(t: &[u8], end: usize, at_end: bool) -> Tri<(usize, bool)> {
-    let j = match skip_ws(t, end, MAX_GAP, at_end) {
-        Tri::Yes(j) => j,
-        Tri::No => return Tri::No,
-        Tri::More => return Tri::More,
-    };
-    match t[j] {
-        b'{' | b'[' => Tri::Yes((j, false)),
-        b'`' => match fence::open(t, j, b"{[", at_end) {
-            Tri::Yes(opener) => Tri::Yes((opener, true)),
-            Tri::No => Tri::No,
-            Tri::More => Tri::More,
-        },
-        _ => Tri::No,
     }
 }
 

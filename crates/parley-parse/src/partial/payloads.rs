@@ -11,10 +11,10 @@
 //! closed, lost to a higher-priority payload) gets a last partial without
 //! data, so a UI can take it down.
 
+use super::PartialJson;
 use crate::{
     limits::Limits,
     model::{PartialPayload, StreamItem},
-    partial::PartialJson,
 };
 
 /// The payload elements seen so far in one stream.

@@ -4,7 +4,7 @@
 //! Decoding such an element into a `Value` costs an allocation per key, per
 //! string and per object (a B-tree node each), all thrown away once the few
 //! strings the element carries are copied out. These readers walk the text
-//! with [`json_value::Reader`] and keep only what the result needs: member
+//! with [`Reader`] and keep only what the result needs: member
 //! names are matched where they stand, and every member they then ignore is
 //! still checked as the `Value` route would read it (every number parsed,
 //! every string unescaped), so they accept exactly the text that route
@@ -20,11 +20,11 @@
 
 use serde_json::{Map, Value};
 
+use super::tool_calls::{ARGUMENT_KEYS, NAME_KEYS};
 use crate::{
-    json_value::Reader,
+    json::value::Reader,
     model::{ActionHandler, SuggestedAction, SuggestedValue},
     profile::Profile,
-    tool_calls::{ARGUMENT_KEYS, NAME_KEYS},
 };
 
 /// Room for this many list items up front (suggestion lists are short).
@@ -298,7 +298,11 @@ pub(crate) fn tool_call_at(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::{elements, extract::Lexer, profile::ProfileSpec, tool_calls};
+    use crate::{
+        elements::{self, tool_calls},
+        json::extract::Lexer,
+        profile::ProfileSpec,
+    };
     use proptest::prelude::*;
 
     fn profile() -> Profile {

@@ -16,11 +16,11 @@
 
 use serde_json::Value;
 
-use crate::{
-    json_value,
-    model::DiagnosticKind,
+use super::{
     swar::{splat, zero_bytes},
+    value::{read_at, read_whole},
 };
+use crate::model::DiagnosticKind;
 
 const OUT: u8 = 0;
 const IN: u8 = 1;
@@ -133,7 +133,7 @@ fn string_stop(t: &[u8], mut i: usize) -> usize {
         let mut word = [0; 8];
         word.copy_from_slice(chunk);
         let w = u64::from_le_bytes(word);
-        // The lowest marked byte is exact (see `crate::swar`).
+        // The lowest marked byte is exact (see `crate::json::swar`).
         let found = zero_bytes(w ^ splat(b'"')) | zero_bytes(w ^ splat(b'\\'));
         if found != 0 {
             return i + (found.trailing_zeros() / 8) as usize;
@@ -306,7 +306,7 @@ pub(crate) fn check_depth(
 
 /// [`decode`] of an element already checked with [`check_depth`].
 pub(crate) fn decode_within_depth(json: &str) -> Decoded {
-    if let Some(value) = json_value::read_whole(json) {
+    if let Some(value) = read_whole(json) {
         return Ok((value, false));
     }
     match serde_json::from_str::<Value>(json) {
@@ -342,7 +342,7 @@ pub(crate) fn decode_whole(
     if !rest.starts_with('{') {
         return None;
     }
-    if let Some(read) = json_value::read_at(text, opener, max_depth) {
+    if let Some(read) = read_at(text, opener, max_depth) {
         return Some((read.value, read.end - 1, read.depth));
     }
     let mut values = serde_json::Deserializer::from_str(rest).into_iter::<Value>();

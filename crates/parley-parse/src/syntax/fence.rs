@@ -4,7 +4,7 @@
 //! Gaps are bounded ([`MAX_GAP`] bytes) so a stream never holds back an
 //! unbounded run of whitespace waiting to learn whether JSON follows.
 
-use crate::marker::Tri;
+use super::marker::Tri;
 
 /// Longest whitespace gap between a marker (or fence) and its JSON.
 pub(crate) const MAX_GAP: usize = 256;

@@ -9,10 +9,8 @@ use std::{collections::BTreeMap, path::Path, sync::Arc};
 
 use serde::Deserialize;
 
-use crate::{
-    error::ProfileError,
-    profile::{Profile, ProfileSpec},
-};
+use super::{Profile, ProfileSpec};
+use crate::error::ProfileError;
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]

@@ -13,9 +13,11 @@
 use serde_json::{Map, Value};
 
 use crate::{
-    fence::{literal, skip_ws},
-    marker::Tri,
     profile::Profile,
+    syntax::{
+        fence::{literal, skip_ws},
+        marker::Tri,
+    },
 };
 
 /// The members that may name the tool, in the order they are tried.
