@@ -1,27 +1,23 @@
 //! The `payload-parser` binary: reads its configuration (defaults, file,
 //! `PARLEY_<SECTION>__<KEY>` variables, flags: see
-//! [`parley_grpc::config`]), loads the named profiles (a bad file stops it
-//! before any port is bound), then serves `parley.parser.v1.PayloadParser`
-//! with health and reflection until SIGTERM, draining in-flight calls within
-//! `server.drain_timeout`, and flushes its spans. Metrics are served on
-//! `server.metrics_listen` (default 127.0.0.1:9466).
+//! [`parley_grpc::config`]), builds the parser ([`ParserApp`]: a bad
+//! profiles file stops it before any port is bound), then serves
+//! `parley.parser.v1.PayloadParser` with health and reflection until
+//! SIGTERM, draining in-flight calls within `server.drain_timeout`, and
+//! flushes its spans. Metrics are served on `server.metrics_listen`
+//! (default 127.0.0.1:9466).
 
 use std::{path::PathBuf, time::Duration};
 
-use anyhow::Context;
 use clap::Parser;
 use parley_grpc::{
-    ServeOptions,
     config::{SHORT_HELP_FOOTER, ServerFlags, help_footer, parse_duration, print_if_asked},
     telemetry::{self, TelemetryOptions},
 };
-use parley_proto::parser::v1::payload_parser_server::PayloadParserServer;
-use parley_parse::Profiles;
 use payload_parser::{
+    app::ParserApp,
     config::{Flags, ParserConfig},
-    service::ParserService,
 };
-use tonic::server::NamedService;
 
 /// Parley's payload parser: turns model text into typed messages.
 #[derive(Debug, Parser)]
@@ -85,27 +81,10 @@ async fn run(args: Args) -> anyhow::Result<()> {
     if print_if_asked(&args.server, &config) {
         return Ok(());
     }
-    let limits = config.limits();
-    let profiles = match &config.profiles {
-        Some(path) => Profiles::load(path)
-            .with_context(|| format!("loading profiles from {}", path.display()))?,
-        None => Profiles::empty(),
-    };
-    tracing::info!(
-        profiles = ?profiles.names().collect::<Vec<_>>(),
-        max_bytes = limits.max_bytes,
-        max_depth = limits.max_depth,
-        "configuration loaded"
-    );
+    let app = ParserApp::build(&config)?;
     let listener = config.server.bind().await?;
-    let service = ParserService::with_options(profiles, limits, config.service_options());
-    let routes = tonic::service::Routes::new(service.into_server());
-    let options = ServeOptions::new(
-        "payload-parser",
-        vec![<PayloadParserServer<ParserService> as NamedService>::NAME],
-    )
-    .configured(&config.server)?;
-    parley_grpc::serve(listener, routes, options, parley_grpc::shutdown_signal()).await?;
+    app.serve(listener, &config.server, parley_grpc::shutdown_signal())
+        .await?;
     Ok(())
 }
 
