@@ -22,7 +22,7 @@ use serde_json::Value;
 pub use self::{cache::ProfileCache, named::Profiles};
 use crate::{
     error::ProfileError,
-    syntax::marker::{MAX_NAME_LEN, MarkerSet, is_name_byte},
+    syntax::marker::{Element, MAX_NAME_LEN, MarkerSet, is_name_byte},
 };
 
 /// The marker of the suggested values array.
@@ -59,14 +59,6 @@ pub struct PayloadSpec {
     /// The JSON schema the payload must satisfy; `None` accepts any object.
     #[serde(default)]
     pub schema: Option<Value>,
-}
-
-/// What a marker introduces.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Element {
-    SuggestedValues,
-    SuggestedActions,
-    Payload(usize),
 }
 
 /// A payload type ready to validate.

@@ -27,8 +27,11 @@ use crate::{
         lists::{ListKind, ListPartials},
         payloads::PayloadPartials,
     },
-    profile::{Element, Profile},
-    syntax::{fence, marker::Tri},
+    profile::Profile,
+    syntax::{
+        fence,
+        marker::{Element, Tri},
+    },
 };
 
 /// Most `Unterminated` diagnostics one response reports (their text stays in

@@ -18,7 +18,8 @@ use crate::{
         Diagnostic, DiagnosticKind, Parsed, Payload, StreamItem, SuggestedAction, SuggestedValue,
         TextToolCall,
     },
-    profile::{Element, Profile},
+    profile::Profile,
+    syntax::marker::Element,
 };
 
 /// An element whose closing bracket is being looked for.

@@ -12,8 +12,6 @@
 //! answer, and `More` otherwise. That is what lets the streaming parser hold
 //! back exactly the bytes that could still become a marker and nothing else.
 
-use crate::profile::Element;
-
 /// Most spaces or tabs allowed between a marker name and its colon.
 pub(crate) const MAX_MARKER_SPACES: usize = 8;
 /// Longest marker name accepted by a profile.
@@ -28,6 +26,15 @@ pub(crate) enum Tri<T> {
     No,
     /// Undecided until more text arrives.
     More,
+}
+
+/// What a marker introduces: a suggestion list, or the custom payload
+/// type at that index of its profile.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Element {
+    SuggestedValues,
+    SuggestedActions,
+    Payload(usize),
 }
 
 /// The markers of one profile, with byte tables for fast rejection.
