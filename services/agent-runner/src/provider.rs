@@ -15,7 +15,7 @@ pub mod openai;
 pub mod scripted;
 pub mod sse;
 
-pub use configured::{ProviderEntry, Providers, UnknownProvider};
+pub use configured::{ModelChoice, ProviderEntry, Providers, UnknownProvider};
 
 use std::{pin::Pin, sync::Arc, time::Duration};
 

@@ -6,7 +6,8 @@ use std::{sync::Arc, time::Duration};
 
 use serde_json::Value;
 
-use crate::provider::{Message, SamplingParams};
+pub use crate::provider::ModelChoice;
+use crate::provider::Message;
 
 /// A fully assembled turn.
 #[derive(Debug, Clone)]
@@ -45,17 +46,6 @@ pub struct Turn {
     pub mid_answer_failover: bool,
     /// The page's UI state, passed to tools.
     pub context: Option<Value>,
-}
-
-/// A provider and model, resolved against the configuration.
-#[derive(Debug, Clone, PartialEq)]
-pub struct ModelChoice {
-    /// The configured provider name.
-    pub provider: String,
-    /// The provider's model name.
-    pub model: String,
-    /// Sampling parameters.
-    pub params: SamplingParams,
 }
 
 /// A tool offered to the model, and where it runs.

@@ -4,8 +4,18 @@
 
 use std::{collections::BTreeMap, sync::Arc};
 
-use super::Provider;
-use crate::turn::ModelChoice;
+use super::{Provider, SamplingParams};
+
+/// A provider and model, resolved against the configuration.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ModelChoice {
+    /// The configured provider name.
+    pub provider: String,
+    /// The provider's model name.
+    pub model: String,
+    /// Sampling parameters.
+    pub params: SamplingParams,
+}
 
 /// One configured provider.
 #[derive(Debug, Clone)]
