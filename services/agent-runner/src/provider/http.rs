@@ -1,5 +1,6 @@
-//! HTTP plumbing shared by the adapters: the client builder, the POST that
-//! starts a stream, and the mapping of a non-2xx answer to
+//! HTTP plumbing shared by the adapters: a provider's HTTP configuration
+//! (with the [`ResponseLimits`] of one answer), the client builder, the POST
+//! that starts a stream, and the mapping of a non-2xx answer to
 //! [`ProviderError::Http`] with the provider's requested delay.
 //!
 //! The delay comes from, in order: `retry-after-ms` (milliseconds),
@@ -55,7 +56,7 @@ pub struct HttpProviderConfig {
     /// or prefixes written with a trailing `*`.
     pub no_structured_output_models: Vec<String>,
     /// How much one answer may hold.
-    pub limits: super::sse::ResponseLimits,
+    pub limits: ResponseLimits,
 }
 
 impl HttpProviderConfig {
@@ -70,7 +71,7 @@ impl HttpProviderConfig {
             connect_timeout: Duration::from_secs(10),
             structured_output: true,
             no_structured_output_models: Vec::new(),
-            limits: super::sse::ResponseLimits::DEFAULT,
+            limits: ResponseLimits::DEFAULT,
         }
     }
 
@@ -123,6 +124,30 @@ impl fmt::Debug for HttpProviderConfig {
             )
             .field("limits", &self.limits)
             .finish()
+    }
+}
+
+/// How much one model call's answer may hold.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ResponseLimits {
+    /// The longest line, and the longest event (its `event:` and `data:`
+    /// fields), in bytes.
+    pub max_event_bytes: usize,
+    /// The most bytes of one answer's body.
+    pub max_response_bytes: usize,
+}
+
+impl ResponseLimits {
+    /// 1 MiB per event, 16 MiB per answer.
+    pub const DEFAULT: Self = Self {
+        max_event_bytes: 1024 * 1024,
+        max_response_bytes: 16 * 1024 * 1024,
+    };
+}
+
+impl Default for ResponseLimits {
+    fn default() -> Self {
+        Self::DEFAULT
     }
 }
 

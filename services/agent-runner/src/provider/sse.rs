@@ -22,6 +22,7 @@ use rand::{Rng, distr::Alphanumeric};
 use reqwest::header::HeaderMap;
 use serde_json::Value;
 
+pub use super::http::ResponseLimits;
 use super::{
     EventStream, ProviderError, StreamEvent,
     http::{self, truncate_raw},
@@ -95,30 +96,6 @@ where
             }
         }
     })
-}
-
-/// How much one model call's answer may hold.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct ResponseLimits {
-    /// The longest line, and the longest event (its `event:` and `data:`
-    /// fields), in bytes.
-    pub max_event_bytes: usize,
-    /// The most bytes of one answer's body.
-    pub max_response_bytes: usize,
-}
-
-impl ResponseLimits {
-    /// 1 MiB per event, 16 MiB per answer.
-    pub const DEFAULT: Self = Self {
-        max_event_bytes: 1024 * 1024,
-        max_response_bytes: 16 * 1024 * 1024,
-    };
-}
-
-impl Default for ResponseLimits {
-    fn default() -> Self {
-        Self::DEFAULT
-    }
 }
 
 /// [`sse_events`]' state between reads.
