@@ -11,7 +11,10 @@ use std::borrow::Cow;
 use serde::Deserialize;
 use serde_json::Value;
 
-use super::{think::ThinkSplitter, tools::ToolCalls};
+use super::{
+    think::ThinkSplitter,
+    tools::{ToolCalls, WireToolCall},
+};
 use crate::provider::{
     Finish, FinishReason, ProviderError, ReasoningBlock, StreamEvent, Usage,
     http::truncate_raw,
@@ -99,20 +102,6 @@ struct Delta<'a> {
     reasoning: Option<String>,
     reasoning_content: Option<String>,
     tool_calls: Option<Vec<WireToolCall>>,
-}
-
-#[derive(Debug, Deserialize)]
-pub(crate) struct WireToolCall {
-    pub index: Option<u64>,
-    pub id: Option<String>,
-    pub function: Option<WireFunction>,
-}
-
-#[derive(Debug, Deserialize)]
-pub(crate) struct WireFunction {
-    pub name: Option<String>,
-    /// A string piece, or (some servers) the whole arguments object.
-    pub arguments: Option<Value>,
 }
 
 #[derive(Debug, Deserialize)]

@@ -9,10 +9,26 @@
 
 use std::collections::HashMap;
 
+use serde::Deserialize;
 use serde_json::{Value, json};
 
-use super::stream::WireToolCall;
 use crate::provider::{ProviderError, ToolCall, http::truncate_raw, sse::synthesize_call_id};
+
+/// One tool-call fragment of a chunk's `delta.tool_calls`.
+#[derive(Debug, Deserialize)]
+pub(crate) struct WireToolCall {
+    pub index: Option<u64>,
+    pub id: Option<String>,
+    pub function: Option<WireFunction>,
+}
+
+/// The `function` of a fragment.
+#[derive(Debug, Deserialize)]
+pub(crate) struct WireFunction {
+    pub name: Option<String>,
+    /// A string piece, or (some servers) the whole arguments object.
+    pub arguments: Option<Value>,
+}
 
 /// One call being assembled.
 #[derive(Debug)]
@@ -154,7 +170,6 @@ fn is_complete_json(text: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::provider::openai::stream::WireFunction;
 
     fn frag(
         index: Option<u64>,
