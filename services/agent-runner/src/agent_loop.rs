@@ -10,8 +10,6 @@
 //! `Finished` or `Error`. The turn runs in an `invoke_agent` span
 //! ([`crate::observe`]).
 
-pub mod output;
-
 use std::sync::Arc;
 
 use parley_grpc::telemetry::semconv;
@@ -20,8 +18,8 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
-use self::output::{TextMode, TurnOutput};
 use crate::{
+    output::{TextMode, TurnOutput},
     error::RunError,
     events::{
         CallSource, EventKind, EventSink, Finished, Phase, Status, StopReason, TurnError,

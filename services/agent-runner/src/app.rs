@@ -21,10 +21,9 @@ use crate::{
     agent_loop::Runner,
     allow::Allowed,
     config::{ConfigError, RunnerConfig},
-    mcp::McpServers,
     provider::Providers,
     service::RunnerService,
-    tools::ToolRuntime,
+    tools::{ToolRuntime, mcp::McpServers},
 };
 
 /// The fully qualified name of the service, for health checks.
@@ -95,7 +94,7 @@ impl RunnerApp {
             .values()
             .flat_map(|server| server.env.values().chain(server.headers.values()))
             .map(String::as_str)
-            .chain(crate::mcp::server::PASSED_VARIABLES)
+            .chain(crate::tools::mcp::server::PASSED_VARIABLES)
             .filter_map(|name| Some((name.to_owned(), lookup(name)?)))
             .collect();
         let mut app = Self::assemble(
@@ -158,7 +157,7 @@ impl RunnerApp {
         config: &RunnerConfig,
         providers: Providers,
         allowed: Allowed,
-        lookup: crate::mcp::Lookup,
+        lookup: crate::tools::mcp::Lookup,
         client_tls: parley_grpc::tls::ClientTls,
     ) -> Self {
         let mut tools = ToolRuntime::with_builtins().with_client_tls(client_tls);

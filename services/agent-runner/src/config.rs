@@ -33,7 +33,7 @@
 //! no_structured_output_models = ["gpt-3.5*"]
 //! headers = { "OpenAI-Organization" = "org-..." }
 //!
-//! [mcp_servers.time]                    # an MCP server's tools (see `mcp::config`)
+//! [mcp_servers.time]                    # an MCP server's tools (see `tools::mcp::config`)
 //! command = ["uvx", "mcp-server-time"]
 //!
 //! [auth]                                # who may call the runner (see `auth`)
@@ -70,7 +70,6 @@ use parley_grpc::secret::{Reloadable, SharedSecret};
 use serde::{Deserialize, Serialize};
 
 use crate::{
-    mcp::McpServerConfig,
     provider::{
         Provider,
         anthropic::AnthropicProvider,
@@ -82,6 +81,7 @@ use crate::{
     },
     provider::{ProviderEntry, Providers},
     retry::RetryPolicy,
+    tools::mcp::McpServerConfig,
     turn::Limits,
 };
 

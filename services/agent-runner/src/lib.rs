@@ -4,8 +4,9 @@
 //! bound ([`agent_loop::Runner::prepare`]) and runs in its own task
 //! ([`service`]): model calls through one [`provider::Provider`] trait with
 //! retries, fallback and timeouts ([`model_call`], [`retry`]), tools run in
-//! parallel with validation and progress ([`tools`]), and every step is a
-//! numbered event ([`events`]) streamed back to the caller. [`observe`]
+//! parallel with validation and progress ([`tools`], with the MCP servers'
+//! tools in [`tools::mcp`]), and every step is a numbered event ([`events`],
+//! the model's text shaped by [`output`]) streamed back to the caller. [`observe`]
 //! holds the GenAI spans and metrics of the loop. [`app`] builds and serves
 //! the whole runner from its [`config`], [`auth`] says who may call it and
 //! [`allow`] what a request may make the runner reach; [`error`] is where
@@ -20,9 +21,9 @@ pub mod convert;
 pub mod error;
 pub mod events;
 pub mod init;
-pub mod mcp;
 pub mod model_call;
 pub mod observe;
+pub mod output;
 pub mod parsing;
 pub mod prompts;
 pub mod provider;
@@ -31,3 +32,7 @@ pub mod service;
 pub mod tool_sets;
 pub mod tools;
 pub mod turn;
+
+/// The MCP servers' configuration and state, where embedders (the gateway's
+/// whole-stack tests) configure them.
+pub use tools::mcp;

@@ -29,9 +29,9 @@ use tracing::Instrument;
 
 use self::failure::AttemptError;
 use crate::{
-    agent_loop::output::TurnOutput,
     events::{EventKind, Phase, Status, StepReset, TurnError, UsageReport},
     observe::{self, ChatCall},
+    output::TurnOutput,
     provider::Providers,
     provider::{ChatRequest, Finish, ReasoningBlock, StreamEvent, ToolCall, Usage},
     retry::RetryPolicy,
@@ -283,8 +283,13 @@ impl ModelCaller<'_> {
             .instrument(span)
             .await;
         match &attempt {
-            Ok(Attempt::Done(outcome)) => chat.succeeded(outcome, out.call_text()),
-            Ok(Attempt::Failed(error)) => chat.failed(error),
+            Ok(Attempt::Done(outcome)) => chat.succeeded(
+                &outcome.finish,
+                outcome.usage,
+                &outcome.tool_calls,
+                out.call_text(),
+            ),
+            Ok(Attempt::Failed(error)) => chat.failed(&error.kind(), &error.short()),
             Err(_) => drop(chat),
         }
         attempt

@@ -19,8 +19,7 @@ use tracing::{Span, field::Empty};
 use tracing_opentelemetry::OpenTelemetrySpanExt;
 
 use crate::{
-    model_call::{CallOutcome, failure::AttemptError},
-    provider::{ChatRequest, Message},
+    provider::{ChatRequest, Finish, Message, ToolCall, Usage},
 };
 
 /// The `invoke_agent` span of a turn.
@@ -137,10 +136,16 @@ impl ChatCall {
             .observe(seconds);
     }
 
-    /// The call finished; `text` is what the model wrote in it.
-    pub fn succeeded(mut self, outcome: &CallOutcome, text: &str) {
+    /// The call finished with `finish`, having used `usage`, called
+    /// `tool_calls` and written `text`.
+    pub fn succeeded(
+        mut self,
+        finish: &Finish,
+        usage: Option<Usage>,
+        tool_calls: &[ToolCall],
+        text: &str,
+    ) {
         self.done = true;
-        let finish = &outcome.finish;
         if let Some(model) = &finish.response_model {
             self.span.record(sc::GEN_AI_RESPONSE_MODEL, model.as_str());
         }
@@ -156,7 +161,7 @@ impl ChatCall {
             );
         }
         let labels = self.labels();
-        if let Some(usage) = outcome.usage {
+        if let Some(usage) = usage {
             self.span
                 .record(sc::GEN_AI_USAGE_INPUT_TOKENS, usage.input_tokens);
             self.span
@@ -176,7 +181,7 @@ impl ChatCall {
             if !text.is_empty() {
                 parts.push(json!({"type": "text", "content": text}));
             }
-            for call in &outcome.tool_calls {
+            for call in tool_calls {
                 parts.push(json!({"type": "tool_call", "id": call.id, "name": call.name, "arguments": call.input}));
             }
             let message =
@@ -187,14 +192,14 @@ impl ChatCall {
         self.observe_duration("");
     }
 
-    /// The attempt failed with `error`.
-    pub fn failed(mut self, error: &AttemptError) {
+    /// The attempt failed: `kind` is its `error.type`
+    /// (`AttemptError::kind`), `short` its span status message.
+    pub fn failed(mut self, kind: &str, short: &str) {
         self.done = true;
-        let kind = error.kind();
-        self.span.record(sc::ERROR_TYPE, kind.as_str());
+        self.span.record(sc::ERROR_TYPE, kind);
         self.span
-            .set_status(opentelemetry::trace::Status::error(error.short()));
-        self.observe_duration(&kind);
+            .set_status(opentelemetry::trace::Status::error(short.to_owned()));
+        self.observe_duration(kind);
     }
 
     fn observe_duration(&self, error_type: &str) {

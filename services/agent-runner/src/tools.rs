@@ -3,7 +3,7 @@
 //! A turn's tools are declared in the request and prepared once ([`prepare`]):
 //! names checked, schemas compiled, each bound to a local tool (the
 //! built-ins, [`builtin`]), a remote `parley.tools.v1.ToolService`
-//! ([`remote`]) or a tool of a configured MCP server ([`crate::mcp`]). [`execute`] runs one round of the model's calls: unknown
+//! ([`remote`]) or a tool of a configured MCP server ([`mcp`]). [`execute`] runs one round of the model's calls: unknown
 //! names and invalid inputs are answered as tool errors without running
 //! anything, valid calls run in parallel (bounded), each with its own
 //! timeout, their progress streamed, and every outcome is fed back to the
@@ -14,6 +14,7 @@ pub mod builtin;
 pub mod calculator;
 pub mod clock;
 pub mod execute;
+pub mod mcp;
 pub mod prepare;
 pub mod remote;
 pub mod schemas;
@@ -23,6 +24,10 @@ use std::{collections::BTreeMap, fmt, sync::Arc, time::Duration};
 use parley_proto::parser::v1::Payload;
 use serde_json::Value;
 use tokio::sync::mpsc;
+
+/// The longest tool name accepted (OpenAI's limit): a request's tool
+/// names, and the names MCP tools are offered under.
+pub const MAX_TOOL_NAME_LEN: usize = 64;
 
 /// What a tool returns on success.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -170,7 +175,7 @@ pub struct ToolRuntime {
     /// Cached channels to remote tool servers.
     pub channels: Arc<remote::Channels>,
     /// The configured MCP servers.
-    pub mcp: Arc<crate::mcp::McpServers>,
+    pub mcp: Arc<mcp::McpServers>,
     /// Tool input schemas compiled so far, shared by turns.
     pub schemas: Arc<schemas::Schemas>,
 }
@@ -197,7 +202,7 @@ impl ToolRuntime {
     }
 
     /// With `servers` as its MCP servers.
-    pub fn with_mcp(mut self, servers: crate::mcp::McpServers) -> Self {
+    pub fn with_mcp(mut self, servers: mcp::McpServers) -> Self {
         self.mcp = Arc::new(servers);
         self
     }

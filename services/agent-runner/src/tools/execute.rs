@@ -27,10 +27,10 @@ use super::{
     remote,
 };
 use crate::{
-    agent_loop::output::TurnOutput,
     events::{CallSource, EventKind, ToolComplete, ToolProgress, ToolStart},
     model_call::Interrupt,
     observe,
+    output::TurnOutput,
     provider::{ToolCall, ToolResult},
     turn::Limits,
 };
@@ -240,7 +240,7 @@ impl Round<'_> {
                     remote::execute(channel, &call.name, &call.input, ctx, &progress).await
                 }
                 Target::Mcp { server, tool } => {
-                    crate::mcp::call::call(server, tool, &call.input, &ctx, &progress).await
+                    super::mcp::call::call(server, tool, &call.input, &ctx, &progress).await
                 }
             }
         };

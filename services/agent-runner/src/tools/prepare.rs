@@ -10,14 +10,11 @@ use std::{collections::HashMap, sync::Arc, time::Duration};
 use jsonschema::Validator;
 use serde_json::Value;
 
-use super::{LocalTool, ToolRuntime};
+use super::{LocalTool, MAX_TOOL_NAME_LEN, ToolRuntime, mcp::McpServer};
 use crate::{
     provider::ToolSpec,
     turn::{ToolDef, ToolEndpoint, Violation},
 };
-
-/// The longest tool name accepted (OpenAI's limit).
-pub const MAX_TOOL_NAME_LEN: usize = 64;
 
 /// Where a prepared tool runs.
 #[derive(Debug, Clone)]
@@ -29,7 +26,7 @@ pub enum Target {
     /// On a configured MCP server.
     Mcp {
         /// The server.
-        server: Arc<crate::mcp::McpServer>,
+        server: Arc<McpServer>,
         /// The server's name for the tool.
         tool: String,
     },

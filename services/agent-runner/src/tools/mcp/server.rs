@@ -39,7 +39,7 @@ use tokio::{
 use tokio_util::sync::CancellationToken;
 
 use super::{Lookup, config::McpServerConfig, model_name, progress::ProgressRoutes};
-use crate::tools::prepare::MAX_TOOL_NAME_LEN;
+use crate::tools::MAX_TOOL_NAME_LEN;
 
 /// The variables a child process gets from the runner besides its `env`.
 pub const PASSED_VARIABLES: [&str; 6] = ["PATH", "HOME", "LANG", "LC_ALL", "TZ", "TMPDIR"];
