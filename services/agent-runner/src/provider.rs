@@ -3,9 +3,10 @@
 //!
 //! The agent loop speaks only these domain types. Each adapter turns a
 //! [`ChatRequest`] into its provider's HTTP request and the provider's stream
-//! into [`StreamEvent`]s. Dropping the returned stream drops the HTTP
-//! response, which closes the connection: that is how cancellation reaches
-//! the provider.
+//! into [`StreamEvent`]s; the HTTP adapters are one skeleton
+//! ([`wire::SseProvider`]) over each API's [`wire::WireProtocol`]. Dropping
+//! the returned stream drops the HTTP response, which closes the connection:
+//! that is how cancellation reaches the provider.
 
 pub mod anthropic;
 mod configured;
@@ -14,6 +15,7 @@ pub mod http;
 pub mod openai;
 pub mod scripted;
 pub mod sse;
+pub mod wire;
 
 pub use configured::{ModelChoice, ProviderEntry, Providers, UnknownProvider};
 

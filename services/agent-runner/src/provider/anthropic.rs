@@ -9,12 +9,11 @@ mod request;
 mod stream;
 
 use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
-use secrecy::ExposeSecret;
 
 use super::{
-    ChatRequest, EventStream, Provider, ProviderError,
+    ChatRequest, ProviderError,
     http::{self, HttpProviderConfig},
-    sse::{self, SseRequest},
+    wire::{SseProvider, WireProtocol},
 };
 
 pub use request::DEFAULT_MAX_TOKENS;
@@ -35,43 +34,46 @@ pub const NO_STRUCTURED_OUTPUT: &[&str] = &[
 ];
 
 /// An Anthropic Messages endpoint.
-#[derive(Debug)]
-pub struct AnthropicProvider {
-    cfg: HttpProviderConfig,
-    client: reqwest::Client,
-}
+pub type AnthropicProvider = SseProvider<Anthropic>;
+
+/// The Messages protocol.
+#[derive(Debug, Clone, Copy)]
+pub struct Anthropic;
 
 impl AnthropicProvider {
-    /// Builds the adapter and its HTTP client.
-    pub fn new(cfg: HttpProviderConfig) -> Result<Self, ProviderError> {
-        let client = http::client(&cfg)?;
-        Ok(Self { cfg, client })
-    }
-
     /// The request body this adapter sends for `request`.
     pub fn request_body(&self, request: &ChatRequest) -> serde_json::Value {
         request::body(request)
     }
+}
+
+impl WireProtocol for Anthropic {
+    type Decoder = stream::AnthropicDecoder;
+    const SYSTEM: &'static str = "anthropic";
+    const NO_STRUCTURED_OUTPUT: &'static [&'static str] = NO_STRUCTURED_OUTPUT;
+
+    fn new(_cfg: &HttpProviderConfig) -> Self {
+        Self
+    }
 
     /// `{base}/v1/messages`, or `{base}/messages` when the base already ends
     /// in `/v1`.
-    fn url(&self) -> String {
-        let base = self.cfg.base_url.split('?').next().unwrap_or("");
+    fn url(&self, cfg: &HttpProviderConfig, _model: &str) -> String {
+        let base = cfg.base_url.split('?').next().unwrap_or("");
         if base.trim_end_matches('/').ends_with("/v1") {
-            self.cfg.endpoint("messages")
+            cfg.endpoint("messages")
         } else {
-            self.cfg.endpoint("v1/messages")
+            cfg.endpoint("v1/messages")
         }
     }
 
-    fn headers(&self) -> Result<HeaderMap, ProviderError> {
+    fn headers(&self, key: Option<&str>) -> Result<HeaderMap, ProviderError> {
         let mut headers = HeaderMap::new();
         headers.insert(
             HeaderName::from_static("anthropic-version"),
             HeaderValue::from_static(API_VERSION),
         );
-        if let Some(key) = self.cfg.api_key.get() {
-            let key = key.expose_secret();
+        if let Some(key) = key {
             headers.insert(
                 HeaderName::from_static("x-api-key"),
                 http::secret_header(key)?,
@@ -79,48 +81,27 @@ impl AnthropicProvider {
         }
         Ok(headers)
     }
-}
 
-#[async_trait::async_trait]
-impl Provider for AnthropicProvider {
-    fn name(&self) -> &str {
-        &self.cfg.name
+    fn body(&self, _cfg: &HttpProviderConfig, request: &ChatRequest) -> serde_json::Value {
+        request::body(request)
     }
 
-    fn system(&self) -> &'static str {
-        "anthropic"
-    }
-
-    fn supports_structured_output(&self, model: &str) -> bool {
-        self.cfg
-            .structured_output_allowed(model, NO_STRUCTURED_OUTPUT)
-    }
-
-    async fn stream(&self, request: ChatRequest) -> Result<EventStream, ProviderError> {
-        super::refuse_unsupported_schema(self, &request)?;
-        let request = SseRequest {
-            client: &self.client,
-            provider: &self.cfg.name,
-            model: &request.model,
-            url: self.url(),
-            headers: self.headers()?,
-            body: self.request_body(&request),
-            limits: self.cfg.limits,
-        };
-        sse::stream_sse(request, stream::AnthropicDecoder::default()).await
+    fn decoder(&self) -> Self::Decoder {
+        stream::AnthropicDecoder::default()
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::provider::Provider;
 
     #[test]
     fn url_with_or_without_v1() {
         let p = |base: &str| {
             AnthropicProvider::new(HttpProviderConfig::new("anthropic", base))
                 .expect("builds")
-                .url()
+                .url("claude-sonnet-4-5")
         };
         assert_eq!(
             p("https://api.anthropic.com"),

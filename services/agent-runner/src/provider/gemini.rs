@@ -10,12 +10,11 @@ mod schema;
 mod stream;
 
 use reqwest::header::{HeaderMap, HeaderName};
-use secrecy::ExposeSecret;
 
 use super::{
-    ChatRequest, EventStream, Provider, ProviderError,
+    ChatRequest, ProviderError,
     http::{self, HttpProviderConfig},
-    sse::{self, SseRequest},
+    wire::{SseProvider, WireProtocol},
 };
 
 pub use schema::{NormalizedSchema, dropped_schema_keywords, normalize_schema};
@@ -25,19 +24,13 @@ pub use schema::{NormalizedSchema, dropped_schema_keywords, normalize_schema};
 pub const NO_STRUCTURED_OUTPUT: &[&str] = &["gemini-1.0*", "gemini-pro", "gemini-pro-vision"];
 
 /// A Gemini Developer API (or compatible) endpoint.
-#[derive(Debug)]
-pub struct GeminiProvider {
-    cfg: HttpProviderConfig,
-    client: reqwest::Client,
-}
+pub type GeminiProvider = SseProvider<Gemini>;
+
+/// The `streamGenerateContent` protocol.
+#[derive(Debug, Clone, Copy)]
+pub struct Gemini;
 
 impl GeminiProvider {
-    /// Builds the adapter and its HTTP client.
-    pub fn new(cfg: HttpProviderConfig) -> Result<Self, ProviderError> {
-        let client = http::client(&cfg)?;
-        Ok(Self { cfg, client })
-    }
-
     /// The request body this adapter sends for `request`, and the schema
     /// keywords it had to drop (`responseSchema: additionalProperties at /`,
     /// `tool get_weather: format "email" at /properties/to`).
@@ -45,21 +38,33 @@ impl GeminiProvider {
         let built = request::body(request);
         (built.body, built.dropped)
     }
+}
 
-    fn url(&self, model: &str) -> String {
+impl WireProtocol for Gemini {
+    type Decoder = stream::GeminiDecoder;
+    const SYSTEM: &'static str = "gcp.gemini";
+    const NO_STRUCTURED_OUTPUT: &'static [&'static str] = NO_STRUCTURED_OUTPUT;
+
+    fn new(_cfg: &HttpProviderConfig) -> Self {
+        Self
+    }
+
+    fn structured_output_model<'a>(&self, model: &'a str) -> &'a str {
+        model.strip_prefix("models/").unwrap_or(model)
+    }
+
+    fn url(&self, cfg: &HttpProviderConfig, model: &str) -> String {
         let path = if model.starts_with("models/") || model.starts_with("tunedModels/") {
             model.to_owned()
         } else {
             format!("models/{model}")
         };
-        self.cfg
-            .endpoint(&format!("{path}:streamGenerateContent?alt=sse"))
+        cfg.endpoint(&format!("{path}:streamGenerateContent?alt=sse"))
     }
 
-    fn headers(&self) -> Result<HeaderMap, ProviderError> {
+    fn headers(&self, key: Option<&str>) -> Result<HeaderMap, ProviderError> {
         let mut headers = HeaderMap::new();
-        if let Some(key) = self.cfg.api_key.get() {
-            let key = key.expose_secret();
+        if let Some(key) = key {
             headers.insert(
                 HeaderName::from_static("x-goog-api-key"),
                 http::secret_header(key)?,
@@ -67,51 +72,31 @@ impl GeminiProvider {
         }
         Ok(headers)
     }
-}
 
-#[async_trait::async_trait]
-impl Provider for GeminiProvider {
-    fn name(&self) -> &str {
-        &self.cfg.name
-    }
-
-    fn system(&self) -> &'static str {
-        "gcp.gemini"
-    }
-
-    fn supports_structured_output(&self, model: &str) -> bool {
-        let bare = model.strip_prefix("models/").unwrap_or(model);
-        self.cfg
-            .structured_output_allowed(bare, NO_STRUCTURED_OUTPUT)
-    }
-
-    async fn stream(&self, request: ChatRequest) -> Result<EventStream, ProviderError> {
-        super::refuse_unsupported_schema(self, &request)?;
-        let (body, dropped) = self.request_body(&request);
-        if !dropped.is_empty() {
+    /// The body, with a warning naming the schema keywords Gemini does not
+    /// accept and that were dropped.
+    fn body(&self, cfg: &HttpProviderConfig, request: &ChatRequest) -> serde_json::Value {
+        let built = request::body(request);
+        if !built.dropped.is_empty() {
             tracing::warn!(
-                provider = %self.cfg.name,
+                provider = %cfg.name,
                 model = %request.model,
-                dropped = ?dropped,
+                dropped = ?built.dropped,
                 "schema keywords gemini does not accept were dropped"
             );
         }
-        let request = SseRequest {
-            client: &self.client,
-            provider: &self.cfg.name,
-            model: &request.model,
-            url: self.url(&request.model),
-            headers: self.headers()?,
-            body,
-            limits: self.cfg.limits,
-        };
-        sse::stream_sse(request, stream::GeminiDecoder::default()).await
+        built.body
+    }
+
+    fn decoder(&self) -> Self::Decoder {
+        stream::GeminiDecoder::default()
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::provider::Provider;
 
     #[test]
     fn urls_and_model_prefixes() {

@@ -14,12 +14,11 @@ mod think;
 mod tools;
 
 use reqwest::header::{AUTHORIZATION, HeaderMap, HeaderName};
-use secrecy::ExposeSecret;
 
 use super::{
-    ChatRequest, EventStream, Provider, ProviderError,
+    ChatRequest, ProviderError,
     http::{self, HttpProviderConfig},
-    sse::{self, SseRequest},
+    wire::{SseProvider, WireProtocol},
 };
 
 /// Models that cannot do `response_format: json_schema`, always refused
@@ -70,39 +69,44 @@ impl Flavor {
 }
 
 /// An OpenAI-compatible Chat Completions endpoint.
-#[derive(Debug)]
-pub struct OpenAiProvider {
-    cfg: HttpProviderConfig,
-    client: reqwest::Client,
+pub type OpenAiProvider = SseProvider<OpenAi>;
+
+/// The Chat Completions protocol of one server kind.
+#[derive(Debug, Clone, Copy)]
+pub struct OpenAi {
     flavor: Flavor,
 }
 
 impl OpenAiProvider {
-    /// Builds the adapter and its HTTP client.
-    pub fn new(cfg: HttpProviderConfig) -> Result<Self, ProviderError> {
-        let client = http::client(&cfg)?;
-        let flavor = Flavor::from_base_url(&cfg.base_url);
-        Ok(Self {
-            cfg,
-            client,
-            flavor,
-        })
-    }
-
     /// The server kind guessed from the base URL.
     pub fn flavor(&self) -> Flavor {
-        self.flavor
+        self.wire().flavor
     }
 
     /// The request body this adapter sends for `request`.
     pub fn request_body(&self, request: &ChatRequest) -> serde_json::Value {
-        request::body(request, self.flavor)
+        request::body(request, self.wire().flavor)
+    }
+}
+
+impl WireProtocol for OpenAi {
+    type Decoder = stream::OpenAiDecoder;
+    const SYSTEM: &'static str = "openai";
+    const NO_STRUCTURED_OUTPUT: &'static [&'static str] = NO_STRUCTURED_OUTPUT;
+
+    fn new(cfg: &HttpProviderConfig) -> Self {
+        Self {
+            flavor: Flavor::from_base_url(&cfg.base_url),
+        }
     }
 
-    fn headers(&self) -> Result<HeaderMap, ProviderError> {
+    fn url(&self, cfg: &HttpProviderConfig, _model: &str) -> String {
+        cfg.endpoint("chat/completions")
+    }
+
+    fn headers(&self, key: Option<&str>) -> Result<HeaderMap, ProviderError> {
         let mut headers = HeaderMap::new();
-        if let Some(key) = self.cfg.api_key.get() {
-            let key = key.expose_secret();
+        if let Some(key) = key {
             match self.flavor {
                 Flavor::Azure => {
                     headers.insert(
@@ -120,41 +124,20 @@ impl OpenAiProvider {
         }
         Ok(headers)
     }
-}
 
-#[async_trait::async_trait]
-impl Provider for OpenAiProvider {
-    fn name(&self) -> &str {
-        &self.cfg.name
+    fn body(&self, _cfg: &HttpProviderConfig, request: &ChatRequest) -> serde_json::Value {
+        request::body(request, self.flavor)
     }
 
-    fn system(&self) -> &'static str {
-        "openai"
-    }
-
-    fn supports_structured_output(&self, model: &str) -> bool {
-        self.cfg
-            .structured_output_allowed(model, NO_STRUCTURED_OUTPUT)
-    }
-
-    async fn stream(&self, request: ChatRequest) -> Result<EventStream, ProviderError> {
-        super::refuse_unsupported_schema(self, &request)?;
-        let request = SseRequest {
-            client: &self.client,
-            provider: &self.cfg.name,
-            model: &request.model,
-            url: self.cfg.endpoint("chat/completions"),
-            headers: self.headers()?,
-            body: self.request_body(&request),
-            limits: self.cfg.limits,
-        };
-        sse::stream_sse(request, stream::OpenAiDecoder::default()).await
+    fn decoder(&self) -> Self::Decoder {
+        stream::OpenAiDecoder::default()
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::provider::Provider;
 
     #[test]
     fn flavors_from_urls() {

@@ -230,6 +230,21 @@ pub fn synthesize_call_id() -> String {
     format!("call_{suffix}")
 }
 
+/// An event's `data` (already trimmed) as JSON, or `None` when it is blank
+/// (a keep-alive): the first step of every JSON decoder. Data that is not
+/// JSON is [`ProviderError::Malformed`] naming `provider`.
+pub fn json_data<'a, T: serde::Deserialize<'a>>(
+    provider: &str,
+    data: &'a str,
+) -> Result<Option<T>, ProviderError> {
+    if data.is_empty() {
+        return Ok(None);
+    }
+    serde_json::from_str(data)
+        .map(Some)
+        .map_err(|e| malformed_json(provider, &e, data))
+}
+
 /// A JSON chunk that does not parse, as [`ProviderError::Malformed`].
 pub fn malformed_json(provider: &str, error: &serde_json::Error, raw: &str) -> ProviderError {
     ProviderError::Malformed {

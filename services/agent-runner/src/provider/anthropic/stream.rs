@@ -17,7 +17,7 @@ use serde_json::Value;
 use crate::provider::{
     Finish, FinishReason, ProviderError, ReasoningBlock, StreamEvent, ToolCall, Usage,
     http::truncate_raw,
-    sse::{Decoder, Flow, SseEvent, malformed_json, synthesize_call_id},
+    sse::{Decoder, Flow, SseEvent, json_data, synthesize_call_id},
 };
 
 /// A content block being received.
@@ -70,7 +70,7 @@ impl WireUsage {
 
 /// The state of one Messages stream.
 #[derive(Debug, Default)]
-pub(crate) struct AnthropicDecoder {
+pub struct AnthropicDecoder {
     blocks: HashMap<u64, Block>,
     usage: WireUsage,
     stop_reason: Option<String>,
@@ -86,11 +86,9 @@ impl Decoder for AnthropicDecoder {
         out: &mut Vec<StreamEvent>,
     ) -> Result<Flow, ProviderError> {
         let data = event.data.trim();
-        if data.is_empty() {
+        let Some(value) = json_data::<Value>("anthropic", data)? else {
             return Ok(Flow::Continue);
-        }
-        let value: Value =
-            serde_json::from_str(data).map_err(|e| malformed_json("anthropic", &e, data))?;
+        };
         // The JSON `type` equals the event name; either may be missing on
         // proxies that rewrite the framing.
         let kind = value

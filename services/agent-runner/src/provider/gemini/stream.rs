@@ -15,12 +15,12 @@ use super::request::{ID_KEY, SIGNATURE_KEY};
 use crate::provider::{
     Finish, FinishReason, ProviderError, ReasoningBlock, StreamEvent, ToolCall, Usage,
     http::truncate_raw,
-    sse::{Decoder, Flow, SseEvent, malformed_json, synthesize_call_id},
+    sse::{Decoder, Flow, SseEvent, json_data, synthesize_call_id},
 };
 
 /// The state of one Gemini stream.
 #[derive(Debug, Default)]
-pub(crate) struct GeminiDecoder {
+pub struct GeminiDecoder {
     thoughts: String,
     usage: Option<Usage>,
     finish_reason: Option<String>,
@@ -38,11 +38,9 @@ impl Decoder for GeminiDecoder {
         out: &mut Vec<StreamEvent>,
     ) -> Result<Flow, ProviderError> {
         let data = event.data.trim();
-        if data.is_empty() {
+        let Some(value) = json_data::<Value>("gemini", data)? else {
             return Ok(Flow::Continue);
-        }
-        let value: Value =
-            serde_json::from_str(data).map_err(|e| malformed_json("gemini", &e, data))?;
+        };
         if let Some(error) = value.get("error") {
             return Err(stream_error(error, data));
         }

@@ -18,12 +18,12 @@ use super::{
 use crate::provider::{
     Finish, FinishReason, ProviderError, ReasoningBlock, StreamEvent, Usage,
     http::truncate_raw,
-    sse::{Decoder, Flow, SseEvent, malformed_json},
+    sse::{Decoder, Flow, SseEvent, json_data},
 };
 
 /// The state of one Chat Completions stream.
 #[derive(Debug, Default)]
-pub(crate) struct OpenAiDecoder {
+pub struct OpenAiDecoder {
     think: ThinkSplitter,
     reasoning: String,
     calls: ToolCalls,
@@ -133,11 +133,9 @@ impl Decoder for OpenAiDecoder {
             self.finish(out)?;
             return Ok(Flow::Done);
         }
-        if data.is_empty() {
+        let Some(chunk) = json_data::<Chunk>("openai", data)? else {
             return Ok(Flow::Continue);
-        }
-        let chunk: Chunk =
-            serde_json::from_str(data).map_err(|e| malformed_json("openai", &e, data))?;
+        };
         if let Some(error) = stream_error(&chunk, &event.event, data) {
             return Err(error);
         }

@@ -1,0 +1,132 @@
+//! The one skeleton of every SSE provider: [`SseProvider`] is the
+//! [`Provider`] of any [`WireProtocol`].
+//!
+//! A wire protocol says only what differs between model APIs: the endpoint
+//! of a call, its auth and version headers, its JSON body, the decoder that
+//! maps the answer's events (and the errors inside them) to
+//! [`StreamEvent`](super::StreamEvent)s, and the models that never have
+//! native structured output. Everything else is here once: the HTTP client
+//! built from the provider's [`HttpProviderConfig`], the refusal of a schema
+//! the model cannot honour before anything is sent, the POST with the trace
+//! context, the error mapping of the HTTP status (with the provider's
+//! requested delay), and the limits on one event and one answer
+//! ([`sse::stream_sse`]).
+
+use std::fmt;
+
+use reqwest::header::HeaderMap;
+use secrecy::ExposeSecret;
+use serde_json::Value;
+
+use super::{
+    ChatRequest, EventStream, Provider, ProviderError,
+    http::{self, HttpProviderConfig},
+    sse::{self, Decoder, SseRequest},
+};
+
+/// What one model API says on the wire.
+pub trait WireProtocol: Send + Sync + fmt::Debug + 'static {
+    /// The state of one answer's event stream.
+    type Decoder: Decoder;
+
+    /// The `gen_ai.provider.name` of the protocol (`openai`, `anthropic`,
+    /// `gcp.gemini`).
+    const SYSTEM: &'static str;
+
+    /// Models without native structured output, always refused (besides
+    /// the configured list): exact names, or prefixes ending in `*`.
+    const NO_STRUCTURED_OUTPUT: &'static [&'static str];
+
+    /// The protocol of one configured provider.
+    fn new(cfg: &HttpProviderConfig) -> Self;
+
+    /// The name `model` is matched under against the structured-output
+    /// lists.
+    fn structured_output_model<'a>(&self, model: &'a str) -> &'a str {
+        model
+    }
+
+    /// The endpoint of a call to `model`.
+    fn url(&self, cfg: &HttpProviderConfig, model: &str) -> String;
+
+    /// The headers every call carries: the API key `key` (when one is
+    /// configured) in the protocol's header, marked sensitive, and any
+    /// version header.
+    fn headers(&self, key: Option<&str>) -> Result<HeaderMap, ProviderError>;
+
+    /// The JSON body of `request`.
+    fn body(&self, cfg: &HttpProviderConfig, request: &ChatRequest) -> Value;
+
+    /// The decoder of one answer.
+    fn decoder(&self) -> Self::Decoder;
+}
+
+/// A provider speaking the wire protocol `W` over HTTP and server-sent
+/// events.
+#[derive(Debug)]
+pub struct SseProvider<W> {
+    cfg: HttpProviderConfig,
+    client: reqwest::Client,
+    wire: W,
+}
+
+impl<W: WireProtocol> SseProvider<W> {
+    /// Builds the adapter and its HTTP client.
+    pub fn new(cfg: HttpProviderConfig) -> Result<Self, ProviderError> {
+        let client = http::client(&cfg)?;
+        let wire = W::new(&cfg);
+        Ok(Self { cfg, client, wire })
+    }
+
+    /// The provider's configuration.
+    pub fn config(&self) -> &HttpProviderConfig {
+        &self.cfg
+    }
+
+    /// The provider's wire protocol.
+    pub fn wire(&self) -> &W {
+        &self.wire
+    }
+
+    /// The endpoint of a call to `model`.
+    pub fn url(&self, model: &str) -> String {
+        self.wire.url(&self.cfg, model)
+    }
+}
+
+#[async_trait::async_trait]
+impl<W: WireProtocol> Provider for SseProvider<W> {
+    fn name(&self) -> &str {
+        &self.cfg.name
+    }
+
+    fn system(&self) -> &'static str {
+        W::SYSTEM
+    }
+
+    fn supports_structured_output(&self, model: &str) -> bool {
+        self.cfg.structured_output_allowed(
+            self.wire.structured_output_model(model),
+            W::NO_STRUCTURED_OUTPUT,
+        )
+    }
+
+    async fn stream(&self, request: ChatRequest) -> Result<EventStream, ProviderError> {
+        super::refuse_unsupported_schema(self, &request)?;
+        let body = self.wire.body(&self.cfg, &request);
+        let key = self.cfg.api_key.get();
+        let headers = self
+            .wire
+            .headers(key.as_ref().map(|key| key.expose_secret()))?;
+        let request = SseRequest {
+            client: &self.client,
+            provider: &self.cfg.name,
+            model: &request.model,
+            url: self.url(&request.model),
+            headers,
+            body,
+            limits: self.cfg.limits,
+        };
+        sse::stream_sse(request, self.wire.decoder()).await
+    }
+}
