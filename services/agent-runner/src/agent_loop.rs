@@ -377,7 +377,6 @@ impl Runner {
         let turn = &prepared.turn;
         Round {
             tools: &prepared.tools,
-            runtime: &self.tools,
             limits: turn.limits,
             conversation_id: &turn.conversation_id,
             user_id: &turn.user_id,

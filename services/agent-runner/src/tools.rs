@@ -3,7 +3,8 @@
 //! A turn's tools are declared in the request and prepared once ([`prepare`]):
 //! names checked, schemas compiled, each bound to a local tool (the
 //! built-ins, [`builtin`]), a remote `parley.tools.v1.ToolService`
-//! ([`remote`]) or a tool of a configured MCP server ([`mcp`]). [`execute`] runs one round of the model's calls: unknown
+//! ([`remote`]) or a tool of a configured MCP server ([`mcp`]), each a
+//! [`ToolSource`]. [`execute`] runs one round of the model's calls: unknown
 //! names and invalid inputs are answered as tool errors without running
 //! anything, valid calls run in parallel (bounded), each with its own
 //! timeout, their progress streamed, and every outcome is fed back to the
@@ -163,6 +164,25 @@ pub trait LocalTool: Send + Sync + fmt::Debug {
     async fn run(
         &self,
         input: Value,
+        ctx: CallContext,
+        progress: ProgressSender,
+    ) -> Result<ToolOutput, ToolFailure>;
+}
+
+/// Where one of a turn's tools runs, behind one interface: a local tool
+/// ([`builtin::LocalSource`]), a `ToolService` ([`remote::RemoteSource`]) or
+/// a tool of an MCP server ([`mcp::call::McpSource`]).
+#[async_trait::async_trait]
+pub trait ToolSource: Send + Sync + fmt::Debug {
+    /// Whether a call leaves the runner (a remote or MCP server).
+    fn is_remote(&self) -> bool;
+
+    /// Runs one call of the tool the model knows as `name`. The future is
+    /// dropped when the turn is cancelled or the call times out.
+    async fn call(
+        &self,
+        name: &str,
+        input: &Value,
         ctx: CallContext,
         progress: ProgressSender,
     ) -> Result<ToolOutput, ToolFailure>;

@@ -9,13 +9,35 @@ use std::sync::Arc;
 use serde_json::{Value, json};
 
 use super::{
-    CallContext, FailureReason, LocalTool, ProgressSender, ToolFailure, ToolOutput, calculator,
-    clock,
+    CallContext, FailureReason, LocalTool, ProgressSender, ToolFailure, ToolOutput, ToolSource,
+    calculator, clock,
 };
 
 /// Every built-in tool.
 pub fn all() -> Vec<Arc<dyn LocalTool>> {
     vec![Arc::new(CurrentTime), Arc::new(Calculator)]
+}
+
+/// A local tool (a built-in, or one registered by an embedder) as a
+/// turn's tool source.
+#[derive(Debug, Clone)]
+pub struct LocalSource(pub Arc<dyn LocalTool>);
+
+#[async_trait::async_trait]
+impl ToolSource for LocalSource {
+    fn is_remote(&self) -> bool {
+        false
+    }
+
+    async fn call(
+        &self,
+        _name: &str,
+        input: &Value,
+        ctx: CallContext,
+        progress: ProgressSender,
+    ) -> Result<ToolOutput, ToolFailure> {
+        self.0.run(input.clone(), ctx, progress).await
+    }
 }
 
 /// `current_time`: the date and time at a UTC offset.

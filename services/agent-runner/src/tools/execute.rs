@@ -22,9 +22,8 @@ use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
 use super::{
-    CallContext, FailureReason, ProgressSender, ToolFailure, ToolOutput, ToolRuntime,
-    prepare::{PreparedTool, Target, TurnTools},
-    remote,
+    CallContext, FailureReason, ProgressSender, ToolFailure, ToolOutput,
+    prepare::{PreparedTool, TurnTools},
 };
 use crate::{
     events::{CallSource, EventKind, ToolComplete, ToolProgress, ToolStart},
@@ -49,8 +48,6 @@ pub struct PendingCall {
 pub struct Round<'a> {
     /// The turn's tools.
     pub tools: &'a TurnTools,
-    /// Local tools and remote channels.
-    pub runtime: &'a ToolRuntime,
     /// Timeouts and parallelism.
     pub limits: Limits,
     /// Passed to tools.
@@ -153,7 +150,7 @@ impl Round<'_> {
                     let call = &calls[index].call;
                     async move {
                         let _permit = permits.acquire_owned().await;
-                        let remote = matches!(tool.target, Target::Remote(_) | Target::Mcp { .. });
+                        let remote = tool.source.is_remote();
                         let span =
                             observe::tool_span(&call.name, &call.id, Some(remote), &call.input);
                         let started = Instant::now();
@@ -232,18 +229,7 @@ impl Round<'_> {
             context: self.context.cloned(),
             timeout,
         };
-        let run = async {
-            match &tool.target {
-                Target::Local(local) => local.run(call.input.clone(), ctx, progress).await,
-                Target::Remote(address) => {
-                    let channel = self.runtime.channels.get(address)?;
-                    remote::execute(channel, &call.name, &call.input, ctx, &progress).await
-                }
-                Target::Mcp { server, tool } => {
-                    super::mcp::call::call(server, tool, &call.input, &ctx, &progress).await
-                }
-            }
-        };
+        let run = tool.source.call(&call.name, &call.input, ctx, progress);
         match tokio::time::timeout(timeout, run).await {
             Ok(outcome) => outcome,
             Err(_) => Err(ToolFailure::new(

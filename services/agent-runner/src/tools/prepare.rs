@@ -1,8 +1,8 @@
 //! A turn's tools, checked and bound before the turn starts.
 //!
 //! Every declared tool gets a valid, unique name, a compiled input schema
-//! (the built-in's own when the request gives none) and a target: a local
-//! tool or a remote endpoint. Problems are field violations, so a bad tool
+//! (the built-in's own when the request gives none) and its [`ToolSource`]:
+//! a local tool, a remote endpoint or an MCP server's tool. Problems are field violations, so a bad tool
 //! declaration is `INVALID_ARGUMENT` before the model is ever called.
 
 use std::{collections::HashMap, sync::Arc, time::Duration};
@@ -10,27 +10,14 @@ use std::{collections::HashMap, sync::Arc, time::Duration};
 use jsonschema::Validator;
 use serde_json::Value;
 
-use super::{LocalTool, MAX_TOOL_NAME_LEN, ToolRuntime, mcp::McpServer};
+use super::{
+    MAX_TOOL_NAME_LEN, ToolRuntime, ToolSource, builtin::LocalSource, mcp::call::McpSource,
+    remote::RemoteSource,
+};
 use crate::{
     provider::ToolSpec,
     turn::{ToolDef, ToolEndpoint, Violation},
 };
-
-/// Where a prepared tool runs.
-#[derive(Debug, Clone)]
-pub enum Target {
-    /// Inside the runner.
-    Local(Arc<dyn LocalTool>),
-    /// On a `ToolService` at this address.
-    Remote(String),
-    /// On a configured MCP server.
-    Mcp {
-        /// The server.
-        server: Arc<McpServer>,
-        /// The server's name for the tool.
-        tool: String,
-    },
-}
 
 /// One tool, ready to validate input and run (what the model is told of
 /// it is in [`TurnTools::specs`]).
@@ -40,7 +27,7 @@ pub struct PreparedTool {
     /// per distinct schema, [`super::schemas`]).
     pub validator: Arc<Validator>,
     /// Where it runs.
-    pub target: Target,
+    pub source: Arc<dyn ToolSource>,
     /// The tool's own timeout, if the request set one.
     pub timeout: Option<Duration>,
 }
@@ -75,10 +62,11 @@ impl TurnTools {
                 continue;
             }
             let mut server_schema = None;
-            let (target, fallback_description, fallback_schema) = match &def.endpoint {
+            let (source, fallback_description, fallback_schema): (Arc<dyn ToolSource>, _, _) =
+                match &def.endpoint {
                 ToolEndpoint::Builtin(builtin) => match runtime.local(builtin) {
                     Some(tool) => (
-                        Target::Local(tool.clone()),
+                        Arc::new(LocalSource(tool.clone())),
                         tool.description().to_owned(),
                         tool.input_schema(),
                     ),
@@ -100,7 +88,10 @@ impl TurnTools {
                         continue;
                     }
                     (
-                        Target::Remote(address.clone()),
+                        Arc::new(RemoteSource {
+                            address: address.clone(),
+                            channels: runtime.channels.clone(),
+                        }),
                         String::new(),
                         serde_json::json!({"type": "object"}),
                     )
@@ -110,20 +101,20 @@ impl TurnTools {
                     // otherwise the request's, and the call fails while it is down.
                     Some(handle) => {
                         let listed = handle.snapshot().tools.get(tool).cloned();
-                        let target = Target::Mcp {
+                        let source = Arc::new(McpSource {
                             server: handle.clone(),
                             tool: tool.clone(),
-                        };
+                        });
                         match listed {
                             Some(listed) => {
                                 server_schema = Some(listed.input_schema.clone());
                                 (
-                                    target,
+                                    source,
                                     listed.description.clone(),
                                     listed.input_schema.clone(),
                                 )
                             }
-                            None => (target, String::new(), serde_json::json!({"type": "object"})),
+                            None => (source, String::new(), serde_json::json!({"type": "object"})),
                         }
                     }
                     None => {
@@ -180,7 +171,7 @@ impl TurnTools {
             });
             prepared.tools.push(PreparedTool {
                 validator,
-                target,
+                source,
                 timeout: def.timeout,
             });
         }

@@ -8,7 +8,11 @@
 //! stream, which the tool server sees as a cancelled call. Each call is a
 //! CLIENT span whose context travels in the `traceparent` metadata.
 
-use std::{collections::HashMap, sync::Mutex, time::Duration};
+use std::{
+    collections::HashMap,
+    sync::{Arc, Mutex},
+    time::Duration,
+};
 
 use parley_proto::tools::v1::{
     ToolCall as PbToolCall, tool_service_client::ToolServiceClient, tool_update::Update,
@@ -18,7 +22,7 @@ use tonic::{Code, codegen::http::Uri, transport::Channel};
 
 use parley_grpc::{telemetry::rpc::client::RpcClient, tls::ClientTls};
 
-use super::{CallContext, FailureReason, ProgressSender, ToolFailure, ToolOutput};
+use super::{CallContext, FailureReason, ProgressSender, ToolFailure, ToolOutput, ToolSource};
 use parley_proto::json::to_struct_wrapped;
 
 /// How many distinct endpoints keep a cached channel.
@@ -38,6 +42,34 @@ pub fn check_address(address: &str) -> Result<(), String> {
         return Err(format!("`{address}` has no host"));
     }
     Ok(())
+}
+
+/// A `ToolService` at an address as a turn's tool source; its channel
+/// comes from the shared cache at each call.
+#[derive(Debug, Clone)]
+pub struct RemoteSource {
+    /// The server's address.
+    pub address: String,
+    /// The runner's channel cache.
+    pub channels: Arc<Channels>,
+}
+
+#[async_trait::async_trait]
+impl ToolSource for RemoteSource {
+    fn is_remote(&self) -> bool {
+        true
+    }
+
+    async fn call(
+        &self,
+        name: &str,
+        input: &Value,
+        ctx: CallContext,
+        progress: ProgressSender,
+    ) -> Result<ToolOutput, ToolFailure> {
+        let channel = self.channels.get(&self.address)?;
+        execute(channel, name, input, ctx, &progress).await
+    }
 }
 
 /// A traced channel to a tool server (CLIENT spans, `traceparent`).

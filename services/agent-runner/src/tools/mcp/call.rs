@@ -10,13 +10,41 @@ use rmcp::{
     service::{Peer, PeerRequestOptions, RoleClient, ServiceError},
 };
 use serde_json::{Map, Value, json};
-use std::sync::atomic::Ordering;
+use std::sync::{Arc, atomic::Ordering};
 
 use super::server::{McpServer, ServerState, Snapshot};
-use crate::tools::{CallContext, FailureReason, ProgressSender, ToolFailure, ToolOutput};
+use crate::tools::{
+    CallContext, FailureReason, ProgressSender, ToolFailure, ToolOutput, ToolSource,
+};
 
 /// The payload type of results with images, audio or resources.
 pub const CONTENT_PAYLOAD: &str = "mcp_content";
+
+/// A tool of a configured MCP server as a turn's tool source.
+#[derive(Debug, Clone)]
+pub struct McpSource {
+    /// The server.
+    pub server: Arc<McpServer>,
+    /// The server's name for the tool.
+    pub tool: String,
+}
+
+#[async_trait::async_trait]
+impl ToolSource for McpSource {
+    fn is_remote(&self) -> bool {
+        true
+    }
+
+    async fn call(
+        &self,
+        _name: &str,
+        input: &Value,
+        ctx: CallContext,
+        progress: ProgressSender,
+    ) -> Result<ToolOutput, ToolFailure> {
+        call(&self.server, &self.tool, input, &ctx, &progress).await
+    }
+}
 
 /// Calls `tool` on `server` with `input`; see the module doc of `mcp`.
 pub async fn call(
