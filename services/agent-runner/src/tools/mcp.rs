@@ -42,6 +42,8 @@ pub mod call;
 pub mod config;
 pub mod progress;
 pub mod server;
+mod state;
+mod stdio;
 
 use std::{collections::BTreeMap, path::Path, sync::Arc};
 

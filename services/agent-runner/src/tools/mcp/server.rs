@@ -5,18 +5,11 @@
 use std::{
     collections::BTreeMap,
     path::PathBuf,
-    pin::Pin,
     process::Stdio,
-    sync::{
-        Arc,
-        atomic::{AtomicBool, Ordering},
-    },
-    task::{Context, Poll, ready},
+    sync::{Arc, atomic::AtomicBool},
     time::Duration,
 };
 
-use jsonschema::Validator;
-use parley_proto::runner::v1 as pb;
 use rmcp::{
     ClientHandler, ServiceExt,
     model::{
@@ -31,107 +24,26 @@ use rmcp::{
 };
 use serde_json::Value;
 use tokio::{
-    io::{AsyncRead, AsyncReadExt, ReadBuf},
     process::{Child, Command},
     sync::{Notify, watch},
     time::Instant,
 };
 use tokio_util::sync::CancellationToken;
 
-use super::{Lookup, config::McpServerConfig, model_name, progress::ProgressRoutes};
+pub use super::state::{McpTool, ServerState, Snapshot};
+use super::{
+    Lookup,
+    config::McpServerConfig,
+    model_name,
+    progress::ProgressRoutes,
+    stdio::{GroupChild, LineLimit, log_stderr},
+};
 use crate::tools::MAX_TOOL_NAME_LEN;
 
 /// The variables a child process gets from the runner besides its `env`.
 pub const PASSED_VARIABLES: [&str; 6] = ["PATH", "HOME", "LANG", "LC_ALL", "TZ", "TMPDIR"];
 /// Room for the JSON-RPC envelope around a result of `max_output_bytes`.
 const ENVELOPE_BYTES: usize = 64 * 1024;
-/// The longest stderr line of a child that is logged.
-const MAX_STDERR_LINE: usize = 2048;
-
-/// Where a server is.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ServerState {
-    /// Starting or connecting, handshake and tool list in progress.
-    Connecting,
-    /// Initialised; its tools can be called.
-    Ready,
-    /// Down; the next attempt is scheduled.
-    Down,
-}
-
-impl ServerState {
-    /// `1` when ready, for `parley_mcp_server_up`.
-    fn up(self) -> i64 {
-        i64::from(self == Self::Ready)
-    }
-
-    /// The wire enum.
-    pub fn proto(self) -> pb::McpServerState {
-        match self {
-            Self::Connecting => pb::McpServerState::Connecting,
-            Self::Ready => pb::McpServerState::Ready,
-            Self::Down => pb::McpServerState::Down,
-        }
-    }
-}
-
-/// One tool of a server, with its input schema compiled.
-#[derive(Debug)]
-pub struct McpTool {
-    /// The server's name for it.
-    pub name: String,
-    /// The model's name for it (`SERVER__TOOL`).
-    pub model_name: String,
-    /// The server's description.
-    pub description: String,
-    /// The server's `inputSchema`.
-    pub input_schema: Value,
-    /// `input_schema`, compiled.
-    pub validator: Arc<Validator>,
-}
-
-impl McpTool {
-    /// As a tool definition for `RunRequest.tools` (endpoint `mcp`).
-    pub fn definition(&self, server: &str) -> pb::ToolDefinition {
-        pb::ToolDefinition {
-            name: self.model_name.clone(),
-            description: self.description.clone(),
-            input_schema: self
-                .input_schema
-                .as_object()
-                .map(parley_proto::json::to_struct),
-            endpoint: Some(pb::ToolEndpoint {
-                kind: Some(pb::tool_endpoint::Kind::Mcp(format!(
-                    "{server}/{}",
-                    self.name
-                ))),
-            }),
-            timeout: None,
-        }
-    }
-}
-
-/// What the server is now; replaced whole on every change.
-#[derive(Debug, Clone)]
-pub struct Snapshot {
-    /// The state.
-    pub state: ServerState,
-    /// The connection, while ready.
-    pub peer: Option<Peer<RoleClient>>,
-    /// The tools last listed, by the server's names.
-    pub tools: Arc<BTreeMap<String, Arc<McpTool>>>,
-    /// Why it is down (or why the last attempt failed).
-    pub error: String,
-    /// How many times it was started or connected.
-    pub connects: u32,
-    /// Cancelled by a call that found this connection broken.
-    pub(crate) broken: CancellationToken,
-    /// The progress routes of this connection's running calls.
-    pub(crate) progress: Arc<ProgressRoutes>,
-    /// Set when this connection was closed because the server sent a
-    /// message over [`McpServer::max_message`].
-    pub(crate) oversized: Arc<AtomicBool>,
-}
 
 /// A configured server and its supervisor's state.
 #[derive(Debug)]
@@ -443,12 +355,7 @@ impl McpServer {
             // The SDK skips a line over its limit and carries on, leaving
             // the call it answered waiting for the tool's time-out; ending
             // the stream instead fails every call on it at once.
-            let stdout = LineLimit {
-                inner: stdout,
-                max: max_message,
-                line: 0,
-                oversized: oversized.clone(),
-            };
+            let stdout = LineLimit::new(stdout, max_message, oversized.clone());
             let transport =
                 AsyncRwTransport::new_client(stdout, stdin).with_max_line_length(max_message);
             Connection {
@@ -607,165 +514,6 @@ impl ClientHandler for Handler {
     }
 }
 
-/// A stdio server's output that fails once a line (one JSON-RPC message)
-/// grows past `max` bytes: the connection closes, its calls fail at once,
-/// and the server is started again.
-struct LineLimit<R> {
-    inner: R,
-    max: usize,
-    line: usize,
-    oversized: Arc<AtomicBool>,
-}
-
-impl<R: AsyncRead + Unpin> AsyncRead for LineLimit<R> {
-    fn poll_read(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        buf: &mut ReadBuf<'_>,
-    ) -> Poll<std::io::Result<()>> {
-        let this = self.get_mut();
-        let before = buf.filled().len();
-        ready!(Pin::new(&mut this.inner).poll_read(cx, buf))?;
-        for &byte in &buf.filled()[before..] {
-            if byte == b'\n' {
-                this.line = 0;
-            } else {
-                this.line += 1;
-                if this.line > this.max {
-                    this.oversized.store(true, Ordering::Relaxed);
-                    return Poll::Ready(Err(std::io::Error::other(format!(
-                        "a message longer than {} bytes",
-                        this.max
-                    ))));
-                }
-            }
-        }
-        Poll::Ready(Ok(()))
-    }
-}
-
-/// Logs a child's stderr line by line without holding more than
-/// `MAX_STDERR_LINE` bytes of a line: it reads bounded chunks, logs a line's
-/// first bytes (invalid UTF-8 replaced) and drops the rest, and keeps
-/// draining until the pipe closes, so a server writing without newlines or
-/// writing bytes that are not UTF-8 neither grows the runner nor dies on a
-/// broken pipe.
-async fn log_stderr<R: AsyncRead + Unpin>(server: String, mut stderr: R) {
-    let mut chunk = vec![0_u8; 8192];
-    let mut line = StderrLine::default();
-    loop {
-        let read = match stderr.read(&mut chunk).await {
-            Ok(0) | Err(_) => break,
-            Ok(read) => read,
-        };
-        line.push(&chunk[..read], |text, dropped| {
-            if dropped > 0 {
-                tracing::info!(server = %server, line = %text, dropped, "MCP server stderr (truncated)");
-            } else {
-                tracing::info!(server = %server, line = %text, "MCP server stderr");
-            }
-        });
-    }
-    line.finish(|text, dropped| {
-        tracing::info!(server = %server, line = %text, dropped, "MCP server stderr");
-    });
-}
-
-/// The line of stderr being read: its first `MAX_STDERR_LINE` bytes and how
-/// many more were dropped.
-#[derive(Default)]
-struct StderrLine {
-    kept: Vec<u8>,
-    dropped: u64,
-}
-
-impl StderrLine {
-    /// Adds `bytes`, calling `emit(text, dropped)` for every line they end.
-    fn push(&mut self, mut bytes: &[u8], mut emit: impl FnMut(&str, u64)) {
-        while !bytes.is_empty() {
-            let (part, ended) = match memchr::memchr(b'\n', bytes) {
-                Some(at) => (&bytes[..at], Some(at + 1)),
-                None => (bytes, None),
-            };
-            let room = MAX_STDERR_LINE.saturating_sub(self.kept.len());
-            let take = room.min(part.len());
-            self.kept.extend_from_slice(&part[..take]);
-            self.dropped += (part.len() - take) as u64;
-            match ended {
-                Some(next) => {
-                    self.emit(&mut emit);
-                    bytes = &bytes[next..];
-                }
-                None => break,
-            }
-        }
-    }
-
-    /// Emits a last line that no newline ended.
-    fn finish(&mut self, mut emit: impl FnMut(&str, u64)) {
-        if !self.kept.is_empty() || self.dropped > 0 {
-            self.emit(&mut emit);
-        }
-    }
-
-    fn emit(&mut self, emit: &mut impl FnMut(&str, u64)) {
-        let text = String::from_utf8_lossy(&self.kept);
-        emit(text.trim_end_matches('\r'), self.dropped);
-        self.kept.clear();
-        self.dropped = 0;
-    }
-}
-
-/// A stdio server's process, leader of its own process group: ending it
-/// ends the whole group (grandchildren such as those `npx` or `uvx` start
-/// included), whether the connection ended by cancel, time-out, shutdown
-/// or a crash, and whenever the value is dropped.
-pub(crate) struct GroupChild(Child, Option<rustix::process::Pid>);
-
-impl GroupChild {
-    fn new(child: Child) -> Self {
-        let group = child
-            .id()
-            .and_then(|pid| i32::try_from(pid).ok())
-            .and_then(rustix::process::Pid::from_raw);
-        Self(child, group)
-    }
-
-    /// Sends SIGKILL to every process of the group, also after the leader
-    /// has exited (its grandchildren keep the group, and so its id, alive);
-    /// the leader's status is still there for `wait`.
-    fn kill_group(&mut self) {
-        let Some(group) = self.1 else {
-            let _ = self.0.start_kill();
-            return;
-        };
-        if rustix::process::kill_process_group(group, rustix::process::Signal::KILL).is_err() {
-            // No group left (every member gone); the leader itself still
-            // goes with `kill_on_drop`.
-            let _ = self.0.start_kill();
-        }
-    }
-}
-
-impl std::ops::Deref for GroupChild {
-    type Target = Child;
-    fn deref(&self) -> &Child {
-        &self.0
-    }
-}
-
-impl std::ops::DerefMut for GroupChild {
-    fn deref_mut(&mut self) -> &mut Child {
-        &mut self.0
-    }
-}
-
-impl Drop for GroupChild {
-    fn drop(&mut self) {
-        self.kill_group();
-    }
-}
-
 /// `builder` verifying servers against `[client_tls] ca` only (the system's
 /// roots without one) and showing its client certificate, when set.
 fn with_client_tls(
@@ -801,122 +549,4 @@ fn with_client_tls(
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn server(name: &str, reserved: &[&str]) -> Arc<McpServer> {
-        McpServer::new(
-            name.to_owned(),
-            McpServerConfig::stdio(vec!["unused".into()]),
-            PathBuf::new(),
-            Arc::new(|_: &str| None),
-            Arc::new(reserved.iter().map(|r| (*r).to_owned()).collect()),
-        )
-    }
-
-    fn tool(name: &str) -> rmcp::model::Tool {
-        serde_json::from_value(serde_json::json!({
-            "name": name,
-            "description": format!("the tool {name}"),
-            "inputSchema": {"type": "object"},
-        }))
-        .expect("a tool")
-    }
-
-    #[test]
-    fn a_server_tool_cannot_take_a_reserved_or_repeated_name() {
-        // `s__clock` stands for a built-in's name; `a.b` and `a/b` both
-        // become `s__a_b`: the first one listed keeps it.
-        let s = server("s", &["s__clock"]);
-        let admitted = s.admit(vec![
-            tool("clock"),
-            tool("a.b"),
-            tool("a/b"),
-            tool("ok"),
-            tool(&"x".repeat(70)),
-        ]);
-        assert_eq!(
-            admitted.keys().map(String::as_str).collect::<Vec<_>>(),
-            ["a.b", "ok"]
-        );
-        assert_eq!(admitted["a.b"].model_name, "s__a_b");
-    }
-
-    #[test]
-    fn max_tools_bounds_the_list() {
-        let mut config = McpServerConfig::stdio(vec!["unused".into()]);
-        config.max_tools = 2;
-        let s = McpServer::new(
-            "s".into(),
-            config,
-            PathBuf::new(),
-            Arc::new(|_: &str| None),
-            Arc::default(),
-        );
-        let admitted = s.admit(vec![tool("a"), tool("b"), tool("c")]);
-        assert_eq!(admitted.len(), 2);
-    }
-
-    #[test]
-    fn two_servers_cannot_offer_the_same_model_name() {
-        // `a` + `_b` and `a_` + `b` are both `a___b`.
-        let first = server("a", &[]);
-        let second = server("a_", &[]);
-        for (s, name) in [(&first, "_b"), (&second, "b")] {
-            let tools = Arc::new(s.admit(vec![tool(name)]));
-            s.publish(|snapshot| {
-                snapshot.state = ServerState::Ready;
-                snapshot.tools = tools;
-            });
-        }
-        let servers = super::super::McpServers::from_servers([first, second]);
-        let listed = servers.list();
-        let names: Vec<(&str, Option<&pb::tool_endpoint::Kind>)> = listed
-            .tools
-            .iter()
-            .map(|t| {
-                (
-                    t.name.as_str(),
-                    t.endpoint.as_ref().and_then(|e| e.kind.as_ref()),
-                )
-            })
-            .collect();
-        assert_eq!(
-            names,
-            [("a___b", Some(&pb::tool_endpoint::Kind::Mcp("a/_b".into())))]
-        );
-        // Both servers are listed, each with the tool it offers.
-        assert_eq!(listed.servers.len(), 2);
-    }
-
-    #[test]
-    fn the_up_gauge_follows_the_state() {
-        let s = server("gauge-test", &[]);
-        let up = || {
-            parley_grpc::telemetry::metrics()
-                .mcp_server_up
-                .with_label_values(&["gauge-test"])
-                .get()
-        };
-        assert_eq!(up(), 0);
-        s.publish(|snapshot| snapshot.state = ServerState::Ready);
-        assert_eq!(up(), 1);
-        s.publish(|snapshot| snapshot.state = ServerState::Down);
-        assert_eq!(up(), 0);
-    }
-
-    #[test]
-    fn a_stderr_line_keeps_its_first_bytes_and_replaces_invalid_utf8() {
-        let mut line = StderrLine::default();
-        let mut seen = Vec::new();
-        let long = vec![b'a'; MAX_STDERR_LINE + 10];
-        line.push(&long, |t, d| seen.push((t.to_owned(), d)));
-        line.push(b"\nbad \xff\r\nta", |t, d| seen.push((t.to_owned(), d)));
-        line.finish(|t, d| seen.push((t.to_owned(), d)));
-        assert_eq!(seen.len(), 3);
-        assert_eq!(seen[0].0.len(), MAX_STDERR_LINE);
-        assert_eq!(seen[0].1, 10);
-        assert_eq!(seen[1], ("bad \u{fffd}".to_owned(), 0));
-        assert_eq!(seen[2], ("ta".to_owned(), 0));
-    }
-}
+mod tests;
