@@ -19,14 +19,15 @@ use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
 use crate::{
-    output::{TextMode, TurnOutput},
     error::RunError,
     events::{
         CallSource, EventKind, EventSink, Finished, Phase, Status, StopReason, TurnError,
         UsageReport,
     },
     model_call::{CallError, ModelCaller},
-    observe, parsing,
+    observe,
+    output::{TextMode, TurnOutput},
+    parsing,
     provider::Providers,
     provider::{
         ChatRequest, Finish, FinishReason, Message, OutputSchema, ToolCall, ToolResult, ToolSpec,

@@ -18,9 +18,7 @@ use tokio::time::Instant;
 use tracing::{Span, field::Empty};
 use tracing_opentelemetry::OpenTelemetrySpanExt;
 
-use crate::{
-    provider::{ChatRequest, Finish, Message, ToolCall, Usage},
-};
+use crate::provider::{ChatRequest, Finish, Message, ToolCall, Usage};
 
 /// The `invoke_agent` span of a turn.
 pub fn agent_span(

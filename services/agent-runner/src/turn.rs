@@ -6,8 +6,8 @@ use std::{sync::Arc, time::Duration};
 
 use serde_json::Value;
 
-pub use crate::provider::ModelChoice;
 use crate::provider::Message;
+pub use crate::provider::ModelChoice;
 
 /// A fully assembled turn.
 #[derive(Debug, Clone)]

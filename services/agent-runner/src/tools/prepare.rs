@@ -64,68 +64,70 @@ impl TurnTools {
             let mut server_schema = None;
             let (source, fallback_description, fallback_schema): (Arc<dyn ToolSource>, _, _) =
                 match &def.endpoint {
-                ToolEndpoint::Builtin(builtin) => match runtime.local(builtin) {
-                    Some(tool) => (
-                        Arc::new(LocalSource(tool.clone())),
-                        tool.description().to_owned(),
-                        tool.input_schema(),
-                    ),
-                    None => {
-                        let known: Vec<&str> = runtime.local_names().collect();
-                        violations.push(Violation::new(
-                            field("endpoint.builtin"),
-                            format!(
-                                "no built-in tool `{builtin}` (built-ins: {})",
-                                known.join(", ")
-                            ),
-                        ));
-                        continue;
-                    }
-                },
-                ToolEndpoint::Grpc(address) => {
-                    if let Err(problem) = super::remote::check_address(address) {
-                        violations.push(Violation::new(field("endpoint.grpc"), problem));
-                        continue;
-                    }
-                    (
-                        Arc::new(RemoteSource {
-                            address: address.clone(),
-                            channels: runtime.channels.clone(),
-                        }),
-                        String::new(),
-                        serde_json::json!({"type": "object"}),
-                    )
-                }
-                ToolEndpoint::Mcp { server, tool } => match runtime.mcp.get(server) {
-                    // The server's own description and schema when it is up;
-                    // otherwise the request's, and the call fails while it is down.
-                    Some(handle) => {
-                        let listed = handle.snapshot().tools.get(tool).cloned();
-                        let source = Arc::new(McpSource {
-                            server: handle.clone(),
-                            tool: tool.clone(),
-                        });
-                        match listed {
-                            Some(listed) => {
-                                server_schema = Some(listed.input_schema.clone());
-                                (
-                                    source,
-                                    listed.description.clone(),
-                                    listed.input_schema.clone(),
-                                )
-                            }
-                            None => (source, String::new(), serde_json::json!({"type": "object"})),
+                    ToolEndpoint::Builtin(builtin) => match runtime.local(builtin) {
+                        Some(tool) => (
+                            Arc::new(LocalSource(tool.clone())),
+                            tool.description().to_owned(),
+                            tool.input_schema(),
+                        ),
+                        None => {
+                            let known: Vec<&str> = runtime.local_names().collect();
+                            violations.push(Violation::new(
+                                field("endpoint.builtin"),
+                                format!(
+                                    "no built-in tool `{builtin}` (built-ins: {})",
+                                    known.join(", ")
+                                ),
+                            ));
+                            continue;
                         }
+                    },
+                    ToolEndpoint::Grpc(address) => {
+                        if let Err(problem) = super::remote::check_address(address) {
+                            violations.push(Violation::new(field("endpoint.grpc"), problem));
+                            continue;
+                        }
+                        (
+                            Arc::new(RemoteSource {
+                                address: address.clone(),
+                                channels: runtime.channels.clone(),
+                            }),
+                            String::new(),
+                            serde_json::json!({"type": "object"}),
+                        )
                     }
-                    None => {
-                        violations.push(Violation::new(
-                            field("endpoint.mcp"),
-                            format!("no MCP server `{server}` is configured in the runner"),
-                        ));
-                        continue;
-                    }
-                },
-            };
+                    ToolEndpoint::Mcp { server, tool } => match runtime.mcp.get(server) {
+                        // The server's own description and schema when it is up;
+                        // otherwise the request's, and the call fails while it is down.
+                        Some(handle) => {
+                            let listed = handle.snapshot().tools.get(tool).cloned();
+                            let source = Arc::new(McpSource {
+                                server: handle.clone(),
+                                tool: tool.clone(),
+                            });
+                            match listed {
+                                Some(listed) => {
+                                    server_schema = Some(listed.input_schema.clone());
+                                    (
+                                        source,
+                                        listed.description.clone(),
+                                        listed.input_schema.clone(),
+                                    )
+                                }
+                                None => {
+                                    (source, String::new(), serde_json::json!({"type": "object"}))
+                                }
+                            }
+                        }
+                        None => {
+                            violations.push(Violation::new(
+                                field("endpoint.mcp"),
+                                format!("no MCP server `{server}` is configured in the runner"),
+                            ));
+                            continue;
+                        }
+                    },
+                };
             let schema = if let Some(schema) = server_schema {
                 schema
             } else if def.input_schema.is_null()
