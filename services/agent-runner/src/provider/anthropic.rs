@@ -8,11 +8,13 @@
 mod request;
 mod stream;
 
+use std::borrow::Cow;
+
 use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
 
 use super::{
-    ChatRequest, ProviderError,
-    http::{self, HttpProviderConfig},
+    ChatRequest,
+    http::HttpProviderConfig,
     wire::{SseProvider, WireProtocol},
 };
 
@@ -67,27 +69,19 @@ impl WireProtocol for Anthropic {
         }
     }
 
-    fn headers(&self, key: Option<&str>) -> Result<HeaderMap, ProviderError> {
-        let mut headers = HeaderMap::new();
+    fn key_header<'k>(&self, key: &'k str) -> (HeaderName, Cow<'k, str>) {
+        (HeaderName::from_static("x-api-key"), key.into())
+    }
+
+    fn fixed_headers(&self, headers: &mut HeaderMap) {
         headers.insert(
             HeaderName::from_static("anthropic-version"),
             HeaderValue::from_static(API_VERSION),
         );
-        if let Some(key) = key {
-            headers.insert(
-                HeaderName::from_static("x-api-key"),
-                http::secret_header(key)?,
-            );
-        }
-        Ok(headers)
     }
 
     fn body(&self, _cfg: &HttpProviderConfig, request: &ChatRequest) -> serde_json::Value {
         request::body(request)
-    }
-
-    fn decoder(&self) -> Self::Decoder {
-        stream::AnthropicDecoder::default()
     }
 }
 

@@ -9,11 +9,13 @@ mod request;
 mod schema;
 mod stream;
 
-use reqwest::header::{HeaderMap, HeaderName};
+use std::borrow::Cow;
+
+use reqwest::header::HeaderName;
 
 use super::{
-    ChatRequest, ProviderError,
-    http::{self, HttpProviderConfig},
+    ChatRequest,
+    http::HttpProviderConfig,
     wire::{SseProvider, WireProtocol},
 };
 
@@ -62,15 +64,8 @@ impl WireProtocol for Gemini {
         cfg.endpoint(&format!("{path}:streamGenerateContent?alt=sse"))
     }
 
-    fn headers(&self, key: Option<&str>) -> Result<HeaderMap, ProviderError> {
-        let mut headers = HeaderMap::new();
-        if let Some(key) = key {
-            headers.insert(
-                HeaderName::from_static("x-goog-api-key"),
-                http::secret_header(key)?,
-            );
-        }
-        Ok(headers)
+    fn key_header<'k>(&self, key: &'k str) -> (HeaderName, Cow<'k, str>) {
+        (HeaderName::from_static("x-goog-api-key"), key.into())
     }
 
     /// The body, with a warning naming the schema keywords Gemini does not
@@ -86,10 +81,6 @@ impl WireProtocol for Gemini {
             );
         }
         built.body
-    }
-
-    fn decoder(&self) -> Self::Decoder {
-        stream::GeminiDecoder::default()
     }
 }
 

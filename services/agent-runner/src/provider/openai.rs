@@ -13,11 +13,13 @@ mod stream;
 mod think;
 mod tools;
 
-use reqwest::header::{AUTHORIZATION, HeaderMap, HeaderName};
+use std::borrow::Cow;
+
+use reqwest::header::{AUTHORIZATION, HeaderName};
 
 use super::{
-    ChatRequest, ProviderError,
-    http::{self, HttpProviderConfig},
+    ChatRequest,
+    http::HttpProviderConfig,
     wire::{SseProvider, WireProtocol},
 };
 
@@ -104,33 +106,16 @@ impl WireProtocol for OpenAi {
         cfg.endpoint("chat/completions")
     }
 
-    fn headers(&self, key: Option<&str>) -> Result<HeaderMap, ProviderError> {
-        let mut headers = HeaderMap::new();
-        if let Some(key) = key {
-            match self.flavor {
-                Flavor::Azure => {
-                    headers.insert(
-                        HeaderName::from_static("api-key"),
-                        http::secret_header(key)?,
-                    );
-                }
-                _ => {
-                    headers.insert(
-                        AUTHORIZATION,
-                        http::secret_header(&format!("Bearer {key}"))?,
-                    );
-                }
-            }
+    /// Azure's `api-key`; everyone else's `Authorization: Bearer`.
+    fn key_header<'k>(&self, key: &'k str) -> (HeaderName, Cow<'k, str>) {
+        match self.flavor {
+            Flavor::Azure => (HeaderName::from_static("api-key"), key.into()),
+            _ => (AUTHORIZATION, format!("Bearer {key}").into()),
         }
-        Ok(headers)
     }
 
     fn body(&self, _cfg: &HttpProviderConfig, request: &ChatRequest) -> serde_json::Value {
         request::body(request, self.flavor)
-    }
-
-    fn decoder(&self) -> Self::Decoder {
-        stream::OpenAiDecoder::default()
     }
 }
 

@@ -2,7 +2,7 @@
 //! [`Provider`] of any [`WireProtocol`].
 //!
 //! A wire protocol says only what differs between model APIs: the endpoint
-//! of a call, its auth and version headers, its JSON body, the decoder that
+//! of a call, its key and version headers, its JSON body, the decoder that
 //! maps the answer's events (and the errors inside them) to
 //! [`StreamEvent`](super::StreamEvent)s, and the models that never have
 //! native structured output. Everything else is here once: the HTTP client
@@ -12,9 +12,9 @@
 //! requested delay), and the limits on one event and one answer
 //! ([`sse::stream_sse`]).
 
-use std::fmt;
+use std::{borrow::Cow, fmt};
 
-use reqwest::header::HeaderMap;
+use reqwest::header::{HeaderMap, HeaderName};
 use secrecy::ExposeSecret;
 use serde_json::Value;
 
@@ -26,8 +26,8 @@ use super::{
 
 /// What one model API says on the wire.
 pub trait WireProtocol: Send + Sync + fmt::Debug + 'static {
-    /// The state of one answer's event stream.
-    type Decoder: Decoder;
+    /// The state of one answer's event stream, fresh for each answer.
+    type Decoder: Decoder + Default;
 
     /// The `gen_ai.provider.name` of the protocol (`openai`, `anthropic`,
     /// `gcp.gemini`).
@@ -49,16 +49,15 @@ pub trait WireProtocol: Send + Sync + fmt::Debug + 'static {
     /// The endpoint of a call to `model`.
     fn url(&self, cfg: &HttpProviderConfig, model: &str) -> String;
 
-    /// The headers every call carries: the API key `key` (when one is
-    /// configured) in the protocol's header, marked sensitive, and any
-    /// version header.
-    fn headers(&self, key: Option<&str>) -> Result<HeaderMap, ProviderError>;
+    /// The header carrying the API key `key`, and its value (sent marked
+    /// sensitive, [`http::secret_header`]); sent when a key is configured.
+    fn key_header<'k>(&self, key: &'k str) -> (HeaderName, Cow<'k, str>);
+
+    /// Headers every call carries besides the key (an API version).
+    fn fixed_headers(&self, _headers: &mut HeaderMap) {}
 
     /// The JSON body of `request`.
     fn body(&self, cfg: &HttpProviderConfig, request: &ChatRequest) -> Value;
-
-    /// The decoder of one answer.
-    fn decoder(&self) -> Self::Decoder;
 }
 
 /// A provider speaking the wire protocol `W` over HTTP and server-sent
@@ -114,10 +113,12 @@ impl<W: WireProtocol> Provider for SseProvider<W> {
     async fn stream(&self, request: ChatRequest) -> Result<EventStream, ProviderError> {
         super::refuse_unsupported_schema(self, &request)?;
         let body = self.wire.body(&self.cfg, &request);
-        let key = self.cfg.api_key.get();
-        let headers = self
-            .wire
-            .headers(key.as_ref().map(|key| key.expose_secret()))?;
+        let mut headers = HeaderMap::new();
+        self.wire.fixed_headers(&mut headers);
+        if let Some(key) = self.cfg.api_key.get() {
+            let (name, value) = self.wire.key_header(key.expose_secret());
+            headers.insert(name, http::secret_header(&value)?);
+        }
         let request = SseRequest {
             client: &self.client,
             provider: &self.cfg.name,
@@ -127,6 +128,6 @@ impl<W: WireProtocol> Provider for SseProvider<W> {
             body,
             limits: self.cfg.limits,
         };
-        sse::stream_sse(request, self.wire.decoder()).await
+        sse::stream_sse(request, W::Decoder::default()).await
     }
 }
