@@ -33,6 +33,7 @@
 use std::{collections::VecDeque, sync::Arc, time::Duration};
 
 use futures::FutureExt;
+use parley_parse::{Limits, ProfileCache, StreamParser};
 use parley_proto::{
     gateway::v1::chat_event::Event,
     parser::v1::{
@@ -41,7 +42,6 @@ use parley_proto::{
         payload_parser_client::PayloadParserClient,
     },
 };
-use parley_parse::{Limits, ProfileCache, StreamParser};
 use tokio::sync::mpsc;
 use tokio_stream::{StreamExt, wrappers::ReceiverStream};
 
