@@ -204,43 +204,6 @@ impl TextCleaner {
         cleaner
     }
 
-    /// Opens a `ParseStream` (sending `text` first, when given), or the
-    /// library when that fails.
-    async fn open_remote(&mut self, text: Option<String>) {
-        let Some(mut client) = self.parser.clone() else {
-            self.switch_to_local("no parser sidecar".into());
-            return;
-        };
-        let (tx, rx) = mpsc::channel(REQUEST_BUFFER);
-        let first = ParseStreamRequest {
-            input: Some(Input::Profile(self.profile.clone())),
-        };
-        let mut queued = tx.try_send(Box::new(first)).is_ok();
-        if let Some(text) = text.filter(|text| !text.is_empty()) {
-            queued &= tx
-                .try_send(Box::new(ParseStreamRequest {
-                    input: Some(Input::Text(text)),
-                }))
-                .is_ok();
-            self.unsynced = true;
-        }
-        if !queued {
-            self.switch_to_local("request channel closed".into());
-            return;
-        }
-        let call = client.parse_stream(ReceiverStream::new(rx).map(|request| *request));
-        match tokio::time::timeout(self.wait, call).await {
-            Ok(Ok(response)) => {
-                self.mode = Mode::Remote(Box::new(Remote {
-                    tx,
-                    rx: response.into_inner(),
-                }))
-            }
-            Ok(Err(status)) => self.switch_to_local(short(&status)),
-            Err(_) => self.switch_to_local("timed out opening ParseStream".into()),
-        }
-    }
-
     /// An in-process cleaner (the sidecar is not even tried).
     pub fn local(profile: ParseProfile, compiled: Arc<ProfileCache>, reason: &str) -> Self {
         let mut cleaner = Self::new(profile, compiled, Duration::ZERO);
@@ -349,57 +312,6 @@ impl TextCleaner {
             // Payload candidates and text tool calls arrive again in the
             // final response; the partials show the payloads meanwhile.
             Output::CustomPayload(_) | Output::ToolCall(_) => {}
-        }
-    }
-
-    fn take_remote(&mut self, response: ParseStreamResponse) {
-        if let Some(output) = response.output {
-            self.take_output(output);
-        }
-    }
-
-    /// Sends `request` on the sidecar's stream, taking its answers while
-    /// waiting for room (so neither side can stall the other). The error is
-    /// why the stream is unusable.
-    async fn send(
-        &mut self,
-        remote: &mut Remote,
-        request: ParseStreamRequest,
-    ) -> Result<(), String> {
-        let mut request = Box::new(request);
-        loop {
-            match remote.tx.try_send(request) {
-                Ok(()) => return Ok(()),
-                Err(mpsc::error::TrySendError::Closed(_)) => {
-                    return Err("ParseStream closed".into());
-                }
-                Err(mpsc::error::TrySendError::Full(back)) => request = back,
-            }
-            tokio::select! {
-                permit = remote.tx.reserve() => return match permit {
-                    Ok(permit) => {
-                        permit.send(request);
-                        Ok(())
-                    }
-                    Err(_) => Err("ParseStream closed".into()),
-                },
-                message = remote.rx.message() => self.take_answer(message)?,
-            }
-        }
-    }
-
-    /// Takes one read of the sidecar's stream; the error says why it ended.
-    fn take_answer(
-        &mut self,
-        message: Result<Option<ParseStreamResponse>, tonic::Status>,
-    ) -> Result<(), String> {
-        match message {
-            Ok(Some(response)) => {
-                self.take_remote(response);
-                Ok(())
-            }
-            Ok(None) => Err("ParseStream ended early".into()),
-            Err(status) => Err(short(&status)),
         }
     }
 
@@ -530,17 +442,6 @@ impl TextCleaner {
         }
     }
 
-    /// Takes the sidecar's answers that have already arrived, without
-    /// waiting (a broken stream is noticed by the next read).
-    fn take_arrived_answers(&mut self) {
-        while let Mode::Remote(remote) = &mut self.mode {
-            match remote.rx.message().now_or_never() {
-                Some(Ok(Some(response))) => self.take_remote(response),
-                _ => return,
-            }
-        }
-    }
-
     /// Ends the stream: returns the held-back tail of the cleaned text and
     /// the parse of everything received (sidecar's final, else library's).
     pub async fn finish(mut self) -> CleanedText {
@@ -643,34 +544,6 @@ impl TextCleaner {
         }
         taken_down
     }
-
-    /// Half-closes the sidecar's stream and waits for its final answer;
-    /// `None` (with the reason noted) when it does not come in time.
-    async fn final_from(&mut self, remote: Remote) -> Option<ParseResponse> {
-        let Remote { tx, mut rx } = remote;
-        drop(tx);
-        let drained = tokio::time::timeout(self.wait, async {
-            while self.final_response.is_none() {
-                match rx.message().await {
-                    Ok(Some(response)) => self.take_remote(response),
-                    Ok(None) => return Err("ParseStream ended without a final response".into()),
-                    Err(status) => return Err(short(&status)),
-                }
-            }
-            Ok::<(), String>(())
-        })
-        .await;
-        let reason = match drained {
-            Ok(Ok(())) => {
-                parley_grpc::telemetry::rpc::client::finish_in_background(rx);
-                return self.final_response.take();
-            }
-            Ok(Err(reason)) => reason,
-            Err(_) => "timed out waiting for the final parse".into(),
-        };
-        self.fallback.get_or_insert(reason);
-        None
-    }
 }
 
 /// What [`TextCleaner::finish`] returns.
@@ -692,6 +565,8 @@ pub struct CleanedText {
     /// Why the library took over, when it did.
     pub fallback: Option<String>,
 }
+
+mod remote;
 
 #[cfg(test)]
 mod tests;
