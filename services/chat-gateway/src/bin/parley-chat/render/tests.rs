@@ -1,4 +1,4 @@
-//! Tests of `bin::parley-chat`.
+//! Tests of how `parley-chat` draws a proposal card.
 
 use super::*;
 
