@@ -11,7 +11,7 @@
 //! Start-up ends the turns other replicas left behind: on SQLite (one
 //! process owns the file) every turn still running; on PostgreSQL those
 //! whose lease expired. Then the replica's background work runs
-//! ([`Engine::run_replica`]) until the gateway stops.
+//! ([`Engine::spawn_background`]) until the gateway stops.
 
 use std::{future::Future, sync::Arc, time::Duration};
 
@@ -22,10 +22,10 @@ use crate::{
     auth::{AuthConfigError, Authenticator},
     clients::{UpstreamError, Upstreams},
     config::{ConfigError, GatewayConfig},
+    engine::{self, Engine},
     registry::Registry,
     service::GatewayService,
     store::{Backend, Store, StoreError, StoreOptions},
-    turn::{self, Engine},
 };
 
 /// How long stopped turns get to store their partial answers at shutdown.
@@ -135,9 +135,9 @@ impl Gateway {
             Arc::new(registry),
             upstreams,
             config.turns.clone(),
-            turn::replica_id(),
+            engine::replica_id(),
         ));
-        if engine.store.backend() == Backend::Sqlite {
+        if engine.store().backend() == Backend::Sqlite {
             engine.recover_sqlite().await?;
         } else {
             engine.sweep().await?;
@@ -146,17 +146,11 @@ impl Gateway {
             tokio::spawn(crate::auth::warn_dev_remote(
                 config.server.listen.clone(),
                 crate::auth::DEV_REMOTE_WARNING_PERIOD,
-                engine.closing.clone(),
+                engine.closing(),
             ));
         }
-        tracing::info!(replica = %engine.replica, "gateway replica ready");
-        tokio::spawn(engine.clone().run_replica(engine.store.listen()));
-        tokio::spawn(
-            engine
-                .stream_leases
-                .clone()
-                .run(engine.config.lease_renew, engine.closing.clone()),
-        );
+        tracing::info!(replica = %engine.replica(), "gateway replica ready");
+        engine.spawn_background();
         Ok(Self {
             engine,
             auth: Arc::new(auth),
@@ -181,7 +175,7 @@ impl Gateway {
         {
             match config.upstream.runner_token() {
                 Ok(token) => {
-                    self.engine.upstreams.runner_token.set(token);
+                    self.engine.upstreams().runner_token.set(token);
                     tracing::info!("runner token read again; runner calls from now on send it");
                 }
                 Err(error) => tracing::warn!(
@@ -192,7 +186,7 @@ impl Gateway {
         }
         if config.store.database_url_file.is_some() {
             match config.store.url() {
-                Ok(url) => match self.engine.store.set_url(&url) {
+                Ok(url) => match self.engine.store().set_url(&url) {
                     Ok(()) => tracing::info!("database URL read again; new connections use it"),
                     Err(error) => {
                         tracing::warn!(%error, "the database URL read again is unusable; the current one stays")
@@ -252,7 +246,7 @@ impl Gateway {
             // failed, or stopped on its own) it starts now.
             let since = drain_started.await.unwrap_or_else(|_| Instant::now());
             let left = drain.saturating_sub(since.elapsed());
-            let turns = &engine.turns;
+            let turns = engine.turns();
             if !turns.is_empty() && !turns.wait_idle(left).await {
                 let stopped = turns.shutdown(SHUTDOWN_STORE_WAIT).await;
                 tracing::warn!(
@@ -268,8 +262,7 @@ impl Gateway {
         if let Err(error) = stopper.await {
             tracing::error!(%error, "the shutdown of running turns failed");
         }
-        self.engine.closing.cancel();
-        self.engine.store.close().await;
+        self.engine.close().await;
         served
     }
 }
@@ -278,8 +271,8 @@ impl Gateway {
 mod tests {
     use super::*;
     use crate::{
+        durable::journal,
         store::{BeginTurn, EventBody, NewTurn, StoredPage, TurnBatch, TurnState, WireBatch},
-        turn::journal,
     };
     use parley_proto::gateway::v1::{ChatEvent, chat_event::Event};
 
@@ -342,7 +335,7 @@ mod tests {
         let gateway = Gateway::build(&config, Registry::example(), Authenticator::dev())
             .await
             .expect("build");
-        let store = &gateway.engine().store;
+        let store = gateway.engine().store();
         let turn = store
             .turn("alice", "t1")
             .await

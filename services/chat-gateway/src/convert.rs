@@ -270,6 +270,31 @@ pub fn decode_outcome(outcome: &str) -> Option<gw::TurnComplete> {
     gw::TurnComplete::decode(bytes.as_slice()).ok()
 }
 
+/// The ids every status carries.
+#[derive(Debug, Clone)]
+pub struct TurnIds {
+    /// The conversation.
+    pub conversation_id: String,
+    /// The turn.
+    pub turn_id: String,
+}
+
+impl TurnIds {
+    /// A status event with these ids.
+    pub fn status(
+        &self,
+        phase: gw::TurnPhase,
+        message: impl Into<String>,
+    ) -> gw::chat_event::Event {
+        gw::chat_event::Event::Status(gw::TurnStatus {
+            phase: phase as i32,
+            message: message.into(),
+            conversation_id: self.conversation_id.clone(),
+            turn_id: self.turn_id.clone(),
+        })
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use serde_json::json;

@@ -14,6 +14,8 @@ pub mod auth;
 pub mod clients;
 pub mod config;
 pub mod convert;
+pub mod durable;
+pub mod engine;
 pub mod error;
 pub mod prompt;
 pub mod registry;

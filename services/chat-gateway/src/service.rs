@@ -11,24 +11,21 @@ pub mod validate;
 
 use std::sync::Arc;
 
-use parley_proto::{
-    gateway::v1::{
-        self as gw, chat_gateway_server::ChatGateway, chat_gateway_server::ChatGatewayServer,
-    },
-    json,
+use parley_proto::gateway::v1::{
+    self as gw, chat_gateway_server::ChatGateway, chat_gateway_server::ChatGatewayServer,
 };
 use tonic::{Request, Response, Status, service::interceptor::InterceptedService};
 
 use crate::{
     auth::{AuthInterceptor, Authenticator, Principal},
-    error::GatewayError,
-    prompt::{PromptInput, build_system_prompt},
-    registry::{ActionError, Handler, PageRef},
-    store::Deletion,
-    turn::{
-        Engine, EventStream, Followed, StartTurn,
+    durable::{
+        EventStream,
         streams::{self, Admitted},
     },
+    engine::{Engine, Followed},
+    error::GatewayError,
+    prompt::{PromptInput, build_system_prompt},
+    store::Deletion,
 };
 
 /// The ChatGateway service.
@@ -66,7 +63,7 @@ impl GatewayService {
                 permit,
                 lease: followed.lease,
             },
-            self.engine.config.follower_stall,
+            self.engine.config().follower_stall,
         )
     }
 }
@@ -94,14 +91,6 @@ fn caller<T>(request: &Request<T>) -> Result<String, Status> {
     principal(request).map(|principal| principal.owner().to_owned())
 }
 
-fn page_ref(page: &crate::store::StoredPage) -> PageRef {
-    PageRef {
-        page: page.page.clone(),
-        tab: page.tab.clone(),
-        subtab: page.subtab.clone(),
-    }
-}
-
 #[tonic::async_trait]
 impl ChatGateway for GatewayService {
     type ChatStream = EventStream;
@@ -114,33 +103,13 @@ impl ChatGateway for GatewayService {
     ) -> Result<Response<Self::ChatStream>, Status> {
         let principal = principal(&request)?;
         let admitted = self.engine.admit_turn_stream(&principal)?;
-        let config = &self.engine.config;
-        let deadline = validate::deadline(request.metadata(), config.max_duration);
-        let request = request.into_inner();
-        validate::message(&request.message, "message", config)?;
-        validate::id(&request.conversation_id, "conversation_id")?;
-        validate::id(&request.request_id, "request_id")?;
-        let page = validate::page(request.page.as_ref(), "page", config)?;
-        let response_schema = validate::response_schema(request.response_schema.as_ref(), config)?;
-        let model = validate::model(&request.model)?;
-        let resolved = Arc::new(self.engine.registry.resolve(&page_ref(&page)));
-        let stream = self
-            .engine
-            .start_turn(StartTurn {
-                principal,
-                conversation_id: request.conversation_id,
-                message: request.message,
-                page,
-                resolved,
-                response_schema,
-                model,
-                request_id: Some(request.request_id).filter(|id| !id.is_empty()),
-                cancel_running: request.cancel_running,
-                mid_answer_failover: request.mid_answer_failover,
-                action: None,
-                deadline,
-            })
-            .await?;
+        let start = validate::chat(
+            principal,
+            request,
+            self.engine.config(),
+            self.engine.registry(),
+        )?;
+        let stream = self.engine.start_turn(start).await?;
         Ok(Response::new(self.held(stream, admitted)))
     }
 
@@ -187,72 +156,13 @@ impl ChatGateway for GatewayService {
     ) -> Result<Response<Self::ExecuteActionStream>, Status> {
         let principal = principal(&request)?;
         let admitted = self.engine.admit_turn_stream(&principal)?;
-        let config = &self.engine.config;
-        let deadline = validate::deadline(request.metadata(), config.max_duration);
-        let request = request.into_inner();
-        if request.action.is_empty() {
-            return Err(GatewayError::invalid("MISSING_ACTION", "action", "is required").into());
-        }
-        validate::id(&request.conversation_id, "conversation_id")?;
-        validate::id(&request.request_id, "request_id")?;
-        let page = validate::page(request.page.as_ref(), "page", config)?;
-        let registry = &self.engine.registry;
-        let action = registry
-            .action(&request.action)
-            .ok_or_else(|| GatewayError::UnknownAction(request.action.clone()))?;
-        if action.handler != Handler::Server {
-            return Err(GatewayError::ClientAction(request.action.clone()).into());
-        }
-        let resolved = Arc::new(registry.resolve(&page_ref(&page)));
-        if !resolved
-            .actions
-            .iter()
-            .any(|allowed| allowed.action == request.action)
-        {
-            return Err(GatewayError::ActionNotOnPage {
-                action: request.action.clone(),
-                page: page.page.clone(),
-            }
-            .into());
-        }
-        let params = request
-            .params
-            .as_ref()
-            .map_or_else(|| serde_json::json!({}), json::from_struct_value);
-        let message = registry
-            .render_action_message(&request.action, &params)
-            .map_err(|error| match error {
-                ActionError::InvalidParams { violations, .. } => GatewayError::InvalidArgument {
-                    reason: "INVALID_ACTION_PARAMS",
-                    violations: violations
-                        .into_iter()
-                        .map(|(pointer, problem)| {
-                            (format!("params{}", pointer.replace('/', ".")), problem)
-                        })
-                        .collect(),
-                },
-                ActionError::Unknown(action) => GatewayError::UnknownAction(action),
-                ActionError::NotServer(action) => GatewayError::ClientAction(action),
-                ActionError::Template(error) => GatewayError::ActionTemplate(error.to_string()),
-            })?;
-        validate::message(&message, "params", config)?;
-        let stream = self
-            .engine
-            .start_turn(StartTurn {
-                principal,
-                conversation_id: request.conversation_id,
-                message,
-                page,
-                resolved,
-                response_schema: None,
-                model: None,
-                request_id: Some(request.request_id).filter(|id| !id.is_empty()),
-                cancel_running: false,
-                mid_answer_failover: false,
-                action: Some(request.action),
-                deadline,
-            })
-            .await?;
+        let start = validate::execute_action(
+            principal,
+            request,
+            self.engine.config(),
+            self.engine.registry(),
+        )?;
+        let stream = self.engine.start_turn(start).await?;
         Ok(Response::new(self.held(stream, admitted)))
     }
 
@@ -268,7 +178,7 @@ impl ChatGateway for GatewayService {
             "" => None,
             token => Some(conversations::decode_turn_page_token(token, &id)?),
         };
-        let store = &self.engine.store;
+        let store = self.engine.store();
         let summary = store
             .conversation(&owner, &id)
             .await
@@ -309,7 +219,7 @@ impl ChatGateway for GatewayService {
         };
         let (page, next) = self
             .engine
-            .store
+            .store()
             .list(&owner, size, cursor.as_ref())
             .await
             .map_err(GatewayError::from)?;
@@ -334,7 +244,7 @@ impl ChatGateway for GatewayService {
         // turn has ended (until then it holds its user's turn slot).
         if self
             .engine
-            .store
+            .store()
             .conversation(&owner, &id)
             .await
             .map_err(GatewayError::from)?
@@ -344,7 +254,7 @@ impl ChatGateway for GatewayService {
         }
         match self
             .engine
-            .store
+            .store()
             .delete(&owner, &id)
             .await
             .map_err(GatewayError::from)?
@@ -366,9 +276,9 @@ impl ChatGateway for GatewayService {
     ) -> Result<Response<gw::DescribePageResponse>, Status> {
         let admin = principal(&request)?.admin;
         let request = request.into_inner();
-        let page = validate::page(request.page.as_ref(), "page", &self.engine.config)?;
-        let registry = &self.engine.registry;
-        let resolved = registry.resolve(&page_ref(&page));
+        let page = validate::page(request.page.as_ref(), "page", self.engine.config())?;
+        let registry = self.engine.registry();
+        let resolved = registry.resolve(&validate::page_ref(&page));
         let mut response = resolved.describe();
         // The assembled prompt is the pages' internals: administrators only
         // (`auth.admin_claim`); everyone sees types, tools and actions.

@@ -363,10 +363,9 @@ impl Faults {
     }
 }
 
-/// A PostgreSQL duration setting in milliseconds, at least 1 (0 turns the
-/// limit off).
-fn millis(duration: Duration) -> u128 {
-    duration.as_millis().max(1)
+/// A duration in milliseconds, as an `i64` for the store.
+pub(crate) fn millis(duration: Duration) -> i64 {
+    i64::try_from(duration.as_millis()).unwrap_or(i64::MAX)
 }
 
 fn migrator() -> Migrator {
@@ -427,8 +426,9 @@ impl Store {
         // delete on another replica waited forever.
         let session_limits = format!(
             "SET lock_timeout = {}; SET idle_in_transaction_session_timeout = {}",
-            millis(options.lock_timeout),
-            millis(options.idle_in_transaction_timeout)
+            // At least 1: 0 would turn the limit off.
+            millis(options.lock_timeout).max(1),
+            millis(options.idle_in_transaction_timeout).max(1)
         );
         // One connection first, so that a database that cannot be opened is
         // reported with its own cause ("unable to open database file",

@@ -1,18 +1,142 @@
 //! Request checks at the edge: sizes, formats and the deadline, each
 //! refusal naming its field (`BadRequest` field violations).
 
-use std::time::Duration;
+use std::{sync::Arc, time::Duration};
 
 use parley_proto::{gateway::v1 as gw, json, runner::v1 as runner};
 use serde_json::Value;
 use tokio::time::Instant;
 
-use crate::{config::TurnConfig, convert, error::GatewayError, store::StoredPage};
+use crate::{
+    auth::Principal,
+    config::TurnConfig,
+    convert,
+    error::GatewayError,
+    registry::{ActionError, Handler, PageRef, Registry},
+    store::StoredPage,
+    turn::StartTurn,
+};
 
 /// Longest id a client may send (conversation, turn, request).
 pub const MAX_ID_LEN: usize = 128;
 /// Longest model override.
 const MAX_MODEL_LEN: usize = 256;
+
+/// A `Chat` request checked, as the turn it starts on the page it resolved
+/// to.
+pub fn chat(
+    principal: Principal,
+    request: tonic::Request<gw::ChatRequest>,
+    config: &TurnConfig,
+    registry: &Registry,
+) -> Result<StartTurn, GatewayError> {
+    let deadline = deadline(request.metadata(), config.max_duration);
+    let request = request.into_inner();
+    message(&request.message, "message", config)?;
+    id(&request.conversation_id, "conversation_id")?;
+    id(&request.request_id, "request_id")?;
+    let page = page(request.page.as_ref(), "page", config)?;
+    let response_schema = response_schema(request.response_schema.as_ref(), config)?;
+    let model = model(&request.model)?;
+    let resolved = Arc::new(registry.resolve(&page_ref(&page)));
+    Ok(StartTurn {
+        principal,
+        conversation_id: request.conversation_id,
+        message: request.message,
+        page,
+        resolved,
+        response_schema,
+        model,
+        request_id: Some(request.request_id).filter(|id| !id.is_empty()),
+        cancel_running: request.cancel_running,
+        mid_answer_failover: request.mid_answer_failover,
+        action: None,
+        deadline,
+    })
+}
+
+/// An `ExecuteAction` request checked (a server action the page allows,
+/// its parameters valid), as the turn of the message it renders.
+pub fn execute_action(
+    principal: Principal,
+    request: tonic::Request<gw::ExecuteActionRequest>,
+    config: &TurnConfig,
+    registry: &Registry,
+) -> Result<StartTurn, GatewayError> {
+    let deadline = deadline(request.metadata(), config.max_duration);
+    let request = request.into_inner();
+    if request.action.is_empty() {
+        return Err(GatewayError::invalid(
+            "MISSING_ACTION",
+            "action",
+            "is required",
+        ));
+    }
+    id(&request.conversation_id, "conversation_id")?;
+    id(&request.request_id, "request_id")?;
+    let page = page(request.page.as_ref(), "page", config)?;
+    let action = registry
+        .action(&request.action)
+        .ok_or_else(|| GatewayError::UnknownAction(request.action.clone()))?;
+    if action.handler != Handler::Server {
+        return Err(GatewayError::ClientAction(request.action.clone()));
+    }
+    let resolved = Arc::new(registry.resolve(&page_ref(&page)));
+    if !resolved
+        .actions
+        .iter()
+        .any(|allowed| allowed.action == request.action)
+    {
+        return Err(GatewayError::ActionNotOnPage {
+            action: request.action.clone(),
+            page: page.page.clone(),
+        });
+    }
+    let params = request
+        .params
+        .as_ref()
+        .map_or_else(|| serde_json::json!({}), json::from_struct_value);
+    let message = registry
+        .render_action_message(&request.action, &params)
+        .map_err(|error| match error {
+            ActionError::InvalidParams { violations, .. } => GatewayError::InvalidArgument {
+                reason: "INVALID_ACTION_PARAMS",
+                violations: violations
+                    .into_iter()
+                    .map(|(pointer, problem)| {
+                        (format!("params{}", pointer.replace('/', ".")), problem)
+                    })
+                    .collect(),
+            },
+            ActionError::Unknown(action) => GatewayError::UnknownAction(action),
+            ActionError::NotServer(action) => GatewayError::ClientAction(action),
+            ActionError::Template(error) => GatewayError::ActionTemplate(error.to_string()),
+        })?;
+    self::message(&message, "params", config)?;
+    Ok(StartTurn {
+        principal,
+        conversation_id: request.conversation_id,
+        message,
+        page,
+        resolved,
+        response_schema: None,
+        model: None,
+        request_id: Some(request.request_id).filter(|id| !id.is_empty()),
+        cancel_running: false,
+        mid_answer_failover: false,
+        action: Some(request.action),
+        deadline,
+    })
+}
+
+/// The registry's key of a stored page.
+pub fn page_ref(page: &StoredPage) -> PageRef {
+    PageRef {
+        page: page.page.clone(),
+        tab: page.tab.clone(),
+        subtab: page.subtab.clone(),
+    }
+}
 
 /// The turn's deadline: the caller's `grpc-timeout`, capped by
 /// `max_duration`.

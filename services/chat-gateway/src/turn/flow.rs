@@ -32,20 +32,22 @@ use tokio::time::Instant;
 use tracing::Instrument;
 
 use super::{
-    Engine, TurnSpec,
+    Shared, TurnSpec,
     cleaner::TextCleaner,
     history::{self, History},
-    journal::{Fault, Journal},
-    manager::{StopCause, TurnSlot},
     observe,
     outcome::{self, CompleteParts, Ending, Failure},
     parse, recover,
-    relay::{self, Fence, RunEnd, TurnIds},
+    relay::{self, Fence, RunEnd},
 };
 use crate::{
-    convert,
+    convert::{self, TurnIds},
+    durable::{
+        journal::{Fault, Journal},
+        manager::{StopCause, TurnSlot},
+    },
     prompt::{PromptInput, build_system_prompt},
-    store::{EventBody, FinishTurn},
+    store::{EventBody, FinishTurn, millis},
 };
 
 /// What the model call produced, however it ended.
@@ -103,24 +105,24 @@ fn deadline_failure() -> Failure {
 }
 
 /// Runs the turn and always ends it with a stored answer and `complete`.
-pub async fn run(engine: Arc<Engine>, spec: TurnSpec, slot: TurnSlot, journal: Arc<Journal>) {
+pub async fn run(shared: Arc<Shared>, spec: TurnSpec, slot: TurnSlot, journal: Arc<Journal>) {
     let ids = TurnIds {
         conversation_id: spec.start.conversation_id.clone(),
         turn_id: spec.turn_id.clone(),
     };
     journal.stop_on_fault(slot.cancel_token().clone());
     journal.push(ids.status(gw::TurnPhase::Started, "Turn started"));
-    let produced = produce(&engine, &spec, &slot, &journal, &ids).await;
+    let produced = produce(&shared, &spec, &slot, &journal, &ids).await;
     let ended = Ended {
         slot,
         journal: &journal,
     };
-    Box::pin(finish(&engine, &spec, ended, produced)).await;
+    Box::pin(finish(&shared, &spec, ended, produced)).await;
 }
 
 /// Everything up to the parsed answer.
 async fn produce(
-    engine: &Engine,
+    shared: &Shared,
     spec: &TurnSpec,
     slot: &TurnSlot,
     sink: &Journal,
@@ -128,7 +130,7 @@ async fn produce(
 ) -> Produced {
     let stop = slot.cancel_token().clone();
     let page = &spec.start.resolved;
-    let history = match Box::pin(load_history(engine, spec))
+    let history = match Box::pin(load_history(shared, spec))
         .instrument(tracing::info_span!("store.load_history"))
         .await
     {
@@ -139,7 +141,7 @@ async fn produce(
     // Boxed, like the other once-only steps; the request is built inside,
     // so no moved-from copy of it stays in this future's state while the
     // turn streams (about 900 bytes per turn).
-    let opened = Box::pin(open_calls(engine, spec, &stop, history, profile.clone())).await;
+    let opened = Box::pin(open_calls(shared, spec, &stop, history, profile.clone())).await;
     let (cleaner, stream, fence) = match opened {
         None => return Produced::empty(stopped(slot, sink)),
         Some(Err(failure)) => return Produced::empty(Ending::Failed(failure)),
@@ -154,7 +156,7 @@ async fn produce(
         &stop,
         relay::Bounds {
             deadline: spec.start.deadline,
-            max_answer_bytes: engine.config.max_answer_bytes,
+            max_answer_bytes: shared.config.max_answer_bytes,
         },
         fence.as_ref(),
     )
@@ -186,7 +188,7 @@ async fn produce(
             // only when they differ is it parsed again.
             if finished.text != cleaned.raw {
                 let (parsed, fallback) = Box::pin(parse::parse_text(
-                    &engine.upstreams,
+                    &shared.upstreams,
                     &finished.text,
                     &profile,
                 ))
@@ -224,7 +226,7 @@ async fn produce(
         RunEnd::Stopped => (stopped(slot, sink), partial_structured),
         RunEnd::DeadlineExceeded => (Ending::Failed(deadline_failure()), partial_structured),
         RunEnd::AnswerTooLarge => (
-            Ending::Failed(Failure::answer_too_large(engine.config.max_answer_bytes)),
+            Ending::Failed(Failure::answer_too_large(shared.config.max_answer_bytes)),
             partial_structured,
         ),
         RunEnd::LeaseLost => (
@@ -265,7 +267,7 @@ type Opened = (
 /// effects (gRPC, MCP). `None` when the turn was stopped
 /// first.
 async fn open_calls(
-    engine: &Engine,
+    shared: &Shared,
     spec: &TurnSpec,
     stop: &tokio_util::sync::CancellationToken,
     history: History,
@@ -275,7 +277,7 @@ async fn open_calls(
     let stream_id = Some(spec.start.page.stream_id.as_str()).filter(|id| !id.is_empty());
     let system_prompt = tracing::info_span!("prompt.build").in_scope(|| {
         build_system_prompt(&PromptInput {
-            registry: &engine.registry,
+            registry: &shared.registry,
             page,
             stream_id,
             state: spec.start.page.state.as_ref(),
@@ -301,7 +303,7 @@ async fn open_calls(
         user_id: spec.start.principal.subject.clone(),
         user_issuer: spec.start.principal.issuer.clone(),
         tenant: spec.start.principal.tenant.clone().unwrap_or_default(),
-        text_tool_calls: engine.config.text_tool_calls,
+        text_tool_calls: shared.config.text_tool_calls,
         context: spec.start.page.state.as_ref().map(json::to_struct_wrapped),
         // The request or the page turns it on.
         mid_answer_failover: spec.start.mid_answer_failover || page.mid_answer_failover,
@@ -312,7 +314,7 @@ async fn open_calls(
         .start
         .deadline
         .saturating_duration_since(Instant::now());
-    let mut runner_client = engine.upstreams.runner.clone();
+    let mut runner_client = shared.upstreams.runner.clone();
     // A fence costs a bidirectional call and a task on the runner: only a
     // turn whose tools can have effects pays for it.
     let (fence, call) = if !page.has_tools_with_effects() {
@@ -332,9 +334,9 @@ async fn open_calls(
         call.set_timeout(timeout);
         let fence = Fence {
             decisions,
-            store: engine.store.clone(),
-            replica: engine.replica.clone(),
-            lease_ttl_ms: super::millis(engine.config.lease_ttl),
+            store: shared.store.clone(),
+            replica: shared.replica.clone(),
+            lease_ttl_ms: millis(shared.config.lease_ttl),
         };
         (
             Some(fence),
@@ -346,7 +348,7 @@ async fn open_calls(
         () = stop.cancelled() => None,
         () = tokio::time::sleep_until(spec.start.deadline) => Some(Err(deadline_failure())),
         (cleaner, response) = async {
-            tokio::join!(TextCleaner::open(&engine.upstreams, profile), call)
+            tokio::join!(TextCleaner::open(&shared.upstreams, profile), call)
         } => Some(match response {
             // Boxed: the cleaner (about 1 KB) moves through the relay and
             // its result, and the turn's task need only hold a pointer.
@@ -359,7 +361,7 @@ async fn open_calls(
     }
 }
 
-async fn load_history(engine: &Engine, spec: &TurnSpec) -> Result<History, Failure> {
+async fn load_history(shared: &Shared, spec: &TurnSpec) -> Result<History, Failure> {
     if spec.new_conversation {
         return Ok(History::first_message(&spec.start.message));
     }
@@ -371,16 +373,16 @@ async fn load_history(engine: &Engine, spec: &TurnSpec) -> Result<History, Failu
             true,
         )
     };
-    let events = engine
+    let events = shared
         .store
         .recent_events(
             spec.start.principal.owner(),
             &spec.start.conversation_id,
-            engine.config.history_max_turns,
+            shared.config.history_max_turns,
         )
         .await
         .map_err(store_failure)?;
-    let turns = engine
+    let turns = shared
         .store
         .turns(spec.start.principal.owner(), &spec.start.conversation_id)
         .await
@@ -388,7 +390,7 @@ async fn load_history(engine: &Engine, spec: &TurnSpec) -> Result<History, Failu
     Ok(history::rebuild(
         &events,
         &turns,
-        engine.config.history_max_bytes,
+        shared.config.history_max_bytes,
     ))
 }
 
@@ -403,7 +405,7 @@ struct Ended<'a> {
 
 /// Stores the answer with the turn's last wire events (`error` if any,
 /// `complete`) in one transaction, then releases them to the followers.
-async fn finish(engine: &Engine, spec: &TurnSpec, ended: Ended<'_>, produced: Produced) {
+async fn finish(shared: &Shared, spec: &TurnSpec, ended: Ended<'_>, produced: Produced) {
     let Ended { slot, journal } = ended;
     let Produced {
         ending,
@@ -461,13 +463,13 @@ async fn finish(engine: &Engine, spec: &TurnSpec, ended: Ended<'_>, produced: Pr
     let outcome = convert::encode_outcome(&complete);
     let mut last: Vec<Event> = error_event.map(Event::Error).into_iter().collect();
     last.push(Event::Complete(Box::new(complete)));
-    let stored = engine
+    let stored = shared
         .store
         .finish_turn(FinishTurn {
             owner: spec.start.principal.owner(),
             conversation_id: &spec.start.conversation_id,
             turn_id: &spec.turn_id,
-            replica: &engine.replica,
+            replica: &shared.replica,
             state: ending.state(),
             retryable: ending.failure().is_some_and(|failure| failure.retryable),
             outcome: Some(outcome),

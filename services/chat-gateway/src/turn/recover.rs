@@ -17,12 +17,10 @@ use parley_proto::{
     parser::v1::ParseResponse,
 };
 
-use super::{
-    journal,
-    outcome::{self, CompleteParts, Ending, Failure},
-};
+use super::outcome::{self, CompleteParts, Ending, Failure};
 use crate::{
     convert,
+    durable::journal,
     store::{EventBody, Finalize, ReapInput, Reaped},
 };
 

@@ -51,9 +51,8 @@ use parley_proto::{
 use tokio::{sync::mpsc, time::Instant};
 use tokio_util::sync::CancellationToken;
 
-use crate::store::Store;
-
-use super::{cleaner::TextCleaner, journal::Journal, parse::short, partials::StructuredPartials};
+use super::{cleaner::TextCleaner, parse::short, partials::StructuredPartials};
+use crate::{convert::TurnIds, durable::journal::Journal, store::Store};
 
 /// How the runner's stream ended.
 #[derive(Debug)]
@@ -131,27 +130,6 @@ pub struct Relayed {
     pub tools: Vec<gw::ToolRecord>,
     /// Usage summed over the model calls seen.
     pub usage: gw::Usage,
-}
-
-/// The ids every status carries.
-#[derive(Debug, Clone)]
-pub struct TurnIds {
-    /// The conversation.
-    pub conversation_id: String,
-    /// The turn.
-    pub turn_id: String,
-}
-
-impl TurnIds {
-    /// A status event with these ids.
-    pub fn status(&self, phase: gw::TurnPhase, message: impl Into<String>) -> Event {
-        Event::Status(gw::TurnStatus {
-            phase: phase as i32,
-            message: message.into(),
-            conversation_id: self.conversation_id.clone(),
-            turn_id: self.turn_id.clone(),
-        })
-    }
 }
 
 fn phase(phase: i32) -> Option<gw::TurnPhase> {

@@ -412,7 +412,7 @@ async fn a_database_url_file_is_read_again_and_new_connections_use_it() {
     .expect("terminate");
     pool.close().await;
 
-    let store = &gateway.engine().store;
+    let store = gateway.engine().store();
     let mut read = false;
     for _ in 0..50 {
         if store.turn("alice", "no-such-turn").await.is_ok() {
@@ -426,7 +426,6 @@ async fn a_database_url_file_is_read_again_and_new_connections_use_it() {
         backends_named(&second).await > 0,
         "new connections use the URL read again"
     );
-    gateway.engine().closing.cancel();
-    store.close().await;
+    gateway.engine().close().await;
     crate::postgres::drop_schema(&schema).await;
 }

@@ -177,7 +177,7 @@ impl Harness {
         let gateway = Gateway::build(&config, Registry::example(), options.auth)
             .await
             .expect("gateway builds");
-        let faults = gateway.engine().store.faults().clone();
+        let faults = gateway.engine().store().faults().clone();
         let server = config.server.clone();
         let (listener, addr) = listen().await;
         let (shutdown_tx, shutdown_rx) = oneshot::channel::<()>();

@@ -129,8 +129,8 @@ mod tests {
 
     use super::*;
     use crate::{
+        durable::journal::{self, End},
         store::{BeginTurn, EventBody, NewTurn, StoreOptions, StoredPage},
-        turn::journal::{self, End},
     };
 
     const REPLICA: &str = "replica-a";

@@ -21,12 +21,9 @@ use parley_proto::gateway::v1::{self as gw, ChatEvent, chat_event::Event};
 use tokio::sync::{Notify, watch};
 use tonic::Status;
 
-use super::{
-    journal::{self, End, Journal, Release},
-    relay::TurnIds,
-};
+use super::journal::{self, End, Journal, Release};
 use crate::{
-    convert,
+    convert::{self, TurnIds},
     error::GatewayError,
     store::{Store, TurnRecord, TurnState},
 };
@@ -272,7 +269,7 @@ impl Follower {
             .is_none_or(|at| at.elapsed() >= source.heartbeat)
         {
             self.heartbeat_at = Some(std::time::Instant::now());
-            let watch_for = super::millis(source.watch_for);
+            let watch_for = crate::store::millis(source.watch_for);
             if let Err(error) = source
                 .store
                 .watch_turn(&source.owner, &source.turn_id, watch_for)

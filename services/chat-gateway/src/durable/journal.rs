@@ -19,7 +19,7 @@
 //! an event reaches clients only once it is committed.
 //!
 //! The turn's last events (`error`, `complete`) are stored with its answer
-//! in one transaction ([`super::flow`]); only then are they released, so a
+//! in one transaction ([`crate::turn::flow`]); only then are they released, so a
 //! `complete` always follows a stored answer. When the store fails, the turn
 //! ends with `STORE_UNAVAILABLE` and its events are released uncommitted, so
 //! the client learns what happened; what the store shows is then exactly
@@ -86,7 +86,7 @@ struct Inner {
 }
 
 /// What stores journals' events: the replica's event log
-/// (`turn::eventlog`), which takes the batches of the journals queued on it
+/// (`crate::durable::eventlog`), which takes the batches of the journals queued on it
 /// and settles them.
 pub trait Writer: Send + Sync + std::fmt::Debug {
     /// Lists `journal` among those with events to store (each once).

@@ -30,10 +30,10 @@ use tokio::{
 use tokio_util::sync::CancellationToken;
 use tonic::Status;
 
-use super::{EventStream, millis};
+use super::EventStream;
 use crate::{
     error::GatewayError,
-    store::{Store, quota::NewStream},
+    store::{Store, millis, quota::NewStream},
 };
 
 /// The store leases of this replica's streams.

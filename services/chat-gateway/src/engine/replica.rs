@@ -10,7 +10,7 @@
 //! orphan whose task could not store its end (the store failed), and is
 //! ended now as `STORE_UNAVAILABLE`. Every `lease_renew` it also sweeps:
 //! each running turn whose lease has expired is ended as `REPLICA_LOST`
-//! with the partial answer its clients saw ([`super::recover`]), at most
+//! with the partial answer its clients saw ([`crate::turn::recover`]), at most
 //! `turns.sweep_batch` a sweep (a full sweep runs again at once, between
 //! the notices). The sweep runs at start-up
 //! too; on SQLite, whose file belongs to one process, turns of any other
@@ -20,8 +20,10 @@ use std::{sync::Arc, time::Duration};
 
 use tokio::sync::mpsc;
 
-use super::{Engine, manager::StopCause, millis, recover};
-use crate::store::{ReapIf, StoreError, listen::Notice, now_ms};
+use super::Engine;
+use crate::durable::manager::StopCause;
+use crate::store::{ReapIf, StoreError, listen::Notice, millis, now_ms};
+use crate::turn::recover;
 
 /// How often old wire logs are pruned.
 const PRUNE_EVERY: Duration = Duration::from_secs(60);
@@ -35,12 +37,27 @@ pub struct Swept {
     pub more: bool,
 }
 
+/// A new id for this replica: the host name (the pod name on Kubernetes)
+/// and a random suffix, so a restarted process is a new replica.
+pub fn replica_id() -> String {
+    let host = std::env::var("HOSTNAME")
+        .ok()
+        .filter(|host| !host.trim().is_empty())
+        .unwrap_or_else(|| "gateway".to_owned());
+    let suffix = uuid::Uuid::new_v4().simple().to_string();
+    format!("{host}-{}", &suffix[..8])
+}
+
 impl Engine {
     /// Renews this replica's leases and handles what the renewal found.
     pub async fn renew_leases(&self) -> Result<(), StoreError> {
-        let ttl = millis(self.config.lease_ttl);
-        let held = self.store.renew_leases(&self.replica, ttl).await?;
-        let grace = self.config.abandoned_turn_grace;
+        let ttl = millis(self.shared.config.lease_ttl);
+        let held = self
+            .shared
+            .store
+            .renew_leases(&self.shared.replica, ttl)
+            .await?;
+        let grace = self.shared.config.abandoned_turn_grace;
         let unfollowed = if grace.is_zero() {
             Vec::new()
         } else {
@@ -57,10 +74,11 @@ impl Engine {
             }
             // Checked again: the turn may have ended since the renewal.
             let ended = self
+                .shared
                 .store
                 .reap(
                     &turn.id,
-                    ReapIf::HeldBy(self.replica.clone()),
+                    ReapIf::HeldBy(self.shared.replica.clone()),
                     recover::finalize(recover::store_unavailable()),
                 )
                 .await?;
@@ -83,7 +101,7 @@ impl Engine {
         {
             tracing::info!(
                 turn = %turn_id,
-                grace_secs = self.config.abandoned_turn_grace.as_secs(),
+                grace_secs = self.shared.config.abandoned_turn_grace.as_secs(),
                 "cancelled a turn nobody followed any more"
             );
         }
@@ -91,12 +109,13 @@ impl Engine {
 
     /// Ends at most `turns.sweep_batch` turns whose lease expired.
     pub async fn sweep(&self) -> Result<Swept, StoreError> {
-        let batch = self.config.sweep_batch.max(1);
-        let expired = self.store.expired_turns(batch).await?;
+        let batch = self.shared.config.sweep_batch.max(1);
+        let expired = self.shared.store.expired_turns(batch).await?;
         let more = expired.len() >= batch;
         let mut ended = 0;
         for turn_id in expired {
             if self
+                .shared
                 .store
                 .reap(
                     &turn_id,
@@ -116,12 +135,13 @@ impl Engine {
     /// At start-up on SQLite: ends every turn another process left running.
     pub async fn recover_sqlite(&self) -> Result<usize, StoreError> {
         let mut ended = 0;
-        for turn_id in self.store.running_turns().await? {
+        for turn_id in self.shared.store.running_turns().await? {
             if self
+                .shared
                 .store
                 .reap(
                     &turn_id,
-                    ReapIf::NotHeldBy(self.replica.clone()),
+                    ReapIf::NotHeldBy(self.shared.replica.clone()),
                     recover::finalize(recover::replica_lost()),
                 )
                 .await?
@@ -157,7 +177,7 @@ impl Engine {
     /// Renews this replica's leases every `lease_renew` until
     /// [`Engine::close`].
     async fn renew_until_closed(self: Arc<Self>) {
-        let mut renew = tokio::time::interval(self.config.lease_renew);
+        let mut renew = tokio::time::interval(self.shared.config.lease_renew);
         renew.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
             tokio::select! {
@@ -171,10 +191,22 @@ impl Engine {
         }
     }
 
+    /// Spawns this replica's background work until [`Engine::close`]:
+    /// the store's notices and sweeps ([`Engine::run_replica`]) and the
+    /// renewal of the stream leases.
+    pub fn spawn_background(self: &Arc<Self>) {
+        tokio::spawn(self.clone().run_replica(self.shared.store.listen()));
+        tokio::spawn(
+            self.stream_leases
+                .clone()
+                .run(self.shared.config.lease_renew, self.closing.clone()),
+        );
+    }
+
     /// Runs the background work until [`Engine::close`].
     pub async fn run_replica(self: Arc<Self>, mut notices: Option<mpsc::Receiver<Notice>>) {
         tokio::spawn(self.clone().renew_until_closed());
-        let mut sweep = tokio::time::interval(self.config.lease_renew);
+        let mut sweep = tokio::time::interval(self.shared.config.lease_renew);
         sweep.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         let mut prune = tokio::time::interval(PRUNE_EVERY);
         prune.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -195,16 +227,16 @@ impl Engine {
                     Err(error) => tracing::warn!(%error, "cannot end turns whose lease expired"),
                 },
                 _ = prune.tick() => {
-                    let before = now_ms() - millis(self.config.resume_retention);
-                    match self.store.prune_wire(before).await {
+                    let before = now_ms() - millis(self.shared.config.resume_retention);
+                    match self.shared.store.prune_wire(before).await {
                         Ok(0) => {}
                         Ok(pruned) => tracing::info!(batches = pruned, "pruned wire events past the resume window"),
                         Err(error) => tracing::warn!(%error, "cannot prune old wire events"),
                     }
-                    if let Err(error) = self.store.prune_quota_days(now_ms()).await {
+                    if let Err(error) = self.shared.store.prune_quota_days(now_ms()).await {
                         tracing::warn!(%error, "cannot prune old quota token counts");
                     }
-                    if let Err(error) = self.store.prune_admissions(now_ms()).await {
+                    if let Err(error) = self.shared.store.prune_admissions(now_ms()).await {
                         tracing::warn!(%error, "cannot prune old quota admissions");
                     }
                 }
