@@ -31,13 +31,10 @@ use verifiers::{JwtVerifier, StaticToken};
 
 use std::sync::Arc;
 
-use jsonwebtoken::{Algorithm, Validation, errors::ErrorKind};
-use sha2::{Digest, Sha256};
-use subtle::{ConditionallySelectable, ConstantTimeEq};
 use tokio_util::sync::{CancellationToken, DropGuard};
 use tonic::{Code, Request, Status, metadata::MetadataMap};
 
-use crate::config::{AdminClaim, AuthConfig, JwtAlgorithm, JwtConfig, StaticTokenConfig};
+use crate::config::{AdminClaim, AuthConfig};
 
 /// The user every call is attributed to in dev mode.
 pub const DEV_USER: &str = "dev";

@@ -2,10 +2,11 @@
 
 use std::path::PathBuf;
 
-use jsonwebtoken::{EncodingKey, Header, encode, get_current_timestamp};
+use jsonwebtoken::{Algorithm, EncodingKey, Header, encode, get_current_timestamp};
 use serde_json::json;
 
 use super::*;
+use crate::config::{JwtAlgorithm, JwtConfig, StaticTokenConfig};
 
 const SECRET: &str = "0123456789abcdef0123456789abcdef-test-only";
 const STATIC_TOKEN: &str = "static-token-for-ci-0001";

@@ -2,8 +2,16 @@
 //! the issuer's JWKS) and static tokens, built from `[auth]` and checking a
 //! bearer token into a [`Principal`].
 
-use super::*;
-use jsonwebtoken::DecodingKey;
+use std::sync::Arc;
+
+use jsonwebtoken::{Algorithm, DecodingKey, Validation, errors::ErrorKind};
+use sha2::{Digest, Sha256};
+use subtle::{ConditionallySelectable, ConstantTimeEq};
+use tokio_util::sync::CancellationToken;
+use tonic::metadata::MetadataMap;
+
+use super::{AuthConfigError, AuthError, MAX_ID_BYTES, Principal, STATIC_ISSUER, Verifiers, jwks};
+use crate::config::{AuthConfig, JwtAlgorithm, JwtConfig, StaticTokenConfig};
 
 /// Where a verifier's key comes from.
 pub(super) enum Keys {

@@ -1,7 +1,10 @@
 //! `[auth]`: who may call — JWT issuers (a secret, a PEM key or a JWKS),
 //! static tokens, the tenant and admin claims, and dev mode.
 
-use super::*;
+use std::{path::PathBuf, time::Duration};
+
+use parley_grpc::config::duration;
+use serde::{Deserialize, Serialize};
 
 /// `[auth]`: who may call. At least one JWT issuer or static token is
 /// required, unless dev mode is asked for explicitly (`dev = true` or

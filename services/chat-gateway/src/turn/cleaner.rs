@@ -32,7 +32,6 @@
 
 use std::{collections::VecDeque, sync::Arc, time::Duration};
 
-use futures::FutureExt;
 use parley_parse::{Limits, ProfileCache, StreamParser};
 use parley_proto::{
     gateway::v1::chat_event::Event,
@@ -43,10 +42,9 @@ use parley_proto::{
     },
 };
 use tokio::sync::mpsc;
-use tokio_stream::{StreamExt, wrappers::ReceiverStream};
 
 use super::{
-    parse::{local_profile, parse_locally, short, unparsed},
+    parse::{local_profile, parse_locally, unparsed},
     partials::Shown,
 };
 use crate::clients::{Parsing, Traced, Upstreams};

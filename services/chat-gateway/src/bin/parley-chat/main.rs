@@ -28,10 +28,9 @@ use std::{
 use anyhow::{Context, Result};
 use clap::Parser;
 use parley_proto::gateway::v1::{
-    ChatEvent, ChatRequest, PageContext, PayloadPartial, ResumeTurnRequest, TurnComplete,
-    chat_event::Event, chat_gateway_client::ChatGatewayClient,
+    ChatEvent, ChatRequest, PageContext, ResumeTurnRequest, chat_event::Event,
+    chat_gateway_client::ChatGatewayClient,
 };
-use parley_proto::parser::v1::{Payload, data_operation, payload::Typed, schema_operation};
 use tonic::{Code, Request, Status, Streaming, metadata::MetadataValue, transport::Channel};
 
 /// The first wait before reconnecting; it doubles up to [`MAX_BACKOFF`].

@@ -2,7 +2,8 @@
 //! tool progress on its own lines, proposal cards that grow in place, and
 //! the final suggestions, actions and payloads; colours only on a terminal.
 
-use super::*;
+use parley_proto::gateway::v1::{PayloadPartial, TurnComplete, chat_event::Event};
+use parley_proto::parser::v1::{Payload, data_operation, payload::Typed, schema_operation};
 
 pub(crate) struct Style {
     /// No colours and no redrawing (a pipe, `--plain`).

@@ -1,7 +1,15 @@
 //! The cleaner's parser sidecar: opening its `ParseStream`, sending
 //! deltas, taking what it answers, and the final parse of the whole text.
 
-use super::*;
+use futures::FutureExt;
+use parley_proto::parser::v1::{
+    ParseResponse, ParseStreamRequest, ParseStreamResponse, parse_stream_request::Input,
+};
+use tokio::sync::mpsc;
+use tokio_stream::{StreamExt, wrappers::ReceiverStream};
+
+use super::{Mode, REQUEST_BUFFER, Remote, TextCleaner};
+use crate::turn::parse::short;
 
 impl TextCleaner {
     /// Opens a `ParseStream` (sending `text` first, when given), or the
