@@ -5,7 +5,9 @@
 # gateway with parley-chat.
 #
 #   scripts/demo.sh          run the demo, then keep the stack up until Ctrl-C
-#   scripts/demo.sh --once   run the demo and stop (CI does this)
+#   scripts/demo.sh --once   run the demo and the documented commands that
+#                            need the stack (scripts/doc_commands.py --run),
+#                            then stop (CI does this)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 once=false
@@ -76,7 +78,10 @@ echo >&2
     --state '{"table":{"name":"Job Applications","row_count":2,"columns":[{"id":"col_company","name":"Company","type":"text"},{"id":"col_status","name":"Status","type":"select","options":["Applied","Interview","Offer"]}]}}' \
     "Add some sample data"
 
-if ! $once; then
+if $once; then
+    # The commands README.md and docs/ show against this stack, as written.
+    python3 scripts/doc_commands.py --run
+else
     echo >&2
     echo "demo: the stack keeps running: try 'target/debug/parley-chat' or grpcurl (see README). Ctrl-C stops it." >&2
     # Ctrl-C is how this ends: a clean stop, not a failure.
