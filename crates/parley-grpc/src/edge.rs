@@ -1,6 +1,9 @@
 //! The service edge of every Parley server: how a call's final status
-//! leaves the process, done once here for the three binaries
-//! ([`crate::serve`] puts [`EdgeLayer`] in front of every service).
+//! leaves the process, done once here for the three binaries. The server
+//! layer of every call ([`crate::telemetry::rpc::server::RpcServerLayer`],
+//! which [`crate::serve`] puts in front of every service) [`settle`]s each
+//! call's status, in the headers of a trailers-only response or in the
+//! trailers, before it records it.
 //!
 //! **Decode failures are the client's.** tonic answers a request message it
 //! cannot decode with `INTERNAL` and prost's message (for page state nested
@@ -30,21 +33,14 @@
 //! (messages may quote the request). A call the client abandons sends no
 //! status and leaves no line.
 
-use std::{
-    future::Future,
-    pin::Pin,
-    sync::{Arc, OnceLock},
-    task::{Context, Poll},
-};
+use std::sync::{Arc, OnceLock};
 
 use http::HeaderMap;
-use http_body::{Frame, SizeHint};
-use tonic::{Code, Status, body::Body, codegen::Bytes};
-use tower::{Layer, Service};
+use tonic::{Code, Status};
 
 use crate::{
+    codes::{code_name, is_server_error},
     status,
-    telemetry::rpc::{MethodNames, code_name, is_infrastructure, is_server_error},
 };
 
 /// The `tracing` target of the audit lines.
@@ -59,7 +55,7 @@ const TONIC_INFLATED_PREFIX: &str = "Error decompressing: size limit, of ";
 /// The longest decode problem quoted back to the client.
 const MAX_PROBLEM_CHARS: usize = 120;
 
-/// The tenant of one call, for its audit line. [`EdgeLayer`] puts an
+/// The tenant of one call, for its audit line. The server layer puts an
 /// empty one in every call's request extensions; whoever authenticates the
 /// caller fills it in with [`record_tenant`] (the hook for the gateway's
 /// principal and its tenant claim). Unset, the line has no `tenant`.
@@ -79,151 +75,26 @@ impl AuditTenant {
 }
 
 /// Records `tenant` as the tenant of the call `request` belongs to (a
-/// no-op outside [`EdgeLayer`], for example in unit tests).
+/// no-op outside a server's layers, for example in unit tests).
 pub fn record_tenant<T>(request: &tonic::Request<T>, tenant: &str) {
     if let Some(slot) = request.extensions().get::<AuditTenant>() {
         slot.set(tenant);
     }
 }
 
-/// Adds [`Edge`] to every service of a server.
-#[derive(Debug, Clone)]
-pub struct EdgeLayer {
-    methods: MethodNames,
-}
-
-impl EdgeLayer {
-    /// A layer that knows Parley's methods.
-    pub fn new() -> Self {
-        Self {
-            methods: MethodNames::parley(),
-        }
-    }
-}
-
-impl Default for EdgeLayer {
-    fn default() -> Self {
-        Self::new()
-    }
-}
-
-impl<S> Layer<S> for EdgeLayer {
-    type Service = Edge<S>;
-
-    fn layer(&self, inner: S) -> Self::Service {
-        Edge {
-            inner,
-            methods: self.methods.clone(),
-        }
-    }
-}
-
-/// Rewrites decode failures and writes the audit line of each call.
-#[derive(Debug, Clone)]
-pub struct Edge<S> {
-    inner: S,
-    methods: MethodNames,
-}
-
 /// What the audit line of a call needs.
 #[derive(Debug)]
-struct CallAudit {
-    rpc: String,
-    tenant: AuditTenant,
-}
-
-type BoxFuture<T, E> = Pin<Box<dyn Future<Output = Result<T, E>> + Send>>;
-
-impl<S> Service<http::Request<Body>> for Edge<S>
-where
-    S: Service<http::Request<Body>, Response = http::Response<Body>> + Send + 'static,
-    S::Future: Send + 'static,
-    S::Error: Send + 'static,
-{
-    type Response = http::Response<Body>;
-    type Error = S::Error;
-    type Future = BoxFuture<Self::Response, Self::Error>;
-
-    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
-        self.inner.poll_ready(cx)
-    }
-
-    fn call(&mut self, mut request: http::Request<Body>) -> Self::Future {
-        let path = request.uri().path();
-        if is_infrastructure(path) {
-            return Box::pin(self.inner.call(request));
-        }
-        let call = CallAudit {
-            rpc: self.methods.label(path).to_owned(),
-            tenant: AuditTenant::default(),
-        };
-        request.extensions_mut().insert(call.tenant.clone());
-        let future = self.inner.call(request);
-        Box::pin(async move {
-            let mut response = future.await?;
-            // A trailers-only response (every refusal before a stream
-            // starts) has its status in the headers.
-            if settle(response.headers_mut(), &call) {
-                return Ok(response);
-            }
-            Ok(response.map(|body| {
-                Body::new(EdgeBody {
-                    inner: body,
-                    call: Some(call),
-                })
-            }))
-        })
-    }
-}
-
-/// A response body whose trailers get [`settle`]d.
-struct EdgeBody<B> {
-    inner: B,
-    call: Option<CallAudit>,
-}
-
-impl<B> http_body::Body for EdgeBody<B>
-where
-    B: http_body::Body<Data = Bytes> + Unpin,
-{
-    type Data = Bytes;
-    type Error = B::Error;
-
-    fn poll_frame(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-    ) -> Poll<Option<Result<Frame<Self::Data>, Self::Error>>> {
-        let this = &mut *self;
-        match Pin::new(&mut this.inner).poll_frame(cx) {
-            Poll::Ready(Some(Ok(frame))) if frame.is_trailers() => {
-                let Some(call) = this.call.take() else {
-                    return Poll::Ready(Some(Ok(frame)));
-                };
-                match frame.into_trailers() {
-                    Ok(mut trailers) => {
-                        settle(&mut trailers, &call);
-                        Poll::Ready(Some(Ok(Frame::trailers(trailers))))
-                    }
-                    Err(frame) => Poll::Ready(Some(Ok(frame))),
-                }
-            }
-            polled => polled,
-        }
-    }
-
-    fn is_end_stream(&self) -> bool {
-        self.inner.is_end_stream()
-    }
-
-    fn size_hint(&self) -> SizeHint {
-        self.inner.size_hint()
-    }
+pub(crate) struct CallAudit {
+    /// The method, `_OTHER` for unknown paths.
+    pub(crate) rpc: String,
+    /// The call's tenant, once its caller is known.
+    pub(crate) tenant: AuditTenant,
 }
 
 /// When `headers` carry the call's status: rewrites a decode failure to
 /// the client's code and writes the audit line of a non-`OK` status.
 /// `false` when they carry no status.
-fn settle(headers: &mut HeaderMap, call: &CallAudit) -> bool {
+pub(crate) fn settle(headers: &mut HeaderMap, call: &CallAudit) -> bool {
     match headers.get(Status::GRPC_STATUS) {
         None => return false,
         Some(code) if code.as_bytes() == b"0" => return true,

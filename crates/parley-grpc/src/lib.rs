@@ -17,6 +17,7 @@
 //! [`testing`] is the workspace's rule for tests that cannot run here.
 
 pub mod bearer;
+pub mod codes;
 pub mod config;
 pub mod deadline;
 pub mod duration;

@@ -23,7 +23,7 @@ use tokio_stream::{StreamExt, wrappers::TcpListenerStream};
 use tonic::{service::Routes, transport::Server};
 use tonic_health::ServingStatus;
 
-use crate::{edge::EdgeLayer, telemetry::rpc::server::RpcServerLayer};
+use crate::telemetry::rpc::server::RpcServerLayer;
 
 /// The standard health service every binary serves.
 const HEALTH_SERVICE: &str = "grpc.health.v1.Health";
@@ -199,7 +199,6 @@ pub async fn serve(
     let router = Server::builder()
         .http2_keepalive_interval(Some(opts.http2_keepalive))
         .layer(RpcServerLayer::new())
-        .layer(EdgeLayer::new())
         .add_routes(routes);
     let mut reloader = None;
     let mut unix_server: Option<ServerFuture> = None;

@@ -160,7 +160,7 @@ fn readme_table() -> BTreeMap<(String, String), String> {
 }
 
 fn code_name(code: Code) -> &'static str {
-    parley_grpc::telemetry::rpc::code_name(code as i32)
+    parley_grpc::codes::code_name(code as i32)
 }
 
 #[test]

@@ -2,8 +2,10 @@
 //!
 //! [`server::RpcServerLayer`] sits in front of every service that
 //! `parley_grpc::serve` serves: it continues the caller's trace from the
-//! `traceparent` metadata, opens a SERVER span named after the method, and
-//! times the call. [`client::RpcClient`] wraps the channels to the runner,
+//! `traceparent` metadata, opens a SERVER span named after the method,
+//! times the call, and settles its final status at the edge (decode
+//! failures rewritten as the client's, the audit line; [`crate::edge`]) —
+//! one layer and one body wrapper per call. [`client::RpcClient`] wraps the channels to the runner,
 //! the parser and tool servers: it opens a CLIENT span and injects its
 //! context into the outgoing metadata. Both follow the OpenTelemetry RPC
 //! conventions: span name = `rpc.method` = `package.Service/Method`,
@@ -24,35 +26,6 @@ pub mod server;
 use std::{collections::HashSet, sync::Arc};
 
 use prost::Message;
-
-/// The name of a gRPC status code, as `rpc.response.status_code` wants it.
-pub fn code_name(code: i32) -> &'static str {
-    match code {
-        0 => "OK",
-        1 => "CANCELLED",
-        2 => "UNKNOWN",
-        3 => "INVALID_ARGUMENT",
-        4 => "DEADLINE_EXCEEDED",
-        5 => "NOT_FOUND",
-        6 => "ALREADY_EXISTS",
-        7 => "PERMISSION_DENIED",
-        8 => "RESOURCE_EXHAUSTED",
-        9 => "FAILED_PRECONDITION",
-        10 => "ABORTED",
-        11 => "OUT_OF_RANGE",
-        12 => "UNIMPLEMENTED",
-        13 => "INTERNAL",
-        14 => "UNAVAILABLE",
-        15 => "DATA_LOSS",
-        16 => "UNAUTHENTICATED",
-        _ => "UNKNOWN",
-    }
-}
-
-/// Whether `code` marks a SERVER span as an error (the server failed).
-pub fn is_server_error(code: i32) -> bool {
-    matches!(code, 2 | 4 | 12 | 13 | 14 | 15)
-}
 
 /// The `grpc-status` in `headers`, when there is one.
 pub fn grpc_status(headers: &http::HeaderMap) -> Option<i32> {
@@ -157,12 +130,7 @@ mod tests {
     }
 
     #[test]
-    fn codes_and_error_classes() {
-        assert_eq!(code_name(0), "OK");
-        assert_eq!(code_name(4), "DEADLINE_EXCEEDED");
-        assert_eq!(code_name(99), "UNKNOWN");
-        assert!(is_server_error(13) && is_server_error(14));
-        assert!(!is_server_error(3) && !is_server_error(5) && !is_server_error(16));
+    fn the_status_of_headers_and_of_http_codes() {
         let mut headers = http::HeaderMap::new();
         headers.insert("grpc-status", http::HeaderValue::from_static("5"));
         assert_eq!(grpc_status(&headers), Some(5));

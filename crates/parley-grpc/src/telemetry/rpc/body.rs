@@ -1,5 +1,7 @@
 //! The end of a call: a response body that records the status and the
-//! duration when the stream ends (trailers), or when it is dropped early.
+//! duration when the stream ends (trailers), or when it is dropped early;
+//! on the server side it also settles the status in the trailers at the
+//! edge ([`crate::edge`]) before recording it.
 
 use std::{
     pin::Pin,
@@ -13,8 +15,12 @@ use prometheus::IntGauge;
 use tonic::codegen::Bytes;
 use tracing_opentelemetry::OpenTelemetrySpanExt;
 
-use super::{code_name, grpc_status, is_server_error};
-use crate::telemetry::{metrics::metrics, semconv};
+use super::grpc_status;
+use crate::{
+    codes::{code_name, is_server_error},
+    edge::{self, CallAudit},
+    telemetry::{metrics::metrics, semconv},
+};
 
 /// Which end of the call this process is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -120,6 +126,7 @@ impl Drop for Call {
 pub struct TracedBody<B> {
     inner: B,
     call: Option<Call>,
+    audit: Option<CallAudit>,
 }
 
 impl<B> TracedBody<B> {
@@ -128,7 +135,15 @@ impl<B> TracedBody<B> {
         Self {
             inner,
             call: Some(call),
+            audit: None,
         }
+    }
+
+    /// With `audit`, the status in the trailers is settled at the edge
+    /// (a served call whose headers carried none).
+    pub(crate) fn settling(mut self, audit: Option<CallAudit>) -> Self {
+        self.audit = audit;
+        self
     }
 }
 
@@ -147,7 +162,15 @@ where
         // spans, and entering one per frame costs a clone and an
         // enter/exit on every message of a stream.
         let this = &mut *self;
-        let polled = Pin::new(&mut this.inner).poll_frame(cx);
+        let polled = match Pin::new(&mut this.inner).poll_frame(cx) {
+            Poll::Ready(Some(Ok(frame))) if frame.is_trailers() => {
+                Poll::Ready(Some(Ok(match this.audit.take() {
+                    Some(audit) => settled(frame, &audit),
+                    None => frame,
+                })))
+            }
+            polled => polled,
+        };
         match &polled {
             Poll::Ready(Some(Ok(frame))) => {
                 if let Some(trailers) = frame.trailers_ref()
@@ -174,6 +197,17 @@ where
 
     fn size_hint(&self) -> SizeHint {
         self.inner.size_hint()
+    }
+}
+
+/// The trailers `frame` with the call's status settled at the edge.
+fn settled(frame: Frame<Bytes>, audit: &CallAudit) -> Frame<Bytes> {
+    match frame.into_trailers() {
+        Ok(mut trailers) => {
+            edge::settle(&mut trailers, audit);
+            Frame::trailers(trailers)
+        }
+        Err(frame) => frame,
     }
 }
 

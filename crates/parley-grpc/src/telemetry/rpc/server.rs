@@ -1,4 +1,6 @@
-//! The SERVER side: a tower layer for `tonic::transport::Server`.
+//! The SERVER side: a tower layer for `tonic::transport::Server`, the one
+//! per-call layer of every Parley server: the call's span and metrics, and
+//! its final status settled at the edge ([`crate::edge`]).
 
 use std::{
     future::Future,
@@ -16,7 +18,10 @@ use super::{
     body::{Call, Side, TracedBody},
     code_from_http, grpc_status, is_infrastructure,
 };
-use crate::telemetry::{self, propagation, semconv};
+use crate::{
+    edge::{self, AuditTenant, CallAudit},
+    telemetry::{self, propagation, semconv},
+};
 
 /// Adds [`RpcServer`] to every service of a server.
 #[derive(Debug, Clone)]
@@ -50,7 +55,7 @@ impl<S> Layer<S> for RpcServerLayer {
     }
 }
 
-/// Traces and times each incoming call.
+/// Traces and times each incoming call, and settles its status.
 #[derive(Debug, Clone)]
 pub struct RpcServer<S> {
     inner: S,
@@ -90,33 +95,47 @@ where
         self.inner.poll_ready(cx)
     }
 
-    fn call(&mut self, request: http::Request<Body>) -> Self::Future {
+    fn call(&mut self, mut request: http::Request<Body>) -> Self::Future {
         let path = request.uri().path();
         if is_infrastructure(path) {
             return Box::pin(self.inner.call(request));
         }
         let method = self.methods.label(path).to_owned();
+        let audit = CallAudit {
+            rpc: method.clone(),
+            tenant: AuditTenant::default(),
+        };
+        request.extensions_mut().insert(audit.tenant.clone());
         let span = if telemetry::tracing_enabled() {
             server_span(&method, &request)
         } else {
             tracing::Span::none()
         };
         let mut call = Call::start(Side::Server, span.clone(), &method, "");
-        let future = self.inner.call(request).instrument(span);
+        let future = self.inner.call(request).instrument(span.clone());
         Box::pin(async move {
-            let response = match future.await {
+            let mut response = match future.await {
                 Ok(response) => response,
                 Err(error) => {
                     call.finish(2);
                     return Err(error);
                 }
             };
+            // A trailers-only response (every refusal before a stream
+            // starts) has its status in the headers; otherwise the body's
+            // trailers carry it.
+            // In the call's span, as the handler's own log lines are.
+            let audit = if span.in_scope(|| edge::settle(response.headers_mut(), &audit)) {
+                None
+            } else {
+                Some(audit)
+            };
             if let Some(code) = grpc_status(response.headers()) {
                 call.set_status(code);
             } else if response.status() != http::StatusCode::OK {
                 call.set_status(code_from_http(response.status()));
             }
-            Ok(response.map(|body| Body::new(TracedBody::new(body, call))))
+            Ok(response.map(|body| Body::new(TracedBody::new(body, call).settling(audit))))
         })
     }
 }
