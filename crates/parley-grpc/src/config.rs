@@ -14,8 +14,6 @@
 //! Durations are written the same way in all four: a number with its unit,
 //! `500ms`, `20s`, `5m`, `1h 30m`, `1day` (see [`duration`]). A bare number
 //! is refused, since it cannot say whether it means seconds or milliseconds.
-//! For one release, a file key named `<key>_ms` or `<key>_secs` holding a
-//! number (the old convention) is read as `<key>` with a warning.
 //!
 //! Unknown keys are errors in every layer, and an error names the key and
 //! the layer it came from (the file's path, the variable, the flag).
@@ -97,23 +95,12 @@ pub fn positive_duration(key: &str, value: Duration) -> Result<(), ConfigError> 
     }
 }
 
-/// An old name that was read: a file key or a variable, and what to write
-/// instead.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Deprecated {
-    /// The old name, as written (`turns.lease_ttl_ms`).
-    pub old: String,
-    /// What to write instead (`turns.lease_ttl = "1500ms"`).
-    pub instead: String,
-}
-
 /// The layers of one binary's configuration, merged in the order they are
 /// added. Build it with [`Layers::new`], add the file, the environment and
 /// the flags, then [`Layers::extract`].
 #[derive(Debug)]
 pub struct Layers {
     figment: Figment,
-    deprecated: Vec<Deprecated>,
 }
 
 impl Layers {
@@ -122,23 +109,19 @@ impl Layers {
         let dict = to_dict(defaults)?;
         Ok(Self {
             figment: Figment::from(Layer::new("the defaults", dict, dotted)),
-            deprecated: Vec::new(),
         })
     }
 
-    /// Merges a TOML file over what is there. Old `<key>_ms` / `<key>_secs`
-    /// numbers are read as `<key>` durations and reported by
-    /// [`Layers::deprecated`].
+    /// Merges a TOML file over what is there.
     pub fn file(mut self, path: &Path) -> Result<Self, ConfigError> {
         let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
             path: path.to_owned(),
             source,
         })?;
-        let mut table: toml::Table = toml::from_str(&text).map_err(|error| ConfigError::Toml {
+        let table: toml::Table = toml::from_str(&text).map_err(|error| ConfigError::Toml {
             path: path.to_owned(),
             message: error.to_string(),
         })?;
-        upgrade_durations(&mut table, "", &mut self.deprecated);
         let dict = to_dict(&table)?;
         let name = format!("{}", path.display());
         self.figment = self.figment.merge(Layer::new(name, dict, dotted));
@@ -151,34 +134,6 @@ impl Layers {
             Some(path) => self.file(path),
             None => Ok(self),
         }
-    }
-
-    /// Merges the variables among `vars` that `rename` maps to a key (old
-    /// names kept for one release), each reported by
-    /// [`Layers::deprecated`] with `PARLEY_<SECTION>__<KEY>` as what to
-    /// write instead. Add them before [`Layers::env_from`], so that the new
-    /// names win.
-    pub fn old_variables(
-        mut self,
-        vars: &[(String, String)],
-        rename: impl Fn(&str) -> Option<String>,
-    ) -> Self {
-        let mut dict = Dict::new();
-        for (name, value) in vars {
-            let Some(key) = rename(name) else { continue };
-            let keys: Vec<&str> = key.split('.').collect();
-            self.deprecated.push(Deprecated {
-                old: name.clone(),
-                instead: env_name(&keys),
-            });
-            insert(&mut dict, &keys, Value::from(value.clone()));
-        }
-        if !dict.is_empty() {
-            self.figment = self
-                .figment
-                .merge(Layer::new("the environment", dict, env_name));
-        }
-        self
     }
 
     /// Merges the process's `PARLEY_<SECTION>__<KEY>` variables.
@@ -219,32 +174,9 @@ impl Layers {
         Ok(self)
     }
 
-    /// The names of the tables under `key` so far (for example the
-    /// providers a file configures).
-    pub fn tables_under(&self, key: &str) -> Vec<String> {
-        match self.figment.find_value(key) {
-            Ok(Value::Dict(_, dict)) => dict.keys().cloned().collect(),
-            _ => Vec::new(),
-        }
-    }
-
-    /// The renamed keys the file used.
-    pub fn deprecated(&self) -> &[Deprecated] {
-        &self.deprecated
-    }
-
     /// The merged configuration. Numbers and booleans written as strings
     /// (as every environment variable is) are read as such.
     pub fn extract<T: DeserializeOwned>(&self) -> Result<T, ConfigError> {
-        for renamed in &self.deprecated {
-            tracing::warn!(
-                old = %renamed.old,
-                instead = %renamed.instead,
-                "`{}` is deprecated (read for one more release): write `{}`",
-                renamed.old,
-                renamed.instead,
-            );
-        }
         self.figment
             .extract_lossy()
             .map_err(|error| value_error(&error))
@@ -280,40 +212,6 @@ fn insert(dict: &mut Dict, keys: &[&str], value: Value) {
                 insert(inner, rest, value);
             }
         }
-    }
-}
-
-/// Rewrites `<key>_ms = N` / `<key>_secs = N` to `<key> = "Nms"` / `"Ns"`,
-/// recording each rename, unless `<key>` is also written.
-fn upgrade_durations(table: &mut toml::Table, prefix: &str, renamed: &mut Vec<Deprecated>) {
-    let keys: Vec<String> = table.keys().cloned().collect();
-    for key in keys {
-        let path = format!("{prefix}{key}");
-        if let Some(toml::Value::Table(inner)) = table.get_mut(&key) {
-            upgrade_durations(inner, &format!("{path}."), renamed);
-            continue;
-        }
-        let (stem, unit) = if let Some(stem) = key.strip_suffix("_ms") {
-            (stem, "ms")
-        } else if let Some(stem) = key.strip_suffix("_secs") {
-            (stem, "s")
-        } else {
-            continue;
-        };
-        let Some(toml::Value::Integer(amount)) = table.get(&key) else {
-            continue;
-        };
-        if *amount < 0 || table.contains_key(stem) {
-            continue;
-        }
-        let value = format!("{amount}{unit}");
-        renamed.push(Deprecated {
-            old: path,
-            instead: format!("{prefix}{stem} = \"{value}\""),
-        });
-        let stem = stem.to_owned();
-        table.remove(&key);
-        table.insert(stem, toml::Value::String(value));
     }
 }
 

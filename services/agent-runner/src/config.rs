@@ -359,20 +359,16 @@ pub struct Flags {
 
 impl RunnerConfig {
     /// The configuration from its layers: the defaults, `file` when given,
-    /// the `PARLEY_<SECTION>__<KEY>` variables among `vars` (and, for one
-    /// release, the old `PARLEY_PROVIDER_<NAME>_BASE_URL` / `_MODEL`), then
-    /// `flags`; validated.
+    /// the `PARLEY_<SECTION>__<KEY>` variables among `vars`, then `flags`;
+    /// validated.
     pub fn load(
         file: Option<&Path>,
         vars: impl IntoIterator<Item = (String, String)>,
         flags: Flags,
     ) -> Result<Self, ConfigError> {
-        let vars: Vec<(String, String)> = vars.into_iter().collect();
-        let layers = Layers::new(&Self::default())?.file_if(file)?;
-        let providers = layers.tables_under("providers");
-        let mut config: Self = layers
-            .old_variables(&vars, |name| old_provider_variable(name, &providers))
-            .env_from(vars.iter().cloned())
+        let mut config: Self = Layers::new(&Self::default())?
+            .file_if(file)?
+            .env_from(vars)
             .server_flags(&flags.server)?
             .flag("default_provider", flags.default_provider)?
             .flag("max_concurrent_runs", flags.max_concurrent_runs)?
@@ -498,23 +494,6 @@ impl RunnerConfig {
             max_retry_after: self.retry.max_retry_after,
         }
     }
-}
-
-/// `PARLEY_PROVIDER_<NAME>_BASE_URL` / `_MODEL`, the runner's variables
-/// before the one configuration convention, as the keys they set (read for
-/// one more release, with a warning). `<NAME>` is a configured provider's
-/// name, upper-cased, `-` as `_`.
-fn old_provider_variable(name: &str, providers: &[String]) -> Option<String> {
-    let rest = name.strip_prefix("PARLEY_PROVIDER_")?;
-    let (upper, key) = if let Some(upper) = rest.strip_suffix("_BASE_URL") {
-        (upper, "base_url")
-    } else {
-        (rest.strip_suffix("_MODEL")?, "default_model")
-    };
-    let provider = providers
-        .iter()
-        .find(|p| p.to_uppercase().replace('-', "_") == upper)?;
-    Some(format!("providers.{provider}.{key}"))
 }
 
 #[cfg(test)]

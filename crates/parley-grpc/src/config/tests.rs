@@ -127,63 +127,6 @@ fn durations_are_humantime_everywhere() {
 }
 
 #[test]
-fn old_millisecond_and_second_keys_are_read_with_a_warning() {
-    let file = toml_file("[server]\ndrain_timeout_secs = 5\n[turns]\nlease_ttl_ms = 1500\n");
-    let layers = Layers::new(&Sample::default())
-        .expect("defaults")
-        .file(file.path())
-        .expect("file");
-    let renamed: Vec<(&str, &str)> = layers
-        .deprecated()
-        .iter()
-        .map(|d| (d.old.as_str(), d.instead.as_str()))
-        .collect();
-    assert_eq!(
-        renamed,
-        [
-            ("server.drain_timeout_secs", "server.drain_timeout = \"5s\""),
-            ("turns.lease_ttl_ms", "turns.lease_ttl = \"1500ms\""),
-        ]
-    );
-    let config: Sample = layers.extract().expect("merges");
-    assert_eq!(config.server.drain_timeout, Duration::from_secs(5));
-    assert_eq!(config.turns.lease_ttl, Duration::from_millis(1500));
-}
-
-#[test]
-fn old_variables_are_read_and_the_new_names_win() {
-    let vars = vars(&[
-        ("OLD_MAX", "5"),
-        ("OLD_TTL", "1s"),
-        ("PARLEY_TURNS__LEASE_TTL", "2s"),
-    ]);
-    let layers = Layers::new(&Sample::default())
-        .expect("defaults")
-        .old_variables(&vars, |name| match name {
-            "OLD_MAX" => Some("turns.max_concurrent".into()),
-            "OLD_TTL" => Some("turns.lease_ttl".into()),
-            _ => None,
-        })
-        .env_from(vars.clone());
-    let instead: Vec<&str> = layers
-        .deprecated()
-        .iter()
-        .map(|d| d.instead.as_str())
-        .collect();
-    assert_eq!(
-        instead,
-        ["PARLEY_TURNS__MAX_CONCURRENT", "PARLEY_TURNS__LEASE_TTL"]
-    );
-    let config: Sample = layers.extract().expect("merges");
-    assert_eq!(config.turns.max_concurrent, 5);
-    assert_eq!(
-        config.turns.lease_ttl,
-        Duration::from_secs(2),
-        "the new name wins"
-    );
-}
-
-#[test]
 fn errors_name_the_key_and_its_layer() {
     let file = toml_file("[turns]\nmax_concurent = 3\n");
     let message = Layers::new(&Sample::default())
@@ -234,27 +177,6 @@ fn errors_name_the_key_and_its_layer() {
         .file(file.path())
         .expect_err("not TOML");
     assert!(error.to_string().contains("not valid TOML"), "{error}");
-}
-
-#[test]
-fn tables_under_a_key_are_listed() {
-    let file = toml_file("[turns]\nmax_concurrent = 3\n");
-    let layers = Layers::new(&Sample::default())
-        .expect("defaults")
-        .file(file.path())
-        .expect("file");
-    assert_eq!(
-        layers.tables_under("server"),
-        [
-            "drain_timeout",
-            "health_listen",
-            "listen",
-            "metrics_listen",
-            "tls",
-            "uds_listen"
-        ]
-    );
-    assert!(layers.tables_under("nothing").is_empty());
 }
 
 #[test]

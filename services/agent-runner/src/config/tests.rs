@@ -1,4 +1,4 @@
-//! Configuration layers, old names, validation and provider building.
+//! Configuration layers, validation and provider building.
 
 use super::*;
 
@@ -22,11 +22,6 @@ fn with_file(text: &str, env: &[(&str, &str)]) -> Result<RunnerConfig, ConfigErr
 #[test]
 fn the_shipped_runner_config_is_valid() {
     let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../deploy/config/runner.toml");
-    let layers = Layers::new(&RunnerConfig::default())
-        .expect("defaults")
-        .file(&path)
-        .expect("reads");
-    assert!(layers.deprecated().is_empty(), "{:?}", layers.deprecated());
     let config = RunnerConfig::load(Some(&path), [], Flags::default()).expect("valid");
     assert_eq!(config.default_provider, "scripted");
     assert_eq!(config.limits.tool_timeout, Duration::from_secs(30));
@@ -191,51 +186,6 @@ fn environment_and_flags_override_the_file() {
         error.to_string().contains("PARLEY_LIMITS__MAX_ITERATIONS"),
         "{error}"
     );
-}
-
-#[test]
-fn the_old_provider_variables_still_work() {
-    let config = with_file(
-        LOCAL,
-        &[
-            ("PARLEY_PROVIDER_LOCAL_MODEL", "qwen3"),
-            ("PARLEY_PROVIDER_MY_BOX_BASE_URL", "http://gpu-box:11434/v1"),
-            ("PARLEY_PROVIDER_UNKNOWN_MODEL", "ignored"),
-        ],
-    )
-    .expect("valid");
-    assert_eq!(
-        config.providers["local"].default_model.as_deref(),
-        Some("qwen3")
-    );
-    assert_eq!(
-        config.providers["my-box"].base_url.as_deref(),
-        Some("http://gpu-box:11434/v1")
-    );
-
-    let config = with_file(
-        LOCAL,
-        &[
-            ("PARLEY_PROVIDER_LOCAL_MODEL", "old"),
-            ("PARLEY_PROVIDERS__LOCAL__DEFAULT_MODEL", "new"),
-        ],
-    )
-    .expect("valid");
-    assert_eq!(
-        config.providers["local"].default_model.as_deref(),
-        Some("new")
-    );
-}
-
-#[test]
-fn old_millisecond_keys_still_read() {
-    let config = with_file(
-        "[limits]\ntool_timeout_ms = 1500\n[retry]\nbase_delay_ms = 100\n",
-        &[],
-    )
-    .expect("valid");
-    assert_eq!(config.limits.tool_timeout, Duration::from_millis(1500));
-    assert_eq!(config.retry.base_delay, Duration::from_millis(100));
 }
 
 #[test]

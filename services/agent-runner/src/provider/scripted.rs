@@ -143,7 +143,6 @@ impl ScriptedProvider {
                     })));
                 }
                 Step::Delay(pause) => actions.push_back(Action::Sleep(*pause)),
-                Step::DelayMs(ms) => actions.push_back(Action::Sleep(Duration::from_millis(*ms))),
                 Step::Fail(fail) => {
                     let key = (turn_index, position, step_index, user.to_owned());
                     if self.should_fail(key, fail.times) {
@@ -151,7 +150,7 @@ impl ScriptedProvider {
                             Some(status) => ProviderError::Http {
                                 status,
                                 body: fail.message.clone(),
-                                retry_after: fail.retry_after(),
+                                retry_after: fail.retry_after,
                                 should_retry: fail.should_retry,
                             },
                             None => ProviderError::Connection(fail.message.clone()),

@@ -28,15 +28,6 @@ fn defaults_form_the_local_stack() {
 fn the_documented_file_parses_and_validates() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../deploy/config");
     for name in ["gateway.toml", "gateway.kubernetes.toml"] {
-        let layers = parley_grpc::config::Layers::new(&GatewayConfig::default())
-            .expect("defaults")
-            .file(&root.join(name))
-            .expect("the file reads");
-        assert!(
-            layers.deprecated().is_empty(),
-            "{name} uses old keys: {:?}",
-            layers.deprecated()
-        );
         GatewayConfig::load(Some(&root.join(name)), [], Flags::default())
             .unwrap_or_else(|error| panic!("{name}: {error}"));
     }
@@ -127,17 +118,6 @@ fn upstreams_may_be_unix_sockets_and_a_bad_one_names_its_key() {
             "{error}"
         );
     }
-}
-
-#[test]
-fn old_duration_keys_still_read() {
-    let config = from_toml(
-        "[server]\ndrain_timeout_secs = 3\n[turns]\nlease_renew_ms = 250\nlease_ttl_ms = 1500\n",
-    )
-    .expect("the old names are read for one release");
-    assert_eq!(config.server.drain_timeout, Duration::from_secs(3));
-    assert_eq!(config.turns.lease_renew, Duration::from_millis(250));
-    assert_eq!(config.turns.lease_ttl, Duration::from_millis(1500));
 }
 
 #[test]

@@ -170,10 +170,6 @@ pub struct ToolEntry {
     /// How long one call may take (`5s`, `500ms`).
     #[serde(default, with = "parley_grpc::config::duration::option")]
     pub timeout: Option<std::time::Duration>,
-    /// The same in milliseconds: the old spelling, read for one more
-    /// release.
-    #[serde(default)]
-    pub timeout_ms: Option<u64>,
     /// The payload type of the structured result the tool returns, if any.
     #[serde(default)]
     pub payload_type: Option<String>,

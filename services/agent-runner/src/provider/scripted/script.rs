@@ -36,9 +36,7 @@
 //! output as a mid-stream error. `times = N` fails the first N attempts and
 //! then lets the step pass (and re-arms it); without `times` it always fails.
 //!
-//! Durations carry their unit, as in every Parley configuration file. The
-//! old millisecond spellings (`chunk_delay_ms`, `delay_ms`,
-//! `retry_after_ms`) are read for one more release, with a warning.
+//! Durations carry their unit, as in every Parley configuration file.
 
 use std::time::Duration;
 
@@ -78,9 +76,6 @@ pub struct Script {
     /// Pause between two chunks.
     #[serde(default, with = "duration::option")]
     pub chunk_delay: Option<Duration>,
-    /// The same in milliseconds (the old spelling).
-    #[serde(default)]
-    pub chunk_delay_ms: Option<u64>,
     /// Models that answer a request with a schema as unsupported.
     #[serde(default)]
     pub no_structured_output_models: Vec<String>,
@@ -114,8 +109,6 @@ pub struct ScriptedTurn {
     /// Overrides the script's `chunk_delay`.
     #[serde(default, with = "duration::option")]
     pub chunk_delay: Option<Duration>,
-    /// The same in milliseconds (the old spelling).
-    pub chunk_delay_ms: Option<u64>,
     /// What the model does, in order.
     pub steps: Vec<Step>,
 }
@@ -168,8 +161,6 @@ pub enum Step {
     Structured(StructuredBody),
     /// A pause.
     Delay(#[serde(with = "duration")] Duration),
-    /// A pause in milliseconds (the old spelling of `delay`).
-    DelayMs(u64),
     /// An HTTP-like failure.
     Fail(FailStep),
     /// An error object inside the stream.
@@ -225,8 +216,6 @@ pub struct FailStep {
     /// The provider's requested delay.
     #[serde(default, with = "duration::option")]
     pub retry_after: Option<Duration>,
-    /// The same in milliseconds (the old spelling).
-    pub retry_after_ms: Option<u64>,
     /// `x-should-retry`, when set.
     pub should_retry: Option<bool>,
     /// Fail this many attempts, then pass; absent fails every attempt.
@@ -248,18 +237,6 @@ pub struct StreamErrorStep {
     pub retryable: bool,
     /// Fail this many attempts, then pass; absent fails every attempt.
     pub times: Option<u32>,
-}
-
-impl FailStep {
-    /// The provider's requested delay, in either spelling.
-    pub fn retry_after(&self) -> Option<Duration> {
-        either(self.retry_after, self.retry_after_ms)
-    }
-}
-
-/// A duration given with its unit, else the old milliseconds.
-fn either(duration: Option<Duration>, millis: Option<u64>) -> Option<Duration> {
-    duration.or(millis.map(Duration::from_millis))
 }
 
 fn default_stream_error_kind() -> String {
@@ -290,31 +267,10 @@ impl Script {
 
     /// The pause between two chunks of `turn`.
     pub fn chunk_delay(&self, turn: &ScriptedTurn) -> Duration {
-        either(turn.chunk_delay, turn.chunk_delay_ms)
-            .or(either(self.chunk_delay, self.chunk_delay_ms))
-            .unwrap_or_default()
-    }
-
-    /// Whether the script uses an old millisecond spelling.
-    fn uses_old_spellings(&self) -> bool {
-        let turns = self.turns.iter().chain(self.default.iter());
-        self.chunk_delay_ms.is_some()
-            || turns.into_iter().any(|turn| {
-                turn.chunk_delay_ms.is_some()
-                    || turn.steps.iter().any(|step| match step {
-                        Step::DelayMs(_) => true,
-                        Step::Fail(fail) => fail.retry_after_ms.is_some(),
-                        _ => false,
-                    })
-            })
+        turn.chunk_delay.or(self.chunk_delay).unwrap_or_default()
     }
 
     fn check(&self) -> Result<(), ScriptError> {
-        if self.uses_old_spellings() {
-            tracing::warn!(
-                "the script uses chunk_delay_ms, delay_ms or retry_after_ms: write chunk_delay, delay or retry_after with a unit (\"15ms\"); the old names are read for one more release"
-            );
-        }
         if self.chunk_chars == 0 {
             return Err(ScriptError::Invalid(
                 "chunk_chars must be at least 1".into(),
@@ -435,19 +391,18 @@ mod tests {
     use super::*;
 
     #[test]
-    fn durations_carry_their_unit_and_the_old_milliseconds_still_read() {
+    fn durations_carry_their_unit() {
         let script = Script::from_toml(
             r#"
             chunk_delay = "15ms"
             [[turns]]
-            chunk_delay_ms = 40
-            steps = [{ delay = "2s" }, { delay_ms = 250 }, { fail = { status = 429, retry_after_ms = 1500 } }]
+            chunk_delay = "40ms"
+            steps = [{ delay = "2s" }]
             [default]
             steps = [{ fail = { status = 503, retry_after = "3s" } }]
             "#,
         )
         .expect("valid");
-        assert!(script.uses_old_spellings());
         assert_eq!(
             script.chunk_delay(&script.turns[0]),
             Duration::from_millis(40)
@@ -455,22 +410,20 @@ mod tests {
         let default = script.default.as_ref().expect("default");
         assert_eq!(script.chunk_delay(default), Duration::from_millis(15));
         assert_eq!(
-            script.turns[0].steps[..2],
-            [Step::Delay(Duration::from_secs(2)), Step::DelayMs(250)]
+            script.turns[0].steps[..],
+            [Step::Delay(Duration::from_secs(2))]
         );
-        let Step::Fail(old) = &script.turns[0].steps[2] else {
+        let Step::Fail(fail) = &default.steps[0] else {
             panic!("a fail step")
         };
-        assert_eq!(old.retry_after(), Some(Duration::from_millis(1500)));
-        let Step::Fail(new) = &default.steps[0] else {
-            panic!("a fail step")
-        };
-        assert_eq!(new.retry_after(), Some(Duration::from_secs(3)));
+        assert_eq!(fail.retry_after, Some(Duration::from_secs(3)));
 
         let bare = Script::from_toml("[default]\nsteps = [{ delay = 5 }]").expect_err("no unit");
         assert!(bare.to_string().contains("has no unit"), "{bare}");
-        let demo = Script::from_toml(super::super::EMBEDDED_DEMO_SCRIPT).expect("demo");
-        assert!(!demo.uses_old_spellings());
+        let old = Script::from_toml("[default]\nsteps = [{ delay_ms = 5 }]")
+            .expect_err("durations carry their unit");
+        assert!(old.to_string().contains("delay_ms"), "{old}");
+        Script::from_toml(super::super::EMBEDDED_DEMO_SCRIPT).expect("demo");
     }
 
     #[test]

@@ -5,7 +5,6 @@
 
 use std::collections::HashMap;
 use std::sync::Arc;
-use std::time::Duration;
 
 use super::Validator;
 use super::rules::{http_url, lower_snake, plain_id, tool_name, upper_snake};
@@ -117,23 +116,7 @@ impl Validator {
                     ToolEndpointDef::Builtin(String::new())
                 }
             };
-            let timeout = match (t.timeout, t.timeout_ms) {
-                (Some(_), Some(_)) => {
-                    self.problem(
-                        format!("{entry}.timeout_ms"),
-                        "is the old spelling of `timeout`: write only `timeout`",
-                    );
-                    None
-                }
-                (timeout, None) => timeout,
-                (None, Some(ms)) => {
-                    tracing::warn!(
-                        tool = %name,
-                        "`{entry}.timeout_ms` is deprecated (read for one more release): write `timeout: {ms}ms`"
-                    );
-                    Some(Duration::from_millis(ms))
-                }
-            };
+            let timeout = t.timeout;
             if timeout.is_some_and(|t| t.is_zero()) {
                 self.problem(format!("{entry}.timeout"), "must be longer than 0s");
             }

@@ -161,11 +161,7 @@ fn tool_endpoints_must_be_http_urls_and_exactly_one() {
         e.contains("bad_endpoints.yaml: tools.zero.timeout: must be longer than 0s"),
         "{e}"
     );
-    assert!(
-        e.contains("tools.twice.timeout_ms: is the old spelling of `timeout`"),
-        "{e}"
-    );
-    assert!(e.contains("(6 problems)"), "{e}");
+    assert!(e.contains("(5 problems)"), "{e}");
 }
 
 #[test]
@@ -257,18 +253,16 @@ fn a_missing_file_is_an_io_error_naming_it() {
 }
 
 #[test]
-fn tool_timeouts_are_durations_and_the_old_milliseconds_still_read() {
+fn tool_timeouts_are_durations() {
     let registry = Registry::from_str(
         "version: 1\ntools:\n  \
          new: { builtin: x, timeout: 1500ms, input_schema: { type: object } }\n  \
-         old: { builtin: y, timeout_ms: 2000, input_schema: { type: object } }\n  \
          none: { builtin: z, input_schema: { type: object } }\n",
         "timeouts.yaml",
     )
     .expect("valid");
     let timeout = |name: &str| registry.tool(name).expect("the tool").timeout;
     assert_eq!(timeout("new"), Some(std::time::Duration::from_millis(1500)));
-    assert_eq!(timeout("old"), Some(std::time::Duration::from_secs(2)));
     assert_eq!(timeout("none"), None);
 
     let err = Registry::from_str(
