@@ -9,7 +9,8 @@
 //!    file, upper-cased, sections joined by a double underscore
 //!    (`PARLEY_TURNS__LEASE_TTL=15s` sets `[turns] lease_ttl`);
 //! 4. command-line flags, and the short variables that stand for them
-//!    (`--listen` or `PARLEY_LISTEN`).
+//!    (`--listen` or `PARLEY_LISTEN`): each binary declares them once, in
+//!    a clap struct that is also this layer ([`Layers::flags`]).
 //!
 //! Durations are written the same way in all four: a number with its unit,
 //! `500ms`, `20s`, `5m`, `1h 30m`, `1day` (see [`duration`]). A bare number
@@ -157,21 +158,40 @@ impl Layers {
         self
     }
 
-    /// Sets `key` (a dotted path such as `server.listen`) from a flag when
-    /// the flag was given.
-    pub fn flag<V: Serialize>(mut self, key: &str, value: Option<V>) -> Result<Self, ConfigError> {
-        if let Some(value) = value {
-            let value = Value::serialize(value).map_err(|error| value_error(&error))?;
-            let mut dict = Dict::new();
+    /// Merges a binary's flags, the command-line layer: `flags` is its clap
+    /// struct, which serialises each field under the key it sets (a dotted
+    /// path, `#[serde(rename = "server.listen")]`; [`ServerFlags`] is
+    /// `#[serde(flatten)]`ed in). A flag not given serialises to `None`
+    /// and leaves the key alone; a field that is no key is
+    /// `#[serde(skip)]`.
+    pub fn flags<F: Serialize>(self, flags: &F) -> Result<Self, ConfigError> {
+        let given = to_dict(flags)?
+            .into_iter()
+            .filter(|(_, value)| !matches!(value, Value::Empty(..)));
+        Ok(self.command_line(given))
+    }
+
+    /// Sets `key` (a dotted path such as `server.listen`) from one flag
+    /// when the flag was given.
+    pub fn flag<V: Serialize>(self, key: &str, value: Option<V>) -> Result<Self, ConfigError> {
+        let Some(value) = value else { return Ok(self) };
+        let value = Value::serialize(value).map_err(|error| value_error(&error))?;
+        Ok(self.command_line([(key.to_owned(), value)]))
+    }
+
+    /// Merges `(dotted key, value)` pairs as a command-line layer.
+    fn command_line(mut self, given: impl IntoIterator<Item = (String, Value)>) -> Self {
+        let mut dict = Dict::new();
+        for (key, value) in given {
             let keys: Vec<&str> = key.split('.').collect();
             insert(&mut dict, &keys, value);
-            self.figment =
-                self.figment
-                    .merge(Layer::new("the command line", dict, |keys: &[&str]| {
-                        format!("--{}", keys.join("."))
-                    }));
         }
-        Ok(self)
+        self.figment =
+            self.figment
+                .merge(Layer::new("the command line", dict, |keys: &[&str]| {
+                    format!("--{}", keys.join("."))
+                }));
+        self
     }
 
     /// The merged configuration. Numbers and booleans written as strings

@@ -342,18 +342,26 @@ fn default_connect_timeout() -> Duration {
     Duration::from_secs(10)
 }
 
-/// The values the command line gives (or the short variables that stand
-/// for its flags); each one set replaces the file's and the environment's.
-#[derive(Debug, Clone, Default)]
+/// The runner's flags (or the short variables that stand for them),
+/// declared once: each field is a clap argument and serialises under the
+/// key it sets, so this struct is the command-line layer
+/// ([`Layers::flags`]); each flag given replaces the file's and the
+/// environment's value.
+#[derive(Debug, Clone, Default, clap::Args, Serialize)]
 pub struct Flags {
-    /// `--listen`, `--metrics-listen`, `--drain-timeout`: `[server]`.
+    /// `--listen`, `--metrics-listen`, `--drain-timeout`, TLS: `[server]`.
+    #[command(flatten)]
+    #[serde(flatten)]
     pub server: ServerFlags,
-    /// `--default-provider`: `default_provider`.
+    /// The provider for requests that name none: default_provider.
+    #[arg(long, env = "PARLEY_DEFAULT_PROVIDER")]
     pub default_provider: Option<String>,
-    /// `--max-concurrent-runs`: `max_concurrent_runs`.
+    /// Turns running at once: max_concurrent_runs.
+    #[arg(long, env = "PARLEY_MAX_CONCURRENT_RUNS")]
     pub max_concurrent_runs: Option<usize>,
-    /// `--script`: the script of the scripted provider a configuration
-    /// without providers gets.
+    /// Script of the scripted provider when the configuration names no provider.
+    #[arg(long, env = "PARLEY_SCRIPT")]
+    #[serde(skip)]
     pub script: Option<PathBuf>,
 }
 
@@ -369,9 +377,7 @@ impl RunnerConfig {
         let mut config: Self = Layers::new(&Self::default())?
             .file_if(file)?
             .env_from(vars)
-            .server_flags(&flags.server)?
-            .flag("default_provider", flags.default_provider)?
-            .flag("max_concurrent_runs", flags.max_concurrent_runs)?
+            .flags(&flags)?
             .extract()?;
         if let Some(dir) = file.and_then(Path::parent) {
             config.base_dir = dir.to_path_buf();

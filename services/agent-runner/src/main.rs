@@ -13,7 +13,7 @@ use agent_runner::{
 };
 use clap::Parser;
 use parley_grpc::{
-    config::{SHORT_HELP_FOOTER, ServerFlags, help_footer, print_if_asked},
+    config::{SHORT_HELP_FOOTER, help_footer, print_if_asked},
     telemetry::{self, TelemetryOptions},
 };
 
@@ -30,17 +30,9 @@ struct Args {
     /// providers in it, the scripted provider plays the demo script.
     #[arg(long, env = "PARLEY_RUNNER_CONFIG")]
     config: Option<PathBuf>,
+    /// The flags, each the override of one key.
     #[command(flatten)]
-    server: ServerFlags,
-    /// The provider for requests that name none: default_provider.
-    #[arg(long, env = "PARLEY_DEFAULT_PROVIDER")]
-    default_provider: Option<String>,
-    /// Turns running at once: max_concurrent_runs.
-    #[arg(long, env = "PARLEY_MAX_CONCURRENT_RUNS")]
-    max_concurrent_runs: Option<usize>,
-    /// Script of the scripted provider when the configuration names no provider.
-    #[arg(long, env = "PARLEY_SCRIPT")]
-    script: Option<PathBuf>,
+    flags: Flags,
 }
 
 fn main() -> anyhow::Result<()> {
@@ -59,23 +51,14 @@ fn main() -> anyhow::Result<()> {
     let options = TelemetryOptions::binary(
         "agent-runner",
         env!("CARGO_PKG_VERSION"),
-        args.server.log_format,
+        args.flags.server.log_format,
     );
     parley_grpc::runtime::build()?.block_on(telemetry::run_main(options, run(args)))
 }
 
 async fn run(args: Args) -> anyhow::Result<()> {
-    let config = RunnerConfig::load(
-        args.config.as_deref(),
-        std::env::vars(),
-        Flags {
-            server: args.server.clone(),
-            default_provider: args.default_provider,
-            max_concurrent_runs: args.max_concurrent_runs,
-            script: args.script,
-        },
-    )?;
-    if print_if_asked(&args.server, &config) {
+    let config = RunnerConfig::load(args.config.as_deref(), std::env::vars(), args.flags.clone())?;
+    if print_if_asked(&args.flags.server, &config) {
         return Ok(());
     }
     let app = RunnerApp::build(&config, |name| std::env::var(name).ok())?;

@@ -350,13 +350,7 @@ impl GatewayConfig {
         let config: Self = Layers::new(&Self::default())?
             .file_if(file)?
             .env_from(vars)
-            .server_flags(&flags.server)?
-            .flag("store.database_url", flags.database_url)?
-            .flag("upstream.runner_url", flags.runner_url)?
-            .flag("upstream.parser_url", flags.parser_url)?
-            .flag("registry", flags.registry)?
-            .flag("turns.max_concurrent", flags.max_concurrent_turns)?
-            .flag("auth.dev", flags.dev_auth.then_some(true))?
+            .flags(&flags)?
             .extract()?;
         config.validate()?;
         Ok(config)
@@ -436,24 +430,39 @@ impl GatewayConfig {
     }
 }
 
-/// The values the command line gives (or the short variables that stand
-/// for its flags, such as `PARLEY_LISTEN`); each one set replaces the
-/// file's and the environment's value.
-#[derive(Debug, Clone, Default)]
+/// The gateway's flags (or the short variables that stand for them, such
+/// as `PARLEY_LISTEN`), declared once: each field is a clap argument and
+/// serialises under the key it sets, so this struct is the command-line
+/// layer ([`Layers::flags`]); each flag given replaces the file's and the
+/// environment's value.
+#[derive(Debug, Clone, Default, clap::Args, Serialize)]
 pub struct Flags {
-    /// `--listen`, `--metrics-listen`, `--drain-timeout`: `[server]`.
+    /// `--listen`, `--metrics-listen`, `--drain-timeout`, TLS: `[server]`.
+    #[command(flatten)]
+    #[serde(flatten)]
     pub server: ServerFlags,
-    /// `--database-url`: `store.database_url`.
+    /// Conversation store, sqlite://FILE?mode=rwc or postgres://...: store.database_url.
+    #[arg(long, env = "PARLEY_DATABASE_URL")]
+    #[serde(rename = "store.database_url")]
     pub database_url: Option<String>,
-    /// `--runner`: `upstream.runner_url`.
+    /// The agent-runner (http://, https:// or unix:/path/to.sock): upstream.runner_url.
+    #[arg(long = "runner", value_name = "RUNNER", env = "PARLEY_RUNNER_URL")]
+    #[serde(rename = "upstream.runner_url")]
     pub runner_url: Option<String>,
-    /// `--parser`: `upstream.parser_url`.
+    /// The payload-parser sidecar (http://, https:// or unix:/path/to.sock): upstream.parser_url.
+    #[arg(long = "parser", value_name = "PARSER", env = "PARLEY_PARSER_URL")]
+    #[serde(rename = "upstream.parser_url")]
     pub parser_url: Option<String>,
-    /// `--registry`: `registry`.
+    /// The page registry (YAML); unset serves the built-in example: registry.
+    #[arg(long, env = "PARLEY_REGISTRY")]
     pub registry: Option<PathBuf>,
-    /// `--max-concurrent-turns`: `turns.max_concurrent`.
+    /// Turns running at once: turns.max_concurrent.
+    #[arg(long, env = "PARLEY_MAX_CONCURRENT_TURNS")]
+    #[serde(rename = "turns.max_concurrent")]
     pub max_concurrent_turns: Option<usize>,
-    /// `--dev-auth`: `auth.dev`.
+    /// Dev auth: no token needed, every caller is user `dev`; beyond loopback only with auth.dev_allow_remote. Never in production.
+    #[arg(long, env = "PARLEY_DEV_AUTH")]
+    #[serde(rename = "auth.dev", skip_serializing_if = "std::ops::Not::not")]
     pub dev_auth: bool,
 }
 

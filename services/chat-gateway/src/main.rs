@@ -23,7 +23,7 @@ use chat_gateway::{
 };
 use clap::Parser;
 use parley_grpc::{
-    config::{SHORT_HELP_FOOTER, ServerFlags, help_footer, print_if_asked},
+    config::{SHORT_HELP_FOOTER, help_footer, print_if_asked},
     telemetry::{self, TelemetryOptions},
 };
 
@@ -39,26 +39,9 @@ struct Args {
     /// Configuration file (TOML; see deploy/config/gateway.toml).
     #[arg(long, env = "PARLEY_GATEWAY_CONFIG")]
     config: Option<PathBuf>,
+    /// The flags, each the override of one key.
     #[command(flatten)]
-    server: ServerFlags,
-    /// Conversation store, sqlite://FILE?mode=rwc or postgres://...: store.database_url.
-    #[arg(long, env = "PARLEY_DATABASE_URL")]
-    database_url: Option<String>,
-    /// The agent-runner (http://, https:// or unix:/path/to.sock): upstream.runner_url.
-    #[arg(long, env = "PARLEY_RUNNER_URL")]
-    runner: Option<String>,
-    /// The payload-parser sidecar (http://, https:// or unix:/path/to.sock): upstream.parser_url.
-    #[arg(long, env = "PARLEY_PARSER_URL")]
-    parser: Option<String>,
-    /// The page registry (YAML); unset serves the built-in example: registry.
-    #[arg(long, env = "PARLEY_REGISTRY")]
-    registry: Option<PathBuf>,
-    /// Turns running at once: turns.max_concurrent.
-    #[arg(long, env = "PARLEY_MAX_CONCURRENT_TURNS")]
-    max_concurrent_turns: Option<usize>,
-    /// Dev auth: no token needed, every caller is user `dev`; beyond loopback only with auth.dev_allow_remote. Never in production.
-    #[arg(long, env = "PARLEY_DEV_AUTH")]
-    dev_auth: bool,
+    flags: Flags,
 }
 
 fn main() -> Result<()> {
@@ -66,26 +49,14 @@ fn main() -> Result<()> {
     let options = TelemetryOptions::binary(
         "chat-gateway",
         env!("CARGO_PKG_VERSION"),
-        args.server.log_format,
+        args.flags.server.log_format,
     );
     parley_grpc::runtime::build()?.block_on(telemetry::run_main(options, run(args)))
 }
 
 async fn run(args: Args) -> Result<()> {
-    let config = GatewayConfig::load(
-        args.config.as_deref(),
-        std::env::vars(),
-        Flags {
-            server: args.server.clone(),
-            database_url: args.database_url,
-            runner_url: args.runner,
-            parser_url: args.parser,
-            registry: args.registry,
-            max_concurrent_turns: args.max_concurrent_turns,
-            dev_auth: args.dev_auth,
-        },
-    )?;
-    if print_if_asked(&args.server, &config) {
+    let config = GatewayConfig::load(args.config.as_deref(), std::env::vars(), args.flags.clone())?;
+    if print_if_asked(&args.flags.server, &config) {
         return Ok(());
     }
     let registry = match &config.registry {

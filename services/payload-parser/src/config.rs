@@ -13,7 +13,8 @@ use std::{
 };
 
 use parley_grpc::config::{
-    ConfigError, Layers, ServerConfig, ServerFlags, duration, invalid, positive_duration,
+    ConfigError, Layers, ServerConfig, ServerFlags, duration, invalid, parse_duration,
+    positive_duration,
 };
 use parley_parse::{DEFAULT_MAX_BYTES, DEFAULT_MAX_DEPTH, HARD_MAX_BYTES, HARD_MAX_DEPTH, Limits};
 use serde::{Deserialize, Serialize};
@@ -89,23 +90,39 @@ impl Default for StreamsConfig {
     }
 }
 
-/// The values the command line gives (or the short variables that stand
-/// for its flags); each one set replaces the file's and the environment's.
-#[derive(Debug, Clone, Default)]
+/// The parser's flags (or the short variables that stand for them),
+/// declared once: each field is a clap argument and serialises under the
+/// key it sets, so this struct is the command-line layer
+/// ([`Layers::flags`]); each flag given replaces the file's and the
+/// environment's value.
+#[derive(Debug, Clone, Default, clap::Args, Serialize)]
 pub struct Flags {
-    /// `--listen`, `--metrics-listen`, `--drain-timeout`: `[server]`.
+    /// `--listen`, `--metrics-listen`, `--drain-timeout`, TLS: `[server]`.
+    #[command(flatten)]
+    #[serde(flatten)]
     pub server: ServerFlags,
-    /// `--profiles`: `profiles`.
+    /// JSON file of named profiles (`{"profiles": {"<name>": ParseProfile}}`): profiles.
+    #[arg(long, env = "PARLEY_PARSER_PROFILES")]
     pub profiles: Option<PathBuf>,
-    /// `--max-bytes`: `limits.max_bytes`.
+    /// Largest text accepted, in bytes (a stream: the sum of its deltas): limits.max_bytes.
+    #[arg(long, env = "PARLEY_PARSER_MAX_BYTES")]
+    #[serde(rename = "limits.max_bytes")]
     pub max_bytes: Option<usize>,
-    /// `--max-depth`: `limits.max_depth`.
+    /// Deepest JSON nesting accepted in an element (1 to 127): limits.max_depth.
+    #[arg(long, env = "PARLEY_PARSER_MAX_DEPTH")]
+    #[serde(rename = "limits.max_depth")]
     pub max_depth: Option<usize>,
-    /// `--stream-idle-timeout`: `streams.idle_timeout`.
+    /// Longest pause between two messages of a ParseStream call: streams.idle_timeout.
+    #[arg(long, value_parser = parse_duration)]
+    #[serde(rename = "streams.idle_timeout", with = "duration::option")]
     pub stream_idle_timeout: Option<Duration>,
-    /// `--stream-max-duration`: `streams.max_duration`.
+    /// Longest lifetime of a ParseStream call: streams.max_duration.
+    #[arg(long, value_parser = parse_duration)]
+    #[serde(rename = "streams.max_duration", with = "duration::option")]
     pub stream_max_duration: Option<Duration>,
-    /// `--profile-cache`: `streams.profile_cache`.
+    /// Inline profiles kept compiled; 0 compiles each one: streams.profile_cache.
+    #[arg(long, env = "PARLEY_PARSER_PROFILE_CACHE")]
+    #[serde(rename = "streams.profile_cache")]
     pub profile_cache: Option<usize>,
 }
 
@@ -121,19 +138,7 @@ impl ParserConfig {
         let config: Self = Layers::new(&Self::default())?
             .file_if(file)?
             .env_from(vars)
-            .server_flags(&flags.server)?
-            .flag("profiles", flags.profiles)?
-            .flag("limits.max_bytes", flags.max_bytes)?
-            .flag("limits.max_depth", flags.max_depth)?
-            .flag(
-                "streams.idle_timeout",
-                flags.stream_idle_timeout.map(duration::format),
-            )?
-            .flag(
-                "streams.max_duration",
-                flags.stream_max_duration.map(duration::format),
-            )?
-            .flag("streams.profile_cache", flags.profile_cache)?
+            .flags(&flags)?
             .extract()?;
         config.validate()?;
         Ok(config)

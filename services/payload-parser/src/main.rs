@@ -7,11 +7,11 @@
 //! flushes its spans. Metrics are served on `server.metrics_listen`
 //! (default 127.0.0.1:9466).
 
-use std::{path::PathBuf, time::Duration};
+use std::path::PathBuf;
 
 use clap::Parser;
 use parley_grpc::{
-    config::{SHORT_HELP_FOOTER, ServerFlags, help_footer, parse_duration, print_if_asked},
+    config::{SHORT_HELP_FOOTER, help_footer, print_if_asked},
     telemetry::{self, TelemetryOptions},
 };
 use payload_parser::{
@@ -32,26 +32,9 @@ struct Args {
     /// Configuration file (TOML; see deploy/config/parser.toml).
     #[arg(long, env = "PARLEY_PARSER_CONFIG")]
     config: Option<PathBuf>,
+    /// The flags, each the override of one key.
     #[command(flatten)]
-    server: ServerFlags,
-    /// JSON file of named profiles (`{"profiles": {"<name>": ParseProfile}}`): profiles.
-    #[arg(long, env = "PARLEY_PARSER_PROFILES")]
-    profiles: Option<PathBuf>,
-    /// Largest text accepted, in bytes (a stream: the sum of its deltas): limits.max_bytes.
-    #[arg(long, env = "PARLEY_PARSER_MAX_BYTES")]
-    max_bytes: Option<usize>,
-    /// Deepest JSON nesting accepted in an element (1 to 127): limits.max_depth.
-    #[arg(long, env = "PARLEY_PARSER_MAX_DEPTH")]
-    max_depth: Option<usize>,
-    /// Longest pause between two messages of a ParseStream call: streams.idle_timeout.
-    #[arg(long, value_parser = parse_duration)]
-    stream_idle_timeout: Option<Duration>,
-    /// Longest lifetime of a ParseStream call: streams.max_duration.
-    #[arg(long, value_parser = parse_duration)]
-    stream_max_duration: Option<Duration>,
-    /// Inline profiles kept compiled; 0 compiles each one: streams.profile_cache.
-    #[arg(long, env = "PARLEY_PARSER_PROFILE_CACHE")]
-    profile_cache: Option<usize>,
+    flags: Flags,
 }
 
 fn main() -> anyhow::Result<()> {
@@ -59,26 +42,14 @@ fn main() -> anyhow::Result<()> {
     let options = TelemetryOptions::binary(
         "payload-parser",
         env!("CARGO_PKG_VERSION"),
-        args.server.log_format,
+        args.flags.server.log_format,
     );
     parley_grpc::runtime::build()?.block_on(telemetry::run_main(options, run(args)))
 }
 
 async fn run(args: Args) -> anyhow::Result<()> {
-    let config = ParserConfig::load(
-        args.config.as_deref(),
-        std::env::vars(),
-        Flags {
-            server: args.server.clone(),
-            profiles: args.profiles,
-            max_bytes: args.max_bytes,
-            max_depth: args.max_depth,
-            stream_idle_timeout: args.stream_idle_timeout,
-            stream_max_duration: args.stream_max_duration,
-            profile_cache: args.profile_cache,
-        },
-    )?;
-    if print_if_asked(&args.server, &config) {
+    let config = ParserConfig::load(args.config.as_deref(), std::env::vars(), args.flags.clone())?;
+    if print_if_asked(&args.flags.server, &config) {
         return Ok(());
     }
     let app = ParserApp::build(&config)?;
@@ -90,6 +61,8 @@ async fn run(args: Args) -> anyhow::Result<()> {
 
 #[cfg(test)]
 mod tests {
+    use std::time::Duration;
+
     use super::*;
 
     #[test]
@@ -97,7 +70,7 @@ mod tests {
         // Only flags without an environment variable, so the test does not
         // depend on the environment it runs in.
         let args = Args::try_parse_from(["payload-parser"]).expect("no flags");
-        assert_eq!(args.stream_idle_timeout, None);
+        assert_eq!(args.flags.stream_idle_timeout, None);
         let args = Args::try_parse_from([
             "payload-parser",
             "--stream-idle-timeout",
@@ -107,7 +80,10 @@ mod tests {
         ])
         .expect("parses");
         assert_eq!(
-            (args.stream_idle_timeout, args.stream_max_duration),
+            (
+                args.flags.stream_idle_timeout,
+                args.flags.stream_max_duration
+            ),
             (
                 Some(Duration::from_secs(1)),
                 Some(Duration::from_secs(5400))

@@ -114,56 +114,50 @@ pub fn is_loopback(listen: &str) -> bool {
         .is_some_and(|(host, _)| host.eq_ignore_ascii_case("localhost"))
 }
 
-/// The flags every Parley binary takes (`#[command(flatten)]` them into
-/// its arguments): the `[server]` keys, the log format and
+/// The flags every Parley binary takes (`#[command(flatten)]` and
+/// `#[serde(flatten)]` them into its flags): the `[server]` keys, each
+/// serialised under its key for [`Layers::flags`], the log format and
 /// `--print-config`.
-#[derive(Debug, Clone, Default, clap::Args)]
+#[derive(Debug, Clone, Default, clap::Args, Serialize)]
 pub struct ServerFlags {
     /// Address to listen on (HOST:PORT): server.listen.
     #[arg(long, env = "PARLEY_LISTEN")]
+    #[serde(rename = "server.listen")]
     pub listen: Option<String>,
     /// Also serve on this Unix domain socket (plaintext, mode 0660), or `off`:
     /// server.uds_listen.
     #[arg(long, env = "PARLEY_UDS_LISTEN")]
+    #[serde(rename = "server.uds_listen")]
     pub uds_listen: Option<String>,
     /// Prometheus metrics at http://ADDR/metrics, or `off`: server.metrics_listen.
     #[arg(long, env = "PARLEY_METRICS_LISTEN")]
+    #[serde(rename = "server.metrics_listen")]
     pub metrics_listen: Option<String>,
     /// Time in-flight calls get to finish after SIGTERM (`20s`): server.drain_timeout.
     #[arg(long, env = "PARLEY_DRAIN_TIMEOUT", value_parser = parse_duration)]
+    #[serde(rename = "server.drain_timeout", with = "duration::option")]
     pub drain_timeout: Option<Duration>,
     /// Serve TLS with this certificate chain (PEM): server.tls.cert.
     #[arg(long, env = "PARLEY_TLS_CERT")]
+    #[serde(rename = "server.tls.cert")]
     pub tls_cert: Option<std::path::PathBuf>,
     /// The certificate's private key (PEM): server.tls.key.
     #[arg(long, env = "PARLEY_TLS_KEY")]
+    #[serde(rename = "server.tls.key")]
     pub tls_key: Option<std::path::PathBuf>,
     /// Require client certificates signed by this CA (PEM; mutual TLS):
     /// server.tls.client_ca.
     #[arg(long, env = "PARLEY_TLS_CLIENT_CA")]
+    #[serde(rename = "server.tls.client_ca")]
     pub tls_client_ca: Option<std::path::PathBuf>,
     /// Log format: `json` or `text`.
     #[arg(long, env = "PARLEY_LOG_FORMAT", default_value = "json")]
+    #[serde(skip)]
     pub log_format: LogFormat,
     /// Print the configuration the layers give (TOML, secrets left out) and exit.
     #[arg(long)]
+    #[serde(skip)]
     pub print_config: bool,
-}
-
-impl Layers {
-    /// Applies the `[server]` flags.
-    pub fn server_flags(self, flags: &ServerFlags) -> Result<Self, ConfigError> {
-        self.flag("server.listen", flags.listen.clone())?
-            .flag("server.uds_listen", flags.uds_listen.clone())?
-            .flag("server.metrics_listen", flags.metrics_listen.clone())?
-            .flag(
-                "server.drain_timeout",
-                flags.drain_timeout.map(duration::format),
-            )?
-            .flag("server.tls.cert", flags.tls_cert.clone())?
-            .flag("server.tls.key", flags.tls_key.clone())?
-            .flag("server.tls.client_ca", flags.tls_client_ca.clone())
-    }
 }
 
 /// Why a binary could not open its ports.

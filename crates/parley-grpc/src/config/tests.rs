@@ -241,7 +241,7 @@ fn the_unix_socket_is_off_by_default_and_set_by_each_layer() {
             "PARLEY_SERVER__UDS_LISTEN",
             "/run/parley/env.sock",
         )]))
-        .server_flags(&flags)
+        .flags(&flags)
         .expect("flags")
         .extract()
         .expect("merges");
@@ -261,4 +261,78 @@ fn a_bad_unix_socket_path_names_its_key() {
         let error = server.validate().expect_err("refused").to_string();
         assert!(error.contains("server.uds_listen"), "{error}");
     }
+}
+
+/// A binary's flags as every service declares them: clap arguments that
+/// serialise under the keys they set.
+#[derive(Debug, Clone, Default, clap::Parser, Serialize)]
+struct SampleFlags {
+    #[command(flatten)]
+    #[serde(flatten)]
+    server: ServerFlags,
+    #[arg(long)]
+    #[serde(rename = "turns.max_concurrent")]
+    max_turns: Option<u32>,
+    #[arg(long, value_parser = parse_duration)]
+    #[serde(rename = "turns.lease_ttl", with = "duration::option")]
+    lease_ttl: Option<Duration>,
+    #[arg(long)]
+    #[serde(rename = "turns.event_log", skip_serializing_if = "std::ops::Not::not")]
+    event_log: bool,
+    #[arg(long)]
+    #[serde(skip)]
+    not_a_key: Option<String>,
+}
+
+#[test]
+fn a_flags_struct_is_the_command_line_layer() {
+    use clap::Parser;
+
+    let file = toml_file(
+        "[server]\nlisten = \"0.0.0.0:1\"\n[turns]\nmax_concurrent = 8\nevent_log = true\n",
+    );
+    let parse = |args: &[&str]| {
+        let flags =
+            SampleFlags::try_parse_from(std::iter::once("sample").chain(args.iter().copied()))
+                .expect("flags parse");
+        Layers::new(&Sample::default())
+            .expect("defaults")
+            .file(file.path())
+            .expect("file")
+            .flags(&flags)
+            .expect("flags")
+            .extract::<Sample>()
+    };
+    let config = parse(&[
+        "--listen",
+        "127.0.0.1:9",
+        "--drain-timeout",
+        "1m",
+        "--lease-ttl",
+        "1h 30m",
+        "--not-a-key",
+        "x",
+        "--log-format",
+        "text",
+    ])
+    .expect("merges");
+    assert_eq!(config.server.listen, "127.0.0.1:9");
+    assert_eq!(config.server.drain_timeout, Duration::from_secs(60));
+    assert_eq!(config.turns.lease_ttl, Duration::from_secs(5400));
+    assert_eq!(
+        config.turns.max_concurrent, 8,
+        "a flag not given leaves the file's"
+    );
+    assert!(
+        config.turns.event_log,
+        "a boolean flag not given leaves the file's"
+    );
+    assert_eq!(config.server.metrics_listen, "127.0.0.1:9464");
+
+    let config = parse(&["--max-turns", "3", "--tls-cert", "/c.pem"]).expect("merges");
+    assert_eq!(config.turns.max_concurrent, 3);
+    assert_eq!(
+        config.server.tls.cert.as_deref(),
+        Some(std::path::Path::new("/c.pem"))
+    );
 }
