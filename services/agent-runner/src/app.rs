@@ -26,6 +26,8 @@ use crate::{
     tools::{ToolRuntime, mcp::McpServers},
 };
 
+pub mod providers;
+
 /// The fully qualified name of the service, for health checks.
 pub const SERVICE_NAME: &str = "parley.runner.v1.AgentRunner";
 
@@ -75,7 +77,7 @@ impl RunnerApp {
             .check_exposure(&config.server, token.is_set())?
             .then(|| config.server.listen.clone());
         let mut reloadable: Vec<Reloadable> = token_reload.into_iter().collect();
-        let providers = config.build_providers_reloadable(&lookup, &mut reloadable)?;
+        let providers = providers::build_providers_reloadable(config, &lookup, &mut reloadable)?;
         let mut config = config.clone();
         for (name, server) in &mut config.mcp_servers {
             reloadable.extend(server.load_header_files(name, &config.base_dir)?);

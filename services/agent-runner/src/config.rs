@@ -1,5 +1,6 @@
-//! The runner's configuration: its defaults, the providers, and how they
-//! are built (`build`).
+//! The runner's configuration: its defaults, the providers it names, and
+//! their validation (plain data: the providers are built by
+//! [`crate::app::providers`]).
 //!
 //! Read by [`parley_grpc::config::Layers`] like every Parley binary's:
 //! defaults, then a TOML file (`--config`, documented in
@@ -55,15 +56,12 @@
 //! A configuration that names no provider (no file, say) gets one: the
 //! scripted provider playing `--script` or the demo script.
 
-mod build;
-
 use std::{
     collections::BTreeMap,
     path::{Path, PathBuf},
     time::Duration,
 };
 
-pub use build::load_script;
 pub use parley_grpc::config::ConfigError;
 use parley_grpc::config::{
     Layers, ServerConfig, ServerFlags, duration, invalid, positive, positive_duration,

@@ -1,6 +1,7 @@
 //! Configuration layers, validation and provider building.
 
 use super::*;
+use crate::app::providers::{build_providers, build_providers_reloadable};
 
 fn vars(pairs: &[(&str, &str)]) -> Vec<(String, String)> {
     pairs
@@ -25,7 +26,7 @@ fn the_shipped_runner_config_is_valid() {
     let config = RunnerConfig::load(Some(&path), [], Flags::default()).expect("valid");
     assert_eq!(config.default_provider, "scripted");
     assert_eq!(config.limits.tool_timeout, Duration::from_secs(30));
-    let providers = config.build_providers(|_| None).expect("should succeed");
+    let providers = build_providers(&config, |_| None).expect("should succeed");
     assert!(providers.get("scripted").is_some());
     for name in ["openai", "ollama", "openrouter", "anthropic", "gemini"] {
         assert!(providers.get(name).is_some(), "{name}");
@@ -66,8 +67,7 @@ fn the_shipped_kubernetes_runner_config_is_valid_and_reads_keys_from_files() {
         );
     }
     let mut reloadable = Vec::new();
-    let providers = config
-        .build_providers_reloadable(|_| None, &mut reloadable)
+    let providers = build_providers_reloadable(&config, |_| None, &mut reloadable)
         .expect("starts without the key files");
     assert!(providers.get("openai").is_some());
     assert_eq!(reloadable.len(), 3, "each key file is read again on SIGHUP");
@@ -86,9 +86,7 @@ fn the_shipped_kubernetes_runner_config_is_valid_and_reads_keys_from_files() {
     );
     let config = with_file(&text, &[]).expect("valid");
     let mut reloadable = Vec::new();
-    config
-        .build_providers_reloadable(|_| None, &mut reloadable)
-        .expect("starts");
+    build_providers_reloadable(&config, |_| None, &mut reloadable).expect("starts");
     let [slot] = <[_; 1]>::try_from(reloadable).expect("one key");
     assert!(slot.slot.get().is_none(), "no key yet");
     std::fs::write(&key, "sk-later\n").expect("write key");
@@ -101,7 +99,7 @@ fn no_config_means_the_scripted_demo() {
     let config = RunnerConfig::load(None, [], Flags::default()).expect("valid");
     assert_eq!(config.server.listen, "127.0.0.1:50052");
     assert_eq!(config.server.metrics_listen, "127.0.0.1:9465");
-    let providers = config.build_providers(|_| None).expect("should succeed");
+    let providers = build_providers(&config, |_| None).expect("should succeed");
     let resolved = providers.resolve(crate::turn::ModelChoice {
         provider: String::new(),
         model: String::new(),
@@ -235,12 +233,11 @@ fn keyed(kind: &str) -> RunnerConfig {
 fn api_keys_come_from_the_environment() {
     let config = keyed("openai");
     let seen = std::sync::Mutex::new(Vec::new());
-    config
-        .build_providers(|name| {
-            seen.lock().expect("should succeed").push(name.to_owned());
-            Some("sk-test".into())
-        })
-        .expect("should succeed");
+    build_providers(&config, |name| {
+        seen.lock().expect("should succeed").push(name.to_owned());
+        Some("sk-test".into())
+    })
+    .expect("should succeed");
     assert_eq!(
         *seen.lock().expect("should succeed"),
         vec!["MY_KEY".to_owned()]
@@ -250,8 +247,7 @@ fn api_keys_come_from_the_environment() {
 #[test]
 fn configured_providers_never_show_their_keys() {
     for kind in ["openai", "anthropic", "gemini"] {
-        let providers = keyed(kind)
-            .build_providers(|_| Some("sk-very-secret".into()))
+        let providers = build_providers(&keyed(kind), |_| Some("sk-very-secret".into()))
             .expect("should succeed");
         let text = format!("{providers:?}");
         assert!(text.contains("api_key"), "{kind}: {text}");
@@ -389,7 +385,7 @@ fn allow_list_patterns_are_checked_with_their_keys() {
     assert_eq!(config.tools.registry, Some(PathBuf::from("registry.yaml")));
     assert_eq!(config.models.allowed.as_ref().map(Vec::len), Some(1));
     // The registry is read when the runner is built: missing, it stops the start.
-    let providers = config.build_providers(|_| None).expect("providers");
+    let providers = build_providers(&config, |_| None).expect("providers");
     let error = config.allowed(&providers).expect_err("no registry file");
     assert!(error.to_string().contains("tools.registry"), "{error}");
 
@@ -421,7 +417,7 @@ fn allow_list_patterns_are_checked_with_their_keys() {
 #[test]
 fn without_allow_lists_no_endpoint_and_only_default_models_are_allowed() {
     let config = RunnerConfig::load(None, [], Flags::default()).expect("valid");
-    let providers = config.build_providers(|_| None).expect("providers");
+    let providers = build_providers(&config, |_| None).expect("providers");
     let allowed = config.allowed(&providers).expect("allowed");
     assert!(allowed.endpoints.describe().is_empty());
     assert_eq!(

@@ -1,6 +1,7 @@
-//! Building the configured providers: each one's HTTP configuration, its
-//! API key (from a variable, or from a file SIGHUP reads again) and, for the
-//! scripted provider, its script.
+//! Building the providers a configuration names: each one's HTTP
+//! configuration, its API key (from a variable, or from a file SIGHUP reads
+//! again) and, for the scripted provider, its script. The configuration
+//! says what; this is where the runner makes it.
 
 use std::{collections::BTreeMap, path::Path, sync::Arc};
 
@@ -9,7 +10,7 @@ use parley_grpc::{
     secret::{Reloadable, SharedSecret},
 };
 
-use super::{DEMO_SCRIPT_PATH, ProviderConfig, ProviderKind, RunnerConfig};
+use crate::config::{DEMO_SCRIPT_PATH, ProviderConfig, ProviderKind, RunnerConfig};
 use crate::provider::{
     Provider, ProviderEntry, Providers,
     anthropic::AnthropicProvider,
@@ -20,36 +21,35 @@ use crate::provider::{
     sse::ResponseLimits,
 };
 
-impl RunnerConfig {
-    /// Builds every provider; `lookup` reads the API key variables.
-    pub fn build_providers(
-        &self,
-        lookup: impl Fn(&str) -> Option<String>,
-    ) -> Result<Providers, ConfigError> {
-        self.build_providers_reloadable(lookup, &mut Vec::new())
-    }
+/// Builds every provider of `config`; `lookup` reads the API key
+/// variables.
+pub fn build_providers(
+    config: &RunnerConfig,
+    lookup: impl Fn(&str) -> Option<String>,
+) -> Result<Providers, ConfigError> {
+    build_providers_reloadable(config, lookup, &mut Vec::new())
+}
 
-    /// [`RunnerConfig::build_providers`], adding to `reloadable` the keys
-    /// read from files (SIGHUP reads them again).
-    pub fn build_providers_reloadable(
-        &self,
-        lookup: impl Fn(&str) -> Option<String>,
-        reloadable: &mut Vec<Reloadable>,
-    ) -> Result<Providers, ConfigError> {
-        let mut entries = BTreeMap::new();
-        let limits = self.providers.limits();
-        for (name, config) in self.providers.iter() {
-            let api_key = api_key(name, config, &self.base_dir, &lookup, reloadable)?;
-            let entry = build_provider(name, config, limits, &self.base_dir, api_key)?;
-            entries.insert(name.clone(), entry);
-        }
-        Providers::new(entries, self.default_provider.clone()).map_err(|unknown| {
-            invalid(
-                "default_provider",
-                format!("`{}` is not configured", unknown.0),
-            )
-        })
+/// [`build_providers`], adding to `reloadable` the keys read from files
+/// (SIGHUP reads them again).
+pub fn build_providers_reloadable(
+    config: &RunnerConfig,
+    lookup: impl Fn(&str) -> Option<String>,
+    reloadable: &mut Vec<Reloadable>,
+) -> Result<Providers, ConfigError> {
+    let mut entries = BTreeMap::new();
+    let limits = config.providers.limits();
+    for (name, provider) in config.providers.iter() {
+        let api_key = api_key(name, provider, &config.base_dir, &lookup, reloadable)?;
+        let entry = build_provider(name, provider, limits, &config.base_dir, api_key)?;
+        entries.insert(name.clone(), entry);
     }
+    Providers::new(entries, config.default_provider.clone()).map_err(|unknown| {
+        invalid(
+            "default_provider",
+            format!("`{}` is not configured", unknown.0),
+        )
+    })
 }
 
 fn build_provider(
