@@ -1,5 +1,10 @@
 //! Errors become `tonic::Status` here, and only here.
 //!
+//! Each service's error type implements [`ServiceError`] (its code, reason,
+//! message and details) and becomes a `Status` through [`from_error`]
+//! (`?` reaches it by the `From` impls [`status_from!`](crate::status_from)
+//! writes); the helpers below build the refusals of the shared layers.
+//!
 //! Every error a Parley service returns carries a `google.rpc.ErrorInfo` with
 //! a stable UPPER_SNAKE `reason` and the domain `parley.dev`, so clients in
 //! any language can branch on it without parsing messages. Invalid requests
@@ -9,7 +14,7 @@
 use std::{collections::HashMap, time::Duration};
 
 use tonic::{Code, Status};
-use tonic_types::{ErrorDetails, FieldViolation, StatusExt};
+use tonic_types::{ErrorDetails, FieldViolation, QuotaViolation, StatusExt};
 
 /// The `ErrorInfo.domain` of every Parley error.
 pub const DOMAIN: &str = "parley.dev";
@@ -65,6 +70,140 @@ pub fn retryable(
     details.set_error_info(reason, DOMAIN, HashMap::<String, String>::new());
     details.set_retry_info(retry_after);
     Status::with_error_details(code, message, details)
+}
+
+/// What a refusal carries besides its code, reason and message, each as
+/// its `google.rpc` detail.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct Details {
+    /// `ErrorInfo.metadata`.
+    pub metadata: HashMap<String, String>,
+    /// `BadRequest` field violations, `(field, description)`; when there
+    /// are any they are also the message (`field: description; …`).
+    pub violations: Vec<(String, String)>,
+    /// `RetryInfo`, when the call may be retried: after this long, if said.
+    pub retry: Option<Option<Duration>>,
+    /// `QuotaFailure` violations, `(subject, description)`.
+    pub quota: Vec<(String, String)>,
+}
+
+impl Details {
+    /// `ErrorInfo.metadata` of these pairs.
+    pub fn metadata<const N: usize>(pairs: [(&str, String); N]) -> Self {
+        Self {
+            metadata: pairs
+                .into_iter()
+                .map(|(key, value)| (key.to_owned(), value))
+                .collect(),
+            ..Self::default()
+        }
+    }
+
+    /// One `BadRequest` field violation.
+    pub fn violation(field: impl Into<String>, description: impl Into<String>) -> Self {
+        Self::violations(vec![(field.into(), description.into())])
+    }
+
+    /// `BadRequest` field violations.
+    pub fn violations(violations: Vec<(String, String)>) -> Self {
+        Self {
+            violations,
+            ..Self::default()
+        }
+    }
+
+    /// A `RetryInfo` saying to retry after `delay`.
+    pub fn retry_after(delay: Option<Duration>) -> Self {
+        Self {
+            retry: Some(delay),
+            ..Self::default()
+        }
+    }
+}
+
+/// The error contract of every Parley service: an error type says its gRPC
+/// code, its stable reason and its details, and [`from_error`] (through
+/// [`status_from!`](crate::status_from)) turns it into a `Status`, the one
+/// way a refusal reaches the wire.
+pub trait ServiceError: std::fmt::Display {
+    /// The gRPC status code.
+    fn code(&self) -> Code;
+
+    /// The stable UPPER_SNAKE `ErrorInfo.reason`.
+    fn reason(&self) -> &'static str;
+
+    /// What the client reads; the error's `Display` unless the refusal has
+    /// field violations (then they are the message).
+    fn message(&self) -> String {
+        self.to_string()
+    }
+
+    /// The details besides `ErrorInfo` (none by default).
+    fn details(&self) -> Details {
+        Details::default()
+    }
+
+    /// Called once as the error becomes a `Status`: logs what the client is
+    /// not told (nothing by default).
+    fn log(&self) {}
+}
+
+/// The `Status` of `error`: its code, its message (or its field
+/// violations), an `ErrorInfo` with its reason and metadata in the domain
+/// [`DOMAIN`], and its other details.
+pub fn from_error<E: ServiceError + ?Sized>(error: &E) -> Status {
+    error.log();
+    let Details {
+        metadata,
+        violations,
+        retry,
+        quota,
+    } = error.details();
+    let mut details = ErrorDetails::new();
+    details.set_error_info(error.reason(), DOMAIN, metadata);
+    let message = if violations.is_empty() {
+        error.message()
+    } else {
+        let message = violations
+            .iter()
+            .map(|(field, description)| format!("{field}: {description}"))
+            .collect::<Vec<_>>()
+            .join("; ");
+        details.set_bad_request(
+            violations
+                .into_iter()
+                .map(|(field, description)| FieldViolation::new(field, description))
+                .collect::<Vec<_>>(),
+        );
+        message
+    };
+    if let Some(delay) = retry {
+        details.set_retry_info(delay);
+    }
+    if !quota.is_empty() {
+        details.set_quota_failure(
+            quota
+                .into_iter()
+                .map(|(subject, description)| QuotaViolation::new(subject, description))
+                .collect::<Vec<_>>(),
+        );
+    }
+    Status::with_error_details(error.code(), message, details)
+}
+
+/// `impl From<E> for tonic::Status` through [`from_error`], for each
+/// [`ServiceError`] type named, so that `?` turns it into a status.
+#[macro_export]
+macro_rules! status_from {
+    ($($error:ty),+ $(,)?) => {
+        $(
+            impl ::core::convert::From<$error> for ::tonic::Status {
+                fn from(error: $error) -> Self {
+                    $crate::status::from_error(&error)
+                }
+            }
+        )+
+    };
 }
 
 /// Reason: the request message is not valid protobuf (malformed bytes,
@@ -134,6 +273,92 @@ mod tests {
             .expect("bad request detail");
         assert_eq!(bad.field_violations[0].field, "text");
         assert!(status.message().contains("1048576"));
+    }
+
+    /// One refusal of each shape the helpers build.
+    #[derive(Debug, thiserror::Error)]
+    enum Sample {
+        #[error("plain")]
+        Plain,
+        #[error("with metadata")]
+        Metadata,
+        #[error("invalid")]
+        Invalid,
+        #[error("busy")]
+        Busy,
+    }
+
+    impl ServiceError for Sample {
+        fn code(&self) -> Code {
+            match self {
+                Self::Plain => Code::NotFound,
+                Self::Metadata => Code::FailedPrecondition,
+                Self::Invalid => Code::InvalidArgument,
+                Self::Busy => Code::ResourceExhausted,
+            }
+        }
+
+        fn reason(&self) -> &'static str {
+            match self {
+                Self::Plain => "PLAIN",
+                Self::Metadata => "WITH_METADATA",
+                Self::Invalid => "INVALID",
+                Self::Busy => "BUSY",
+            }
+        }
+
+        fn details(&self) -> Details {
+            match self {
+                Self::Plain => Details::default(),
+                Self::Metadata => Details::metadata([("tool", "t".to_owned())]),
+                Self::Invalid => Details::violations(vec![
+                    ("a".into(), "is bad".into()),
+                    ("b".into(), "is worse".into()),
+                ]),
+                Self::Busy => Details::retry_after(Some(Duration::from_secs(1))),
+            }
+        }
+    }
+
+    #[test]
+    fn a_service_error_becomes_the_status_the_helpers_build() {
+        let cases = [
+            (Sample::Plain, error(Code::NotFound, "PLAIN", "plain")),
+            (
+                Sample::Metadata,
+                error_with_metadata(
+                    Code::FailedPrecondition,
+                    "WITH_METADATA",
+                    "with metadata",
+                    [("tool".to_owned(), "t".to_owned())].into_iter().collect(),
+                ),
+            ),
+            (
+                Sample::Invalid,
+                invalid_argument(
+                    "INVALID",
+                    vec![
+                        ("a".into(), "is bad".into()),
+                        ("b".into(), "is worse".into()),
+                    ],
+                ),
+            ),
+            (
+                Sample::Busy,
+                retryable(
+                    Code::ResourceExhausted,
+                    "BUSY",
+                    "busy",
+                    Some(Duration::from_secs(1)),
+                ),
+            ),
+        ];
+        for (sample, expected) in cases {
+            let status = from_error(&sample);
+            assert_eq!(status.code(), expected.code(), "{sample}");
+            assert_eq!(status.message(), expected.message(), "{sample}");
+            assert_eq!(status.details(), expected.details(), "{sample}");
+        }
     }
 
     #[test]

@@ -1,5 +1,6 @@
-//! Why the runner refuses a `Run` call, and the one place those refusals
-//! become `tonic::Status`.
+//! Why the runner refuses a `Run` call: [`RunError`], each refusal with
+//! its code, reason and details ([`ServiceError`]), turned into a
+//! `tonic::Status` by `parley_grpc::status`.
 //!
 //! A refusal happens before anything streams; once a turn runs, failures
 //! are `Error` events in the stream instead ([`crate::events::TurnError`]).
@@ -17,8 +18,8 @@
 
 use std::time::Duration;
 
-use parley_grpc::status;
-use tonic::{Code, Status};
+use parley_grpc::status::{Details, ServiceError};
+use tonic::Code;
 
 use crate::turn::Violation;
 
@@ -78,69 +79,56 @@ fn describe(violations: &[Violation]) -> String {
         .join("; ")
 }
 
-impl From<RunError> for Status {
-    fn from(error: RunError) -> Self {
-        let message = error.to_string();
-        match error {
-            RunError::Invalid(violations) => status::invalid_argument(
-                "INVALID_REQUEST",
-                violations
-                    .into_iter()
-                    .map(|v| (v.field, v.description))
-                    .collect(),
-            ),
-            RunError::UnknownProvider {
-                field,
-                provider,
-                configured,
-            } => status::invalid_argument(
-                "UNKNOWN_PROVIDER",
-                vec![(
-                    field,
-                    format!(
-                        "unknown provider `{provider}` (configured: {})",
-                        configured.join(", ")
-                    ),
-                )],
-            ),
-            RunError::StructuredOutputUnsupported { provider, model } => {
-                status::error_with_metadata(
-                    Code::FailedPrecondition,
-                    "STRUCTURED_OUTPUT_UNSUPPORTED",
-                    message,
-                    [
-                        ("provider".to_owned(), provider),
-                        ("model".to_owned(), model),
-                    ]
-                    .into_iter()
-                    .collect(),
-                )
+impl ServiceError for RunError {
+    fn code(&self) -> Code {
+        match self {
+            Self::Invalid(_) | Self::UnknownProvider { .. } | Self::ModelNotAllowed { .. } => {
+                Code::InvalidArgument
             }
-            RunError::ToolEndpointNotAllowed { tool } => status::error_with_metadata(
-                Code::FailedPrecondition,
-                "TOOL_ENDPOINT_NOT_ALLOWED",
-                message,
-                [("tool".to_owned(), tool)].into_iter().collect(),
+            Self::StructuredOutputUnsupported { .. } | Self::ToolEndpointNotAllowed { .. } => {
+                Code::FailedPrecondition
+            }
+            Self::Busy => Code::ResourceExhausted,
+        }
+    }
+
+    fn reason(&self) -> &'static str {
+        match self {
+            Self::Invalid(_) => "INVALID_REQUEST",
+            Self::UnknownProvider { .. } => "UNKNOWN_PROVIDER",
+            Self::StructuredOutputUnsupported { .. } => "STRUCTURED_OUTPUT_UNSUPPORTED",
+            Self::ToolEndpointNotAllowed { .. } => "TOOL_ENDPOINT_NOT_ALLOWED",
+            Self::ModelNotAllowed { .. } => "MODEL_NOT_ALLOWED",
+            Self::Busy => "RUNNER_BUSY",
+        }
+    }
+
+    fn details(&self) -> Details {
+        match self {
+            Self::Invalid(violations) => Details::violations(
+                violations
+                    .iter()
+                    .map(|v| (v.field.clone(), v.description.clone()))
+                    .collect(),
             ),
-            RunError::ModelNotAllowed { field, model } => status::invalid_argument(
-                "MODEL_NOT_ALLOWED",
-                vec![(
-                    field,
-                    format!("model `{model}` is not allowed by this runner"),
-                )],
-            ),
-            RunError::Busy => status::retryable(
-                Code::ResourceExhausted,
-                "RUNNER_BUSY",
-                message,
-                Some(BUSY_RETRY_AFTER),
-            ),
+            Self::UnknownProvider { field, .. } | Self::ModelNotAllowed { field, .. } => {
+                Details::violation(field.clone(), self.to_string())
+            }
+            Self::StructuredOutputUnsupported { provider, model } => {
+                Details::metadata([("provider", provider.clone()), ("model", model.clone())])
+            }
+            Self::ToolEndpointNotAllowed { tool } => Details::metadata([("tool", tool.clone())]),
+            Self::Busy => Details::retry_after(Some(BUSY_RETRY_AFTER)),
         }
     }
 }
 
+parley_grpc::status_from!(RunError);
+
 #[cfg(test)]
 mod tests {
+    use parley_grpc::status;
+    use tonic::Status;
     use tonic_types::StatusExt;
 
     use super::*;

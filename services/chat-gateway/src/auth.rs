@@ -31,6 +31,7 @@ use verifiers::{JwtVerifier, StaticToken};
 
 use std::sync::Arc;
 
+use parley_grpc::status::ServiceError;
 use tokio_util::sync::{CancellationToken, DropGuard};
 use tonic::{Code, Request, Status, metadata::MetadataMap};
 
@@ -180,23 +181,28 @@ pub enum AuthError {
     /// The token has expired.
     #[error("the bearer token has expired")]
     Expired,
+    /// The call reached a handler without a caller (the interceptor put
+    /// none in its extensions).
+    #[error("the caller is not authenticated")]
+    NoCaller,
 }
 
-impl AuthError {
-    /// The stable `ErrorInfo.reason`.
-    pub fn reason(&self) -> &'static str {
+/// `UNAUTHENTICATED` with an `ErrorInfo`.
+impl ServiceError for AuthError {
+    fn code(&self) -> Code {
+        Code::Unauthenticated
+    }
+
+    fn reason(&self) -> &'static str {
         match self {
-            Self::MissingToken => "MISSING_TOKEN",
+            Self::MissingToken | Self::NoCaller => "MISSING_TOKEN",
             Self::InvalidToken => "INVALID_TOKEN",
             Self::Expired => "TOKEN_EXPIRED",
         }
     }
-
-    /// `UNAUTHENTICATED` with an `ErrorInfo`.
-    pub fn to_status(&self) -> Status {
-        parley_grpc::status::error(Code::Unauthenticated, self.reason(), self.to_string())
-    }
 }
+
+parley_grpc::status_from!(AuthError);
 
 /// One whole auth configuration, swapped at once by
 /// [`Authenticator::reload`].
@@ -376,7 +382,7 @@ impl tonic::service::Interceptor for AuthInterceptor {
         let principal = self
             .0
             .authenticate(request.metadata())
-            .map_err(|error| error.to_status())?;
+            .map_err(Status::from)?;
         request.extensions_mut().insert(principal);
         Ok(request)
     }

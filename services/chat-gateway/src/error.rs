@@ -1,4 +1,5 @@
-//! The gateway's request errors, mapped to `tonic::Status` once, here.
+//! The gateway's request errors, each with its code, reason and details
+//! ([`ServiceError`]); `parley_grpc::status` turns them into `tonic::Status`.
 //!
 //! Errors inside a running turn never become a status: they end the turn's
 //! stream with an `error` event and a `complete` (see `turn::outcome`).
@@ -6,7 +7,8 @@
 
 use std::time::Duration;
 
-use tonic::{Code, Status};
+use parley_grpc::status::{Details, ServiceError};
+use tonic::Code;
 
 use crate::store::{StoreError, quota::QuotaExceeded};
 
@@ -101,52 +103,72 @@ impl GatewayError {
     }
 }
 
-impl From<GatewayError> for Status {
-    fn from(error: GatewayError) -> Self {
-        use parley_grpc::status;
-        let reason = error.reason();
-        match error {
-            GatewayError::InvalidArgument { reason, violations } => {
-                status::invalid_argument(reason, violations)
-            }
-            GatewayError::ConversationNotFound | GatewayError::TurnNotFound => {
-                status::error(Code::NotFound, reason, error.to_string())
-            }
-            GatewayError::TurnInProgress { turn_id } => status::error_with_metadata(
-                Code::FailedPrecondition,
-                reason,
-                "a turn is still running on this conversation; wait for it, cancel it, or set cancel_running",
-                [("turn_id".to_owned(), turn_id)].into_iter().collect(),
-            ),
-            GatewayError::TooManyTurns | GatewayError::TooManyStreams => status::retryable(
-                Code::ResourceExhausted,
-                reason,
-                error.to_string(),
-                Some(Duration::from_secs(1)),
-            ),
-            GatewayError::SlowConsumer { .. } => {
-                status::error(Code::ResourceExhausted, reason, error.to_string())
-            }
-            GatewayError::OverQuota(ref refused) => over_quota_status(reason, refused),
-            GatewayError::UnknownAction(ref action) => status::invalid_argument(
-                reason,
-                vec![("action".to_owned(), format!("`{action}` is not registered"))],
-            ),
-            GatewayError::ClientAction(_)
-            | GatewayError::ActionNotOnPage { .. }
-            | GatewayError::ActionTemplate(_) => {
-                status::error(Code::FailedPrecondition, reason, error.to_string())
-            }
-            GatewayError::Store(ref cause) => {
-                tracing::error!(error = %cause, "conversation store failed");
-                status::retryable(
-                    Code::Unavailable,
-                    reason,
-                    "the conversation store is unavailable",
-                    Some(Duration::from_secs(1)),
-                )
-            }
+impl ServiceError for GatewayError {
+    fn code(&self) -> Code {
+        match self {
+            Self::InvalidArgument { .. } | Self::UnknownAction(_) => Code::InvalidArgument,
+            Self::ConversationNotFound | Self::TurnNotFound => Code::NotFound,
+            Self::TurnInProgress { .. }
+            | Self::ClientAction(_)
+            | Self::ActionNotOnPage { .. }
+            | Self::ActionTemplate(_) => Code::FailedPrecondition,
+            Self::TooManyTurns
+            | Self::TooManyStreams
+            | Self::SlowConsumer { .. }
+            | Self::OverQuota(_) => Code::ResourceExhausted,
+            Self::Store(_) => Code::Unavailable,
         }
+    }
+
+    fn reason(&self) -> &'static str {
+        GatewayError::reason(self)
+    }
+
+    fn message(&self) -> String {
+        match self {
+            Self::TurnInProgress { .. } => "a turn is still running on this conversation; wait for it, cancel it, or set cancel_running".to_owned(),
+            Self::Store(_) => "the conversation store is unavailable".to_owned(),
+            _ => self.to_string(),
+        }
+    }
+
+    fn details(&self) -> Details {
+        match self {
+            Self::InvalidArgument { violations, .. } => Details::violations(violations.clone()),
+            Self::UnknownAction(action) => {
+                Details::violation("action", format!("`{action}` is not registered"))
+            }
+            Self::TurnInProgress { turn_id } => Details::metadata([("turn_id", turn_id.clone())]),
+            Self::TooManyTurns | Self::TooManyStreams | Self::Store(_) => {
+                Details::retry_after(Some(Duration::from_secs(1)))
+            }
+            Self::OverQuota(refused) => over_quota_details(refused),
+            _ => Details::default(),
+        }
+    }
+
+    fn log(&self) {
+        if let Self::Store(cause) = self {
+            tracing::error!(error = %cause, "conversation store failed");
+        }
+    }
+}
+
+/// `QuotaFailure` (the limit: its subject is `user` or `tenant`, its
+/// description names the setting) and `RetryInfo`.
+fn over_quota_details(refused: &QuotaExceeded) -> Details {
+    Details {
+        retry: Some(Some(refused.retry_after)),
+        quota: vec![(
+            refused.scope.as_str().to_owned(),
+            format!(
+                "turns.per_{}.{} = {}",
+                refused.scope.as_str(),
+                refused.limit.as_str(),
+                refused.max
+            ),
+        )],
+        ..Details::default()
     }
 }
 
@@ -161,36 +183,13 @@ fn over_quota_message(refused: &QuotaExceeded) -> String {
     )
 }
 
-/// `RESOURCE_EXHAUSTED` with `QuotaFailure` (the limit: its subject is
-/// `user` or `tenant`, its description names the setting) and `RetryInfo`.
-fn over_quota_status(reason: &str, refused: &QuotaExceeded) -> Status {
-    let violation = tonic_types::QuotaViolation::new(
-        refused.scope.as_str(),
-        format!(
-            "turns.per_{}.{} = {}",
-            refused.scope.as_str(),
-            refused.limit.as_str(),
-            refused.max
-        ),
-    );
-    let mut details = tonic_types::ErrorDetails::new();
-    details.set_error_info(
-        reason,
-        parley_grpc::status::DOMAIN,
-        std::collections::HashMap::<String, String>::new(),
-    );
-    details.set_retry_info(Some(refused.retry_after));
-    details.set_quota_failure(vec![violation]);
-    <Status as tonic_types::StatusExt>::with_error_details(
-        Code::ResourceExhausted,
-        over_quota_message(refused),
-        details,
-    )
-}
+parley_grpc::status_from!(GatewayError);
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    use tonic::Status;
 
     #[test]
     fn each_error_has_its_code_and_reason() {

@@ -77,13 +77,7 @@ fn principal<T>(request: &Request<T>) -> Result<Principal, Status> {
     if let Some(tenant) = principal.as_ref().and_then(|p| p.tenant.as_deref()) {
         parley_grpc::edge::record_tenant(request, tenant);
     }
-    principal.ok_or_else(|| {
-        parley_grpc::status::error(
-            tonic::Code::Unauthenticated,
-            "MISSING_TOKEN",
-            "the caller is not authenticated",
-        )
-    })
+    principal.ok_or_else(|| crate::auth::AuthError::NoCaller.into())
 }
 
 /// The owner key of the caller of `request`.

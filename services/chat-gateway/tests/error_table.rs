@@ -68,8 +68,9 @@ fn built() -> Vec<(&'static str, String, Code)> {
         AuthError::MissingToken,
         AuthError::InvalidToken,
         AuthError::Expired,
+        AuthError::NoCaller,
     ] {
-        statuses.push(("gateway", error.to_status()));
+        statuses.push(("gateway", error.into()));
     }
     for error in [
         RunError::Invalid(vec![Violation {

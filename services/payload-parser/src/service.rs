@@ -9,14 +9,12 @@
 //! in bytes (the same limit as `Parse`), in idle time between messages and in
 //! total lifetime. Inline profiles are compiled once and kept
 //! ([`ProfileCache`]). Every parse counts its diagnostics by kind
-//! (`parley_parser_diagnostics_total`). Errors leave here as `tonic::Status`
-//! with stable reasons ([`status`]).
+//! (`parley_parser_diagnostics_total`). Refusals are [`ParserError`]s with
+//! stable reasons ([`error`]), leaving as `tonic::Status`.
 
 use std::{sync::Arc, time::Duration};
 
-use parley_parse::{
-    Diagnostic, Limits, ParseError, Profile, ProfileCache, Profiles, StreamParser, parse,
-};
+use parley_parse::{Diagnostic, Limits, Profile, ProfileCache, Profiles, StreamParser, parse};
 use parley_proto::parser::v1::{
     ParseProfile, ParseRequest, ParseResponse, ParseStreamRequest,
     parse_stream_request::Input,
@@ -24,17 +22,16 @@ use parley_proto::parser::v1::{
 };
 use tonic::{Request, Response, Status, Streaming};
 
-use self::status::{profile_required, profile_status, stream_timeout, too_large, unknown_profile};
 pub use self::{
-    output::Responses,
-    status::{
-        INVALID_PROFILE, PROFILE_ALREADY_SET, PROFILE_REQUIRED, STREAM_TIMEOUT, TEXT_TOO_LARGE,
-        UNKNOWN_PROFILE,
+    error::{
+        INVALID_PROFILE, PROFILE_ALREADY_SET, PROFILE_REQUIRED, ParserError, STREAM_TIMEOUT,
+        TEXT_TOO_LARGE, UNKNOWN_PROFILE,
     },
+    output::Responses,
 };
 
+mod error;
 mod output;
-mod status;
 
 /// Default longest pause between two messages of a stream.
 pub const DEFAULT_IDLE_TIMEOUT: Duration = Duration::from_secs(120);
@@ -139,15 +136,17 @@ impl ParserService {
                 .inner
                 .profiles
                 .get(name)
-                .ok_or_else(|| unknown_profile(name));
+                .ok_or_else(|| ParserError::UnknownProfile(name.to_owned()).into());
         }
         match inline {
             None => Ok(self.inner.default_profile.clone()),
-            Some(proto) => self
-                .inner
-                .cache
-                .get_or_compile(proto)
-                .map_err(|e| profile_status(&e, field)),
+            Some(proto) => self.inner.cache.get_or_compile(proto).map_err(|source| {
+                ParserError::InvalidProfile {
+                    field: field.to_owned(),
+                    source,
+                }
+                .into()
+            }),
         }
     }
 }
@@ -162,11 +161,14 @@ impl PayloadParser for ParserService {
         let limits = self.inner.limits;
         let limit = limits.effective_max_bytes();
         if request.text.len() > limit {
-            return Err(too_large(request.text.len(), limit));
+            return Err(ParserError::TooLarge {
+                size: request.text.len(),
+                limit,
+            }
+            .into());
         }
         let profile = self.resolve(&request.profile_name, request.profile.as_ref(), "profile")?;
-        let parsed = parse(&request.text, &profile, &limits)
-            .map_err(|ParseError::TooLarge { size, limit }| too_large(size, limit))?;
+        let parsed = parse(&request.text, &profile, &limits).map_err(ParserError::from)?;
         count_diagnostics(&parsed.diagnostics);
         tracing::debug!(
             bytes = request.text.len(),
@@ -188,7 +190,9 @@ impl PayloadParser for ParserService {
         let idle = self.inner.options.idle_timeout;
         let first = match tokio::time::timeout(idle, inbound.message()).await {
             Err(_) => {
-                return Err(stream_timeout("no profile message arrived in time"));
+                return Err(
+                    ParserError::StreamTimeout("no profile message arrived in time").into(),
+                );
             }
             Ok(result) => result?,
         };
@@ -197,7 +201,7 @@ impl PayloadParser for ParserService {
             Some(Input::ProfileName(name)) if !name.is_empty() => {
                 self.resolve(&name, None, "input.profile_name")?
             }
-            _ => return Err(profile_required()),
+            _ => return Err(ParserError::ProfileRequired.into()),
         };
         let parser = StreamParser::new(profile, self.inner.limits).with_partial_payloads();
         let deadline = tokio::time::Instant::now() + self.inner.options.max_stream_duration;

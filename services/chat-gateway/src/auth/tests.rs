@@ -222,7 +222,7 @@ fn missing_or_malformed_headers_are_refused() {
     let mut bare = MetadataMap::new();
     bare.insert("authorization", STATIC_TOKEN.parse().expect("header"));
     assert_eq!(auth.authenticate(&bare), Err(AuthError::InvalidToken));
-    let status = AuthError::MissingToken.to_status();
+    let status = Status::from(AuthError::MissingToken);
     assert_eq!(status.code(), Code::Unauthenticated);
     assert_eq!(
         parley_grpc::status::reason(&status).as_deref(),

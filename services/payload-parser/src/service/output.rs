@@ -19,7 +19,7 @@ use std::{
     time::Duration,
 };
 
-use parley_parse::{ParseError, StreamItem, StreamParser};
+use parley_parse::{StreamItem, StreamParser};
 use parley_proto::parser::v1::{
     ParseStreamRequest, ParseStreamResponse, parse_stream_request::Input,
     parse_stream_response::Output,
@@ -28,10 +28,7 @@ use tokio::time::{Instant, Sleep};
 use tokio_stream::Stream;
 use tonic::{Status, Streaming};
 
-use super::{
-    count_diagnostics,
-    status::{profile_already_set, stream_timeout, too_large},
-};
+use super::{count_diagnostics, error::ParserError};
 
 /// What a `ParseStream` call answers, read from its requests as it goes.
 pub struct Responses {
@@ -90,9 +87,11 @@ impl Responses {
                 Ok(()) => self
                     .ready
                     .extend(self.items.drain(..).map(|item| Ok(item.into_proto()))),
-                Err(ParseError::TooLarge { size, limit }) => self.fail(too_large(size, limit)),
+                Err(error) => self.fail(ParserError::from(error).into()),
             },
-            Some(Input::Profile(_) | Input::ProfileName(_)) => self.fail(profile_already_set()),
+            Some(Input::Profile(_) | Input::ProfileName(_)) => {
+                self.fail(ParserError::ProfileAlreadySet.into())
+            }
             // Everything before it is already queued, so it is answered in order.
             Some(Input::Checkpoint(mark)) => self.ready.push_back(Ok(ParseStreamResponse {
                 output: Some(Output::Checkpoint(mark)),
@@ -137,7 +136,9 @@ impl Stream for Responses {
                 return Poll::Ready(None);
             }
             if this.lifetime.as_mut().poll(cx).is_ready() {
-                this.fail(stream_timeout("the stream exceeded its maximum duration"));
+                this.fail(
+                    ParserError::StreamTimeout("the stream exceeded its maximum duration").into(),
+                );
                 continue;
             }
             match Pin::new(&mut this.inbound).poll_next(cx) {
@@ -164,7 +165,10 @@ impl Stream for Responses {
                         this.idle_timer.as_mut().reset(due);
                         continue;
                     }
-                    this.fail(stream_timeout("no message arrived within the idle timeout"));
+                    this.fail(
+                        ParserError::StreamTimeout("no message arrived within the idle timeout")
+                            .into(),
+                    );
                 }
             }
         }
