@@ -24,12 +24,13 @@ use agent_runner::{
     app::RunnerApp,
     config::RunnerConfig,
     events::{EventKind, EventSink},
+    provider::ModelChoice,
     provider::Providers,
     provider::{
         ChatRequest, EventStream, Finish, FinishReason, Message, Provider, ProviderError,
         StreamEvent, Usage,
     },
-    turn::{Limits, ModelChoice, Turn},
+    turn::{Limits, Turn},
 };
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use futures::StreamExt;

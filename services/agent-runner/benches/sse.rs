@@ -14,7 +14,7 @@
 
 use std::convert::Infallible;
 
-use agent_runner::provider::sse::{ResponseLimits, sse_events};
+use agent_runner::provider::{http::ResponseLimits, sse::sse_events};
 use criterion::{BatchSize, Criterion, Throughput, criterion_group, criterion_main};
 use futures::StreamExt;
 

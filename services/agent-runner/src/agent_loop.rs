@@ -28,18 +28,18 @@ use crate::{
     observe,
     output::{TextMode, TurnOutput},
     parsing,
-    provider::Providers,
     provider::{
         ChatRequest, Finish, FinishReason, Message, OutputSchema, ToolCall, ToolResult, ToolSpec,
         Usage,
     },
+    provider::{ModelChoice, Providers},
     retry::RetryPolicy,
     tools::{
         ToolRuntime,
         execute::{PendingCall, Round},
         prepare::TurnTools,
     },
-    turn::{ModelChoice, Turn},
+    turn::Turn,
 };
 
 /// Everything the loop shares across turns.

@@ -49,7 +49,10 @@ use parley_proto::runner::v1::{self as pb, tool_endpoint::Kind};
 use serde::{Deserialize, Serialize};
 use tonic::codegen::http::Uri;
 
-use crate::{error::RunError, provider::Providers, turn::ModelChoice};
+use crate::{
+    error::RunError,
+    provider::{ModelChoice, Providers},
+};
 
 /// `[tools]`: the ToolService endpoints requests may name.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]

@@ -69,7 +69,7 @@ use parley_grpc::config::{
 use serde::{Deserialize, Serialize};
 
 use crate::{
-    provider::{Providers, sse::ResponseLimits},
+    provider::{Providers, http::ResponseLimits},
     retry::RetryPolicy,
     tools::mcp::McpServerConfig,
     turn::Limits,

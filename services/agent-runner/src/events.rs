@@ -12,7 +12,7 @@ use parley_proto::parser::v1::{Payload, StructuredResult};
 use serde_json::Value;
 use tokio::sync::mpsc;
 
-use crate::{provider::Usage, turn::ModelChoice};
+use crate::provider::{ModelChoice, Usage};
 
 /// A numbered event.
 #[derive(Debug, Clone, PartialEq)]

@@ -32,7 +32,3 @@ pub mod service;
 pub mod tool_sets;
 pub mod tools;
 pub mod turn;
-
-/// The MCP servers' configuration and state, where embedders (the gateway's
-/// whole-stack tests) configure them.
-pub use tools::mcp;

@@ -32,10 +32,10 @@ use crate::{
     events::{EventKind, Phase, Status, StepReset, TurnError, UsageReport},
     observe::{self, ChatCall},
     output::TurnOutput,
-    provider::Providers,
     provider::{ChatRequest, Finish, ReasoningBlock, StreamEvent, ToolCall, Usage},
+    provider::{ModelChoice, Providers},
     retry::RetryPolicy,
-    turn::{Limits, ModelChoice},
+    turn::Limits,
 };
 
 /// What a successful call produced.

@@ -6,8 +6,7 @@ use std::{sync::Arc, time::Duration};
 
 use serde_json::Value;
 
-use crate::provider::Message;
-pub use crate::provider::ModelChoice;
+use crate::provider::{Message, ModelChoice};
 
 /// A fully assembled turn.
 #[derive(Debug, Clone)]

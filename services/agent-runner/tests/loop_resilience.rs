@@ -9,9 +9,8 @@ use agent_runner::{
     agent_loop::Runner,
     events::{EventKind, Phase},
     provider::scripted::{Script, ScriptedProvider},
-    provider::{ProviderEntry, Providers},
+    provider::{ModelChoice, ProviderEntry, Providers},
     tools::ToolRuntime,
-    turn::ModelChoice,
 };
 use common::*;
 use tokio::time::Instant;

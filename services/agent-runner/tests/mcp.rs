@@ -17,11 +17,11 @@ use std::{
 use agent_runner::{
     app::RunnerApp,
     config::RunnerConfig,
-    mcp::McpServerConfig,
     provider::{
         Providers,
         scripted::{Script, ScriptedProvider},
     },
+    tools::mcp::McpServerConfig,
 };
 use futures::StreamExt;
 use parley_proto::runner::v1::{
@@ -205,7 +205,7 @@ impl Stack {
         self.gates.path().join(name)
     }
 
-    fn server(&self) -> std::sync::Arc<agent_runner::mcp::McpServer> {
+    fn server(&self) -> std::sync::Arc<agent_runner::tools::mcp::McpServer> {
         self._app
             .runner()
             .tools
@@ -219,7 +219,7 @@ impl Stack {
     async fn ready(&self, connects: u32) {
         let mut watch = self.server().watch();
         let ready = watch.wait_for(|s| {
-            s.state == agent_runner::mcp::ServerState::Ready && s.connects >= connects
+            s.state == agent_runner::tools::mcp::ServerState::Ready && s.connects >= connects
         });
         match tokio::time::timeout(PATIENCE, ready).await {
             Ok(Ok(_)) => {}
@@ -601,8 +601,8 @@ async fn a_server_that_is_down_shows_in_list_tools_metrics_and_calls() {
         .clone();
     // Down, and tried again with backoff.
     let mut watch = server.watch();
-    let down =
-        watch.wait_for(|s| s.state == agent_runner::mcp::ServerState::Down && s.connects >= 2);
+    let down = watch
+        .wait_for(|s| s.state == agent_runner::tools::mcp::ServerState::Down && s.connects >= 2);
     assert!(
         tokio::time::timeout(PATIENCE, down).await.is_ok(),
         "never down twice: {:?}",
@@ -747,7 +747,7 @@ async fn a_stdio_server_gets_secrets_from_named_variables_only() {
         .expect("configured")
         .clone();
     let mut watch = server.watch();
-    let down = watch.wait_for(|s| s.state == agent_runner::mcp::ServerState::Down);
+    let down = watch.wait_for(|s| s.state == agent_runner::tools::mcp::ServerState::Down);
     assert!(tokio::time::timeout(PATIENCE, down).await.is_ok());
     let error = server.snapshot().error.clone();
     assert!(

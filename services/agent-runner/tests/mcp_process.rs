@@ -7,7 +7,7 @@
 
 use std::{path::Path, time::Duration};
 
-use agent_runner::{app::RunnerApp, config::RunnerConfig, mcp::McpServerConfig};
+use agent_runner::{app::RunnerApp, config::RunnerConfig, tools::mcp::McpServerConfig};
 
 const PATIENCE: Duration = Duration::from_secs(30);
 
@@ -135,7 +135,7 @@ async fn a_handshake_time_out_ends_the_servers_grandchildren() {
         .expect("configured")
         .clone();
     let mut watch = server.watch();
-    let down = watch.wait_for(|s| s.state == agent_runner::mcp::ServerState::Down);
+    let down = watch.wait_for(|s| s.state == agent_runner::tools::mcp::ServerState::Down);
     assert!(tokio::time::timeout(PATIENCE, down).await.is_ok());
     assert!(
         gone(grandchild).await,
@@ -162,7 +162,7 @@ async fn a_crashing_server_takes_its_grandchildren_with_it() {
         .expect("configured")
         .clone();
     let mut watch = server.watch();
-    let down = watch.wait_for(|s| s.state == agent_runner::mcp::ServerState::Down);
+    let down = watch.wait_for(|s| s.state == agent_runner::tools::mcp::ServerState::Down);
     assert!(tokio::time::timeout(PATIENCE, down).await.is_ok());
     assert!(
         gone(grandchild).await,

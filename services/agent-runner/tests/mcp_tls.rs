@@ -9,8 +9,8 @@ use std::{path::Path, sync::Arc, time::Duration};
 use agent_runner::{
     app::RunnerApp,
     config::RunnerConfig,
-    mcp::{McpServerConfig, ServerState},
     provider::{Providers, scripted::Script, scripted::ScriptedProvider},
+    tools::mcp::{McpServerConfig, ServerState},
 };
 use parley_grpc::{
     testing::pki::{PemFiles, TestCa},

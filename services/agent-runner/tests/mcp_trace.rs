@@ -14,11 +14,11 @@ use std::{sync::Arc, time::Duration};
 use agent_runner::{
     app::RunnerApp,
     config::RunnerConfig,
-    mcp::{McpServerConfig, ServerState},
     provider::{
         Providers,
         scripted::{Script, ScriptedProvider},
     },
+    tools::mcp::{McpServerConfig, ServerState},
 };
 use futures::StreamExt;
 use parley_grpc::testing::spans::SpanCapture;

@@ -15,7 +15,7 @@ use agent_runner::{
     model_call::failure::AttemptError,
     provider::{
         ChatRequest, Message, Provider, ProviderError, StreamEvent, http::HttpProviderConfig,
-        openai::OpenAiProvider, sse::ResponseLimits,
+        http::ResponseLimits, openai::OpenAiProvider,
     },
     retry::RetryPolicy,
 };

@@ -264,10 +264,10 @@ async fn with_failover_a_mid_stream_error_resets_the_step_and_the_retry_answers(
     use agent_runner::{
         agent_loop::Runner,
         events::{EventKind, EventSink},
-        provider::{Message, Providers},
+        provider::{Message, ModelChoice, Providers},
         retry::RetryPolicy,
         tools::ToolRuntime,
-        turn::{Limits, ModelChoice, Turn},
+        turn::{Limits, Turn},
     };
     use tokio_util::sync::CancellationToken;
 

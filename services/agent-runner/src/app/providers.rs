@@ -16,9 +16,9 @@ use crate::provider::{
     anthropic::AnthropicProvider,
     gemini::GeminiProvider,
     http::HttpProviderConfig,
+    http::ResponseLimits,
     openai::OpenAiProvider,
     scripted::{EMBEDDED_DEMO_SCRIPT, Script, ScriptedProvider},
-    sse::ResponseLimits,
 };
 
 /// Builds every provider of `config`; `lookup` reads the API key

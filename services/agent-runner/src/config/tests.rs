@@ -100,7 +100,7 @@ fn no_config_means_the_scripted_demo() {
     assert_eq!(config.server.listen, "127.0.0.1:50052");
     assert_eq!(config.server.metrics_listen, "127.0.0.1:9465");
     let providers = build_providers(&config, |_| None).expect("should succeed");
-    let resolved = providers.resolve(crate::turn::ModelChoice {
+    let resolved = providers.resolve(crate::provider::ModelChoice {
         provider: String::new(),
         model: String::new(),
         params: Default::default(),

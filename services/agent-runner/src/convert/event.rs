@@ -4,8 +4,7 @@ use parley_proto::runner::v1::{self as pb, run_event::Event as PbEvent};
 
 use crate::{
     events::{CallSource, Event, EventKind, Phase, StopReason},
-    provider::Usage,
-    turn::ModelChoice,
+    provider::{ModelChoice, Usage},
 };
 
 /// The wire form of an event.

@@ -12,8 +12,8 @@ use parley_proto::runner::v1::{self as pb, Role, tool_endpoint::Kind};
 use serde_json::Value;
 
 use crate::{
-    provider::{Message, SamplingParams, ToolCall, ToolResult},
-    turn::{Limits, ModelChoice, ToolDef, ToolEndpoint, Turn, Violation},
+    provider::{Message, ModelChoice, SamplingParams, ToolCall, ToolResult},
+    turn::{Limits, ToolDef, ToolEndpoint, Turn, Violation},
 };
 use parley_proto::json::from_struct_value;
 

@@ -22,10 +22,9 @@ use rand::{Rng, distr::Alphanumeric};
 use reqwest::header::HeaderMap;
 use serde_json::Value;
 
-pub use super::http::ResponseLimits;
 use super::{
     EventStream, ProviderError, StreamEvent,
-    http::{self, truncate_raw},
+    http::{self, ResponseLimits, truncate_raw},
 };
 
 /// One server-sent event.

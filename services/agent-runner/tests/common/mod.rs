@@ -19,14 +19,14 @@ use std::{
 use agent_runner::{
     agent_loop::Runner,
     events::{Event, EventKind, EventSink, Finished, Phase, TurnError},
-    provider::Providers,
     provider::{
         ChatRequest, EventStream, Message, Provider, ProviderError,
         scripted::{Script, ScriptedProvider},
     },
+    provider::{ModelChoice, Providers},
     retry::RetryPolicy,
     tools::ToolRuntime,
-    turn::{Limits, ModelChoice, ToolDef, ToolEndpoint, Turn},
+    turn::{Limits, ToolDef, ToolEndpoint, Turn},
 };
 use futures::StreamExt;
 use serde_json::Value;

@@ -132,7 +132,7 @@ async fn a_two_turn_conversation_through_the_whole_stack() {
 /// `tool_complete` and is stored with the turn.
 #[tokio::test]
 async fn an_mcp_servers_tool_through_a_whole_chat_turn() {
-    use agent_runner::{config::ProviderConfig, mcp::McpServerConfig};
+    use agent_runner::{config::ProviderConfig, tools::mcp::McpServerConfig};
     use std::time::Duration;
 
     let Some(python) = parley_grpc::testing::mcp_python("gateway_mcp_time") else {
@@ -180,7 +180,7 @@ steps = [{ text = "Nothing to do." }]
     let mut state = server.watch();
     let ready = tokio::time::timeout(
         Duration::from_secs(60),
-        state.wait_for(|s| s.state == agent_runner::mcp::ServerState::Ready),
+        state.wait_for(|s| s.state == agent_runner::tools::mcp::ServerState::Ready),
     )
     .await;
     assert!(
