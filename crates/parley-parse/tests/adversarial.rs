@@ -290,7 +290,7 @@ fn text_tool_calls_are_extracted_only_for_registered_tools() {
 }
 
 #[test]
-fn seed_004_tool_call_shape_is_recognised() {
+fn a_fenced_json_tool_call_is_recognised() {
     let text = "I'll list the files for you.\n\n```json\n{\n  \"type\": \"terminal_execute\",\n  \"id\": \"exec_001\",\n  \"parameters\": {\n    \"command\": \"ls -la\"\n  }\n}\n```\n\nHere are the files...";
     let parsed = run(text);
     assert_eq!(

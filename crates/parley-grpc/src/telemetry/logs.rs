@@ -87,8 +87,8 @@ impl Visit for Correlation {
 /// Install it [`filtered`](CorrelationLayer::filtered): unfiltered, a layer
 /// wants every span, so every span of every library (h2 opens trace-level
 /// spans around each frame it reads or writes) would be created in the
-/// registry and closed again, whatever the log level; that was 9.5 % of the
-/// gateway's CPU under load (issue 16).
+/// registry and closed again, whatever the log level: about 9.5 % of the
+/// gateway's CPU under load.
 #[derive(Debug, Default)]
 pub struct CorrelationLayer;
 

@@ -109,7 +109,7 @@ fn golden_prompt_for_table_view() {
 }
 
 #[test]
-fn sections_come_in_the_order_of_seed_000() {
+fn sections_come_in_their_documented_order() {
     let registry = Registry::example();
     let state = fixture("table_view_state.json");
     let history = history();

@@ -36,7 +36,7 @@ fn the_example_loads_from_the_deploy_file() {
 }
 
 #[test]
-fn availability_matrix_of_seed_000() {
+fn each_example_page_offers_its_proposals() {
     let r = Registry::example();
     // (page, schema_proposal available, data_proposal available)
     for (page, schema, data) in [
@@ -360,7 +360,7 @@ fn a_minimal_registry_is_valid() {
 
 // ---- the example's payload schemas against the documented examples (testdata/)
 
-fn seed_example(name: &str) -> serde_json::Value {
+fn documented_example(name: &str) -> serde_json::Value {
     let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
         .join("src/registry/testdata")
         .join(name);
@@ -374,11 +374,11 @@ fn validator(r: &Registry, payload_type: &str) -> jsonschema::Validator {
 }
 
 #[test]
-fn schema_proposal_schema_follows_seed_000() {
+fn schema_proposal_schema_accepts_the_documented_examples() {
     let r = Registry::example();
     let v = validator(&r, "schema_proposal");
-    let create = seed_example("schema_proposal_create.json");
-    let update = seed_example("schema_proposal_update.json");
+    let create = documented_example("schema_proposal_create.json");
+    let update = documented_example("schema_proposal_update.json");
     assert!(v.is_valid(&create));
     assert!(v.is_valid(&update));
 
@@ -407,10 +407,10 @@ fn schema_proposal_schema_follows_seed_000() {
 }
 
 #[test]
-fn data_proposal_schema_follows_seed_000() {
+fn data_proposal_schema_accepts_the_documented_example() {
     let r = Registry::example();
     let v = validator(&r, "data_proposal");
-    let example = seed_example("data_proposal.json");
+    let example = documented_example("data_proposal.json");
     assert!(v.is_valid(&example));
     let mut string_id = example.clone();
     string_id["operations"][2]["row_id"] = json!("row_12");

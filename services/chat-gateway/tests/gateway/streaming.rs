@@ -1,4 +1,4 @@
-//! What reaches the client while the model writes (Issue 15): a payload
+//! What reaches the client while the model writes: a payload
 //! card growing (`payload_partial`) and taken down when it fails at the
 //! end, the suggestions as soon as their list closed, a structured answer
 //! growing (`structured_partial`), and mid-answer failover (`step_reset`).
