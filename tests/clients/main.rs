@@ -17,7 +17,8 @@ mod support;
 #[allow(dead_code)]
 mod stack;
 
-use stack::{Stack, Tracing, repo_root};
+use parley_testkit::process::repo_root;
+use stack::{Stack, Tracing};
 
 #[tokio::test]
 async fn generated_go_and_python_clients_hold_the_same_conversation_with_the_local_binaries() {

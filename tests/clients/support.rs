@@ -32,7 +32,7 @@ fn succeeds(program: &str, args: &[&str]) -> bool {
 pub fn python_available(test: &str) -> bool {
     let found = succeeds("python3", &["-c", "import grpc, grpc_tools"]);
     if !found {
-        parley_grpc::testing::not_run(
+        parley_testkit::not_run(
             test,
             "python3 with grpcio-tools is needed: run scripts/setup.sh",
         );
@@ -46,7 +46,7 @@ pub fn go_available(test: &str) -> bool {
     let check = repo_root().join("scripts/go.sh");
     let found = succeeds("bash", &[&check.to_string_lossy(), "--check"]);
     if !found {
-        parley_grpc::testing::not_run(
+        parley_testkit::not_run(
             test,
             "Go and Debian's Go gRPC packages are needed: run scripts/go.sh",
         );

@@ -34,7 +34,7 @@ fn buf_available(test: &str) -> bool {
         .output()
         .is_ok_and(|output| output.status.success());
     if !found {
-        parley_grpc::testing::not_run(test, "`buf` is needed: run scripts/setup.sh");
+        parley_testkit::not_run(test, "`buf` is needed: run scripts/setup.sh");
     }
     found
 }
@@ -133,7 +133,7 @@ fn docs_api_md_is_generated_from_the_current_protos() {
         .output()
         .is_ok_and(|output| output.status.success());
     if !python {
-        parley_grpc::testing::not_run(
+        parley_testkit::not_run(
             test,
             "python3 with grpcio-tools is needed: run scripts/setup.sh",
         );

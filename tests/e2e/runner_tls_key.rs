@@ -18,10 +18,8 @@ use std::{
     time::{Duration, Instant},
 };
 
-use parley_grpc::{
-    testing::pki::TestCa,
-    tls::{ClientTls, ClientTlsConfig},
-};
+use parley_grpc::tls::{ClientTls, ClientTlsConfig};
+use parley_testkit::pki::TestCa;
 use serde::Deserialize;
 use serde_yaml_ng::Value;
 use tonic_health::pb::{HealthCheckRequest, health_client::HealthClient};
@@ -189,14 +187,14 @@ async fn the_runner_image_reads_its_tls_key_as_the_manifests_mount_it() {
     );
     let image = format!("{IMAGE}:{TAG}");
     if let Err(why) = docker(&["image", "inspect", "-f", "{{.Id}}", &image]) {
-        parley_grpc::testing::not_run(
+        parley_testkit::not_run(
             TEST,
             &format!("no Docker or no {image} ({why}): build it with scripts/images.sh"),
         );
         return;
     }
     if !rustix::process::geteuid().is_root() {
-        parley_grpc::testing::not_run(
+        parley_testkit::not_run(
             TEST,
             "needs root: the Secret's files are owned by root, as the kubelet writes them",
         );

@@ -14,15 +14,11 @@ mod support;
 use std::{
     path::{Path, PathBuf},
     pin::Pin,
-    process::{Child, Command, Stdio},
-    time::{Duration, Instant},
+    time::Duration,
 };
 
 use futures::Stream;
-use parley_grpc::{
-    testing::pki::{PemFiles, TestCa},
-    tls::{ClientTls, ClientTlsConfig, ServerTls, ServerTlsConfig},
-};
+use parley_grpc::tls::{ClientTls, ClientTlsConfig, ServerTls, ServerTlsConfig};
 use parley_proto::{
     gateway::v1::{
         ChatRequest, PageContext, chat_event::Event, chat_gateway_client::ChatGatewayClient,
@@ -34,9 +30,12 @@ use parley_proto::{
         tool_update::Update,
     },
 };
-use support::stack::{binary, free_port, repo_root};
+use parley_testkit::{
+    pki::{PemFiles, TestCa},
+    process::repo_root,
+    stack::{Service, ServiceOptions, Stack, StackOptions},
+};
 use tonic::{Request, Response, Status, transport::Channel};
-use tonic_health::pb::{HealthCheckRequest, health_client::HealthClient};
 
 /// The test CA and the PEM files it signed, in a temporary directory.
 struct Pki {
@@ -104,60 +103,22 @@ impl ToolService for Tools {
     }
 }
 
-/// Kills the children when the test ends, passed or not.
-struct Children(Vec<(&'static str, Child)>, PathBuf);
-
-impl Drop for Children {
-    fn drop(&mut self) {
-        for (_, child) in &mut self.0 {
-            let _ = child.kill();
-            let _ = child.wait();
-        }
-    }
-}
-
-impl Children {
-    fn logs(&self) -> String {
-        ["parser", "runner", "gateway"]
-            .iter()
-            .map(|name| {
-                let text =
-                    std::fs::read_to_string(self.1.join(format!("{name}.log"))).unwrap_or_default();
-                format!("---- {name}\n{text}")
-            })
-            .collect()
-    }
-}
-
-/// One of the binaries with TLS flags, a clean environment and its log;
-/// the gateway and the runner (which call other services) also show
-/// `identity` as their client certificate.
-fn command(name: &str, identity: &PemFiles, pki: &Pki, log: &Path) -> Command {
-    let mut command = Command::new(binary(name));
-    for (key, _) in std::env::vars() {
-        if key.starts_with("OTEL_") || key.starts_with("PARLEY_") {
-            command.env_remove(key);
-        }
-    }
+/// One service's flags: its certificate, clients required to show one of
+/// the test CA, and (for the gateway and the runner, which call other
+/// services) `identity` as their client certificate.
+fn service(name: &str, identity: &PemFiles, pki: &Pki) -> ServiceOptions {
+    let mut options = ServiceOptions::default()
+        .args(["--listen=127.0.0.1:0", "--metrics-listen=off"])
+        .args([Path::new("--tls-cert"), &identity.cert])
+        .args([Path::new("--tls-key"), &identity.key])
+        .args([Path::new("--tls-client-ca"), &pki.ca()]);
     if name != "payload-parser" {
-        command
+        options = options
             .env("PARLEY_CLIENT_TLS__CA", pki.ca())
             .env("PARLEY_CLIENT_TLS__CERT", &identity.cert)
             .env("PARLEY_CLIENT_TLS__KEY", &identity.key);
     }
-    command
-        .env("RUST_LOG", "info")
-        .arg("--metrics-listen=off")
-        .arg("--tls-cert")
-        .arg(&identity.cert)
-        .arg("--tls-key")
-        .arg(&identity.key)
-        .arg("--tls-client-ca")
-        .arg(pki.ca())
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(std::fs::File::create(log).expect("log file"));
-    command
+    options
 }
 
 async fn channel(port: u16, tls: &ClientTls) -> Result<Channel, tonic::transport::Error> {
@@ -166,26 +127,6 @@ async fn channel(port: u16, tls: &ClientTls) -> Result<Channel, tonic::transport
         .configure(|endpoint| endpoint.connect_timeout(Duration::from_secs(2)))
         .connect()
         .await
-}
-
-async fn wait_serving(port: u16, tls: &ClientTls, name: &str, children: &Children) {
-    let started = Instant::now();
-    loop {
-        if let Ok(channel) = channel(port, tls).await
-            && let Ok(reply) = HealthClient::new(channel)
-                .check(HealthCheckRequest::default())
-                .await
-            && reply.into_inner().status == 1
-        {
-            return;
-        }
-        assert!(
-            started.elapsed() < Duration::from_secs(30),
-            "{name} is not SERVING over mutual TLS on {port}:\n{}",
-            children.logs()
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
 }
 
 #[tokio::test]
@@ -212,61 +153,28 @@ async fn one_turn_crosses_every_hop_over_mutual_tls() {
     let state = tempfile::tempdir().expect("state directory");
     let dir = state.path();
     let registry = support::registry_with_tools(dir, &format!("https://localhost:{tools_port}"));
-    let (parser_port, runner_port, gateway_port) = (free_port(), free_port(), free_port());
-    let mut children = Children(Vec::new(), dir.to_path_buf());
-
-    let parser = command(
-        "payload-parser",
-        &pki.issue("parser"),
-        &pki,
-        &dir.join("parser.log"),
-    )
-    .arg(format!("--listen=127.0.0.1:{parser_port}"))
-    .arg("--profiles")
-    .arg(repo_root().join("deploy/config/parser-profiles.json"))
-    .spawn()
-    .expect("spawn payload-parser");
-    children.0.push(("payload-parser", parser));
-    let runner = command(
-        "agent-runner",
-        &pki.issue("runner"),
-        &pki,
-        &dir.join("runner.log"),
-    )
+    let mut options = StackOptions::new(dir);
+    options.tls = Some(app_tls.clone());
+    options.parser = service("payload-parser", &pki.issue("parser"), &pki).args([
+        "--profiles".into(),
+        repo_root().join("deploy/config/parser-profiles.json"),
+    ]);
     // The runner may dial the tool endpoints of the gateway's registry.
-    .env("PARLEY_TOOLS__REGISTRY", &registry)
-    .arg(format!("--listen=127.0.0.1:{runner_port}"))
-    .arg("--script")
-    .arg(support::script())
-    .spawn()
-    .expect("spawn agent-runner");
-    children.0.push(("agent-runner", runner));
-    let gateway = command(
-        "chat-gateway",
-        &pki.issue("gateway"),
-        &pki,
-        &dir.join("gateway.log"),
-    )
-    .arg(format!("--listen=127.0.0.1:{gateway_port}"))
-    .arg(format!("--runner=https://localhost:{runner_port}"))
-    .arg(format!("--parser=https://localhost:{parser_port}"))
-    .arg("--registry")
-    .arg(&registry)
-    .arg(format!(
-        "--database-url=sqlite://{}?mode=rwc",
-        dir.join("parley.db").display()
-    ))
-    .arg("--dev-auth")
-    .spawn()
-    .expect("spawn chat-gateway");
-    children.0.push(("chat-gateway", gateway));
-    for (port, name) in [
-        (parser_port, "payload-parser"),
-        (runner_port, "agent-runner"),
-        (gateway_port, "chat-gateway"),
-    ] {
-        wait_serving(port, &app_tls, name, &children).await;
-    }
+    options.runner = service("agent-runner", &pki.issue("runner"), &pki)
+        .env("PARLEY_TOOLS__REGISTRY", &registry)
+        .args([Path::new("--script"), &support::script()]);
+    options.gateway = service("chat-gateway", &pki.issue("gateway"), &pki).args([
+        "--registry".into(),
+        registry.clone().into_os_string(),
+        format!(
+            "--database-url=sqlite://{}?mode=rwc",
+            dir.join("parley.db").display()
+        )
+        .into(),
+        "--dev-auth".into(),
+    ]);
+    let children = Stack::start(&options).await;
+    let gateway_port = children.addr(Service::Gateway).port();
 
     // One turn over every hop.
     let mut client = ChatGatewayClient::new(

@@ -24,11 +24,12 @@ use parley_proto::gateway::v1::{
 };
 mod support;
 
+use parley_testkit::process::free_port;
 use prost_types::{Struct, Value, value::Kind};
 use support::{
     collector::{Collector, KIND_CLIENT, KIND_INTERNAL, KIND_SERVER, STATUS_ERROR, SpanRecord},
     registry_with_tools, script,
-    stack::{Stack, Tracing, free_port},
+    stack::{Stack, Tracing},
     tool_server::{self, ToolServer},
 };
 

@@ -13,8 +13,7 @@
 //! hop); [`request_body`] sends a call's last request frame with its end;
 //! [`runtime`] is the tokio runtime each binary's `main` runs on;
 //! [`secret`] reads secrets from values, variables and files (again on
-//! SIGHUP); [`bearer`] is the shared token one service sends another;
-//! [`testing`] is the workspace's rule for tests that cannot run here.
+//! SIGHUP); [`bearer`] is the shared token one service sends another.
 
 pub mod bearer;
 pub mod codes;
@@ -28,7 +27,6 @@ pub mod secret;
 pub mod serve;
 pub mod status;
 pub mod telemetry;
-pub mod testing;
 pub mod tls;
 pub mod unix;
 

@@ -1,5 +1,5 @@
 //! TLS and mutual TLS on a served listener, with certificates made here
-//! (`parley_grpc::testing::pki`): a verified TLS client; mutual TLS that admits the right client
+//! (`parley_testkit::pki`): a verified TLS client; mutual TLS that admits the right client
 //! certificate and refuses none or another CA's at the handshake; a
 //! certificate rotated on disk that new connections get while an open
 //! stream goes on; a broken new certificate that leaves the old one served.
@@ -8,9 +8,9 @@ use std::{path::Path, time::Duration};
 
 use parley_grpc::{
     ServeOptions,
-    testing::pki::TestCa as Ca,
     tls::{ClientTls, ClientTlsConfig, ServerTls, ServerTlsConfig, TlsError},
 };
+use parley_testkit::pki::TestCa as Ca;
 use tempfile::TempDir;
 use tokio::sync::oneshot;
 use tonic_health::pb::{

@@ -16,10 +16,10 @@ use std::{
 use parley_grpc::{
     ServeOptions,
     serve::ServeError,
-    testing::pki::TestCa,
     tls::{ClientTls, ClientTlsConfig, EndpointError, ServerTls, ServerTlsConfig},
     unix::UnixListenError,
 };
+use parley_testkit::pki::TestCa;
 use tempfile::TempDir;
 use tokio::sync::oneshot;
 use tonic::transport::Channel;

@@ -140,7 +140,7 @@ fn free_port() -> u16 {
 }
 
 async fn stack(test: &str, transport: Transport, tool_timeout: Duration) -> Option<Stack> {
-    let python = parley_grpc::testing::mcp_python(test)?;
+    let python = parley_testkit::mcp_python(test)?;
     let gates = tempfile::tempdir().expect("tempdir");
     let gate_dir = gates.path().display().to_string();
     let python_str = python.display().to_string();
@@ -646,12 +646,10 @@ async fn a_server_that_is_down_shows_in_list_tools_metrics_and_calls() {
     );
 
     // The runner itself stays SERVING: turns run, only this server's tools fail.
-    let health = parley_grpc::testing::raw::call(
+    let health = parley_testkit::raw::call(
         channel,
         "/grpc.health.v1.Health/Check",
-        vec![
-            parley_grpc::testing::raw::field(1, agent_runner::app::SERVICE_NAME.as_bytes()).into(),
-        ],
+        vec![parley_testkit::raw::field(1, agent_runner::app::SERVICE_NAME.as_bytes()).into()],
     )
     .await
     .expect("Health/Check");

@@ -12,10 +12,8 @@ use agent_runner::{
     provider::{Providers, scripted::Script, scripted::ScriptedProvider},
     tools::mcp::{McpServerConfig, ServerState},
 };
-use parley_grpc::{
-    testing::pki::{PemFiles, TestCa},
-    tls::ClientTlsConfig,
-};
+use parley_grpc::tls::ClientTlsConfig;
+use parley_testkit::pki::{PemFiles, TestCa};
 
 const FIXTURE: &str = concat!(
     env!("CARGO_MANIFEST_DIR"),
@@ -60,7 +58,7 @@ fn runner(url: &str, client_tls: ClientTlsConfig) -> RunnerApp {
 #[tokio::test]
 async fn an_https_mcp_server_is_verified_and_shown_the_client_certificate() {
     let test = "an_https_mcp_server_is_verified_and_shown_the_client_certificate";
-    let Some(python) = parley_grpc::testing::mcp_python(test) else {
+    let Some(python) = parley_testkit::mcp_python(test) else {
         return;
     };
     let dir = tempfile::tempdir().expect("tempdir");

@@ -21,11 +21,11 @@ use agent_runner::{
     tools::mcp::{McpServerConfig, ServerState},
 };
 use futures::StreamExt;
-use parley_grpc::testing::spans::SpanCapture;
 use parley_proto::runner::v1::{
     self as pb, ListToolsRequest, RunRequest, agent_runner_client::AgentRunnerClient,
     run_event::Event,
 };
+use parley_testkit::spans::SpanCapture;
 
 const FIXTURE: &str = concat!(
     env!("CARGO_MANIFEST_DIR"),
@@ -47,7 +47,7 @@ async fn the_trace_context_of_the_tool_span_reaches_the_server_in_meta() {
     // Spans of this thread (the runner's tasks included: a current-thread
     // runtime) are recorded with their W3C ids.
     let (capture, _guard) = SpanCapture::install();
-    let Some(python) = parley_grpc::testing::mcp_python("mcp_trace_meta") else {
+    let Some(python) = parley_testkit::mcp_python("mcp_trace_meta") else {
         return;
     };
     let gates = tempfile::tempdir().expect("tempdir");

@@ -128,7 +128,7 @@ async fn orphans_of_an_mcp_server_are_reaped_when_the_runner_is_pid_1() {
         .output()
         .is_ok_and(|o| o.status.success());
     if !root || !unshare {
-        parley_grpc::testing::not_run(
+        parley_testkit::not_run(
             TEST,
             "needs root and util-linux `unshare` (a new PID namespace)",
         );

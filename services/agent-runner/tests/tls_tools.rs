@@ -10,15 +10,13 @@ use std::{path::Path, pin::Pin};
 use agent_runner::{events::EventKind, tools::ToolRuntime};
 use common::*;
 use futures::Stream;
-use parley_grpc::{
-    testing::pki::{PemFiles, TestCa},
-    tls::{ClientTls, ClientTlsConfig, ServerTls, ServerTlsConfig},
-};
+use parley_grpc::tls::{ClientTls, ClientTlsConfig, ServerTls, ServerTlsConfig};
 use parley_proto::tools::v1::{
     ToolCall, ToolResult, ToolUpdate,
     tool_service_server::{ToolService, ToolServiceServer},
     tool_update::Update,
 };
+use parley_testkit::pki::{PemFiles, TestCa};
 use serde_json::json;
 use tonic::{Request, Response, Status};
 

@@ -18,9 +18,9 @@ use harness::{Harness, Options, reason, with_token};
 use parley_grpc::{
     edge::AUDIT_TARGET,
     status::{MALFORMED_MESSAGE, REQUEST_TOO_LARGE},
-    testing::raw::{self, LogCapture, deep_struct, field},
 };
 use parley_proto::gateway::v1 as gw;
+use parley_testkit::raw::{self, LogCapture, deep_struct, field};
 use prost::bytes::Bytes;
 use tonic::{Code, Status, transport::Channel};
 

@@ -6,12 +6,10 @@
 
 use std::net::SocketAddr;
 
-use parley_grpc::{
-    status::{self, MALFORMED_MESSAGE, REQUEST_TOO_LARGE},
-    testing::raw::{self, LogCapture, deep_struct, field},
-};
+use parley_grpc::status::{self, MALFORMED_MESSAGE, REQUEST_TOO_LARGE};
 use parley_parse::{Limits, Profiles};
 use parley_proto::parser::v1::payload_parser_server::PayloadParserServer;
+use parley_testkit::raw::{self, LogCapture, deep_struct, field};
 use payload_parser::service::ParserService;
 use prost::bytes::Bytes;
 use tokio::{net::TcpListener, sync::oneshot};

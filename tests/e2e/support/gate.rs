@@ -30,7 +30,7 @@ pub struct Prerequisites {
 
 /// Prints `NOT RUN` and returns `None`, or panics under `CI=true`.
 fn not_run(test: &str, why: &str) -> Option<Prerequisites> {
-    parley_grpc::testing::not_run(test, why);
+    parley_testkit::not_run(test, why);
     None
 }
 

@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 /// The example registry with `lookup_rows` pointed at `tool_url`, written
 /// into `dir`.
 pub fn registry_with_tools(dir: &Path, tool_url: &str) -> PathBuf {
-    let example = stack::repo_root().join("deploy/config/registry.yaml");
+    let example = parley_testkit::process::repo_root().join("deploy/config/registry.yaml");
     let text = std::fs::read_to_string(&example).expect("the example registry");
     let default_tools = "grpc: http://127.0.0.1:50061";
     assert!(

@@ -3,7 +3,7 @@
 //! PostgreSQL comes from `PARLEY_TEST_POSTGRES_URL` (`scripts/postgres.sh`
 //! starts one and prints it); each test gets its own schema. Without the
 //! variable the PostgreSQL half fails under `CI=true` and otherwise prints a
-//! loud NOT RUN line ([`parley_grpc::testing::not_run`]).
+//! loud NOT RUN line ([`parley_testkit::not_run`]).
 
 #[path = "../../tests/gateway/postgres.rs"]
 pub(crate) mod test_postgres;

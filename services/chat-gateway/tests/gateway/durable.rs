@@ -518,7 +518,7 @@ async fn a_full_disk_loses_nothing_that_was_acknowledged() {
     // grows: at 400k the seventh migration left no room for a turn at all.
     let disk = match Tmpfs::mount("576k") {
         Ok(disk) => disk,
-        Err(why) => return parley_grpc::testing::not_run(TEST, &why),
+        Err(why) => return parley_testkit::not_run(TEST, &why),
     };
     let options = Options::default();
     let (runner, runner_addr, parser_addr) = start_upstreams(&options).await;

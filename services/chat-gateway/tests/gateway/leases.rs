@@ -53,7 +53,7 @@ async fn a_replica_whose_clock_runs_ahead_leaves_its_peers_healthy_turns_alone()
     const TEST: &str =
         "leases::a_replica_whose_clock_runs_ahead_leaves_its_peers_healthy_turns_alone";
     if libfaketime().is_none() {
-        parley_grpc::testing::not_run(
+        parley_testkit::not_run(
             TEST,
             "libfaketime is not installed: apt-get install -y faketime",
         );

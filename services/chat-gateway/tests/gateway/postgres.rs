@@ -7,11 +7,11 @@
 //! (`src/store/tests.rs`).
 
 /// The URL of a new schema and its name, or `None` (with the loud line of
-/// [`parley_grpc::testing::not_run`]) when no PostgreSQL is configured
+/// [`parley_testkit::not_run`]) when no PostgreSQL is configured
 /// outside CI.
 pub async fn fresh_schema(test: &str) -> Option<(String, String)> {
     let Ok(base) = std::env::var("PARLEY_TEST_POSTGRES_URL") else {
-        parley_grpc::testing::not_run(
+        parley_testkit::not_run(
             test,
             "PARLEY_TEST_POSTGRES_URL is not set: export PARLEY_TEST_POSTGRES_URL=\"$(scripts/postgres.sh)\"",
         );

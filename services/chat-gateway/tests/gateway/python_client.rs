@@ -10,7 +10,7 @@ use std::{path::PathBuf, process::Command};
 
 use crate::harness::{Harness, Options};
 use crate::real_stack::real_runner;
-use parley_grpc::testing::not_run;
+use parley_testkit::not_run;
 
 fn python_with_grpc() -> bool {
     Command::new("python3")

@@ -135,7 +135,7 @@ async fn an_mcp_servers_tool_through_a_whole_chat_turn() {
     use agent_runner::{config::ProviderConfig, tools::mcp::McpServerConfig};
     use std::time::Duration;
 
-    let Some(python) = parley_grpc::testing::mcp_python("gateway_mcp_time") else {
+    let Some(python) = parley_testkit::mcp_python("gateway_mcp_time") else {
         return;
     };
     let dir = tempfile::tempdir().expect("tempdir");

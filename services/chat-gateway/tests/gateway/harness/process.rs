@@ -1,17 +1,16 @@
 //! The gateway as a real process (the `chat-gateway` binary this package
-//! builds), for what only a process can show: a SIGKILL mid-turn, and
+//! builds, run by [`parley_testkit::process`]), for what only a process can show: a SIGKILL mid-turn, and
 //! several replicas on one database.
 
 use std::{
     net::SocketAddr,
     path::{Path, PathBuf},
-    process::Stdio,
     time::Duration,
 };
 
 use parley_grpc::config::duration;
 use parley_proto::gateway::v1::chat_gateway_client::ChatGatewayClient;
-use tokio::process::{Child, Command};
+use parley_testkit::process::Process;
 use tonic::transport::Channel;
 
 /// What a gateway process is configured with.
@@ -37,7 +36,7 @@ pub struct ProcessConfig {
 /// A running `chat-gateway` process in dev auth.
 #[derive(Debug)]
 pub struct GatewayProcess {
-    child: Child,
+    process: Process,
     /// Its address.
     pub addr: SocketAddr,
     /// A client of it.
@@ -84,9 +83,8 @@ impl GatewayProcess {
         );
         std::fs::write(&file, toml).expect("write the gateway config");
         let log = dir.join(format!("{name}.log"));
-        let out = std::fs::File::create(&log).expect("log file");
-        let err = out.try_clone().expect("log file");
-        let mut command = Command::new(env!("CARGO_BIN_EXE_chat-gateway"));
+        let mut command =
+            parley_testkit::process::command(Path::new(env!("CARGO_BIN_EXE_chat-gateway")));
         command.envs(env.iter().copied());
         if let Some(offset) = offset {
             // The library itself, not the `faketime` wrapper: a SIGKILL
@@ -98,109 +96,43 @@ impl GatewayProcess {
                 .env("DONT_FAKE_MONOTONIC", "1")
                 .env("FAKETIME_DONT_FAKE_MONOTONIC", "1");
         }
-        let child = command
+        command
             .arg("--config")
             .arg(&file)
             .arg("--metrics-listen")
             .arg("127.0.0.1:0")
             .arg("--log-format")
-            .arg("json")
-            .env_remove("PARLEY_DATABASE_URL")
-            .env_remove("PARLEY_LISTEN")
-            .stdout(Stdio::from(out))
-            .stderr(Stdio::from(err))
-            .kill_on_drop(true)
-            .spawn()
-            .expect("start chat-gateway");
-        let mut process = Self {
-            child,
-            addr: SocketAddr::from(([127, 0, 0, 1], 0)),
-            client: ChatGatewayClient::new(
-                Channel::from_static("http://127.0.0.1:1").connect_lazy(),
-            ),
+            .arg("json");
+        let mut process = Process::spawn("chat-gateway", command, &log);
+        let addr = process.bound_addr().await;
+        let channel = process.connect(&format!("http://{addr}")).await;
+        Self {
+            process,
+            addr,
+            client: ChatGatewayClient::new(channel),
             log,
-        };
-        process.addr = process.bound_addr().await;
-        process.client = process.connect().await;
-        process
-    }
-
-    /// The address from its `listening` line (JSON logs), once it has
-    /// bound.
-    async fn bound_addr(&mut self) -> SocketAddr {
-        for _ in 0..1500 {
-            if let Ok(Some(status)) = self.child.try_wait() {
-                panic!("chat-gateway exited ({status}):\n{}", self.log_text());
-            }
-            let text = self.log_text();
-            let addr = text.lines().find_map(|line| {
-                let entry: serde_json::Value = serde_json::from_str(line).ok()?;
-                (entry.get("message")?.as_str()? == "listening")
-                    .then(|| entry.get("addr")?.as_str()?.parse().ok())
-                    .flatten()
-            });
-            if let Some(addr) = addr {
-                return addr;
-            }
-            tokio::time::sleep(Duration::from_millis(20)).await;
         }
-        panic!(
-            "chat-gateway logged no listening address within 30 s:\n{}",
-            self.log_text()
-        );
-    }
-
-    async fn connect(&mut self) -> ChatGatewayClient<Channel> {
-        let url = format!("http://{}", self.addr);
-        for _ in 0..300 {
-            if let Ok(Some(status)) = self.child.try_wait() {
-                panic!("chat-gateway exited ({status}):\n{}", self.log_text());
-            }
-            if let Ok(channel) = Channel::from_shared(url.clone())
-                .expect("url")
-                .connect()
-                .await
-            {
-                return ChatGatewayClient::new(channel);
-            }
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
-        panic!(
-            "chat-gateway did not answer within 30 s:\n{}",
-            self.log_text()
-        );
     }
 
     /// Kills it with SIGKILL (no drain, no clean-up) and waits for it.
     pub async fn kill(&mut self) {
-        self.child.start_kill().expect("SIGKILL");
-        let _ = self.child.wait().await;
+        self.process.kill();
     }
 
     /// Freezes it (SIGSTOP): it holds its connections and leases but
     /// does nothing until [`GatewayProcess::resume`].
     pub fn pause(&self) {
-        self.signal("-STOP");
+        self.process.signal("-STOP");
     }
 
     /// Lets a paused process run again (SIGCONT).
     pub fn resume(&self) {
-        self.signal("-CONT");
-    }
-
-    fn signal(&self, signal: &str) {
-        let pid = self.child.id().expect("the process runs");
-        let status = std::process::Command::new("kill")
-            .arg(signal)
-            .arg(pid.to_string())
-            .status()
-            .expect("run kill");
-        assert!(status.success(), "kill {signal} {pid}");
+        self.process.signal("-CONT");
     }
 
     /// Its log so far.
     pub fn log_text(&self) -> String {
-        std::fs::read_to_string(&self.log).unwrap_or_default()
+        self.process.log_text()
     }
 }
 

@@ -1,0 +1,18 @@
+//! What Parley's test suites share, for dev-dependencies only: no
+//! production binary links it.
+//!
+//! [`gate`] is the workspace's rule for tests that cannot run here
+//! (`NOT RUN`, or a failure under `CI=true`); [`raw`] calls gRPC with
+//! hand-made bytes and captures log lines; [`spans`] captures OpenTelemetry
+//! spans without a collector; [`pki`] makes TLS and mutual-TLS
+//! certificates at test time; [`process`] runs one binary as a child
+//! process and [`stack`] the three of them as one stack.
+
+pub mod gate;
+pub mod pki;
+pub mod process;
+pub mod raw;
+pub mod spans;
+pub mod stack;
+
+pub use gate::{ci, mcp_python, not_run};
