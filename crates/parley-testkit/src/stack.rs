@@ -5,9 +5,8 @@
 //! until `grpc.health.v1` reports SERVING. [`Stack::stop`] sends SIGTERM
 //! and waits for clean exits; a dropped stack kills what still runs.
 //!
-//! The suites that run the binaries (the trace and mutual-TLS tests) and
-//! the `parley-stack` binary of `scripts/demo.sh` and `scripts/load.sh`
-//! start them here.
+//! The suites that run the three binaries (the trace, clients and
+//! mutual-TLS tests of `tests/`) start them here.
 
 use std::{
     ffi::OsString,
