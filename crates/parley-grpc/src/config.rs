@@ -105,6 +105,22 @@ pub struct Layers {
 }
 
 impl Layers {
+    /// A service's configuration from its usual layers, in order: its
+    /// defaults, `file` when given, the `PARLEY_<SECTION>__<KEY>` variables
+    /// among `vars`, then the command line's `flags` (only those given).
+    pub fn read<T: Serialize + DeserializeOwned, F: Serialize>(
+        defaults: &T,
+        file: Option<&Path>,
+        vars: impl IntoIterator<Item = (String, String)>,
+        flags: &F,
+    ) -> Result<T, ConfigError> {
+        Self::new(defaults)?
+            .file_if(file)?
+            .env_from(vars)
+            .flags(flags)?
+            .extract()
+    }
+
     /// Starts from the service's defaults.
     pub fn new<T: Serialize>(defaults: &T) -> Result<Self, ConfigError> {
         let dict = to_dict(defaults)?;

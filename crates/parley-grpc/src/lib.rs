@@ -16,6 +16,7 @@
 //! SIGHUP); [`bearer`] is the shared token one service sends another.
 
 pub mod bearer;
+pub mod binary;
 pub mod codes;
 pub mod config;
 pub mod deadline;

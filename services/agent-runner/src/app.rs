@@ -12,6 +12,7 @@ use std::{collections::HashMap, future::Future, sync::Arc};
 
 use parley_grpc::{
     bearer::TokenCheck,
+    binary::BinaryError,
     secret::{Reloadable, SharedSecret},
 };
 use parley_proto::runner::v1::agent_runner_server::AgentRunnerServer;
@@ -238,6 +239,48 @@ impl RunnerApp {
             warning.abort();
         }
         served
+    }
+}
+
+impl parley_grpc::binary::Binary for RunnerApp {
+    const NAME: &'static str = "agent-runner";
+    const ABOUT: &'static str =
+        "Runs the LLM tool loop as a gRPC service (`parley.runner.v1.AgentRunner`).";
+    const CONFIG_ENV: &'static str = "PARLEY_RUNNER_CONFIG";
+    const CONFIG_EXAMPLE: &'static str = "deploy/config/runner.toml";
+    const CONFIG_HELP: &'static str = "Configuration file (TOML; see deploy/config/runner.toml). \
+        Without providers in it, the scripted provider plays the demo script.";
+    type Config = RunnerConfig;
+    type Flags = crate::config::Flags;
+
+    fn load(
+        file: Option<&std::path::Path>,
+        vars: impl IntoIterator<Item = (String, String)>,
+        flags: Self::Flags,
+    ) -> Result<RunnerConfig, BinaryError> {
+        Ok(RunnerConfig::load(file, vars, flags)?)
+    }
+
+    fn server(config: &RunnerConfig) -> &parley_grpc::config::ServerConfig {
+        &config.server
+    }
+
+    /// [`RunnerApp::build`] with the process's environment.
+    async fn build(config: &RunnerConfig) -> Result<Self, BinaryError> {
+        Ok(RunnerApp::build(config, |name| std::env::var(name).ok())?)
+    }
+
+    async fn reload_secrets(&self, _config: &RunnerConfig) {
+        RunnerApp::reload_secrets(self);
+    }
+
+    async fn serve(
+        self,
+        listener: TcpListener,
+        config: &RunnerConfig,
+        shutdown: impl Future<Output = ()> + Send + 'static,
+    ) -> Result<(), BinaryError> {
+        Ok(RunnerApp::serve(self, listener, &config.server, shutdown).await?)
     }
 }
 

@@ -363,6 +363,12 @@ pub struct Flags {
     pub script: Option<PathBuf>,
 }
 
+impl parley_grpc::binary::ServiceFlags for Flags {
+    fn server(&self) -> &parley_grpc::config::ServerFlags {
+        &self.server
+    }
+}
+
 impl RunnerConfig {
     /// The configuration from its layers: the defaults, `file` when given,
     /// the `PARLEY_<SECTION>__<KEY>` variables among `vars`, then `flags`;
@@ -372,11 +378,7 @@ impl RunnerConfig {
         vars: impl IntoIterator<Item = (String, String)>,
         flags: Flags,
     ) -> Result<Self, ConfigError> {
-        let mut config: Self = Layers::new(&Self::default())?
-            .file_if(file)?
-            .env_from(vars)
-            .flags(&flags)?
-            .extract()?;
+        let mut config: Self = Layers::read(&Self::default(), file, vars, &flags)?;
         if let Some(dir) = file.and_then(Path::parent) {
             config.base_dir = dir.to_path_buf();
         }

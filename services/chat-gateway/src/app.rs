@@ -15,7 +15,7 @@
 
 use std::{future::Future, sync::Arc, time::Duration};
 
-use parley_grpc::tls::ClientTls;
+use parley_grpc::{binary::BinaryError, tls::ClientTls};
 use tokio::{net::TcpListener, time::Instant};
 
 use crate::{
@@ -264,6 +264,54 @@ impl Gateway {
         }
         self.engine.close().await;
         served
+    }
+}
+
+impl parley_grpc::binary::Binary for Gateway {
+    const NAME: &'static str = "chat-gateway";
+    const ABOUT: &'static str =
+        "Parley's chat gateway: streaming Chat API, conversations, pages, auth.";
+    const CONFIG_ENV: &'static str = "PARLEY_GATEWAY_CONFIG";
+    const CONFIG_EXAMPLE: &'static str = "deploy/config/gateway.toml";
+    const CONFIG_HELP: &'static str = "Configuration file (TOML; see deploy/config/gateway.toml).";
+    type Config = GatewayConfig;
+    type Flags = crate::config::Flags;
+
+    fn load(
+        file: Option<&std::path::Path>,
+        vars: impl IntoIterator<Item = (String, String)>,
+        flags: Self::Flags,
+    ) -> Result<GatewayConfig, BinaryError> {
+        Ok(GatewayConfig::load(file, vars, flags)?)
+    }
+
+    fn server(config: &GatewayConfig) -> &parley_grpc::config::ServerConfig {
+        &config.server
+    }
+
+    /// The page registry (the example one without `registry`), the
+    /// authenticator, then [`Gateway::build`].
+    async fn build(config: &GatewayConfig) -> Result<Self, BinaryError> {
+        let registry = match &config.registry {
+            Some(path) => Registry::load(path)?,
+            None => Registry::example(),
+        };
+        tracing::info!(registry = registry.origin(), "page registry loaded");
+        let auth = Authenticator::load(&config.auth, false).await?;
+        Ok(Gateway::build(config, registry, auth).await?)
+    }
+
+    async fn reload_secrets(&self, config: &GatewayConfig) {
+        Gateway::reload_secrets(self, config).await;
+    }
+
+    async fn serve(
+        self,
+        listener: TcpListener,
+        config: &GatewayConfig,
+        shutdown: impl Future<Output = ()> + Send + 'static,
+    ) -> Result<(), BinaryError> {
+        Ok(Gateway::serve(self, listener, &config.server, shutdown).await?)
     }
 }
 

@@ -347,11 +347,7 @@ impl GatewayConfig {
         vars: impl IntoIterator<Item = (String, String)>,
         flags: Flags,
     ) -> Result<Self, ConfigError> {
-        let config: Self = Layers::new(&Self::default())?
-            .file_if(file)?
-            .env_from(vars)
-            .flags(&flags)?
-            .extract()?;
+        let config: Self = Layers::read(&Self::default(), file, vars, &flags)?;
         config.validate()?;
         Ok(config)
     }
@@ -464,6 +460,12 @@ pub struct Flags {
     #[arg(long, env = "PARLEY_DEV_AUTH")]
     #[serde(rename = "auth.dev", skip_serializing_if = "std::ops::Not::not")]
     pub dev_auth: bool,
+}
+
+impl parley_grpc::binary::ServiceFlags for Flags {
+    fn server(&self) -> &parley_grpc::config::ServerFlags {
+        &self.server
+    }
 }
 
 /// Room in a runner request for what is not history: the system prompt

@@ -6,7 +6,10 @@
 
 use std::{future::Future, path::PathBuf};
 
-use parley_grpc::config::{ConfigError, ServerConfig};
+use parley_grpc::{
+    binary::BinaryError,
+    config::{ConfigError, ServerConfig},
+};
 use parley_parse::{ProfileError, Profiles};
 use parley_proto::parser::v1::payload_parser_server::PayloadParserServer;
 use tokio::net::TcpListener;
@@ -87,5 +90,43 @@ impl ParserApp {
         let options = parley_grpc::ServeOptions::new("payload-parser", vec![SERVICE_NAME])
             .configured(server)?;
         parley_grpc::serve(listener, self.routes(), options, shutdown).await
+    }
+}
+
+impl parley_grpc::binary::Binary for ParserApp {
+    const NAME: &'static str = "payload-parser";
+    const ABOUT: &'static str = "Parley's payload parser: turns model text into typed messages.";
+    const CONFIG_ENV: &'static str = "PARLEY_PARSER_CONFIG";
+    const CONFIG_EXAMPLE: &'static str = "deploy/config/parser.toml";
+    const CONFIG_HELP: &'static str = "Configuration file (TOML; see deploy/config/parser.toml).";
+    type Config = ParserConfig;
+    type Flags = crate::config::Flags;
+
+    fn load(
+        file: Option<&std::path::Path>,
+        vars: impl IntoIterator<Item = (String, String)>,
+        flags: Self::Flags,
+    ) -> Result<ParserConfig, BinaryError> {
+        Ok(ParserConfig::load(file, vars, flags)?)
+    }
+
+    fn server(config: &ParserConfig) -> &ServerConfig {
+        &config.server
+    }
+
+    async fn build(config: &ParserConfig) -> Result<Self, BinaryError> {
+        Ok(ParserApp::build(config)?)
+    }
+
+    /// The parser holds no secrets.
+    async fn reload_secrets(&self, _config: &ParserConfig) {}
+
+    async fn serve(
+        self,
+        listener: TcpListener,
+        config: &ParserConfig,
+        shutdown: impl Future<Output = ()> + Send + 'static,
+    ) -> Result<(), BinaryError> {
+        Ok(ParserApp::serve(self, listener, &config.server, shutdown).await?)
     }
 }

@@ -126,6 +126,12 @@ pub struct Flags {
     pub profile_cache: Option<usize>,
 }
 
+impl parley_grpc::binary::ServiceFlags for Flags {
+    fn server(&self) -> &parley_grpc::config::ServerFlags {
+        &self.server
+    }
+}
+
 impl ParserConfig {
     /// The configuration from its layers: the defaults, `file` when given,
     /// the `PARLEY_<SECTION>__<KEY>` variables among `vars`, then `flags`;
@@ -135,11 +141,7 @@ impl ParserConfig {
         vars: impl IntoIterator<Item = (String, String)>,
         flags: Flags,
     ) -> Result<Self, ConfigError> {
-        let config: Self = Layers::new(&Self::default())?
-            .file_if(file)?
-            .env_from(vars)
-            .flags(&flags)?
-            .extract()?;
+        let config: Self = Layers::read(&Self::default(), file, vars, &flags)?;
         config.validate()?;
         Ok(config)
     }
