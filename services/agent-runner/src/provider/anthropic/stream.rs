@@ -15,9 +15,10 @@ use std::collections::HashMap;
 use serde_json::Value;
 
 use crate::provider::{
-    Finish, FinishReason, ProviderError, ReasoningBlock, StreamEvent, ToolCall, Usage,
+    FinishReason, ProviderError, ReasoningBlock, StreamEvent, ToolCall, Usage,
     http::truncate_raw,
-    sse::{Decoder, Flow, SseEvent, json_data, synthesize_call_id},
+    sse::{Flow, synthesize_call_id},
+    wire::decode::{Answer, JsonDecoder, JsonEvent, Step},
 };
 
 /// A content block being received.
@@ -74,44 +75,34 @@ pub struct AnthropicDecoder {
     blocks: HashMap<u64, Block>,
     usage: WireUsage,
     stop_reason: Option<String>,
-    response_id: Option<String>,
-    response_model: Option<String>,
-    tool_calls: usize,
+    answer: Answer,
 }
 
-impl Decoder for AnthropicDecoder {
-    fn on_event(
-        &mut self,
-        event: &SseEvent,
-        out: &mut Vec<StreamEvent>,
-    ) -> Result<Flow, ProviderError> {
-        let data = event.data.trim();
-        let Some(value) = json_data::<Value>("anthropic", data)? else {
-            return Ok(Flow::Continue);
-        };
+impl JsonDecoder for AnthropicDecoder {
+    const PROVIDER: &'static str = "anthropic";
+    type Chunk<'a> = Value;
+
+    fn on_chunk(&mut self, value: Value, event: JsonEvent, out: &mut Vec<StreamEvent>) -> Step {
         // The JSON `type` equals the event name; either may be missing on
         // proxies that rewrite the framing.
-        let kind = value
-            .get("type")
-            .and_then(Value::as_str)
-            .unwrap_or(&event.event);
+        let kind = str_at(&value, "type").unwrap_or(event.name);
         match kind {
             "message_start" => self.message_start(&value),
-            "content_block_start" => self.block_start(&value, data, out)?,
-            "content_block_delta" => self.block_delta(&value, data, out)?,
-            "content_block_stop" => self.block_stop(&value, data, out)?,
+            "content_block_start" | "content_block_delta" | "content_block_stop" => {
+                self.block_event(kind, &value, event.data, out)?;
+            }
             "message_delta" => self.message_delta(&value),
             "message_stop" => {
                 self.finish(out);
                 return Ok(Flow::Done);
             }
-            "error" => return Err(stream_error(&value, data)),
+            "error" => return Err(stream_error(&value, event.data)),
             _ => {} // ping and future event types
         }
         Ok(Flow::Continue)
     }
 
-    fn on_end(&mut self, _out: &mut Vec<StreamEvent>) -> Result<(), ProviderError> {
+    fn on_close(&mut self, _out: &mut Vec<StreamEvent>) -> Result<(), ProviderError> {
         Err(ProviderError::Truncated)
     }
 }
@@ -120,21 +111,19 @@ fn str_at<'a>(value: &'a Value, key: &str) -> Option<&'a str> {
     value.get(key).and_then(Value::as_str)
 }
 
-fn index(value: &Value, raw: &str) -> Result<u64, ProviderError> {
-    value
-        .get("index")
-        .and_then(Value::as_u64)
-        .ok_or_else(|| ProviderError::Malformed {
-            reason: "anthropic content block event without an index".into(),
-            raw: truncate_raw(raw),
-        })
+/// A content block event that names a block that never started.
+fn never_started(what: &str, at: u64, raw: &str) -> ProviderError {
+    ProviderError::Malformed {
+        reason: format!("anthropic {what} for content block {at}, which never started"),
+        raw: truncate_raw(raw),
+    }
 }
 
 impl AnthropicDecoder {
     fn message_start(&mut self, value: &Value) {
         let message = value.get("message").unwrap_or(&Value::Null);
-        self.response_id = str_at(message, "id").map(Into::into);
-        self.response_model = str_at(message, "model").map(Into::into);
+        self.answer.response_id = str_at(message, "id").map(Into::into);
+        self.answer.response_model = str_at(message, "model").map(Into::into);
         if let Some(usage) = message.get("usage") {
             self.add_usage(usage);
         }
@@ -165,112 +154,52 @@ impl AnthropicDecoder {
         }
     }
 
-    fn block_start(
+    /// A `content_block_start`, `_delta` or `_stop` event (`kind`), for the
+    /// block at its `index`.
+    fn block_event(
         &mut self,
+        kind: &str,
         value: &Value,
         raw: &str,
         out: &mut Vec<StreamEvent>,
     ) -> Result<(), ProviderError> {
-        let at = index(value, raw)?;
-        let block = value.get("content_block").unwrap_or(&Value::Null);
-        let started = match str_at(block, "type").unwrap_or("") {
-            "text" => {
-                if let Some(text) = str_at(block, "text").filter(|t| !t.is_empty()) {
-                    out.push(StreamEvent::TextDelta(text.to_owned()));
-                }
-                Block::Text
-            }
-            "tool_use" => {
-                // `input` is `{}` at the start; the real input follows as
-                // JSON pieces. A non-empty start input is kept as the base.
-                let json = match block.get("input") {
-                    Some(Value::Object(map)) if !map.is_empty() => {
-                        Value::Object(map.clone()).to_string()
-                    }
-                    _ => String::new(),
-                };
-                Block::ToolUse {
-                    id: str_at(block, "id").unwrap_or("").to_owned(),
-                    name: str_at(block, "name").unwrap_or("").to_owned(),
-                    json,
-                }
-            }
-            "thinking" => {
-                let text = str_at(block, "thinking").unwrap_or("").to_owned();
-                if !text.is_empty() {
-                    out.push(StreamEvent::ReasoningDelta(text.clone()));
-                }
-                Block::Thinking {
-                    text,
-                    signature: str_at(block, "signature")
-                        .filter(|s| !s.is_empty())
-                        .map(Into::into),
-                }
-            }
-            "redacted_thinking" => Block::Redacted {
-                data: str_at(block, "data").unwrap_or("").to_owned(),
-            },
-            other => {
-                tracing::debug!(
-                    block_type = other,
-                    "skipping an unknown anthropic content block"
-                );
-                Block::Skipped
-            }
-        };
-        self.blocks.insert(at, started);
-        Ok(())
-    }
-
-    fn block_delta(
-        &mut self,
-        value: &Value,
-        raw: &str,
-        out: &mut Vec<StreamEvent>,
-    ) -> Result<(), ProviderError> {
-        let at = index(value, raw)?;
-        let Some(block) = self.blocks.get_mut(&at) else {
+        let Some(at) = value.get("index").and_then(Value::as_u64) else {
             return Err(ProviderError::Malformed {
-                reason: format!("anthropic delta for content block {at}, which never started"),
+                reason: "anthropic content block event without an index".into(),
                 raw: truncate_raw(raw),
             });
         };
-        let delta = value.get("delta").unwrap_or(&Value::Null);
-        match (str_at(delta, "type").unwrap_or(""), block) {
-            ("text_delta", Block::Text) => {
-                if let Some(text) = str_at(delta, "text").filter(|t| !t.is_empty()) {
-                    out.push(StreamEvent::TextDelta(text.to_owned()));
-                }
+        match kind {
+            "content_block_start" => {
+                let block = value.get("content_block").unwrap_or(&Value::Null);
+                self.blocks.insert(at, block_start(block, out));
             }
-            ("input_json_delta", Block::ToolUse { json, .. }) => {
-                json.push_str(str_at(delta, "partial_json").unwrap_or(""));
+            "content_block_delta" => {
+                let block = self
+                    .blocks
+                    .get_mut(&at)
+                    .ok_or_else(|| never_started("delta", at, raw))?;
+                block_delta(block, value.get("delta").unwrap_or(&Value::Null), out);
             }
-            ("thinking_delta", Block::Thinking { text, .. }) => {
-                if let Some(piece) = str_at(delta, "thinking").filter(|t| !t.is_empty()) {
-                    text.push_str(piece);
-                    out.push(StreamEvent::ReasoningDelta(piece.to_owned()));
-                }
-            }
-            ("signature_delta", Block::Thinking { signature, .. }) => {
-                let piece = str_at(delta, "signature").unwrap_or("");
-                signature.get_or_insert_with(String::new).push_str(piece);
-            }
-            (kind, _) => {
-                tracing::debug!(delta_type = kind, "skipping an anthropic delta");
+            _ => {
+                let block = self
+                    .blocks
+                    .remove(&at)
+                    .ok_or_else(|| never_started("stop", at, raw))?;
+                self.block_stop(block, out)?;
             }
         }
         Ok(())
     }
 
+    /// A block has stopped: a tool call, or a thinking block, is complete.
     fn block_stop(
         &mut self,
-        value: &Value,
-        raw: &str,
+        block: Block,
         out: &mut Vec<StreamEvent>,
     ) -> Result<(), ProviderError> {
-        let at = index(value, raw)?;
-        match self.blocks.remove(&at) {
-            Some(Block::ToolUse { id, name, json }) => {
+        match block {
+            Block::ToolUse { id, name, json } => {
                 let input = if json.trim().is_empty() {
                     Value::Object(Default::default())
                 } else {
@@ -279,7 +208,7 @@ impl AnthropicDecoder {
                         raw: truncate_raw(&json),
                     })?
                 };
-                self.tool_calls += 1;
+                self.answer.tool_calls += 1;
                 out.push(StreamEvent::ToolCall(ToolCall {
                     id: if id.is_empty() {
                         synthesize_call_id()
@@ -291,46 +220,106 @@ impl AnthropicDecoder {
                     provider_data: None,
                 }));
             }
-            Some(Block::Thinking { text, signature }) => {
+            Block::Thinking { text, signature } => {
                 out.push(StreamEvent::ReasoningBlock(ReasoningBlock {
                     text,
                     signature,
                     redacted: None,
                 }));
             }
-            Some(Block::Redacted { data }) => {
+            Block::Redacted { data } => {
                 out.push(StreamEvent::ReasoningBlock(ReasoningBlock {
                     text: String::new(),
                     signature: None,
                     redacted: Some(data),
                 }));
             }
-            Some(Block::Text | Block::Skipped) => {}
-            None => {
-                return Err(ProviderError::Malformed {
-                    reason: format!("anthropic stop for content block {at}, which never started"),
-                    raw: truncate_raw(raw),
-                });
-            }
+            Block::Text | Block::Skipped => {}
         }
         Ok(())
     }
 
     fn finish(&mut self, out: &mut Vec<StreamEvent>) {
-        if let Some(usage) = self.usage.to_usage() {
-            out.push(StreamEvent::Usage(usage));
-        }
         let raw = self.stop_reason.clone().unwrap_or_default();
-        let mut reason = finish_reason(&raw);
-        if reason == FinishReason::EndTurn && self.tool_calls > 0 {
-            reason = FinishReason::ToolUse;
+        let reason = finish_reason(&raw);
+        self.answer.finish(self.usage.to_usage(), raw, reason, out);
+    }
+}
+
+/// The block a `content_block_start` opens (its first text or thinking
+/// already yielded).
+fn block_start(block: &Value, out: &mut Vec<StreamEvent>) -> Block {
+    match str_at(block, "type").unwrap_or("") {
+        "text" => {
+            if let Some(text) = str_at(block, "text").filter(|t| !t.is_empty()) {
+                out.push(StreamEvent::TextDelta(text.to_owned()));
+            }
+            Block::Text
         }
-        out.push(StreamEvent::Finish(Finish {
-            reason,
-            raw_reason: raw,
-            response_id: self.response_id.clone(),
-            response_model: self.response_model.clone(),
-        }));
+        "tool_use" => {
+            // `input` is `{}` at the start; the real input follows as
+            // JSON pieces. A non-empty start input is kept as the base.
+            let json = match block.get("input") {
+                Some(Value::Object(map)) if !map.is_empty() => {
+                    Value::Object(map.clone()).to_string()
+                }
+                _ => String::new(),
+            };
+            Block::ToolUse {
+                id: str_at(block, "id").unwrap_or("").to_owned(),
+                name: str_at(block, "name").unwrap_or("").to_owned(),
+                json,
+            }
+        }
+        "thinking" => {
+            let text = str_at(block, "thinking").unwrap_or("").to_owned();
+            if !text.is_empty() {
+                out.push(StreamEvent::ReasoningDelta(text.clone()));
+            }
+            Block::Thinking {
+                text,
+                signature: str_at(block, "signature")
+                    .filter(|s| !s.is_empty())
+                    .map(Into::into),
+            }
+        }
+        "redacted_thinking" => Block::Redacted {
+            data: str_at(block, "data").unwrap_or("").to_owned(),
+        },
+        other => {
+            tracing::debug!(
+                block_type = other,
+                "skipping an unknown anthropic content block"
+            );
+            Block::Skipped
+        }
+    }
+}
+
+/// A `content_block_delta`'s `delta` for `block`.
+fn block_delta(block: &mut Block, delta: &Value, out: &mut Vec<StreamEvent>) {
+    match (str_at(delta, "type").unwrap_or(""), block) {
+        ("text_delta", Block::Text) => {
+            if let Some(text) = str_at(delta, "text").filter(|t| !t.is_empty()) {
+                out.push(StreamEvent::TextDelta(text.to_owned()));
+            }
+        }
+        ("input_json_delta", Block::ToolUse { json, .. }) => {
+            json.push_str(str_at(delta, "partial_json").unwrap_or(""));
+        }
+        ("thinking_delta", Block::Thinking { text, .. }) => {
+            if let Some(piece) = str_at(delta, "thinking").filter(|t| !t.is_empty()) {
+                text.push_str(piece);
+                out.push(StreamEvent::ReasoningDelta(piece.to_owned()));
+            }
+        }
+        ("signature_delta", Block::Thinking { signature, .. }) => {
+            let piece = str_at(delta, "signature").unwrap_or("");
+            signature.get_or_insert_with(String::new).push_str(piece);
+        }
+        (kind, _) => {
+            tracing::debug!(delta_type = kind, "skipping an anthropic delta");
+        }
     }
 }
 
@@ -366,6 +355,7 @@ fn stream_error(value: &Value, raw: &str) -> ProviderError {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::provider::sse::{Decoder, SseEvent};
 
     fn feed(
         decoder: &mut AnthropicDecoder,

@@ -13,9 +13,10 @@ use serde_json::{Map, Value, json};
 
 use super::request::{ID_KEY, SIGNATURE_KEY};
 use crate::provider::{
-    Finish, FinishReason, ProviderError, ReasoningBlock, StreamEvent, ToolCall, Usage,
+    FinishReason, ProviderError, StreamEvent, ToolCall, Usage,
     http::truncate_raw,
-    sse::{Decoder, Flow, SseEvent, json_data, synthesize_call_id},
+    sse::{Flow, synthesize_call_id},
+    wire::decode::{Answer, JsonDecoder, JsonEvent, Step, push_reasoning},
 };
 
 /// The state of one Gemini stream.
@@ -26,32 +27,26 @@ pub struct GeminiDecoder {
     finish_reason: Option<String>,
     /// The prompt was blocked (`promptFeedback.blockReason`).
     blocked: bool,
-    tool_calls: usize,
-    response_id: Option<String>,
-    response_model: Option<String>,
+    answer: Answer,
 }
 
-impl Decoder for GeminiDecoder {
-    fn on_event(
-        &mut self,
-        event: &SseEvent,
-        out: &mut Vec<StreamEvent>,
-    ) -> Result<Flow, ProviderError> {
-        let data = event.data.trim();
-        let Some(value) = json_data::<Value>("gemini", data)? else {
-            return Ok(Flow::Continue);
-        };
+impl JsonDecoder for GeminiDecoder {
+    const PROVIDER: &'static str = "gemini";
+    type Chunk<'a> = Value;
+
+    fn on_chunk(&mut self, value: Value, event: JsonEvent, out: &mut Vec<StreamEvent>) -> Step {
+        let data = event.data;
         if let Some(error) = value.get("error") {
             return Err(stream_error(error, data));
         }
-        if self.response_id.is_none() {
-            self.response_id = value
+        if self.answer.response_id.is_none() {
+            self.answer.response_id = value
                 .get("responseId")
                 .and_then(Value::as_str)
                 .map(Into::into);
         }
-        if self.response_model.is_none() {
-            self.response_model = value
+        if self.answer.response_model.is_none() {
+            self.answer.response_model = value
                 .get("modelVersion")
                 .and_then(Value::as_str)
                 .map(Into::into);
@@ -87,34 +82,17 @@ impl Decoder for GeminiDecoder {
         Ok(Flow::Continue)
     }
 
-    fn on_end(&mut self, out: &mut Vec<StreamEvent>) -> Result<(), ProviderError> {
+    fn on_close(&mut self, out: &mut Vec<StreamEvent>) -> Result<(), ProviderError> {
         let Some(raw) = self.finish_reason.clone() else {
             return Err(ProviderError::Truncated);
         };
-        if !self.thoughts.is_empty() {
-            out.push(StreamEvent::ReasoningBlock(ReasoningBlock {
-                text: std::mem::take(&mut self.thoughts),
-                signature: None,
-                redacted: None,
-            }));
-        }
-        if let Some(usage) = self.usage {
-            out.push(StreamEvent::Usage(usage));
-        }
-        let mut reason = if self.blocked {
+        push_reasoning(&mut self.thoughts, out);
+        let reason = if self.blocked {
             FinishReason::ContentFilter
         } else {
             finish_reason(&raw)
         };
-        if reason == FinishReason::EndTurn && self.tool_calls > 0 {
-            reason = FinishReason::ToolUse;
-        }
-        out.push(StreamEvent::Finish(Finish {
-            reason,
-            raw_reason: raw,
-            response_id: self.response_id.clone(),
-            response_model: self.response_model.clone(),
-        }));
+        self.answer.finish(self.usage, raw, reason, out);
         Ok(())
     }
 }
@@ -150,7 +128,7 @@ impl GeminiDecoder {
             if let Some(id) = given_id {
                 data.insert(ID_KEY.into(), json!(id));
             }
-            self.tool_calls += 1;
+            self.answer.tool_calls += 1;
             out.push(StreamEvent::ToolCall(ToolCall {
                 id: given_id.map_or_else(synthesize_call_id, str::to_owned),
                 name: name.to_owned(),

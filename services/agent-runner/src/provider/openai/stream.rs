@@ -16,9 +16,10 @@ use super::{
     tools::{ToolCalls, WireToolCall},
 };
 use crate::provider::{
-    Finish, FinishReason, ProviderError, ReasoningBlock, StreamEvent, Usage,
+    FinishReason, ProviderError, StreamEvent, Usage,
     http::truncate_raw,
-    sse::{Decoder, Flow, SseEvent, json_data},
+    sse::Flow,
+    wire::decode::{Answer, JsonDecoder, JsonEvent, Step, push_reasoning},
 };
 
 /// The state of one Chat Completions stream.
@@ -30,15 +31,14 @@ pub struct OpenAiDecoder {
     usage: Option<Usage>,
     finish_reason: Option<String>,
     refused: bool,
-    response_id: Option<String>,
-    response_model: Option<String>,
+    answer: Answer,
 }
 
 /// One `chat.completion.chunk`. Its strings are borrowed from the event's
 /// data where they have no escapes: a chunk's id, model and text are read
 /// for every token, and only the first id and model are kept.
 #[derive(Debug, Deserialize)]
-struct Chunk<'a> {
+pub struct Chunk<'a> {
     #[serde(borrow)]
     id: Option<Text<'a>>,
     #[serde(borrow)]
@@ -122,27 +122,21 @@ struct CompletionDetails {
     reasoning_tokens: Option<u64>,
 }
 
-impl Decoder for OpenAiDecoder {
-    fn on_event(
-        &mut self,
-        event: &SseEvent,
-        out: &mut Vec<StreamEvent>,
-    ) -> Result<Flow, ProviderError> {
-        let data = event.data.trim();
-        if data == "[DONE]" {
-            self.finish(out)?;
-            return Ok(Flow::Done);
-        }
-        let Some(chunk) = json_data::<Chunk>("openai", data)? else {
-            return Ok(Flow::Continue);
-        };
-        if let Some(error) = stream_error(&chunk, &event.event, data) {
+impl JsonDecoder for OpenAiDecoder {
+    const PROVIDER: &'static str = "openai";
+    const END_MARKER: Option<&'static str> = Some("[DONE]");
+    type Chunk<'a> = Chunk<'a>;
+
+    fn on_chunk(&mut self, chunk: Chunk, event: JsonEvent, out: &mut Vec<StreamEvent>) -> Step {
+        let data = event.data;
+        if let Some(error) = stream_error(&chunk, event.name, data) {
             return Err(error);
         }
         // Azure opens with a chunk whose id and model are empty.
         let non_empty = |s: Option<Text>| s.filter(|s| !s.0.is_empty()).map(|s| s.0.into_owned());
-        self.response_id = self.response_id.take().or_else(|| non_empty(chunk.id));
-        self.response_model = self
+        let answer = &mut self.answer;
+        answer.response_id = answer.response_id.take().or_else(|| non_empty(chunk.id));
+        answer.response_model = answer
             .response_model
             .take()
             .or_else(|| non_empty(chunk.model));
@@ -173,7 +167,11 @@ impl Decoder for OpenAiDecoder {
         Ok(Flow::Continue)
     }
 
-    fn on_end(&mut self, out: &mut Vec<StreamEvent>) -> Result<(), ProviderError> {
+    fn on_end_marker(&mut self, out: &mut Vec<StreamEvent>) -> Result<(), ProviderError> {
+        self.finish(out)
+    }
+
+    fn on_close(&mut self, out: &mut Vec<StreamEvent>) -> Result<(), ProviderError> {
         // Some servers close without `[DONE]`; a finish_reason is still a
         // complete answer. Without one the answer was cut.
         if self.finish_reason.is_none() {
@@ -228,33 +226,20 @@ impl OpenAiDecoder {
         };
         let split = self.think.finish();
         self.push_split(split, out);
-        if !self.reasoning.is_empty() {
-            out.push(StreamEvent::ReasoningBlock(ReasoningBlock {
-                text: std::mem::take(&mut self.reasoning),
-                signature: None,
-                redacted: None,
-            }));
-        }
+        push_reasoning(&mut self.reasoning, out);
         let cut = raw == "length";
         let calls = self.calls.finish(cut)?;
-        let had_calls = !calls.is_empty();
+        self.answer.tool_calls = calls.len();
         out.extend(calls.into_iter().map(StreamEvent::ToolCall));
-        if let Some(usage) = self.usage {
-            out.push(StreamEvent::Usage(usage));
-        }
-        let mut reason = finish_reason(&raw);
-        if had_calls && reason == FinishReason::EndTurn {
-            reason = FinishReason::ToolUse;
-        }
-        if self.refused && reason == FinishReason::EndTurn {
-            reason = FinishReason::Refusal;
-        }
-        out.push(StreamEvent::Finish(Finish {
-            reason,
-            raw_reason: raw,
-            response_id: self.response_id.clone(),
-            response_model: self.response_model.clone(),
-        }));
+        // An end of turn after a refusal is a refusal (after tool calls, a
+        // tool use).
+        let reason = match finish_reason(&raw) {
+            FinishReason::EndTurn if self.refused && self.answer.tool_calls == 0 => {
+                FinishReason::Refusal
+            }
+            reason => reason,
+        };
+        self.answer.finish(self.usage, raw, reason, out);
         Ok(())
     }
 }
@@ -353,6 +338,7 @@ fn retryable(kind: &str, code: Option<u64>) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::provider::sse::{Decoder, SseEvent};
 
     #[test]
     fn a_chunk_borrows_its_strings_unless_they_have_escapes() {
