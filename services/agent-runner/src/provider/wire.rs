@@ -10,9 +10,10 @@
 //! the model cannot honour before anything is sent, the POST with the trace
 //! context, the error mapping of the HTTP status (with the provider's
 //! requested delay), and the limits on one event and one answer
-//! ([`sse::stream_sse`]). What the decoders share around each API's own
-//! events is in [`decode`].
+//! ([`sse::stream_sse`]). What the bodies and the decoders share around
+//! each API's own fields and events is in [`body`] and [`decode`].
 
+pub mod body;
 pub mod decode;
 
 use std::{borrow::Cow, fmt};

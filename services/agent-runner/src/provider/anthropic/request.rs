@@ -9,7 +9,10 @@
 
 use serde_json::{Map, Value, json};
 
-use crate::provider::{ChatRequest, Message, ReasoningBlock, ToolSpec};
+use crate::provider::{
+    ChatRequest, Message, ReasoningBlock, ToolSpec,
+    wire::body::{alternating, call_input, parameters, put},
+};
 
 /// `max_tokens` is required; this is used when the request sets none.
 pub const DEFAULT_MAX_TOKENS: u32 = 4096;
@@ -50,9 +53,7 @@ pub(crate) fn body(request: &ChatRequest) -> Value {
         }
         _ => {}
     }
-    if let Some(p) = params.top_p {
-        body.insert("top_p".into(), json!(p));
-    }
+    put(&mut body, "top_p", params.top_p);
     if let Some(schema) = &request.output_schema {
         body.insert(
             "output_config".into(),
@@ -63,65 +64,50 @@ pub(crate) fn body(request: &ChatRequest) -> Value {
 }
 
 fn tool(spec: &ToolSpec) -> Value {
-    let schema = if spec.input_schema.is_object() {
-        spec.input_schema.clone()
-    } else {
-        json!({ "type": "object", "properties": {} })
-    };
-    json!({ "name": spec.name, "description": spec.description, "input_schema": schema })
+    json!({ "name": spec.name, "description": spec.description, "input_schema": parameters(spec) })
 }
 
 fn messages(history: &[Message]) -> Vec<Value> {
-    let mut out: Vec<(&'static str, Vec<Value>)> = Vec::new();
-    for message in history {
-        let (role, blocks) =
-            match message {
-                Message::User { text } => ("user", vec![json!({ "type": "text", "text": text })]),
-                Message::Assistant {
-                    reasoning,
-                    text,
-                    tool_calls,
-                } => {
-                    let mut blocks: Vec<Value> =
-                        reasoning.iter().filter_map(thinking_block).collect();
-                    if !text.is_empty() {
-                        blocks.push(json!({ "type": "text", "text": text }));
+    let turns = history.iter().map(|message| match message {
+        Message::User { text } => ("user", vec![json!({ "type": "text", "text": text })]),
+        Message::Assistant {
+            reasoning,
+            text,
+            tool_calls,
+        } => {
+            let mut blocks: Vec<Value> = reasoning.iter().filter_map(thinking_block).collect();
+            if !text.is_empty() {
+                blocks.push(json!({ "type": "text", "text": text }));
+            }
+            blocks.extend(tool_calls.iter().map(|call| {
+                json!({
+                    "type": "tool_use",
+                    "id": call.id,
+                    "name": call.name,
+                    "input": call_input(call),
+                })
+            }));
+            ("assistant", blocks)
+        }
+        Message::ToolResults(results) => (
+            "user",
+            results
+                .iter()
+                .map(|r| {
+                    let mut block = json!({
+                        "type": "tool_result",
+                        "tool_use_id": r.call_id,
+                        "content": r.text,
+                    });
+                    if r.is_error {
+                        block["is_error"] = json!(true);
                     }
-                    blocks.extend(tool_calls.iter().map(|call| {
-                    let input = if call.input.is_object() { call.input.clone() } else { json!({}) };
-                    json!({ "type": "tool_use", "id": call.id, "name": call.name, "input": input })
-                }));
-                    ("assistant", blocks)
-                }
-                Message::ToolResults(results) => (
-                    "user",
-                    results
-                        .iter()
-                        .map(|r| {
-                            let mut block = json!({
-                                "type": "tool_result",
-                                "tool_use_id": r.call_id,
-                                "content": r.text,
-                            });
-                            if r.is_error {
-                                block["is_error"] = json!(true);
-                            }
-                            block
-                        })
-                        .collect(),
-                ),
-            };
-        if blocks.is_empty() {
-            continue;
-        }
-        match out.last_mut() {
-            Some((last_role, last_blocks)) if *last_role == role => last_blocks.extend(blocks),
-            _ => out.push((role, blocks)),
-        }
-    }
-    out.into_iter()
-        .map(|(role, content)| json!({ "role": role, "content": content }))
-        .collect()
+                    block
+                })
+                .collect(),
+        ),
+    });
+    alternating(turns, "content")
 }
 
 /// A thinking block to replay; blocks without a signature (another

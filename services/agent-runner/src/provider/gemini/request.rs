@@ -13,7 +13,10 @@ use std::collections::HashMap;
 use serde_json::{Map, Value, json};
 
 use super::schema::normalize_schema;
-use crate::provider::{ChatRequest, Message, ToolCall, ToolSpec};
+use crate::provider::{
+    ChatRequest, Message, ToolCall, ToolSpec,
+    wire::body::{alternating, call_input, put},
+};
 
 /// Keys of [`ToolCall::provider_data`] for Gemini.
 pub(crate) const SIGNATURE_KEY: &str = "thoughtSignature";
@@ -49,16 +52,10 @@ pub(crate) fn body(request: &ChatRequest) -> Built {
         );
     }
     let mut config = Map::new();
-    if let Some(limit) = request.max_output_tokens {
-        config.insert("maxOutputTokens".into(), json!(limit));
-    }
+    put(&mut config, "maxOutputTokens", request.max_output_tokens);
     let params = &request.params;
-    if let Some(t) = params.temperature {
-        config.insert("temperature".into(), json!(t));
-    }
-    if let Some(p) = params.top_p {
-        config.insert("topP".into(), json!(p));
-    }
+    put(&mut config, "temperature", params.temperature);
+    put(&mut config, "topP", params.top_p);
     let mut thinking = Map::new();
     if let Some(budget) = params.thinking_budget {
         thinking.insert("thinkingBudget".into(), json!(budget));
@@ -116,57 +113,45 @@ fn declaration(spec: &ToolSpec, dropped: &mut Vec<String>) -> Value {
 fn contents(history: &[Message]) -> Vec<Value> {
     // call id → the provider's own function-call id, for the responses.
     let mut provider_ids: HashMap<&str, &str> = HashMap::new();
-    let mut out: Vec<(&'static str, Vec<Value>)> = Vec::new();
-    for message in history {
-        let (role, parts) = match message {
-            Message::User { text } => ("user", vec![json!({ "text": text })]),
-            // Thought summaries are not sent back; the signatures that
-            // matter ride on the function calls.
-            Message::Assistant {
-                text, tool_calls, ..
-            } => {
-                let mut parts = Vec::new();
-                if !text.is_empty() {
-                    parts.push(json!({ "text": text }));
-                }
-                for call in tool_calls {
-                    if let Some(id) = provider_data_str(call, ID_KEY) {
-                        provider_ids.insert(call.id.as_str(), id);
-                    }
-                    parts.push(function_call(call));
-                }
-                ("model", parts)
+    let turns = history.iter().map(|message| match message {
+        Message::User { text } => ("user", vec![json!({ "text": text })]),
+        // Thought summaries are not sent back; the signatures that matter
+        // ride on the function calls.
+        Message::Assistant {
+            text, tool_calls, ..
+        } => {
+            let mut parts = Vec::new();
+            if !text.is_empty() {
+                parts.push(json!({ "text": text }));
             }
-            Message::ToolResults(results) => (
-                "user",
-                results
-                    .iter()
-                    .map(|r| {
-                        let response = if r.is_error {
-                            json!({ "error": r.text })
-                        } else {
-                            json!({ "result": r.text })
-                        };
-                        let mut call = json!({ "name": r.name, "response": response });
-                        if let Some(id) = provider_ids.get(r.call_id.as_str()) {
-                            call["id"] = json!(id);
-                        }
-                        json!({ "functionResponse": call })
-                    })
-                    .collect(),
-            ),
-        };
-        if parts.is_empty() {
-            continue;
+            for call in tool_calls {
+                if let Some(id) = provider_data_str(call, ID_KEY) {
+                    provider_ids.insert(call.id.as_str(), id);
+                }
+                parts.push(function_call(call));
+            }
+            ("model", parts)
         }
-        match out.last_mut() {
-            Some((last, last_parts)) if *last == role => last_parts.extend(parts),
-            _ => out.push((role, parts)),
-        }
-    }
-    out.into_iter()
-        .map(|(role, parts)| json!({ "role": role, "parts": parts }))
-        .collect()
+        Message::ToolResults(results) => (
+            "user",
+            results
+                .iter()
+                .map(|r| {
+                    let response = if r.is_error {
+                        json!({ "error": r.text })
+                    } else {
+                        json!({ "result": r.text })
+                    };
+                    let mut call = json!({ "name": r.name, "response": response });
+                    if let Some(id) = provider_ids.get(r.call_id.as_str()) {
+                        call["id"] = json!(id);
+                    }
+                    json!({ "functionResponse": call })
+                })
+                .collect(),
+        ),
+    });
+    alternating(turns, "parts")
 }
 
 fn provider_data_str<'a>(call: &'a ToolCall, key: &str) -> Option<&'a str> {
@@ -174,12 +159,7 @@ fn provider_data_str<'a>(call: &'a ToolCall, key: &str) -> Option<&'a str> {
 }
 
 fn function_call(call: &ToolCall) -> Value {
-    let args = if call.input.is_object() {
-        call.input.clone()
-    } else {
-        json!({})
-    };
-    let mut inner = json!({ "name": call.name, "args": args });
+    let mut inner = json!({ "name": call.name, "args": call_input(call) });
     if let Some(id) = provider_data_str(call, ID_KEY) {
         inner["id"] = json!(id);
     }

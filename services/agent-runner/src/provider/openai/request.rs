@@ -4,7 +4,10 @@
 use serde_json::{Map, Value, json};
 
 use super::Flavor;
-use crate::provider::{ChatRequest, Message, ToolSpec};
+use crate::provider::{
+    ChatRequest, Message, ToolSpec,
+    wire::body::{parameters, put},
+};
 
 /// Builds the streaming Chat Completions body for `request`.
 pub(crate) fn body(request: &ChatRequest, flavor: Flavor) -> Value {
@@ -27,15 +30,13 @@ pub(crate) fn body(request: &ChatRequest, flavor: Flavor) -> Value {
         }
     }
     let params = &request.params;
-    if let Some(t) = params.temperature {
-        body.insert("temperature".into(), json!(t));
-    }
-    if let Some(p) = params.top_p {
-        body.insert("top_p".into(), json!(p));
-    }
-    if let Some(effort) = &params.reasoning_effort {
-        body.insert("reasoning_effort".into(), json!(effort));
-    }
+    put(&mut body, "temperature", params.temperature);
+    put(&mut body, "top_p", params.top_p);
+    put(
+        &mut body,
+        "reasoning_effort",
+        params.reasoning_effort.as_deref(),
+    );
     if let Some(schema) = &request.output_schema {
         body.insert(
             "response_format".into(),
@@ -73,17 +74,12 @@ fn schema_name(name: &str) -> String {
 }
 
 fn tool(spec: &ToolSpec) -> Value {
-    let parameters = if spec.input_schema.is_object() {
-        spec.input_schema.clone()
-    } else {
-        json!({ "type": "object", "properties": {} })
-    };
     json!({
         "type": "function",
         "function": {
             "name": spec.name,
             "description": spec.description,
-            "parameters": parameters,
+            "parameters": parameters(spec),
         }
     })
 }
