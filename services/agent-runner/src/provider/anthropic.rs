@@ -88,15 +88,10 @@ impl WireProtocol for Anthropic {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::provider::Provider;
 
     #[test]
     fn url_with_or_without_v1() {
-        let p = |base: &str| {
-            AnthropicProvider::new(HttpProviderConfig::new("anthropic", base))
-                .expect("builds")
-                .url("claude-sonnet-4-5")
-        };
+        let p = |base: &str| AnthropicProvider::at(base).url("claude-sonnet-4-5");
         assert_eq!(
             p("https://api.anthropic.com"),
             "https://api.anthropic.com/v1/messages"
@@ -109,14 +104,9 @@ mod tests {
 
     #[test]
     fn structured_output_model_list() {
-        let p = AnthropicProvider::new(HttpProviderConfig::new(
-            "anthropic",
-            "https://api.anthropic.com",
-        ))
-        .expect("builds");
-        assert!(p.supports_structured_output("claude-sonnet-4-5"));
-        assert!(p.supports_structured_output("claude-opus-4-1-20250805"));
-        assert!(!p.supports_structured_output("claude-3-5-haiku-latest"));
-        assert!(!p.supports_structured_output("claude-sonnet-4-20250514"));
+        AnthropicProvider::at("https://api.anthropic.com").assert_structured_output(
+            &["claude-sonnet-4-5", "claude-opus-4-1-20250805"],
+            &["claude-3-5-haiku-latest", "claude-sonnet-4-20250514"],
+        );
     }
 }

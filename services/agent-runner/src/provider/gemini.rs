@@ -87,19 +87,13 @@ impl WireProtocol for Gemini {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::provider::Provider;
 
     #[test]
     fn urls_and_model_prefixes() {
-        let p = GeminiProvider::new(HttpProviderConfig::new(
-            "gemini",
-            "https://generativelanguage.googleapis.com/v1beta",
-        ))
-        .expect("builds");
+        let p = GeminiProvider::at("https://generativelanguage.googleapis.com/v1beta");
         let expected = "https://generativelanguage.googleapis.com/v1beta/models/gemini-2.5-flash:streamGenerateContent?alt=sse";
         assert_eq!(p.url("gemini-2.5-flash"), expected);
         assert_eq!(p.url("models/gemini-2.5-flash"), expected);
-        assert!(p.supports_structured_output("models/gemini-2.5-pro"));
-        assert!(!p.supports_structured_output("gemini-1.0-pro"));
+        p.assert_structured_output(&["models/gemini-2.5-pro"], &["gemini-1.0-pro"]);
     }
 }

@@ -122,38 +122,27 @@ impl WireProtocol for OpenAi {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::provider::Provider;
 
     #[test]
     fn flavors_from_urls() {
-        assert_eq!(
-            Flavor::from_base_url("https://api.openai.com/v1"),
-            Flavor::OpenAi
-        );
-        assert_eq!(
-            Flavor::from_base_url("https://x.openai.azure.com/openai/v1?api-version=preview"),
-            Flavor::Azure
-        );
-        assert_eq!(
-            Flavor::from_base_url("https://openrouter.ai/api/v1"),
-            Flavor::OpenRouter
-        );
-        assert_eq!(
-            Flavor::from_base_url("http://127.0.0.1:11434/v1"),
-            Flavor::Compatible
-        );
+        for (url, flavor) in [
+            ("https://api.openai.com/v1", Flavor::OpenAi),
+            (
+                "https://x.openai.azure.com/openai/v1?api-version=preview",
+                Flavor::Azure,
+            ),
+            ("https://openrouter.ai/api/v1", Flavor::OpenRouter),
+            ("http://127.0.0.1:11434/v1", Flavor::Compatible),
+        ] {
+            assert_eq!(Flavor::from_base_url(url), flavor, "{url}");
+        }
     }
 
     #[test]
     fn builtin_structured_output_list() {
-        let p = OpenAiProvider::new(HttpProviderConfig::new(
-            "openai",
-            "https://api.openai.com/v1",
-        ))
-        .expect("client builds");
-        assert!(p.supports_structured_output("gpt-4o"));
-        assert!(p.supports_structured_output("gpt-4.1-mini"));
-        assert!(!p.supports_structured_output("gpt-4-turbo"));
-        assert!(!p.supports_structured_output("gpt-3.5-turbo"));
+        OpenAiProvider::at("https://api.openai.com/v1").assert_structured_output(
+            &["gpt-4o", "gpt-4.1-mini"],
+            &["gpt-4-turbo", "gpt-3.5-turbo"],
+        );
     }
 }

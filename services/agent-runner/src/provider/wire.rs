@@ -135,3 +135,22 @@ impl<W: WireProtocol> Provider for SseProvider<W> {
         sse::stream_sse(request, W::Decoder::default()).await
     }
 }
+
+#[cfg(test)]
+impl<W: WireProtocol> SseProvider<W> {
+    /// The provider of `W` at `base_url`, otherwise configured by default.
+    pub(crate) fn at(base_url: &str) -> Self {
+        Self::new(HttpProviderConfig::new(W::SYSTEM, base_url)).expect("the client builds")
+    }
+
+    /// Asserts that the `allowed` models get native structured output and
+    /// the `refused` ones do not.
+    pub(crate) fn assert_structured_output(&self, allowed: &[&str], refused: &[&str]) {
+        for model in allowed {
+            assert!(self.supports_structured_output(model), "{model} allowed");
+        }
+        for model in refused {
+            assert!(!self.supports_structured_output(model), "{model} refused");
+        }
+    }
+}
