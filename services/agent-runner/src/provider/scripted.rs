@@ -84,8 +84,10 @@ impl ScriptedProvider {
         };
         let segments = turn.segments();
         let position = tool_rounds_since_user(&request.messages);
-        let chunk = turn.chunk_chars.unwrap_or(self.script.chunk_chars).max(1);
-        let chunk_delay = self.script.chunk_delay(turn);
+        let chunking = Chunking {
+            chars: turn.chunk_chars.unwrap_or(self.script.chunk_chars).max(1),
+            delay: self.script.chunk_delay(turn),
+        };
 
         let mut actions = VecDeque::new();
         let mut output_chars = 0usize;
@@ -94,35 +96,14 @@ impl ScriptedProvider {
         for (step_index, step) in steps.iter().enumerate() {
             match step {
                 Step::Text(text) => {
-                    output_chars += text.chars().count();
-                    push_chunks(
-                        &mut actions,
-                        text,
-                        chunk,
-                        chunk_delay,
-                        StreamEvent::TextDelta,
-                    );
+                    output_chars += chunking.push(&mut actions, text, StreamEvent::TextDelta);
                 }
                 Step::Structured(body) => {
                     let text = body.text();
-                    output_chars += text.chars().count();
-                    push_chunks(
-                        &mut actions,
-                        &text,
-                        chunk,
-                        chunk_delay,
-                        StreamEvent::TextDelta,
-                    );
+                    output_chars += chunking.push(&mut actions, &text, StreamEvent::TextDelta);
                 }
                 Step::Reasoning(text) => {
-                    output_chars += text.chars().count();
-                    push_chunks(
-                        &mut actions,
-                        text,
-                        chunk,
-                        chunk_delay,
-                        StreamEvent::ReasoningDelta,
-                    );
+                    output_chars += chunking.push(&mut actions, text, StreamEvent::ReasoningDelta);
                     actions.push_back(Action::Emit(StreamEvent::ReasoningBlock(ReasoningBlock {
                         text: text.clone(),
                         signature: Some(format!("scripted-{}", text.len())),
@@ -279,19 +260,30 @@ impl Provider for ScriptedProvider {
     }
 }
 
-fn push_chunks(
-    actions: &mut VecDeque<Action>,
-    text: &str,
-    chunk: usize,
+/// How a turn's text is streamed: pieces of `chars` characters, `delay`
+/// apart.
+struct Chunking {
+    chars: usize,
     delay: Duration,
-    make: fn(String) -> StreamEvent,
-) {
-    let chars: Vec<char> = text.chars().collect();
-    for (i, piece) in chars.chunks(chunk).enumerate() {
-        if i > 0 && !delay.is_zero() {
-            actions.push_back(Action::Sleep(delay));
+}
+
+impl Chunking {
+    /// Queues `text` as events made by `make`, one a piece; returns its
+    /// length in characters.
+    fn push(
+        &self,
+        actions: &mut VecDeque<Action>,
+        text: &str,
+        make: fn(String) -> StreamEvent,
+    ) -> usize {
+        let chars: Vec<char> = text.chars().collect();
+        for (i, piece) in chars.chunks(self.chars).enumerate() {
+            if i > 0 && !self.delay.is_zero() {
+                actions.push_back(Action::Sleep(self.delay));
+            }
+            actions.push_back(Action::Emit(make(piece.iter().collect())));
         }
-        actions.push_back(Action::Emit(make(piece.iter().collect())));
+        chars.len()
     }
 }
 
