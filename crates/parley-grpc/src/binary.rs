@@ -13,7 +13,9 @@ use serde::Serialize;
 use tokio::net::TcpListener;
 
 use crate::{
-    config::{SHORT_HELP_FOOTER, ServerConfig, ServerFlags, help_footer, print_if_asked},
+    config::{
+        SHORT_HELP_FOOTER, ServerConfig, ServerFlags, ServiceConfig, help_footer, print_if_asked,
+    },
     telemetry::{self, TelemetryOptions},
 };
 
@@ -40,17 +42,9 @@ pub trait Binary: Clone + Send + Sync + Sized + 'static {
     /// What `--help` says of `--config`.
     const CONFIG_HELP: &'static str;
     /// The configuration, plain data.
-    type Config: Default + Serialize + Clone + Send + Sync + 'static;
+    type Config: ServiceConfig<Flags = Self::Flags> + Clone + Send + Sync + 'static;
     /// The command-line flags.
-    type Flags: ServiceFlags;
-
-    /// The configuration from its layers (the defaults, `file`, `vars`,
-    /// `flags`), validated.
-    fn load(
-        file: Option<&std::path::Path>,
-        vars: impl IntoIterator<Item = (String, String)>,
-        flags: Self::Flags,
-    ) -> Result<Self::Config, BinaryError>;
+    type Flags: ServiceFlags + Serialize;
 
     /// The configuration's `[server]` section.
     fn server(config: &Self::Config) -> &ServerConfig;
@@ -135,7 +129,7 @@ pub fn main<B: Binary>(version: &'static str) -> ExitCode {
 }
 
 async fn run<B: Binary>(file: Option<PathBuf>, flags: B::Flags) -> Result<(), BinaryError> {
-    let config = B::load(file.as_deref(), std::env::vars(), flags.clone())?;
+    let config = B::Config::load(file.as_deref(), std::env::vars(), flags.clone())?;
     if print_if_asked(flags.server(), &config) {
         return Ok(());
     }

@@ -96,6 +96,35 @@ pub fn positive_duration(key: &str, value: Duration) -> Result<(), ConfigError> 
     }
 }
 
+/// A service's configuration: plain data with its defaults, read from its
+/// layers and checked as a whole before anything starts.
+pub trait ServiceConfig: Default + Serialize + DeserializeOwned {
+    /// The command-line flags, each the override of one key.
+    type Flags: Serialize;
+
+    /// Checks every value that can be checked without connecting anywhere.
+    fn validate(&self) -> Result<(), ConfigError>;
+
+    /// What the layers leave to the service, before validation (paths
+    /// relative to the file, defaults that depend on a flag); nothing by
+    /// default.
+    fn settle(&mut self, _file: Option<&Path>, _flags: &Self::Flags) {}
+
+    /// The configuration from its layers ([`Layers::read`]: the defaults,
+    /// `file` when given, the `PARLEY_<SECTION>__<KEY>` variables among
+    /// `vars`, then `flags`), settled and validated.
+    fn load(
+        file: Option<&Path>,
+        vars: impl IntoIterator<Item = (String, String)>,
+        flags: Self::Flags,
+    ) -> Result<Self, ConfigError> {
+        let mut config: Self = Layers::read(&Self::default(), file, vars, &flags)?;
+        config.settle(file, &flags);
+        config.validate()?;
+        Ok(config)
+    }
+}
+
 /// The layers of one binary's configuration, merged in the order they are
 /// added. Build it with [`Layers::new`], add the file, the environment and
 /// the flags, then [`Layers::extract`].

@@ -13,6 +13,7 @@ use std::{collections::HashMap, future::Future, sync::Arc};
 use parley_grpc::{
     bearer::TokenCheck,
     binary::BinaryError,
+    config::ServiceConfig,
     secret::{Reloadable, SharedSecret},
 };
 use parley_proto::runner::v1::agent_runner_server::AgentRunnerServer;
@@ -252,14 +253,6 @@ impl parley_grpc::binary::Binary for RunnerApp {
         Without providers in it, the scripted provider plays the demo script.";
     type Config = RunnerConfig;
     type Flags = crate::config::Flags;
-
-    fn load(
-        file: Option<&std::path::Path>,
-        vars: impl IntoIterator<Item = (String, String)>,
-        flags: Self::Flags,
-    ) -> Result<RunnerConfig, BinaryError> {
-        Ok(RunnerConfig::load(file, vars, flags)?)
-    }
 
     fn server(config: &RunnerConfig) -> &parley_grpc::config::ServerConfig {
         &config.server

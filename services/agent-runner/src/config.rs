@@ -64,7 +64,7 @@ use std::{
 
 pub use parley_grpc::config::ConfigError;
 use parley_grpc::config::{
-    Layers, ServerConfig, ServerFlags, duration, invalid, positive, positive_duration,
+    ServerConfig, ServerFlags, ServiceConfig, duration, invalid, positive, positive_duration,
 };
 use serde::{Deserialize, Serialize};
 
@@ -369,40 +369,11 @@ impl parley_grpc::binary::ServiceFlags for Flags {
     }
 }
 
-impl RunnerConfig {
-    /// The configuration from its layers: the defaults, `file` when given,
-    /// the `PARLEY_<SECTION>__<KEY>` variables among `vars`, then `flags`;
-    /// validated.
-    pub fn load(
-        file: Option<&Path>,
-        vars: impl IntoIterator<Item = (String, String)>,
-        flags: Flags,
-    ) -> Result<Self, ConfigError> {
-        let mut config: Self = Layers::read(&Self::default(), file, vars, &flags)?;
-        if let Some(dir) = file.and_then(Path::parent) {
-            config.base_dir = dir.to_path_buf();
-        }
-        if config.providers.is_empty() {
-            config
-                .providers
-                .insert(SCRIPTED.to_owned(), ProviderConfig::scripted(flags.script));
-        }
-        config.validate()?;
-        Ok(config)
-    }
-
-    /// The configuration without a file or environment: one scripted
-    /// provider playing the demo script, default limits.
-    pub fn scripted_demo() -> Self {
-        let mut config = Self::default();
-        config
-            .providers
-            .insert(SCRIPTED.to_owned(), ProviderConfig::scripted(None));
-        config
-    }
+impl ServiceConfig for RunnerConfig {
+    type Flags = Flags;
 
     /// Checks consistency: known default provider, sane limits.
-    pub fn validate(&self) -> Result<(), ConfigError> {
+    fn validate(&self) -> Result<(), ConfigError> {
         self.server.validate()?;
         if !self.providers.contains_key(&self.default_provider) {
             return Err(invalid(
@@ -454,6 +425,33 @@ impl RunnerConfig {
             }
         }
         Ok(())
+    }
+
+    /// A file's directory is where the paths in it are relative to; with no
+    /// provider configured, the scripted one plays `--script` (or the demo
+    /// script).
+    fn settle(&mut self, file: Option<&Path>, flags: &Flags) {
+        if let Some(dir) = file.and_then(Path::parent) {
+            self.base_dir = dir.to_path_buf();
+        }
+        if self.providers.is_empty() {
+            self.providers.insert(
+                SCRIPTED.to_owned(),
+                ProviderConfig::scripted(flags.script.clone()),
+            );
+        }
+    }
+}
+
+impl RunnerConfig {
+    /// The configuration without a file or environment: one scripted
+    /// provider playing the demo script, default limits.
+    pub fn scripted_demo() -> Self {
+        let mut config = Self::default();
+        config
+            .providers
+            .insert(SCRIPTED.to_owned(), ProviderConfig::scripted(None));
+        config
     }
 
     /// The `[tools]` and `[models]` patterns (the registry file is read

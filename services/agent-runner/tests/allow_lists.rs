@@ -14,6 +14,7 @@ use agent_runner::{
     config::{Flags, RunnerConfig},
 };
 use futures::StreamExt;
+use parley_grpc::config::ServiceConfig;
 use parley_proto::runner::v1::{
     self as pb, RunEvent, RunRequest, agent_runner_client::AgentRunnerClient,
     run_event::Event as Ev,

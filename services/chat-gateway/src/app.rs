@@ -15,7 +15,7 @@
 
 use std::{future::Future, sync::Arc, time::Duration};
 
-use parley_grpc::{binary::BinaryError, tls::ClientTls};
+use parley_grpc::{binary::BinaryError, config::ServiceConfig, tls::ClientTls};
 use tokio::{net::TcpListener, time::Instant};
 
 use crate::{
@@ -276,14 +276,6 @@ impl parley_grpc::binary::Binary for Gateway {
     const CONFIG_HELP: &'static str = "Configuration file (TOML; see deploy/config/gateway.toml).";
     type Config = GatewayConfig;
     type Flags = crate::config::Flags;
-
-    fn load(
-        file: Option<&std::path::Path>,
-        vars: impl IntoIterator<Item = (String, String)>,
-        flags: Self::Flags,
-    ) -> Result<GatewayConfig, BinaryError> {
-        Ok(GatewayConfig::load(file, vars, flags)?)
-    }
 
     fn server(config: &GatewayConfig) -> &parley_grpc::config::ServerConfig {
         &config.server

@@ -7,15 +7,12 @@
 //! Everything is validated here, before the binary binds a port: a bad
 //! value stops start-up with a message naming the key.
 
-use std::{
-    path::{Path, PathBuf},
-    time::Duration,
-};
+use std::{path::PathBuf, time::Duration};
 
 pub use crate::store::quota::Quota;
 pub use parley_grpc::config::ConfigError;
 use parley_grpc::config::{
-    Layers, ServerConfig, ServerFlags, duration, invalid, positive, positive_duration,
+    ServerConfig, ServerFlags, ServiceConfig, duration, invalid, positive, positive_duration,
 };
 use parley_grpc::tls::ClientTlsConfig;
 use serde::{Deserialize, Serialize};
@@ -338,22 +335,11 @@ mod auth;
 
 pub use auth::{AdminClaim, AuthConfig, JwtAlgorithm, JwtConfig, StaticTokenConfig};
 
-impl GatewayConfig {
-    /// The configuration from its layers: the defaults, `file` when given,
-    /// the `PARLEY_<SECTION>__<KEY>` variables among `vars`, then `flags`;
-    /// validated.
-    pub fn load(
-        file: Option<&Path>,
-        vars: impl IntoIterator<Item = (String, String)>,
-        flags: Flags,
-    ) -> Result<Self, ConfigError> {
-        let config: Self = Layers::read(&Self::default(), file, vars, &flags)?;
-        config.validate()?;
-        Ok(config)
-    }
+impl ServiceConfig for GatewayConfig {
+    type Flags = Flags;
 
     /// Checks every value that can be checked without connecting anywhere.
-    pub fn validate(&self) -> Result<(), ConfigError> {
+    fn validate(&self) -> Result<(), ConfigError> {
         self.server.validate()?;
         crate::store::Backend::from_url(&self.store.database_url)
             .map_err(|error| invalid("store.database_url", error.to_string()))?;

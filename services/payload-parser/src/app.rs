@@ -8,7 +8,7 @@ use std::{future::Future, path::PathBuf};
 
 use parley_grpc::{
     binary::BinaryError,
-    config::{ConfigError, ServerConfig},
+    config::{ConfigError, ServerConfig, ServiceConfig},
 };
 use parley_parse::{ProfileError, Profiles};
 use parley_proto::parser::v1::payload_parser_server::PayloadParserServer;
@@ -101,14 +101,6 @@ impl parley_grpc::binary::Binary for ParserApp {
     const CONFIG_HELP: &'static str = "Configuration file (TOML; see deploy/config/parser.toml).";
     type Config = ParserConfig;
     type Flags = crate::config::Flags;
-
-    fn load(
-        file: Option<&std::path::Path>,
-        vars: impl IntoIterator<Item = (String, String)>,
-        flags: Self::Flags,
-    ) -> Result<ParserConfig, BinaryError> {
-        Ok(ParserConfig::load(file, vars, flags)?)
-    }
 
     fn server(config: &ParserConfig) -> &ServerConfig {
         &config.server

@@ -7,13 +7,10 @@
 //! (The parsing library reads no configuration: its callers pass
 //! [`Limits`] themselves, and the service's callers [`ServiceOptions`].)
 
-use std::{
-    path::{Path, PathBuf},
-    time::Duration,
-};
+use std::{path::PathBuf, time::Duration};
 
 use parley_grpc::config::{
-    ConfigError, Layers, ServerConfig, ServerFlags, duration, invalid, parse_duration,
+    ConfigError, ServerConfig, ServerFlags, ServiceConfig, duration, invalid, parse_duration,
     positive_duration,
 };
 use parley_parse::{DEFAULT_MAX_BYTES, DEFAULT_MAX_DEPTH, HARD_MAX_BYTES, HARD_MAX_DEPTH, Limits};
@@ -132,22 +129,11 @@ impl parley_grpc::binary::ServiceFlags for Flags {
     }
 }
 
-impl ParserConfig {
-    /// The configuration from its layers: the defaults, `file` when given,
-    /// the `PARLEY_<SECTION>__<KEY>` variables among `vars`, then `flags`;
-    /// validated.
-    pub fn load(
-        file: Option<&Path>,
-        vars: impl IntoIterator<Item = (String, String)>,
-        flags: Flags,
-    ) -> Result<Self, ConfigError> {
-        let config: Self = Layers::read(&Self::default(), file, vars, &flags)?;
-        config.validate()?;
-        Ok(config)
-    }
+impl ServiceConfig for ParserConfig {
+    type Flags = Flags;
 
     /// Checks the ranges.
-    pub fn validate(&self) -> Result<(), ConfigError> {
+    fn validate(&self) -> Result<(), ConfigError> {
         self.server.validate()?;
         if !(1..=HARD_MAX_BYTES).contains(&self.limits.max_bytes) {
             return Err(invalid(
@@ -165,7 +151,9 @@ impl ParserConfig {
         positive_duration("streams.max_duration", self.streams.max_duration)?;
         Ok(())
     }
+}
 
+impl ParserConfig {
     /// The parser's limits.
     pub fn limits(&self) -> Limits {
         Limits {
@@ -186,6 +174,8 @@ impl ParserConfig {
 
 #[cfg(test)]
 mod tests {
+    use std::path::Path;
+
     use super::*;
 
     #[test]

@@ -14,6 +14,7 @@ use chat_gateway::{
     config::{Flags, GatewayConfig},
 };
 use jsonwebtoken::{Algorithm, EncodingKey, Header, encode, get_current_timestamp};
+use parley_grpc::config::ServiceConfig;
 use parley_proto::gateway::v1::{self as gw, chat_gateway_client::ChatGatewayClient};
 use tonic::{Code, transport::Channel};
 
