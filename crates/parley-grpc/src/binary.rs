@@ -22,13 +22,6 @@ use crate::{
 /// The error a binary ends with (printed by `main`).
 pub type BinaryError = Box<dyn Error + Send + Sync>;
 
-/// A service's command-line flags: each the override of one configuration
-/// key, the server's among them.
-pub trait ServiceFlags: Args + Clone + Send + 'static {
-    /// The `[server]` flags (listen address, TLS, logs, `--print-config`).
-    fn server(&self) -> &ServerFlags;
-}
-
 /// What a binary is to the skeleton.
 pub trait Binary: Clone + Send + Sync + Sized + 'static {
     /// The command's name (also the telemetry's `service.name`).
@@ -43,8 +36,9 @@ pub trait Binary: Clone + Send + Sync + Sized + 'static {
     const CONFIG_HELP: &'static str;
     /// The configuration, plain data.
     type Config: ServiceConfig<Flags = Self::Flags> + Clone + Send + Sync + 'static;
-    /// The command-line flags.
-    type Flags: ServiceFlags + Serialize;
+    /// The command-line flags, each the override of one key; they flatten
+    /// the `[server]` flags ([`ServerFlags`]).
+    type Flags: Args + Clone + Send + Serialize + 'static;
 
     /// The configuration's `[server]` section.
     fn server(config: &Self::Config) -> &ServerConfig;
@@ -88,27 +82,42 @@ pub fn command<B: Binary>(version: &'static str) -> clap::Command {
         .mut_arg("config", |arg| arg.env(B::CONFIG_ENV).help(B::CONFIG_HELP))
 }
 
-/// Parses `arguments` (the first is the program) as `B`'s command line:
-/// the configuration file and the flags.
+/// `B`'s command line, parsed.
+#[derive(Debug)]
+pub struct CommandLine<F> {
+    /// The configuration file.
+    pub config: Option<PathBuf>,
+    /// The service's flags.
+    pub flags: F,
+    /// The `[server]` flags among them (what the skeleton reads before
+    /// the configuration: the log format, `--print-config`).
+    pub server: ServerFlags,
+}
+
+/// Parses `arguments` (the first is the program) as `B`'s command line.
 pub fn parse<B: Binary>(
     version: &'static str,
     arguments: impl IntoIterator<Item = impl Into<std::ffi::OsString> + Clone>,
-) -> Result<(Option<PathBuf>, B::Flags), clap::Error> {
+) -> Result<CommandLine<B::Flags>, clap::Error> {
     let matches = command::<B>(version).try_get_matches_from(arguments)?;
     let parsed = Command::<B::Flags>::from_arg_matches(&matches)?;
-    Ok((parsed.config, parsed.flags))
+    Ok(CommandLine {
+        config: parsed.config,
+        flags: parsed.flags,
+        server: ServerFlags::from_arg_matches(&matches)?,
+    })
 }
 
 /// Runs binary `B` of crate version `version` with the process's command
 /// line and environment (see the module's doc). An error that stops it is
 /// printed on stderr with its causes, and the process exits with 1.
 pub fn main<B: Binary>(version: &'static str) -> ExitCode {
-    let (file, flags) =
+    let command_line =
         parse::<B>(version, std::env::args_os()).unwrap_or_else(|error| error.exit());
-    let options = TelemetryOptions::binary(B::NAME, version, flags.server().log_format);
+    let options = TelemetryOptions::binary(B::NAME, version, command_line.server.log_format);
     let ran = crate::runtime::build()
         .map_err(BinaryError::from)
-        .and_then(|runtime| runtime.block_on(telemetry::run_main(options, run::<B>(file, flags))));
+        .and_then(|runtime| runtime.block_on(telemetry::run_main(options, run::<B>(command_line))));
     match ran {
         Ok(()) => ExitCode::SUCCESS,
         Err(error) => {
@@ -128,9 +137,14 @@ pub fn main<B: Binary>(version: &'static str) -> ExitCode {
     }
 }
 
-async fn run<B: Binary>(file: Option<PathBuf>, flags: B::Flags) -> Result<(), BinaryError> {
-    let config = B::Config::load(file.as_deref(), std::env::vars(), flags.clone())?;
-    if print_if_asked(flags.server(), &config) {
+async fn run<B: Binary>(command_line: CommandLine<B::Flags>) -> Result<(), BinaryError> {
+    let CommandLine {
+        config: file,
+        flags,
+        server,
+    } = command_line;
+    let config = B::Config::load(file.as_deref(), std::env::vars(), flags)?;
+    if print_if_asked(&server, &config) {
         return Ok(());
     }
     let app = B::build(&config).await?;

@@ -363,12 +363,6 @@ pub struct Flags {
     pub script: Option<PathBuf>,
 }
 
-impl parley_grpc::binary::ServiceFlags for Flags {
-    fn server(&self) -> &parley_grpc::config::ServerFlags {
-        &self.server
-    }
-}
-
 impl ServiceConfig for RunnerConfig {
     type Flags = Flags;
 

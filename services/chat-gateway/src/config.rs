@@ -448,12 +448,6 @@ pub struct Flags {
     pub dev_auth: bool,
 }
 
-impl parley_grpc::binary::ServiceFlags for Flags {
-    fn server(&self) -> &parley_grpc::config::ServerFlags {
-        &self.server
-    }
-}
-
 /// Room in a runner request for what is not history: the system prompt
 /// (registry text, the payload manifest), tool definitions and framing.
 pub const REQUEST_RESERVE_BYTES: usize = 1024 * 1024;

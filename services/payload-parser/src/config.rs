@@ -123,12 +123,6 @@ pub struct Flags {
     pub profile_cache: Option<usize>,
 }
 
-impl parley_grpc::binary::ServiceFlags for Flags {
-    fn server(&self) -> &parley_grpc::config::ServerFlags {
-        &self.server
-    }
-}
-
 impl ServiceConfig for ParserConfig {
     type Flags = Flags;
 

@@ -27,9 +27,11 @@ mod tests {
     fn flags_parse_into_the_layers() {
         // Only flags without an environment variable, so the test does not
         // depend on the environment it runs in.
-        let (_, flags) = parse::<ParserApp>(VERSION, ["payload-parser"]).expect("no flags");
+        let flags = parse::<ParserApp>(VERSION, ["payload-parser"])
+            .expect("no flags")
+            .flags;
         assert_eq!(flags.stream_idle_timeout, None);
-        let (_, flags) = parse::<ParserApp>(
+        let flags = parse::<ParserApp>(
             VERSION,
             [
                 "payload-parser",
@@ -39,7 +41,8 @@ mod tests {
                 "1h 30m",
             ],
         )
-        .expect("parses");
+        .expect("parses")
+        .flags;
         assert_eq!(
             (flags.stream_idle_timeout, flags.stream_max_duration),
             (
