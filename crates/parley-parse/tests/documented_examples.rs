@@ -2,11 +2,9 @@
 //! docs/output-format.md) parse to exactly the typed results they stand for,
 //! under the example profiles of `deploy/config/parser-profiles.json`.
 
-mod common;
-
-use common::{fixture, profile};
 use parley_parse::{ActionHandler, Limits, SuggestedAction, SuggestedValue, parse};
 use parley_proto::parser::v1 as pb;
+use parley_testkit::examples::{fixture, profile};
 use pb::{
     data_operation::Operation as DataOp, payload::Typed, schema_operation::Operation as SchemaOp,
 };

@@ -10,8 +10,9 @@ mod common;
 
 use std::sync::Arc;
 
-use common::{profile, rich_profile, stream, text_of, texts};
+use common::{rich_profile, stream, text_of, texts};
 use parley_parse::{Limits, ParseError, Profile, StreamParser, parse};
+use parley_testkit::examples::profile;
 use proptest::prelude::*;
 
 fn cases() -> u32 {

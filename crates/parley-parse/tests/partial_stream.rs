@@ -7,11 +7,12 @@ mod common;
 
 use std::{collections::BTreeMap, sync::Arc};
 
-use common::{fixture, profile, rich_profile, texts};
+use common::{rich_profile, texts};
 use parley_parse::{
     DiagnosticKind, Limits, Parsed, PartialPayload, Profile, StreamItem, StreamParser,
     partial::is_complete_path,
 };
+use parley_testkit::examples::{fixture, profile};
 use proptest::prelude::*;
 use serde_json::{Map, Value, json};
 

@@ -5,9 +5,11 @@
 //! (`NOT RUN`, or a failure under `CI=true`); [`raw`] calls gRPC with
 //! hand-made bytes and captures log lines; [`spans`] captures OpenTelemetry
 //! spans without a collector; [`pki`] makes TLS and mutual-TLS
-//! certificates at test time; [`process`] runs one binary as a child
-//! process and [`stack`] the three of them as one stack.
+//! certificates at test time; [`examples`] reads the repository's example
+//! parser profiles and model responses; [`process`] runs one binary as a
+//! child process and [`stack`] the three of them as one stack.
 
+pub mod examples;
 pub mod gate;
 pub mod pki;
 pub mod process;

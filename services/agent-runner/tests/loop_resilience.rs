@@ -1,7 +1,7 @@
 //! Retries, fallback, errors after the first event, timeouts and the turn
 //! deadline, all on paused tokio time with the scripted provider.
 
-mod common;
+mod support;
 
 use std::{sync::Arc, time::Duration};
 
@@ -12,7 +12,7 @@ use agent_runner::{
     provider::{ModelChoice, ProviderEntry, Providers},
     tools::ToolRuntime,
 };
-use common::*;
+use support::turns::*;
 use tokio::time::Instant;
 
 fn statuses(events: &[agent_runner::events::Event], phase: Phase) -> Vec<String> {

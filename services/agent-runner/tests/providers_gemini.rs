@@ -10,9 +10,8 @@ use agent_runner::provider::{
 };
 use serde_json::json;
 use support::{
-    ReplayServer, Reply,
     events::{Drained, drain, follow_up, request, time_tool, weather_tool},
-    fixture,
+    replay::{ReplayServer, Reply, fixture},
 };
 
 fn provider(server: &ReplayServer) -> GeminiProvider {

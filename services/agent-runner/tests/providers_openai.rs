@@ -11,8 +11,8 @@ use agent_runner::provider::{
 };
 use serde_json::json;
 use support::{
-    End, ReplayServer, Reply,
     events::{drain, request, time_tool, weather_tool},
+    replay::{End, ReplayServer, Reply},
 };
 
 fn provider(server: &ReplayServer) -> OpenAiProvider {

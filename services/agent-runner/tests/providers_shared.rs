@@ -13,9 +13,8 @@ use agent_runner::provider::{
     http::HttpProviderConfig, openai::OpenAiProvider,
 };
 use support::{
-    ReplayServer, Reply,
     events::{Drained, drain, request},
-    fixture,
+    replay::{ReplayServer, Reply, fixture},
 };
 
 /// What a piece of text from the wire must look like.

@@ -19,7 +19,7 @@ use futures::StreamExt;
 use parley_proto::runner::v1::{
     self as pb, RunRequest, agent_runner_client::AgentRunnerClient, run_event::Event as Ev,
 };
-use support::{ReplayServer, Reply};
+use support::replay::{ReplayServer, Reply};
 use tokio::process::{Child, Command};
 use tonic::{Code, Request, transport::Channel};
 use tonic_types::StatusExt;

@@ -3,7 +3,6 @@
 //! on paused time, and over real gRPC with a remote tool and a fake HTTP
 //! provider that records when its connection closed).
 
-mod common;
 mod support;
 
 use std::{
@@ -27,13 +26,13 @@ use agent_runner::{
     tools::{CallContext, LocalTool, ProgressSender, ToolFailure, ToolOutput, ToolRuntime},
     turn::Limits,
 };
-use common::{Recording, retry, scripted};
 use futures::StreamExt;
 use parley_proto::runner::v1::{
     self as pb, RunEvent, RunRequest, agent_runner_client::AgentRunnerClient,
     agent_runner_server::AgentRunner, run_event::Event as Ev,
 };
 use serde_json::{Value, json};
+use support::turns::{Recording, retry, scripted};
 use tokio::sync::Notify;
 use tonic::{Code, Request};
 use tonic_types::StatusExt;
@@ -448,7 +447,7 @@ async fn grpc_run_streams_the_demo_turn_with_tool_progress() {
 
 #[tokio::test]
 async fn grpc_cancellation_reaches_a_remote_tool() {
-    let (address, record) = common::tool_server::start(2).await;
+    let (address, record) = support::tool_server::start(2).await;
     let provider = scripted(
         "[default]\nsteps = [{ tool_call = { name = \"hang\", id = \"r1\" } }, { text = \"never\" }]",
     );
@@ -487,9 +486,10 @@ async fn grpc_cancellation_reaches_a_remote_tool() {
 #[tokio::test]
 async fn grpc_cancellation_closes_the_provider_connection() {
     let partial = "data: {\"id\":\"c1\",\"object\":\"chat.completion.chunk\",\"model\":\"m\",\"choices\":[{\"index\":0,\"delta\":{\"role\":\"assistant\",\"content\":\"Hel\"},\"finish_reason\":null}]}\n\n";
-    let server =
-        support::ReplayServer::start(vec![support::Reply::sse(partial).end(support::End::Hang)])
-            .await;
+    let server = support::replay::ReplayServer::start(vec![
+        support::replay::Reply::sse(partial).end(support::replay::End::Hang),
+    ])
+    .await;
     let openai =
         OpenAiProvider::new(HttpProviderConfig::new("fake", server.url("/v1"))).expect("provider");
     let provider = Recording::new(Arc::new(openai));

@@ -3,12 +3,11 @@
 //! requires one: mutual TLS); without the CA the call fails as a tool error
 //! the model sees, and the turn still ends.
 
-mod common;
+mod support;
 
 use std::{path::Path, pin::Pin};
 
 use agent_runner::{events::EventKind, tools::ToolRuntime};
-use common::*;
 use futures::Stream;
 use parley_grpc::tls::{ClientTls, ClientTlsConfig, ServerTls, ServerTlsConfig};
 use parley_proto::tools::v1::{
@@ -18,6 +17,7 @@ use parley_proto::tools::v1::{
 };
 use parley_testkit::pki::{PemFiles, TestCa};
 use serde_json::json;
+use support::turns::*;
 use tonic::{Request, Response, Status};
 
 /// Answers every call with "over TLS".

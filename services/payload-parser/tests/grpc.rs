@@ -1,17 +1,15 @@
 //! The service over real gRPC: started on port 0, called through the
 //! generated tonic client, including the error statuses and their details.
 
-mod common;
-
 use std::net::SocketAddr;
 
-use common::{fixture, profiles};
 use parley_parse::Limits;
 use parley_proto::parser::v1::{
     ParseProfile, ParseRequest, ParseStreamRequest, ParseStreamResponse, PayloadSpec,
     parse_stream_request::Input, parse_stream_response::Output, payload::Typed,
     payload_parser_client::PayloadParserClient, payload_parser_server::PayloadParserServer,
 };
+use parley_testkit::examples::{fixture, profile, profiles};
 use payload_parser::service::{ParserService, ServiceOptions};
 use tokio::{net::TcpListener, sync::oneshot};
 use tonic::{Code, Status, server::NamedService, transport::Channel};
@@ -313,8 +311,7 @@ async fn parse_stream_shows_a_payload_growing_and_sends_the_rest_unchanged() {
     assert_eq!(whole.data, payload.data);
 
     // Without the new case, the outputs are the library's without partials.
-    let mut parser =
-        parley_parse::StreamParser::new(common::profile("table_view"), Limits::default());
+    let mut parser = parley_parse::StreamParser::new(profile("table_view"), Limits::default());
     let mut expected = Vec::new();
     for delta in &deltas {
         expected.extend(parser.push(delta).expect("within limits"));

@@ -1,39 +1,15 @@
-//! Helpers shared by the integration tests: the example profiles file, the
-//! fixtures next to the tests, the test profile with tools, and streaming.
+//! Helpers shared by the integration tests: the test profile with tools,
+//! and streaming. The example profiles and responses are
+//! `parley_testkit::examples`.
 
 #![allow(dead_code)]
 
 pub mod texts;
 
-use std::{path::PathBuf, sync::Arc};
+use std::sync::Arc;
 
-use parley_parse::{
-    Limits, Parsed, PayloadSpec, Profile, ProfileSpec, Profiles, StreamItem, StreamParser,
-};
+use parley_parse::{Limits, Parsed, PayloadSpec, Profile, ProfileSpec, StreamItem, StreamParser};
 use serde_json::json;
-
-/// The repository's example profiles (`deploy/config/parser-profiles.json`).
-pub fn profiles() -> Profiles {
-    let path =
-        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../deploy/config/parser-profiles.json");
-    Profiles::load(&path).unwrap_or_else(|error| panic!("example profiles load: {error}"))
-}
-
-/// One example profile by name.
-pub fn profile(name: &str) -> Arc<Profile> {
-    profiles()
-        .get(name)
-        .unwrap_or_else(|| panic!("profile {name} exists"))
-}
-
-/// A fixture file's text.
-pub fn fixture(name: &str) -> String {
-    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/fixtures")
-        .join(name);
-    std::fs::read_to_string(&path)
-        .unwrap_or_else(|error| panic!("fixture {}: {error}", path.display()))
-}
 
 /// The example table_view payloads plus a tool and a server action.
 pub fn rich_profile() -> Arc<Profile> {

@@ -1,16 +1,17 @@
-//! Helpers of the service's tests: the example profiles file and the
-//! parsing library's example responses (`crates/parley-parse/tests/fixtures`).
+//! The repository's parsing examples, for the parsing library's and the
+//! parser service's tests: the example profiles file
+//! (`deploy/config/parser-profiles.json`) and the example model responses
+//! (`crates/parley-parse/tests/fixtures`).
 
-#![allow(dead_code)]
-
-use std::{path::PathBuf, sync::Arc};
+use std::sync::Arc;
 
 use parley_parse::{Profile, Profiles};
 
+use crate::process::repo_root;
+
 /// The repository's example profiles (`deploy/config/parser-profiles.json`).
 pub fn profiles() -> Profiles {
-    let path =
-        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../deploy/config/parser-profiles.json");
+    let path = repo_root().join("deploy/config/parser-profiles.json");
     Profiles::load(&path).unwrap_or_else(|error| panic!("example profiles load: {error}"))
 }
 
@@ -21,10 +22,10 @@ pub fn profile(name: &str) -> Arc<Profile> {
         .unwrap_or_else(|| panic!("profile {name} exists"))
 }
 
-/// A fixture file's text.
+/// The text of an example response (`crates/parley-parse/tests/fixtures/<name>`).
 pub fn fixture(name: &str) -> String {
-    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("../../crates/parley-parse/tests/fixtures")
+    let path = repo_root()
+        .join("crates/parley-parse/tests/fixtures")
         .join(name);
     std::fs::read_to_string(&path)
         .unwrap_or_else(|error| panic!("fixture {}: {error}", path.display()))

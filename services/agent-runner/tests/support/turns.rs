@@ -1,12 +1,7 @@
-//! Helpers for the loop and service tests: a test `ToolService` on port 0
-//! that records what it saw (calls, cancellations, overlap), a provider
-//! wrapper that records requests and stream drops, and builders for turns
-//! and runners. Every test also checks the stream invariants (seq 1..n
-//! without gaps, one final event, final text = concatenated text deltas).
-
-#![allow(dead_code)]
-
-pub mod tool_server;
+//! Helpers for the loop and service tests: a provider wrapper that records
+//! requests and stream drops, and builders for turns and runners. Every
+//! run also checks the stream invariants (seq 1..n without gaps, one final
+//! event, final text = concatenated text deltas).
 
 use std::{
     sync::{
