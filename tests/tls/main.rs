@@ -13,29 +13,23 @@ mod support;
 
 use std::{
     path::{Path, PathBuf},
-    pin::Pin,
     time::Duration,
 };
 
-use futures::Stream;
-use parley_grpc::tls::{ClientTls, ClientTlsConfig, ServerTls, ServerTlsConfig};
+use parley_grpc::tls::{ClientTls, ClientTlsConfig, ServerTlsConfig};
 use parley_proto::{
     gateway::v1::{
         ChatRequest, PageContext, chat_event::Event, chat_gateway_client::ChatGatewayClient,
     },
     parser::v1::DiagnosticKind,
-    tools::v1::{
-        ToolCall, ToolResult, ToolUpdate,
-        tool_service_server::{ToolService, ToolServiceServer},
-        tool_update::Update,
-    },
 };
 use parley_testkit::{
     pki::{PemFiles, TestCa},
     process::repo_root,
     stack::{Service, ServiceOptions, Stack, StackOptions},
+    tools::{self, ToolOptions, ToolServer},
 };
-use tonic::{Request, Response, Status, transport::Channel};
+use tonic::transport::Channel;
 
 /// The test CA and the PEM files it signed, in a temporary directory.
 struct Pki {
@@ -82,27 +76,6 @@ impl Pki {
     }
 }
 
-/// The app's `lookup_rows`: one row for every query.
-struct Tools;
-
-#[tonic::async_trait]
-impl ToolService for Tools {
-    type ExecuteStream = Pin<Box<dyn Stream<Item = Result<ToolUpdate, Status>> + Send>>;
-
-    async fn execute(
-        &self,
-        _request: Request<ToolCall>,
-    ) -> Result<Response<Self::ExecuteStream>, Status> {
-        let done = ToolUpdate {
-            update: Some(Update::Result(ToolResult {
-                text: "1 row: {\"Company\": \"Walrus Ltd\"}".into(),
-                ..Default::default()
-            })),
-        };
-        Ok(Response::new(Box::pin(futures::stream::iter([Ok(done)]))))
-    }
-}
-
 /// One service's flags: its certificate, clients required to show one of
 /// the test CA, and (for the gateway and the runner, which call other
 /// services) `identity` as their client certificate.
@@ -135,24 +108,17 @@ async fn one_turn_crosses_every_hop_over_mutual_tls() {
     let app = pki.issue("app");
     let app_tls = pki.client(Some(&app));
 
-    // The app's ToolService, mutual TLS.
-    let tools = pki.issue("tools");
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-        .await
-        .expect("bind the tool server");
-    let tools_port = listener.local_addr().expect("address").port();
-    let mut options = parley_grpc::ServeOptions::new("app-tools", vec![]);
-    options.tls = ServerTls::from_config(&pki.server(&tools)).expect("tool server TLS");
-    tokio::spawn(parley_grpc::serve(
-        listener,
-        tonic::service::Routes::new(ToolServiceServer::new(Tools)),
-        options,
-        std::future::pending(),
-    ));
+    // The app's ToolService, mutual TLS: one row for every query.
+    let app_tools = ToolServer::start(ToolOptions {
+        tls: Some(pki.server(&pki.issue("tools"))),
+        answer: Some(tools::ROW.into()),
+        ..ToolOptions::default()
+    })
+    .await;
 
     let state = tempfile::tempdir().expect("state directory");
     let dir = state.path();
-    let registry = support::registry_with_tools(dir, &format!("https://localhost:{tools_port}"));
+    let registry = support::registry_with_tools(dir, &app_tools.url());
     let mut options = StackOptions::new(dir);
     options.tls = Some(app_tls.clone());
     options.parser = service("payload-parser", &pki.issue("parser"), &pki).args([

@@ -7,7 +7,8 @@
 //! spans without a collector; [`pki`] makes TLS and mutual-TLS
 //! certificates at test time; [`examples`] reads the repository's example
 //! parser profiles and model responses; [`process`] runs one binary as a
-//! child process and [`stack`] the three of them as one stack.
+//! child process and [`stack`] the three of them as one stack; [`tools`]
+//! is a test `ToolService`, plain or TLS.
 
 pub mod examples;
 pub mod gate;
@@ -16,5 +17,6 @@ pub mod process;
 pub mod raw;
 pub mod spans;
 pub mod stack;
+pub mod tools;
 
 pub use gate::{ci, mcp_python, not_run};

@@ -178,7 +178,7 @@ async fn a_runner_without_an_allow_list_dials_no_tool_server_a_request_names() {
 
 #[tokio::test]
 async fn an_allowed_endpoint_is_called_and_one_off_the_list_is_refused_undialled() {
-    let (tools, record) = support::tool_server::start(1).await;
+    let (tools, record) = parley_testkit::tools::start(1).await;
     let tools_port = tools.rsplit(':').next().expect("port").to_owned();
     let trap = Trap::new();
     let dir = tempfile::tempdir().expect("directory");
@@ -216,7 +216,7 @@ async fn an_allowed_endpoint_is_called_and_one_off_the_list_is_refused_undialled
 
 #[tokio::test]
 async fn the_registry_s_grpc_endpoints_are_allowed() {
-    let (tools, record) = support::tool_server::start(1).await;
+    let (tools, record) = parley_testkit::tools::start(1).await;
     let trap = Trap::new();
     let dir = tempfile::tempdir().expect("directory");
     std::fs::write(

@@ -20,7 +20,7 @@ fn query_schema() -> serde_json::Value {
 
 #[tokio::test]
 async fn a_tool_round_reports_every_outcome_and_feeds_results_back() {
-    let (address, record) = support::tool_server::start(2).await;
+    let (address, record) = parley_testkit::tools::start(2).await;
     let provider = scripted(
         r#"
         [[turns]]
@@ -143,7 +143,7 @@ async fn a_tool_round_reports_every_outcome_and_feeds_results_back() {
 
 #[tokio::test]
 async fn a_slow_tool_times_out_and_is_cancelled_on_the_server() {
-    let (address, record) = support::tool_server::start(2).await;
+    let (address, record) = parley_testkit::tools::start(2).await;
     let provider = scripted(
         "[default]\nsteps = [{ tool_call = { name = \"hang\", input = {}, id = \"h1\" } }, { text = \"Gave up waiting.\" }]",
     );
@@ -178,7 +178,7 @@ async fn a_slow_tool_times_out_and_is_cancelled_on_the_server() {
 
 #[tokio::test]
 async fn parallel_calls_overlap_up_to_the_limit() {
-    let (address, _record) = support::tool_server::start(2).await;
+    let (address, _record) = parley_testkit::tools::start(2).await;
     let script = "[default]\nsteps = [{ tool_call = { name = \"meet\", id = \"a\" } }, { tool_call = { name = \"meet\", id = \"b\" } }, { text = \"ok\" }]";
     let results = |events: &[agent_runner::events::Event]| {
         pick(events, |k| match k {
@@ -194,7 +194,7 @@ async fn parallel_calls_overlap_up_to_the_limit() {
     assert_eq!(results(&events), vec!["met".to_owned(), "met".to_owned()]);
 
     // One at a time, the two calls can never meet: the first times out.
-    let (address, _record) = support::tool_server::start(2).await;
+    let (address, _record) = parley_testkit::tools::start(2).await;
     let mut serial = parallel;
     serial.tools = vec![remote(
         "meet",

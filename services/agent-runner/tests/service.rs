@@ -447,7 +447,7 @@ async fn grpc_run_streams_the_demo_turn_with_tool_progress() {
 
 #[tokio::test]
 async fn grpc_cancellation_reaches_a_remote_tool() {
-    let (address, record) = support::tool_server::start(2).await;
+    let (address, record) = parley_testkit::tools::start(2).await;
     let provider = scripted(
         "[default]\nsteps = [{ tool_call = { name = \"hang\", id = \"r1\" } }, { text = \"never\" }]",
     );

@@ -5,41 +5,16 @@
 
 mod support;
 
-use std::{path::Path, pin::Pin};
+use std::path::Path;
 
 use agent_runner::{events::EventKind, tools::ToolRuntime};
-use futures::Stream;
-use parley_grpc::tls::{ClientTls, ClientTlsConfig, ServerTls, ServerTlsConfig};
-use parley_proto::tools::v1::{
-    ToolCall, ToolResult, ToolUpdate,
-    tool_service_server::{ToolService, ToolServiceServer},
-    tool_update::Update,
+use parley_grpc::tls::{ClientTls, ClientTlsConfig, ServerTlsConfig};
+use parley_testkit::{
+    pki::{PemFiles, TestCa},
+    tools::{ToolOptions, ToolServer},
 };
-use parley_testkit::pki::{PemFiles, TestCa};
 use serde_json::json;
 use support::turns::*;
-use tonic::{Request, Response, Status};
-
-/// Answers every call with "over TLS".
-struct Secure;
-
-#[tonic::async_trait]
-impl ToolService for Secure {
-    type ExecuteStream = Pin<Box<dyn Stream<Item = Result<ToolUpdate, Status>> + Send>>;
-
-    async fn execute(
-        &self,
-        _request: Request<ToolCall>,
-    ) -> Result<Response<Self::ExecuteStream>, Status> {
-        let done = ToolUpdate {
-            update: Some(Update::Result(ToolResult {
-                text: "over TLS".into(),
-                ..Default::default()
-            })),
-        };
-        Ok(Response::new(Box::pin(futures::stream::iter([Ok(done)]))))
-    }
-}
 
 /// A CA and a `localhost` certificate it signed: the CA's file, the pair.
 fn issue(dir: &Path, name: &str) -> (std::path::PathBuf, PemFiles) {
@@ -50,28 +25,21 @@ fn issue(dir: &Path, name: &str) -> (std::path::PathBuf, PemFiles) {
     )
 }
 
-/// The tool server on TLS, requiring client certificates of `client_ca`.
+/// The tool server on TLS, requiring client certificates of `client_ca`,
+/// answering every call with "over TLS".
 async fn serve(cert: &Path, key: &Path, client_ca: &Path) -> String {
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-        .await
-        .expect("bind");
-    let port = listener.local_addr().expect("addr").port();
-    let mut options = parley_grpc::ServeOptions::new("tls-tool", vec![]);
-    options.tls = ServerTls::from_config(&ServerTlsConfig {
-        cert: Some(cert.to_owned()),
-        key: Some(key.to_owned()),
-        client_ca: Some(client_ca.to_owned()),
-        ..ServerTlsConfig::default()
+    let server = ToolServer::start(ToolOptions {
+        tls: Some(ServerTlsConfig {
+            cert: Some(cert.to_owned()),
+            key: Some(key.to_owned()),
+            client_ca: Some(client_ca.to_owned()),
+            ..ServerTlsConfig::default()
+        }),
+        answer: Some("over TLS".into()),
+        ..ToolOptions::default()
     })
-    .expect("server TLS");
-    let routes = tonic::service::Routes::new(ToolServiceServer::new(Secure));
-    tokio::spawn(parley_grpc::serve(
-        listener,
-        routes,
-        options,
-        std::future::pending(),
-    ));
-    format!("https://localhost:{port}")
+    .await;
+    server.url()
 }
 
 async fn call(tls: ClientTls, address: &str) -> (bool, String) {
