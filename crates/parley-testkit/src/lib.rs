@@ -7,7 +7,8 @@
 //! spans without a collector; [`pki`] makes TLS and mutual-TLS
 //! certificates at test time; [`examples`] reads the repository's example
 //! parser profiles and model responses; [`process`] runs one binary as a
-//! child process and [`stack`] the three of them as one stack; [`tools`]
+//! child process, [`sidecar`] the parser binary as a test's sidecar and
+//! [`stack`] the three binaries as one stack; [`tools`]
 //! is a test `ToolService`, plain or TLS.
 
 pub mod examples;
@@ -15,6 +16,7 @@ pub mod gate;
 pub mod pki;
 pub mod process;
 pub mod raw;
+pub mod sidecar;
 pub mod spans;
 pub mod stack;
 pub mod tools;

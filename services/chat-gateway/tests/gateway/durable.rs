@@ -175,7 +175,7 @@ async fn a_client_resumes_a_broken_stream_exactly() {
 #[tokio::test]
 async fn a_gateway_killed_mid_turn_is_ended_at_restart_with_what_its_client_saw() {
     let options = Options::default();
-    let (runner, runner_addr, parser_addr) = start_upstreams(&options).await;
+    let (runner, runner_addr, parser_addr, _parser) = start_upstreams(&options).await;
     runner.push(Reply::Steps(vec![
         text("The first half of the answer"),
         Step::Hang,
@@ -251,7 +251,7 @@ async fn two_replicas_on_one_postgres_share_their_turns() {
         return;
     };
     let options = Options::default();
-    let (runner, runner_addr, parser_addr) = start_upstreams(&options).await;
+    let (runner, runner_addr, parser_addr, _parser) = start_upstreams(&options).await;
     let dir = tempfile::tempdir().expect("temp dir");
     let config = ProcessConfig {
         database_url,
@@ -521,7 +521,7 @@ async fn a_full_disk_loses_nothing_that_was_acknowledged() {
         Err(why) => return parley_testkit::not_run(TEST, &why),
     };
     let options = Options::default();
-    let (runner, runner_addr, parser_addr) = start_upstreams(&options).await;
+    let (runner, runner_addr, parser_addr, _parser) = start_upstreams(&options).await;
     let logs = tempfile::tempdir().expect("temp dir");
     let config = ProcessConfig {
         database_url: format!(

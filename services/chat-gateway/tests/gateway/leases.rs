@@ -62,7 +62,7 @@ async fn a_replica_whose_clock_runs_ahead_leaves_its_peers_healthy_turns_alone()
     let Some((database_url, schema)) = postgres::fresh_schema(TEST).await else {
         return;
     };
-    let (runner, runner_addr, parser_addr) = start_upstreams(&Options::default()).await;
+    let (runner, runner_addr, parser_addr, _parser) = start_upstreams(&Options::default()).await;
     let dir = tempfile::tempdir().expect("temp dir");
     let config = ProcessConfig {
         database_url,
@@ -162,7 +162,7 @@ async fn a_killed_replicas_running_turns_all_end_in_bounded_sweeps_while_the_sur
         return;
     };
     let count = killed_turns();
-    let (runner, runner_addr, parser_addr) = start_upstreams(&Options::default()).await;
+    let (runner, runner_addr, parser_addr, _parser) = start_upstreams(&Options::default()).await;
     let dir = tempfile::tempdir().expect("temp dir");
     let config = ProcessConfig {
         database_url,
@@ -373,7 +373,7 @@ async fn a_replica_that_stalled_past_its_lease_starts_no_further_tool_call() {
     };
     let clock = Arc::new(CountedClock::default());
     let runner_addr = runner_with(TWO_ROUNDS, clock.clone()).await;
-    let (_, _, parser_addr) = start_upstreams(&Options::default()).await;
+    let (_, _, parser_addr, _parser) = start_upstreams(&Options::default()).await;
     let dir = tempfile::tempdir().expect("temp dir");
     let config = ProcessConfig {
         database_url,

@@ -156,7 +156,8 @@ async fn limits_hold_across_two_gateway_processes_and_a_killed_one_frees_its_slo
         return;
     };
     let options = Options::default();
-    let (runner, runner_addr, parser_addr) = crate::harness::start_upstreams(&options).await;
+    let (runner, runner_addr, parser_addr, _parser) =
+        crate::harness::start_upstreams(&options).await;
     let dir = tempfile::tempdir().expect("temp dir");
     let config = crate::harness::process::ProcessConfig {
         database_url,
@@ -266,7 +267,8 @@ async fn deleting_a_conversation_whose_turn_runs_on_another_replica_frees_its_sl
         return;
     };
     let options = Options::default();
-    let (runner, runner_addr, parser_addr) = crate::harness::start_upstreams(&options).await;
+    let (runner, runner_addr, parser_addr, _parser) =
+        crate::harness::start_upstreams(&options).await;
     let dir = tempfile::tempdir().expect("temp dir");
     let config = crate::harness::process::ProcessConfig {
         database_url,
@@ -390,7 +392,8 @@ async fn a_users_seventeenth_stream_is_refused_across_two_gateway_processes() {
         return;
     };
     let options = Options::default();
-    let (runner, runner_addr, parser_addr) = crate::harness::start_upstreams(&options).await;
+    let (runner, runner_addr, parser_addr, _parser) =
+        crate::harness::start_upstreams(&options).await;
     let dir = tempfile::tempdir().expect("temp dir");
     // The default `turns.per_user.streams` (16) on both.
     let config = crate::harness::process::ProcessConfig {

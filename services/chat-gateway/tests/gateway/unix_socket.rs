@@ -1,6 +1,6 @@
 //! The sidecar hop over a Unix domain socket, as in the Kubernetes pod: the
-//! real payload-parser service served by `parley_grpc::serve` with
-//! `uds_listen`, and the gateway given only its `unix:` URL (never its TCP
+//! real payload-parser (the binary, as a child process) with
+//! `--uds-listen`, and the gateway given only its `unix:` URL (never its TCP
 //! port). A turn parsed by the sidecar carries no `PARSER_FALLBACK`
 //! diagnostic; one whose socket nobody serves does. And the other way the
 //! gateway may parse: in-process by configuration (`upstream.parsing =
@@ -11,11 +11,9 @@ use std::time::Duration;
 use parley_grpc::tls::ClientTls;
 use parley_proto::{
     gateway::v1::chat_event::Event, parser::v1::DiagnosticKind,
-    parser::v1::payload_parser_server::PayloadParserServer,
+    parser::v1::payload_parser_server::SERVICE_NAME,
 };
-use payload_parser::service::ParserService;
-use tokio::sync::oneshot;
-use tonic::server::NamedService;
+use parley_testkit::sidecar::ParserSidecar;
 use tonic_health::pb::{
     HealthCheckRequest, health_check_response::ServingStatus, health_client::HealthClient,
 };
@@ -38,49 +36,6 @@ fn answer() -> Reply {
     )
 }
 
-/// The real payload-parser on 127.0.0.1:0 and on the socket `path`.
-struct Sidecar {
-    stop: oneshot::Sender<()>,
-    served: tokio::task::JoinHandle<Result<(), parley_grpc::serve::ServeError>>,
-}
-
-impl Sidecar {
-    async fn start(path: &std::path::Path) -> Self {
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-            .await
-            .expect("bind");
-        let service = ParserService::new(
-            parley_parse::Profiles::empty(),
-            parley_parse::Limits::default(),
-        );
-        let mut options = parley_grpc::ServeOptions::new(
-            "payload-parser",
-            vec![<PayloadParserServer<ParserService> as NamedService>::NAME],
-        );
-        options.uds_listen = Some(path.to_owned());
-        options.drain_timeout = Duration::from_secs(5);
-        let (stop, stopped) = oneshot::channel::<()>();
-        let served = tokio::spawn(parley_grpc::serve(
-            listener,
-            tonic::service::Routes::new(service.into_server()),
-            options,
-            async move {
-                let _ = stopped.await;
-            },
-        ));
-        Self { stop, served }
-    }
-
-    async fn stop(self) {
-        let _ = self.stop.send(());
-        tokio::time::timeout(Duration::from_secs(10), self.served)
-            .await
-            .expect("the parser stops within 10 s")
-            .expect("the serving task")
-            .expect("the parser stops cleanly");
-    }
-}
-
 /// Waits (5 s at most) until the parser answers health over `url`.
 async fn serving(url: &str) {
     let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
@@ -91,7 +46,7 @@ async fn serving(url: &str) {
             .connect_lazy();
         let status = HealthClient::new(channel)
             .check(HealthCheckRequest {
-                service: <PayloadParserServer<ParserService> as NamedService>::NAME.into(),
+                service: SERVICE_NAME.into(),
             })
             .await
             .map(|response| response.into_inner().status)
@@ -153,7 +108,8 @@ async fn a_turn_is_parsed_by_the_sidecar_over_a_unix_socket() {
     let dir = tempfile::tempdir().expect("tempdir");
     let path = dir.path().join("parser.sock");
     let url = format!("unix:{}", path.display());
-    let parser = Sidecar::start(&path).await;
+    let parser =
+        ParserSidecar::start([std::ffi::OsStr::new("--uds-listen"), path.as_os_str()]).await;
     serving(&url).await;
 
     let mut stack = Harness::start(Options {
@@ -169,7 +125,8 @@ async fn a_turn_is_parsed_by_the_sidecar_over_a_unix_socket() {
     }
     stack.stop().await;
 
-    parser.stop().await;
+    let exit = parser.stop().await;
+    assert!(exit.success(), "the parser stops cleanly: {exit}");
     assert!(!path.exists(), "the parser removed its socket file");
 }
 

@@ -20,23 +20,9 @@ fn upstreams(parser: &str) -> Upstreams {
     .expect("valid urls")
 }
 
-/// The real payload-parser service on port 0.
-async fn sidecar() -> String {
-    let service = payload_parser::service::ParserService::new(
-        parley_parse::Profiles::empty(),
-        Limits::default(),
-    )
-    .into_server();
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-        .await
-        .expect("bind");
-    let addr = listener.local_addr().expect("addr");
-    tokio::spawn(
-        tonic::transport::Server::builder()
-            .add_service(service)
-            .serve_with_incoming(tonic::transport::server::TcpIncoming::from(listener)),
-    );
-    format!("http://{addr}")
+/// The real payload-parser (the binary, as a child process) on port 0.
+async fn sidecar() -> parley_testkit::sidecar::ParserSidecar {
+    parley_testkit::sidecar::ParserSidecar::start::<_, &str>([]).await
 }
 
 /// The text deltas of `events`, joined.
@@ -108,7 +94,8 @@ async fn partials_while_streaming(mut cleaner: TextCleaner) {
 
 #[tokio::test]
 async fn payloads_show_growing_from_the_sidecar_and_the_library() {
-    let upstreams = upstreams(&sidecar().await);
+    let parser = sidecar().await;
+    let upstreams = upstreams(&parser.url());
     partials_while_streaming(TextCleaner::open(&upstreams, profile()).await).await;
     partials_while_streaming(TextCleaner::local(profile(), Arc::default(), "test")).await;
 }
@@ -131,7 +118,8 @@ async fn partials_that_queued_up_travel_as_the_latest_one() {
 
 #[tokio::test]
 async fn a_step_reset_drops_the_steps_text_and_cards_and_reparses() {
-    let upstreams = upstreams(&sidecar().await);
+    let parser = sidecar().await;
+    let upstreams = upstreams(&parser.url());
     for mut cleaner in [
         TextCleaner::open(&upstreams, profile()).await,
         TextCleaner::local(profile(), Arc::default(), "test"),
@@ -201,7 +189,8 @@ async fn an_unreachable_sidecar_falls_back_at_open() {
 
 #[tokio::test]
 async fn after_a_sync_the_sidecar_has_answered_everything_pushed() {
-    let upstreams = upstreams(&sidecar().await);
+    let parser = sidecar().await;
+    let upstreams = upstreams(&parser.url());
     let mut cleaner = TextCleaner::open(&upstreams, profile()).await;
     let mut seen = String::new();
     for (n, delta) in ["Let me check ", "the time. ", "One moment."]

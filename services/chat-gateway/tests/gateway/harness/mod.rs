@@ -1,6 +1,6 @@
 //! The in-process stack the gateway tests talk to: a fake runner and the
-//! real payload-parser service on port 0, the gateway (SQLite in a temp
-//! dir) on port 0, and a client.
+//! real payload-parser (the binary, as a child process) on port 0, the
+//! gateway (SQLite in a temp dir) on port 0, and a client.
 
 pub mod fake_runner;
 pub mod parser;
@@ -17,6 +17,7 @@ use tokio::{net::TcpListener, sync::oneshot, task::JoinHandle};
 use tonic::{Request, Status, Streaming, transport::Channel};
 
 use fake_runner::FakeRunner;
+use parley_testkit::sidecar::ParserSidecar;
 use parser::LibraryParser;
 
 /// Where the gateway's parser sidecar is.
@@ -79,6 +80,8 @@ pub struct Harness {
     shutdown: Option<oneshot::Sender<()>>,
     served: Option<JoinHandle<()>>,
     dir: tempfile::TempDir,
+    /// The parser process, stopped when the harness goes.
+    _parser: Option<ParserSidecar>,
 }
 
 async fn listen() -> (TcpListener, SocketAddr) {
@@ -102,8 +105,11 @@ async fn closed_addr() -> SocketAddr {
 }
 
 /// The fake runner and the parser sidecar of `options`, serving; returns
-/// the runner and both addresses.
-pub async fn start_upstreams(options: &Options) -> (FakeRunner, SocketAddr, SocketAddr) {
+/// the runner, both addresses and the parser process (when it is one: it
+/// stops when dropped).
+pub async fn start_upstreams(
+    options: &Options,
+) -> (FakeRunner, SocketAddr, SocketAddr, Option<ParserSidecar>) {
     let runner = FakeRunner::default();
     let runner_addr = if options.runner_down {
         closed_addr().await
@@ -118,23 +124,12 @@ pub async fn start_upstreams(options: &Options) -> (FakeRunner, SocketAddr, Sock
         });
         addr
     };
-    let parser_addr = match options.parser {
-        ParserMode::Down => closed_addr().await,
+    let (parser_addr, parser) = match options.parser {
+        ParserMode::Down => (closed_addr().await, None),
         ParserMode::Up => {
-            // The real payload-parser service.
-            let service = payload_parser::service::ParserService::new(
-                parley_parse::Profiles::empty(),
-                parley_parse::Limits::default(),
-            )
-            .into_server();
-            let (listener, addr) = listen().await;
-            tokio::spawn(async move {
-                let _ = tonic::transport::Server::builder()
-                    .add_service(service)
-                    .serve_with_incoming(incoming(listener))
-                    .await;
-            });
-            addr
+            // The real payload-parser, as a child process.
+            let parser = ParserSidecar::start::<_, &str>([]).await;
+            (parser.addr, Some(parser))
         }
         ParserMode::BreaksAfter(n) => {
             let (listener, addr) = listen().await;
@@ -148,16 +143,16 @@ pub async fn start_upstreams(options: &Options) -> (FakeRunner, SocketAddr, Sock
                     .serve_with_incoming(incoming(listener))
                     .await;
             });
-            addr
+            (addr, None)
         }
     };
-    (runner, runner_addr, parser_addr)
+    (runner, runner_addr, parser_addr, parser)
 }
 
 impl Harness {
     /// Starts the stack.
     pub async fn start(options: Options) -> Self {
-        let (runner, runner_addr, parser_addr) = start_upstreams(&options).await;
+        let (runner, runner_addr, parser_addr, parser) = start_upstreams(&options).await;
         let dir = tempfile::tempdir().expect("temp dir");
         let mut config = GatewayConfig::default();
         config.store.database_url = format!(
@@ -204,6 +199,7 @@ impl Harness {
             shutdown: Some(shutdown_tx),
             served: Some(served),
             dir,
+            _parser: parser,
         }
     }
 

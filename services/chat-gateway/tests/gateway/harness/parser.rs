@@ -1,7 +1,8 @@
 //! A faulty parser sidecar: the parser library behind the `PayloadParser`
 //! contract whose streams break with UNAVAILABLE after N responses, to test
 //! the gateway's switch to the in-process parser mid-turn. (Working
-//! sidecars in these tests are the real payload-parser service.)
+//! sidecars in these tests are the real payload-parser binary:
+//! `parley_testkit::sidecar`.)
 
 use std::sync::Arc;
 

@@ -130,7 +130,7 @@ fn built() -> Vec<(&'static str, String, Code)> {
 
 /// The docs/clients.md table: `(service, reason)` → the code's name.
 fn readme_table() -> BTreeMap<(String, String), String> {
-    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../docs/clients.md");
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../docs/clients.md");
     let text = std::fs::read_to_string(&path).expect("docs/clients.md");
     let section = text
         .split("\n## Errors\n")
@@ -198,7 +198,7 @@ fn the_readme_lists_every_reason_with_its_code() {
 /// The `Errors:` list of a proto service comment: reason → the code's name.
 fn proto_errors(file: &str) -> BTreeMap<String, String> {
     let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../../proto")
+        .join("../proto")
         .join(file);
     let text = std::fs::read_to_string(&path).expect("proto file");
     let mut errors = BTreeMap::new();
