@@ -15,7 +15,7 @@ once=false
 
 bash scripts/setup.sh
 echo "demo: building the three services (first build takes a few minutes)" >&2
-cargo build --quiet -p payload-parser -p agent-runner -p chat-gateway --bins
+cargo build --quiet -p payload-parser -p agent-runner -p chat-gateway -p parley-testkit --bins
 
 # The services' logs and the SQLite file. Removed on exit, unless the demo
 # failed, was interrupted before it ended, or a service did not stop cleanly:
@@ -43,31 +43,26 @@ trap 'exit 143' TERM
 
 bin=target/debug
 export RUST_LOG="${RUST_LOG:-info}"
-"$bin/payload-parser" --log-format text --profiles deploy/config/parser-profiles.json >"$state/parser.log" 2>&1 &
-pids+=($!)
+# parley-stack starts the three services (logs in $state/NAME.log), waits
+# until each answers health, prints `ready`, and stops them on SIGTERM.
 # The runner may dial the ToolService endpoints of the registry the gateway
 # reads (tools.registry; without it a page with a remote tool is refused).
-PARLEY_TOOLS__REGISTRY=deploy/config/registry.yaml \
-    "$bin/agent-runner" --log-format text >"$state/runner.log" 2>&1 &
+"$bin/parley-stack" --logs "$state" \
+    --service parser --wait health:127.0.0.1:50053 -- \
+    "$bin/payload-parser" --log-format text --profiles deploy/config/parser-profiles.json --end \
+    --service runner --wait health:127.0.0.1:50052 -- \
+    env PARLEY_TOOLS__REGISTRY=deploy/config/registry.yaml "$bin/agent-runner" --log-format text --end \
+    --service gateway --wait health:127.0.0.1:50051 -- \
+    "$bin/chat-gateway" --log-format text --dev-auth --database-url "sqlite://$state/parley.db?mode=rwc" --end \
+    >"$state/stack.out" &
 pids+=($!)
-"$bin/chat-gateway" --log-format text --dev-auth --database-url "sqlite://$state/parley.db?mode=rwc" >"$state/gateway.log" 2>&1 &
-pids+=($!)
-
-wait_healthy() {
-    local addr=$1 name=$2
-    for _ in $(seq 1 100); do
-        if grpcurl -plaintext -max-time 1 "$addr" grpc.health.v1.Health/Check >/dev/null 2>&1; then
-            return 0
-        fi
-        sleep 0.1
-    done
-    echo "demo: $name did not become healthy on $addr; its log:" >&2
-    cat "$state/$name.log" >&2
-    exit 1
-}
-wait_healthy 127.0.0.1:50053 parser
-wait_healthy 127.0.0.1:50052 runner
-wait_healthy 127.0.0.1:50051 gateway
+until grep -qx ready "$state/stack.out" 2>/dev/null; do
+    if ! kill -0 "${pids[0]}" 2>/dev/null; then
+        echo "demo: the stack did not start (see above)" >&2
+        exit 1
+    fi
+    sleep 0.1
+done
 echo "demo: stack is up (logs in $state until it stops)" >&2
 echo >&2
 

@@ -38,7 +38,9 @@
 # --parsing in_process: the gateway parses with the parser library in its
 # own process (upstream.parsing), no sidecar hop; rows labelled
 # parley-inproc. --bin DIR: run the binaries in DIR instead of building
-# (say, those of an older commit, for a before/after in one session);
+# (say, those of an older commit, for a before/after in one session; the
+# stack is started by the parley-stack of this checkout's build, which is
+# built when DIR has none);
 # --tag TEXT is appended to every row's label (after a space).
 # --pod-workers: the three services run on one thread each
 # (TOKIO_WORKER_THREADS=1: tokio's current-thread scheduler, see
@@ -87,7 +89,7 @@ while (($#)); do
         --parsing) parsing=$2; shift 2 ;;
         --bin) bin=$2; shift 2 ;;
         --tag) tag=$2; shift 2 ;;
-        -h | --help) sed -n '2,49p' "$0"; exit 0 ;;
+        -h | --help) sed -n '2,52p' "$0"; exit 0 ;;
         *) echo "load: unknown argument $1 (see --help)" >&2; exit 2 ;;
     esac
 done
@@ -95,7 +97,7 @@ done
 case "$parsing" in sidecar | in_process) ;; *) echo "load: --parsing is sidecar or in_process" >&2; exit 2 ;; esac
 if [[ -z "$bin" ]]; then
     echo "load: building parley-load and the three services (profile $profile)" >&2
-    cargo build --quiet --profile "$profile" -p parley-load -p payload-parser -p agent-runner -p chat-gateway --bins
+    cargo build --quiet --profile "$profile" -p parley-load -p payload-parser -p agent-runner -p chat-gateway -p parley-testkit --bins
     case "$profile" in dev) bin=target/debug ;; *) bin="target/$profile" ;; esac
 fi
 
@@ -141,17 +143,15 @@ default_model = "parley-load-mock"
 TOML
 
 export RUST_LOG="${RUST_LOG:-warn}"
-"$bin/parley-load" mock --listen "$mock" --first-token "$first_token" --chunks "$chunks" --gap "$gap" \
-    >"$state/mock.log" 2>&1 &
-mock_pid=$!
-pids+=("$mock_pid")
 parser_url="http://$parser"
 parser_args=()
+parser_waits=()
 parley_label=parley
 if $parser_uds; then
     parser_socket="$state/parser.sock"
     parser_url="unix:$parser_socket"
     parser_args=(--uds-listen "$parser_socket")
+    parser_waits=(--wait "socket:$parser_socket")
     parley_label=parley-uds
 fi
 # Set only when asked for, so --bin can run binaries older than the key.
@@ -165,13 +165,6 @@ pod_env=()
 if $pod_workers; then
     pod_env=(TOKIO_WORKER_THREADS=1)
 fi
-env ${pod_env[@]+"${pod_env[@]}"} "$bin/payload-parser" --listen "$parser" --metrics-listen "$parser_metrics" "${parser_args[@]}" \
-    >"$state/parser.log" 2>&1 &
-parser_pid=$!
-pids+=("$parser_pid")
-env ${pod_env[@]+"${pod_env[@]}"} "$bin/agent-runner" --config "$state/runner.toml" >"$state/runner.log" 2>&1 &
-runner_pid=$!
-pids+=("$runner_pid")
 # One dev user holds every stream: the per-user limits are off, the
 # gateway's own limits raised past the largest level. The per-user stream
 # limit is set only for binaries that have it (--bin may run older ones,
@@ -180,40 +173,45 @@ limit_env=()
 if "$bin/chat-gateway" --dev-auth --print-config 2>/dev/null | grep -q '^follower_stall'; then
     limit_env=(PARLEY_TURNS__PER_USER__STREAMS=0)
 fi
-PARLEY_TURNS__MAX_CONCURRENT="$max_turns" PARLEY_TURNS__MAX_STREAMS=65536 \
-PARLEY_TURNS__PER_USER__CONCURRENT_TURNS=0 PARLEY_TURNS__PER_USER__TURNS_PER_MINUTE=0 \
-PARLEY_TURNS__PER_USER__TOKENS_PER_DAY=0 \
-    env ${limit_env[@]+"${limit_env[@]}"} ${parsing_env[@]+"${parsing_env[@]}"} ${pod_env[@]+"${pod_env[@]}"} "$bin/chat-gateway" --listen "$gateway" --metrics-listen off --dev-auth \
+# parley-stack starts the mock and the three services (logs in
+# $state/NAME.log), waits until each listens, prints `pid NAME PID` lines
+# and `ready`, and stops them on SIGTERM. With --bin DIR it is this
+# checkout's (DIR's when DIR has one).
+stack_bin="$bin/parley-stack"
+if [[ ! -x "$stack_bin" ]]; then
+    cargo build --quiet -p parley-testkit --bin parley-stack
+    stack_bin=target/debug/parley-stack
+fi
+"$stack_bin" --logs "$state" \
+    --service mock --wait "port:$mock" -- \
+    "$bin/parley-load" mock --listen "$mock" --first-token "$first_token" --chunks "$chunks" --gap "$gap" --end \
+    --service parser --wait "port:$parser" ${parser_waits[@]+"${parser_waits[@]}"} -- \
+    env ${pod_env[@]+"${pod_env[@]}"} "$bin/payload-parser" --listen "$parser" --metrics-listen "$parser_metrics" \
+    ${parser_args[@]+"${parser_args[@]}"} --end \
+    --service runner --wait "port:$runner" -- \
+    env ${pod_env[@]+"${pod_env[@]}"} "$bin/agent-runner" --config "$state/runner.toml" --end \
+    --service gateway --wait "port:$gateway" -- \
+    env PARLEY_TURNS__MAX_CONCURRENT="$max_turns" PARLEY_TURNS__MAX_STREAMS=65536 \
+    PARLEY_TURNS__PER_USER__CONCURRENT_TURNS=0 PARLEY_TURNS__PER_USER__TURNS_PER_MINUTE=0 \
+    PARLEY_TURNS__PER_USER__TOKENS_PER_DAY=0 \
+    ${limit_env[@]+"${limit_env[@]}"} ${parsing_env[@]+"${parsing_env[@]}"} ${pod_env[@]+"${pod_env[@]}"} \
+    "$bin/chat-gateway" --listen "$gateway" --metrics-listen off --dev-auth \
     --runner "http://$runner" --parser "$parser_url" \
-    --database-url "$database_url" >"$state/gateway.log" 2>&1 &
-gateway_pid=$!
-pids+=("$gateway_pid")
-
-wait_port() {
-    local addr=$1 name=$2
-    for _ in $(seq 1 200); do
-        if (exec 3<>"/dev/tcp/${addr%:*}/${addr#*:}") 2>/dev/null; then return 0; fi
-        sleep 0.05
-    done
-    echo "load: $name did not listen on $addr; its log:" >&2
-    cat "$state/$name.log" >&2
-    exit 1
-}
-wait_socket() {
-    local path=$1 name=$2
-    for _ in $(seq 1 200); do
-        if [[ -S "$path" ]]; then return 0; fi
-        sleep 0.05
-    done
-    echo "load: $name did not listen on $path; its log:" >&2
-    cat "$state/$name.log" >&2
-    exit 1
-}
-wait_port "$mock" mock
-wait_port "$parser" parser
-if $parser_uds; then wait_socket "$parser_socket" parser; fi
-wait_port "$runner" runner
-wait_port "$gateway" gateway
+    --database-url "$database_url" --end \
+    >"$state/stack.out" &
+pids+=($!)
+until grep -qx ready "$state/stack.out" 2>/dev/null; do
+    if ! kill -0 "${pids[0]}" 2>/dev/null; then
+        echo "load: the stack did not start (see above)" >&2
+        exit 1
+    fi
+    sleep 0.05
+done
+pid_of() { awk -v name="$1" '$1 == "pid" && $2 == name { print $3 }' "$state/stack.out"; }
+mock_pid=$(pid_of mock)
+parser_pid=$(pid_of parser)
+runner_pid=$(pid_of runner)
+gateway_pid=$(pid_of gateway)
 
 results="$state/results.jsonl"
 run() {
