@@ -9,15 +9,17 @@
 //! that takes none of the events ready for it for `turns.follower_stall`
 //! gets `SLOW_CONSUMER` at its next read, and its places are freed at the
 //! stall. A stream is only polled while its client's HTTP/2 window has
-//! room, so "not polled since an event was handed out" is "not read".
+//! room, so "not polled since an event was ready for it" is "not read".
+//! An event is ready when one was handed out (the client may ask for the
+//! next at once) or when the turn woke the stream with a new one.
 //!
 //! [`StreamLeases`] deletes the leases of closed streams in batches and
 //! renews this replica's leases beside its turn leases.
 
 use std::{
     pin::Pin,
-    sync::{Arc, Mutex, PoisonError},
-    task::{Context, Poll},
+    sync::{Arc, Mutex, PoisonError, Weak},
+    task::{Context, Poll, Wake, Waker},
     time::Duration,
 };
 
@@ -153,7 +155,8 @@ pub struct Admitted {
 struct Watch {
     /// Released at the stream's end or stall.
     held: Option<Admitted>,
-    /// Since when an event handed out has not been followed by a read.
+    /// Since when an event has been ready for the client (handed out, or
+    /// the turn woke the stream) without a read.
     waiting_since: Option<Instant>,
     stalled: bool,
 }
@@ -171,8 +174,50 @@ struct Held {
     watch: Shared,
     stall: Duration,
     done: bool,
+    /// The waker the inner stream was last given: it marks the watch when
+    /// the turn has an event ready, then wakes the client's task; kept
+    /// while the client's task stays the same.
+    waker: Option<(Waker, Waker)>,
     /// Dropped with the stream: ends its watchdog.
     _ended: oneshot::Sender<()>,
+}
+
+/// Wakes the client's task for a ready event, noting since when the event
+/// has waited: a client whose HTTP/2 window is full does not poll again,
+/// and so does not take it.
+struct ReadyWaker {
+    watch: Weak<Mutex<Watch>>,
+    client: Waker,
+}
+
+impl Wake for ReadyWaker {
+    fn wake(self: Arc<Self>) {
+        self.wake_by_ref();
+    }
+
+    fn wake_by_ref(self: &Arc<Self>) {
+        if let Some(watch) = self.watch.upgrade() {
+            lock(&watch).waiting_since.get_or_insert_with(Instant::now);
+        }
+        self.client.wake_by_ref();
+    }
+}
+
+impl Held {
+    /// The waker to give the inner stream for the client's `task`.
+    fn ready_waker(&mut self, task: &Waker) -> Waker {
+        match &self.waker {
+            Some((client, ready)) if client.will_wake(task) => ready.clone(),
+            _ => {
+                let ready = Waker::from(Arc::new(ReadyWaker {
+                    watch: Arc::downgrade(&self.watch),
+                    client: task.clone(),
+                }));
+                self.waker = Some((task.clone(), ready.clone()));
+                ready
+            }
+        }
+    }
 }
 
 /// `stream`, holding `admitted` (see [`Held`]).
@@ -189,17 +234,14 @@ pub fn held(stream: EventStream, admitted: Admitted, stall: Duration) -> EventSt
         watch,
         stall,
         done: false,
+        waker: None,
         _ended: ended_tx,
     })
 }
 
 /// Marks the stream stalled once an event has waited `stall` for a read,
 /// and frees what it holds.
-async fn watchdog(
-    watch: std::sync::Weak<Mutex<Watch>>,
-    stall: Duration,
-    mut ended: oneshot::Receiver<()>,
-) {
+async fn watchdog(watch: Weak<Mutex<Watch>>, stall: Duration, mut ended: oneshot::Receiver<()>) {
     let mut wait = stall;
     loop {
         tokio::select! {
@@ -247,7 +289,12 @@ impl Stream for Held {
                 return Poll::Ready(Some(Err(GatewayError::SlowConsumer { stall }.into())));
             }
         }
-        match self.inner.as_mut().poll_next(cx) {
+        let ready = self.ready_waker(cx.waker());
+        match self
+            .inner
+            .as_mut()
+            .poll_next(&mut Context::from_waker(&ready))
+        {
             Poll::Ready(Some(item)) => {
                 lock(&self.watch).waiting_since = Some(Instant::now());
                 Poll::Ready(Some(item))
@@ -310,6 +357,35 @@ mod tests {
             Some("SLOW_CONSUMER")
         );
         assert!(stream.next().await.is_none(), "then it ends");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn an_event_that_arrives_while_the_client_has_stopped_polling_counts_as_unread() {
+        let places = Arc::new(Semaphore::new(1));
+        let stall = Duration::from_secs(30);
+        let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+        let quiet: EventStream = Box::pin(tokio_stream::wrappers::UnboundedReceiverStream::new(rx));
+        let mut stream = held(quiet, admitted(&places), stall);
+        // The client polled while the turn had nothing, then its window
+        // filled: it polls no more. The turn's next event wakes it...
+        assert!(futures::poll!(stream.next()).is_pending());
+        tx.send(Ok(ChatEvent {
+            seq: 1,
+            event: None,
+        }))
+        .expect("send");
+        // ...and, untaken for the stall, frees its place.
+        tokio::time::sleep(stall + Duration::from_secs(1)).await;
+        assert_eq!(places.available_permits(), 1, "freed at the stall");
+        let status = stream
+            .next()
+            .await
+            .expect("an item")
+            .expect_err("slow consumer");
+        assert_eq!(
+            parley_grpc::status::reason(&status).as_deref(),
+            Some("SLOW_CONSUMER")
+        );
     }
 
     #[tokio::test(start_paused = true)]
