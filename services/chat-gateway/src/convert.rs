@@ -231,6 +231,7 @@ pub fn assistant_to_wire(
             retry_after: None,
         }),
         stop_reason: message.stop_reason.clone(),
+        ..Default::default()
     }
 }
 

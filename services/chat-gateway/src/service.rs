@@ -90,6 +90,7 @@ impl ChatGateway for GatewayService {
     type ChatStream = EventStream;
     type ExecuteActionStream = EventStream;
     type ResumeTurnStream = EventStream;
+    type SubmitToolDecisionsStream = EventStream;
 
     async fn chat(
         &self,
@@ -287,5 +288,34 @@ impl ChatGateway for GatewayService {
             });
         }
         Ok(Response::new(response))
+    }
+
+    // Issue 42 lands these three next; until then no turn pauses.
+    async fn submit_tool_decisions(
+        &self,
+        request: Request<gw::SubmitToolDecisionsRequest>,
+    ) -> Result<Response<Self::SubmitToolDecisionsStream>, Status> {
+        principal(&request)?;
+        Err(Status::unimplemented(
+            "SubmitToolDecisions is not served yet",
+        ))
+    }
+
+    async fn record_payload_decision(
+        &self,
+        request: Request<gw::RecordPayloadDecisionRequest>,
+    ) -> Result<Response<gw::RecordPayloadDecisionResponse>, Status> {
+        principal(&request)?;
+        Err(Status::unimplemented(
+            "RecordPayloadDecision is not served yet",
+        ))
+    }
+
+    async fn submit_feedback(
+        &self,
+        request: Request<gw::SubmitFeedbackRequest>,
+    ) -> Result<Response<gw::SubmitFeedbackResponse>, Status> {
+        principal(&request)?;
+        Err(Status::unimplemented("SubmitFeedback is not served yet"))
     }
 }

@@ -212,6 +212,14 @@ fn tool_def(
                 return None;
             }
         },
+        Some(Kind::Client(_)) => {
+            // Issue 42 lands the pause and its continuation next.
+            violations.push(Violation::new(
+                field("endpoint.client"),
+                "this runner does not run turns with client tools yet",
+            ));
+            return None;
+        }
         None => {
             violations.push(Violation::new(
                 field("endpoint"),

@@ -171,6 +171,7 @@ impl ResolvedPage {
                 timeout: t
                     .timeout
                     .and_then(|d| prost_types::Duration::try_from(d).ok()),
+                needs_approval: false,
             })
             .collect()
     }
@@ -198,6 +199,8 @@ impl ResolvedPage {
                     description: t.description.clone(),
                     input_schema: t.input_schema_wire.clone(),
                     global: t.global,
+                    needs_approval: false,
+                    runs_on_client: false,
                 })
                 .collect(),
             client_actions: self

@@ -451,6 +451,7 @@ fn pages_allow_the_runners_mcp_tools_by_rule() {
             kind: Some(Kind::Mcp(reference.into())),
         }),
         timeout: None,
+        needs_approval: false,
     };
     r.mcp_catalog().replace(pb::ListToolsResponse {
         tools: vec![

@@ -307,6 +307,8 @@ async fn open_calls(
         context: spec.start.page.state.as_ref().map(json::to_struct_wrapped),
         // The request or the page turns it on.
         mid_answer_failover: spec.start.mid_answer_failover || page.mid_answer_failover,
+        decisions: Vec::new(),
+        iterations_done: 0,
     };
 
     // The parser stream and the runner call open together.

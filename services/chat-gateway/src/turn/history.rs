@@ -77,6 +77,7 @@ fn message(role: runner::Role, text: String) -> runner::Message {
         text,
         tool_calls: Vec::new(),
         tool_result: None,
+        reasoning: Vec::new(),
     }
 }
 

@@ -429,6 +429,12 @@ pub async fn relay(
             Some(run_event::Event::Usage(call)) => add_usage(&mut usage, &call),
             Some(run_event::Event::Finished(finished)) => break RunEnd::Finished(finished),
             Some(run_event::Event::Error(error)) => break RunEnd::Failed(error),
+            // The gateway offers no tool that waits for input yet.
+            Some(run_event::Event::InputRequired(_)) => {
+                break RunEnd::Broken(
+                    "the runner paused the turn for input it was not offered".into(),
+                );
+            }
             // Sent only to `RunFenced` calls, which have a fence.
             Some(run_event::Event::DispatchPending(pending)) => {
                 if let Some(fence) = fence

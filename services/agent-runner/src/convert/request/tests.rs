@@ -93,6 +93,7 @@ fn tool_results_join_and_defaults_apply() {
         id: id.into(),
         name: "calc".into(),
         input: Some(Struct::default()),
+        provider_data: None,
     };
     let result = |id: &str| pb::Message {
         role: Role::Tool as i32,

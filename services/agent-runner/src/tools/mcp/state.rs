@@ -74,6 +74,7 @@ impl McpTool {
                 ))),
             }),
             timeout: None,
+            needs_approval: false,
         }
     }
 }

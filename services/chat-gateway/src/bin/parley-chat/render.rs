@@ -248,6 +248,14 @@ impl<'a> Renderer<'a> {
                     style.dim(result)
                 ));
             }
+            Some(Event::ApprovalRequest(request)) => {
+                self.tool_line(format!("  {} {}", style.bold("? approve"), request.summary))
+            }
+            Some(Event::ClientToolCall(call)) => self.tool_line(format!(
+                "  {} {}",
+                style.dim("⇄ app tool"),
+                style.bold(&call.tool)
+            )),
             Some(Event::Error(error)) => {
                 let retry = if error.retryable { " (retryable)" } else { "" };
                 self.tool_line(format!(
