@@ -26,6 +26,9 @@ const GATEWAY_INVALID: &[&str] = &[
     "MISSING_ACTION",
     "INVALID_ACTION_PARAMS",
     "INVALID_PAGE_TOKEN",
+    "INVALID_CLIENT_TOOL",
+    "INVALID_DECISIONS",
+    "INVALID_TOOL_ARGUMENTS",
 ];
 
 /// Every refusal the code builds: `(service, reason, code)`.
@@ -38,6 +41,12 @@ fn built() -> Vec<(&'static str, String, Code)> {
         GatewayError::ConversationNotFound,
         GatewayError::TurnNotFound,
         GatewayError::TurnInProgress {
+            turn_id: "t".into(),
+        },
+        GatewayError::TurnNotAwaitingInput {
+            turn_id: "t".into(),
+        },
+        GatewayError::TurnAwaitingInput {
             turn_id: "t".into(),
         },
         GatewayError::TooManyTurns,

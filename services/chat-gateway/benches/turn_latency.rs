@@ -454,6 +454,7 @@ async fn store_writes(times: u32, concurrent: usize) {
                 outcome: None,
                 events: vec![EventBody::Reasoning { text: "r".into() }],
                 wire: None,
+                pause: None,
             })
             .await
             .expect("finish");

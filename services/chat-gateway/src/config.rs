@@ -280,6 +280,16 @@ pub struct TurnConfig {
     /// freeing its place among `max_streams` and its user's streams.
     #[serde(with = "duration")]
     pub follower_stall: Duration,
+    /// How long a turn paused for decisions on its tool calls waits for
+    /// `SubmitToolDecisions`; then any replica closes it as if every
+    /// waiting call were declined.
+    #[serde(with = "duration")]
+    pub input_ttl: Duration,
+    /// When a turn awaits input on a conversation, refuse a new `Chat`
+    /// there (`FAILED_PRECONDITION`, `TURN_AWAITING_INPUT`) unless it sets
+    /// `cancel_running`; off, the new message closes the paused turn (the
+    /// user moved on).
+    pub block_on_pending: bool,
     /// `[turns.per_user]`: what each user may start (0: unlimited); the
     /// counts hold across replicas (they live in the store).
     pub per_user: Quota,
@@ -315,17 +325,21 @@ impl Default for TurnConfig {
             text_tool_calls: false,
             abandoned_turn_grace: Duration::from_secs(60),
             follower_stall: Duration::from_secs(30),
+            input_ttl: Duration::from_secs(24 * 60 * 60),
+            block_on_pending: false,
             per_user: Quota {
                 concurrent_turns: 4,
                 turns_per_minute: 30,
                 tokens_per_day: 2_000_000,
                 streams: 16,
+                awaiting: 8,
             },
             per_tenant: Quota {
                 concurrent_turns: 64,
                 turns_per_minute: 600,
                 tokens_per_day: 50_000_000,
                 streams: 512,
+                awaiting: 0,
             },
         }
     }
@@ -380,6 +394,7 @@ impl ServiceConfig for GatewayConfig {
         }
         positive_duration("turns.resume_retention", turns.resume_retention)?;
         positive_duration("turns.follower_stall", turns.follower_stall)?;
+        positive_duration("turns.input_ttl", turns.input_ttl)?;
         if turns.lease_ttl <= turns.lease_renew {
             return Err(invalid(
                 "turns.lease_ttl",

@@ -139,6 +139,7 @@ pub fn state_to_wire(state: TurnState) -> gw::TurnState {
         TurnState::Completed => gw::TurnState::Completed,
         TurnState::Cancelled => gw::TurnState::Cancelled,
         TurnState::Failed => gw::TurnState::Failed,
+        TurnState::AwaitingInput => gw::TurnState::AwaitingInput,
     }
 }
 

@@ -11,6 +11,7 @@
 //! durable (journal, event log, the turns running here, followers, stream
 //! leases) are in [`crate::durable`].
 
+pub mod decide;
 pub mod replica;
 pub mod start;
 pub mod stop;

@@ -36,6 +36,20 @@ pub enum GatewayError {
         /// The running turn.
         turn_id: String,
     },
+    /// `SubmitToolDecisions` on a turn that does not wait for decisions
+    /// (never paused, already continued, expired or cancelled).
+    #[error("the turn is not waiting for decisions")]
+    TurnNotAwaitingInput {
+        /// The turn.
+        turn_id: String,
+    },
+    /// A new message on a conversation whose turn waits for decisions,
+    /// with `turns.block_on_pending` on.
+    #[error("a turn of this conversation waits for decisions on its tool calls")]
+    TurnAwaitingInput {
+        /// The paused turn.
+        turn_id: String,
+    },
     /// Too many turns are running on this gateway.
     #[error("too many turns are running; retry shortly")]
     TooManyTurns,
@@ -90,6 +104,8 @@ impl GatewayError {
             Self::ConversationNotFound => "CONVERSATION_NOT_FOUND",
             Self::TurnNotFound => "TURN_NOT_FOUND",
             Self::TurnInProgress { .. } => "TURN_IN_PROGRESS",
+            Self::TurnNotAwaitingInput { .. } => "TURN_NOT_AWAITING_INPUT",
+            Self::TurnAwaitingInput { .. } => "TURN_AWAITING_INPUT",
             Self::TooManyTurns => "TOO_MANY_TURNS",
             Self::OverQuota(_) => "QUOTA_EXCEEDED",
             Self::TooManyStreams => "TOO_MANY_STREAMS",
@@ -109,6 +125,8 @@ impl ServiceError for GatewayError {
             Self::InvalidArgument { .. } | Self::UnknownAction(_) => Code::InvalidArgument,
             Self::ConversationNotFound | Self::TurnNotFound => Code::NotFound,
             Self::TurnInProgress { .. }
+            | Self::TurnNotAwaitingInput { .. }
+            | Self::TurnAwaitingInput { .. }
             | Self::ClientAction(_)
             | Self::ActionNotOnPage { .. }
             | Self::ActionTemplate(_) => Code::FailedPrecondition,
@@ -138,7 +156,11 @@ impl ServiceError for GatewayError {
             Self::UnknownAction(action) => {
                 Details::violation("action", format!("`{action}` is not registered"))
             }
-            Self::TurnInProgress { turn_id } => Details::metadata([("turn_id", turn_id.clone())]),
+            Self::TurnInProgress { turn_id }
+            | Self::TurnNotAwaitingInput { turn_id }
+            | Self::TurnAwaitingInput { turn_id } => {
+                Details::metadata([("turn_id", turn_id.clone())])
+            }
             Self::TooManyTurns | Self::TooManyStreams | Self::Store(_) => {
                 Details::retry_after(Some(Duration::from_secs(1)))
             }

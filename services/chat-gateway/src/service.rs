@@ -188,9 +188,23 @@ impl ChatGateway for GatewayService {
             )
             .await
             .map_err(GatewayError::from)?;
+        let mut messages = conversations::messages(&page.events, &page.turns);
+        for message in &mut messages {
+            if message.state == gw::TurnState::AwaitingInput as i32
+                && let Some((_, stored)) = self
+                    .engine
+                    .store()
+                    .paused(&owner, &message.turn_id)
+                    .await
+                    .map_err(GatewayError::from)?
+                && let Some(continuation) = crate::turn::pause::Continuation::decode_base64(&stored)
+            {
+                conversations::paused(message, &continuation);
+            }
+        }
         Ok(Response::new(gw::GetConversationResponse {
             conversation: Some(conversations::summary_to_wire(&summary)),
-            messages: conversations::messages(&page.events, &page.turns),
+            messages,
             next_page_token: page
                 .earlier
                 .map(|before| conversations::encode_turn_page_token(&id, before))
@@ -290,15 +304,19 @@ impl ChatGateway for GatewayService {
         Ok(Response::new(response))
     }
 
-    // Issue 42 lands these three next; until then no turn pauses.
     async fn submit_tool_decisions(
         &self,
         request: Request<gw::SubmitToolDecisionsRequest>,
     ) -> Result<Response<Self::SubmitToolDecisionsStream>, Status> {
-        principal(&request)?;
-        Err(Status::unimplemented(
-            "SubmitToolDecisions is not served yet",
-        ))
+        let principal = principal(&request)?;
+        let admitted = self.engine.admit_turn_stream(&principal)?;
+        let request = request.into_inner();
+        let submitted = validate::tool_decisions(request)?;
+        let stream = self
+            .engine
+            .submit_tool_decisions(&principal, submitted)
+            .await?;
+        Ok(Response::new(self.held(stream, admitted)))
     }
 
     async fn record_payload_decision(

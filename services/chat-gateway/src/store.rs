@@ -30,6 +30,7 @@ mod group;
 pub mod listen;
 pub mod model;
 pub mod owners;
+pub mod pauses;
 mod queries;
 pub mod quota;
 pub mod reap;
@@ -271,6 +272,19 @@ pub struct FinishTurn<'a> {
     pub events: Vec<EventBody>,
     /// The turn's wire events not stored yet, its `complete` last.
     pub wire: Option<WireBatch>,
+    /// Set when the turn pauses (`state` is [`TurnState::AwaitingInput`])
+    /// instead of ending.
+    pub pause: Option<Pause>,
+}
+
+/// What a pausing turn stores for its continuation.
+#[derive(Debug, Clone)]
+pub struct Pause {
+    /// The continuation (base64 of a prost-encoded message the store does
+    /// not read).
+    pub continuation: String,
+    /// How long the pause waits, ms from now on the store's clock.
+    pub wait_ms: i64,
 }
 
 /// A position in the conversation list (newest first).
@@ -340,6 +354,11 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
         9,
         "stream leases",
         include_str!("store/migrations/0009_stream_leases.sql"),
+    ),
+    (
+        11,
+        "awaiting input",
+        include_str!("store/migrations/0011_awaiting_input.sql"),
     ),
 ];
 

@@ -13,6 +13,7 @@ pub mod observe;
 pub mod outcome;
 pub mod parse;
 pub mod partials;
+pub mod pause;
 pub mod recover;
 pub mod relay;
 
@@ -72,6 +73,9 @@ pub struct StartTurn {
     pub mid_answer_failover: bool,
     /// The server action the message was rendered from, when any.
     pub action: Option<String>,
+    /// Tools the application runs for this turn (`ChatRequest.client_tools`),
+    /// as runner definitions (endpoint `client`).
+    pub client_tools: Vec<runner::ToolDefinition>,
     /// When the turn must end.
     pub deadline: Instant,
 }
@@ -86,4 +90,7 @@ pub struct TurnSpec {
     /// Whether this turn created the conversation (so its history is the
     /// user message alone, with nothing to read back).
     pub new_conversation: bool,
+    /// Set when the turn continues after a pause: the runner request and
+    /// the answer so far come from the pause, not from the history.
+    pub resume: Option<Arc<pause::Resume>>,
 }

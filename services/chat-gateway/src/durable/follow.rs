@@ -249,8 +249,13 @@ impl Follower {
             return Ok(());
         };
         if turn.state != TurnState::Running {
-            // It ended in one transaction: what it stored is there now.
+            // It ended (or paused) in one transaction: what it stored is
+            // there now. A paused turn's stream ends with its pause.
             if !self.take_stored(source).await? {
+                if turn.state == TurnState::AwaitingInput {
+                    self.source = Source::Done;
+                    return Ok(());
+                }
                 self.pending.extend(
                     replay_outcome(&turn)
                         .into_iter()

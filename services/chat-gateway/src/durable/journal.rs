@@ -166,6 +166,26 @@ impl Journal {
         Self::new(turn_id, None, 0)
     }
 
+    /// The journal of a turn that continues after a pause, holding its
+    /// stored `events` (seqs 1, 2, ... without gaps), all released; the
+    /// turn's next event follows them. `log` stores the new ones.
+    pub fn continued(
+        turn_id: &str,
+        log: Option<Arc<dyn Writer>>,
+        ahead: u64,
+        events: Vec<ChatEvent>,
+    ) -> Arc<Self> {
+        let journal = Self::new(turn_id, log, ahead);
+        let upto = events.len() as u64;
+        {
+            let mut inner = lock(&journal.inner);
+            inner.events = events;
+            inner.stored = upto;
+        }
+        journal.release_upto(upto);
+        journal
+    }
+
     fn new(turn_id: &str, log: Option<Arc<dyn Writer>>, ahead: u64) -> Arc<Self> {
         Arc::new_cyclic(|me| Self {
             turn_id: turn_id.to_owned(),

@@ -20,7 +20,7 @@ use std::{sync::Arc, time::Duration};
 
 use tokio::sync::mpsc;
 
-use super::Engine;
+use super::{Engine, decide::Closing};
 use crate::durable::manager::StopCause;
 use crate::store::{ReapIf, StoreError, listen::Notice, millis, now_ms};
 use crate::turn::recover;
@@ -191,6 +191,36 @@ impl Engine {
         }
     }
 
+    /// Closes the paused turns whose pause expired (`turns.input_ttl`), a
+    /// batch every `lease_renew`, until [`Engine::close`]; every replica
+    /// does, and the store gives each turn to one.
+    async fn close_expired_until_closed(self: Arc<Self>) {
+        let mut tick = tokio::time::interval(self.shared.config.lease_renew);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let batch = u32::try_from(self.shared.config.sweep_batch.max(1)).unwrap_or(u32::MAX);
+        loop {
+            tokio::select! {
+                () = self.closing.cancelled() => return,
+                _ = tick.tick() => {}
+            }
+            let expired = match self.shared.store.expired_pauses(batch).await {
+                Ok(expired) => expired,
+                Err(error) => {
+                    tracing::warn!(%error, "cannot read expired paused turns");
+                    continue;
+                }
+            };
+            for pause in expired {
+                if let Err(error) = self
+                    .close_paused(&pause.owner, &pause.turn_id, Closing::Expired)
+                    .await
+                {
+                    tracing::warn!(%error, turn = %pause.turn_id, "cannot close an expired paused turn");
+                }
+            }
+        }
+    }
+
     /// Spawns this replica's background work until [`Engine::close`]:
     /// the store's notices and sweeps ([`Engine::run_replica`]) and the
     /// renewal of the stream leases.
@@ -206,6 +236,7 @@ impl Engine {
     /// Runs the background work until [`Engine::close`].
     pub async fn run_replica(self: Arc<Self>, mut notices: Option<mpsc::Receiver<Notice>>) {
         tokio::spawn(self.clone().renew_until_closed());
+        tokio::spawn(self.clone().close_expired_until_closed());
         let mut sweep = tokio::time::interval(self.shared.config.lease_renew);
         sweep.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         let mut prune = tokio::time::interval(PRUNE_EVERY);

@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use tracing::Instrument;
 
-use super::{Engine, Followed, count_refused_turn};
+use super::{Engine, Followed, count_refused_turn, decide::Closing};
 use crate::{
     durable::{
         follow,
@@ -82,6 +82,9 @@ impl Engine {
         {
             return Err(GatewayError::ConversationNotFound);
         }
+        if !create {
+            self.leave_paused(&start, &conversation_id).await?;
+        }
         let turn_id = uuid::Uuid::now_v7().to_string();
         let (journal, stream_ahead) = match &self.log {
             Some(log) => (
@@ -139,6 +142,7 @@ impl Engine {
             start,
             turn_id,
             new_conversation: create,
+            resume: None,
         };
         tracing::info!(conversation = %spec.start.conversation_id, turn = %spec.turn_id, new = spec.new_conversation, "turn started");
         let source = self.source(spec.start.principal.owner(), &spec.turn_id);
@@ -156,6 +160,34 @@ impl Engine {
                 .as_ref()
                 .map(|stream| self.stream_leases.lease(stream)),
         })
+    }
+
+    /// Closes the turn of the conversation that waits for decisions, if
+    /// any: the user moved on (or cancels it, with `cancel_running`). With
+    /// `turns.block_on_pending`, only `cancel_running` may close it.
+    async fn leave_paused(
+        self: &Arc<Self>,
+        start: &StartTurn,
+        conversation_id: &str,
+    ) -> Result<(), GatewayError> {
+        let owner = start.principal.owner();
+        let Some(paused) = self
+            .shared
+            .store
+            .paused_turn(owner, conversation_id)
+            .await?
+        else {
+            return Ok(());
+        };
+        let closing = if start.cancel_running {
+            Closing::Cancelled
+        } else if self.shared.config.block_on_pending {
+            return Err(GatewayError::TurnAwaitingInput { turn_id: paused });
+        } else {
+            Closing::MovedOn
+        };
+        self.close_paused(owner, &paused, closing).await?;
+        Ok(())
     }
 
     /// Takes the conversation on this replica; with `cancel_running`, a

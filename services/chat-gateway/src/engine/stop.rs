@@ -1,11 +1,11 @@
 //! Stopping a turn wherever it runs: here through the turn manager, on
 //! another replica by asking it through the store and waiting for the end.
 
-use std::time::Duration;
+use std::{sync::Arc, time::Duration};
 
 use tokio::time::Instant;
 
-use super::{Engine, FOLLOW_POLL};
+use super::{Engine, FOLLOW_POLL, decide::Closing};
 use crate::{
     durable::manager::StopCause,
     error::GatewayError,
@@ -75,7 +75,7 @@ impl Engine {
     /// `turn_id`, when given), on whichever replica runs it, and waits (a
     /// bounded time) for its partial answer to be stored.
     pub async fn cancel_turn(
-        &self,
+        self: &Arc<Self>,
         owner: &str,
         conversation_id: &str,
         turn_id: Option<&str>,
@@ -83,6 +83,29 @@ impl Engine {
         let running = self
             .conversation_turn(owner, conversation_id, turn_id, Store::running_turn)
             .await?;
+        let running = match running {
+            Some(turn) => Some(turn),
+            // A turn that waits for decisions is cancelled too.
+            None if turn_id.is_none() => match self
+                .shared
+                .store
+                .paused_turn(owner, conversation_id)
+                .await?
+            {
+                Some(paused) => self.shared.store.turn(owner, &paused).await?,
+                None => None,
+            },
+            None => None,
+        };
+        if let Some(turn) = running
+            .as_ref()
+            .filter(|turn| turn.state == TurnState::AwaitingInput)
+        {
+            let closed = self
+                .close_paused(owner, &turn.id, Closing::Cancelled)
+                .await?;
+            return Ok(closed.then(|| turn.id.clone()));
+        }
         let Some(turn) = running.filter(|turn| turn.state == TurnState::Running) else {
             return Ok(None);
         };

@@ -14,6 +14,8 @@
 //! tools:
 //!   current_time: { builtin: current_time, global: true, input_schema: {...} }
 //!   lookup_rows:  { grpc: "http://127.0.0.1:50061", timeout: 5s, ... }
+//!   delete_rows:  { grpc: "...", approval: always, ... }   # the user approves each call
+//!   pick_rows:    { runs: client, output_schema: {...}, ... } # the app runs it
 //! actions:
 //!   close_chat:   { handler: client, global: true, description: "..." }
 //!   run_analysis: { handler: server, message_template: "...", params_schema: {...} }
@@ -149,7 +151,27 @@ pub struct PayloadTypeEntry {
     pub summary_template: Option<String>,
 }
 
-/// A tool definition: exactly one of `builtin` or `grpc` says where it runs.
+/// Whether a tool's calls wait for the user's approval.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum FileApproval {
+    /// Each call waits for the user's approval (`SubmitToolDecisions`).
+    Always,
+    /// Calls run at once.
+    #[default]
+    Never,
+}
+
+/// Who runs a tool that has neither `builtin` nor `grpc`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum FileRuns {
+    /// The application: each call pauses the turn with a `client_tool_call`.
+    Client,
+}
+
+/// A tool definition: exactly one of `builtin`, `grpc` or `runs: client`
+/// says where it runs.
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ToolEntry {
@@ -173,6 +195,15 @@ pub struct ToolEntry {
     /// The payload type of the structured result the tool returns, if any.
     #[serde(default)]
     pub payload_type: Option<String>,
+    /// `always`: each call waits for the user's approval.
+    #[serde(default)]
+    pub approval: FileApproval,
+    /// `client`: the application runs the tool.
+    #[serde(default)]
+    pub runs: Option<FileRuns>,
+    /// For `runs: client`: the JSON schema the app's output must satisfy.
+    #[serde(default)]
+    pub output_schema: Option<serde_json::Value>,
 }
 
 /// Who handles an action.

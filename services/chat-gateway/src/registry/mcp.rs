@@ -58,6 +58,7 @@ impl McpCatalog {
                     endpoint: ToolEndpointDef::Mcp(reference),
                     timeout: None,
                     payload_type: None,
+                    needs_approval: false,
                 }),
             );
         }

@@ -39,7 +39,7 @@ impl PayloadTypeDef {
 }
 
 /// Where a tool runs.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub enum ToolEndpointDef {
     /// A built-in tool of the agent-runner, by its name there.
     Builtin(String),
@@ -48,6 +48,13 @@ pub enum ToolEndpointDef {
     /// A tool of an MCP server configured in the runner, `SERVER/TOOL`;
     /// learned from the runner's `ListTools`, never defined in the file.
     Mcp(String),
+    /// The application runs it (`runs: client`): each call pauses the turn
+    /// with a `client_tool_call`; the app's output must satisfy the schema,
+    /// when one is given.
+    Client {
+        /// `output_schema` as a protobuf `Struct`, when set.
+        output_schema: Option<prost_types::Struct>,
+    },
 }
 
 /// A page's rule allowing MCP tools: `SERVER/TOOL`, or `SERVER/*` for all
@@ -80,6 +87,8 @@ pub struct ToolDef {
     pub timeout: Option<Duration>,
     /// The payload type of the structured result it returns, if any.
     pub payload_type: Option<String>,
+    /// Whether each call waits for the user's approval (`approval: always`).
+    pub needs_approval: bool,
 }
 
 /// Who handles a suggested action.

@@ -142,9 +142,12 @@ impl ResolvedPage {
     /// turn offering only those needs no lease fence before its tool calls
     /// (see `turn::relay`).
     pub fn has_tools_with_effects(&self) -> bool {
-        self.tools
-            .iter()
-            .any(|tool| !matches!(tool.endpoint, ToolEndpointDef::Builtin(_)))
+        self.tools.iter().any(|tool| {
+            !matches!(
+                tool.endpoint,
+                ToolEndpointDef::Builtin(_) | ToolEndpointDef::Client { .. }
+            )
+        })
     }
 
     /// The runner's tool definitions, with endpoint and timeout.
@@ -166,12 +169,17 @@ impl ResolvedPage {
                         ToolEndpointDef::Mcp(reference) => {
                             runner::tool_endpoint::Kind::Mcp(reference.clone())
                         }
+                        ToolEndpointDef::Client { output_schema } => {
+                            runner::tool_endpoint::Kind::Client(runner::ClientTool {
+                                output_schema: output_schema.clone(),
+                            })
+                        }
                     }),
                 }),
                 timeout: t
                     .timeout
                     .and_then(|d| prost_types::Duration::try_from(d).ok()),
-                needs_approval: false,
+                needs_approval: t.needs_approval,
             })
             .collect()
     }
@@ -199,8 +207,8 @@ impl ResolvedPage {
                     description: t.description.clone(),
                     input_schema: t.input_schema_wire.clone(),
                     global: t.global,
-                    needs_approval: false,
-                    runs_on_client: false,
+                    needs_approval: t.needs_approval,
+                    runs_on_client: matches!(t.endpoint, ToolEndpointDef::Client { .. }),
                 })
                 .collect(),
             client_actions: self

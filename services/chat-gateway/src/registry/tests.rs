@@ -75,7 +75,12 @@ fn resolution_is_global_then_page_then_tab_then_subtab() {
     assert!(p.known && p.tab_known && p.subtab_known);
     assert_eq!(
         names(&p.tools, |t| &t.name),
-        ["current_time", "calculator", "lookup_rows"]
+        [
+            "current_time",
+            "calculator",
+            "lookup_rows",
+            "ask_user_to_pick_rows"
+        ]
     );
     assert_eq!(
         names(&p.actions, |a| &a.action),
@@ -212,7 +217,7 @@ fn only_pages_with_grpc_or_mcp_tools_have_tools_with_effects() {
 fn runner_tools_carry_endpoint_and_timeout() {
     let r = Registry::example();
     let tools = resolve(&r, "table_view", "", "").runner_tools();
-    assert_eq!(tools.len(), 3);
+    assert_eq!(tools.len(), 4);
     let builtin = &tools[0];
     assert_eq!(builtin.name, "current_time");
     assert_eq!(
@@ -241,6 +246,16 @@ fn runner_tools_carry_endpoint_and_timeout() {
     );
     let schema = remote.input_schema.as_ref().expect("input schema");
     assert!(schema.fields.contains_key("properties"));
+    // `approval: always`, and a tool the app runs (`runs: client`), with
+    // the schema its output must satisfy.
+    assert!(remote.needs_approval && !builtin.needs_approval);
+    let client = &tools[3];
+    assert_eq!(client.name, "ask_user_to_pick_rows");
+    let Some(Kind::Client(client_tool)) = client.endpoint.as_ref().and_then(|e| e.kind.clone())
+    else {
+        panic!("a client endpoint: {client:?}");
+    };
+    assert!(client_tool.output_schema.is_some());
 }
 
 #[test]
@@ -253,8 +268,11 @@ fn describe_lists_what_the_page_resolves_to() {
     assert_eq!(d.payload_types[1].marker, "DATA_PROPOSAL");
     assert!(!d.payload_types[1].global);
     assert!(d.payload_types[1].schema.is_some());
-    assert_eq!(d.tools.len(), 3);
+    assert_eq!(d.tools.len(), 4);
     assert!(d.tools[0].global && !d.tools[2].global);
+    assert!(d.tools[2].needs_approval && !d.tools[2].runs_on_client);
+    assert!(d.tools[3].runs_on_client && !d.tools[3].needs_approval);
+    assert!(!d.tools[0].needs_approval && !d.tools[0].runs_on_client);
     let actions: Vec<(&str, i32)> = d
         .client_actions
         .iter()
@@ -439,7 +457,12 @@ fn pages_allow_the_runners_mcp_tools_by_rule() {
     let before = resolve(&r, "table_view", "", "");
     assert_eq!(
         names(&before.tools, |t| &t.name),
-        vec!["current_time", "calculator", "lookup_rows"]
+        vec![
+            "current_time",
+            "calculator",
+            "lookup_rows",
+            "ask_user_to_pick_rows"
+        ]
     );
     let listed = |name: &str, reference: &str| pb::ToolDefinition {
         name: name.into(),
@@ -467,20 +490,21 @@ fn pages_allow_the_runners_mcp_tools_by_rule() {
             "current_time",
             "calculator",
             "lookup_rows",
+            "ask_user_to_pick_rows",
             "time__get_current_time"
         ]
     );
     let runner = page.runner_tools();
     assert_eq!(
-        runner[3].endpoint.as_ref().and_then(|e| e.kind.clone()),
+        runner[4].endpoint.as_ref().and_then(|e| e.kind.clone()),
         Some(Kind::Mcp("time/get_current_time".into()))
     );
     let described = page.describe();
     assert_eq!(
-        described.tools[3].description,
+        described.tools[4].description,
         "Get current time in a specific timezone"
     );
-    assert!(described.tools[3].input_schema.is_some());
+    assert!(described.tools[4].input_schema.is_some());
     // Other pages have no MCP rule.
     assert!(
         resolve(&r, "tables_list", "", "")

@@ -16,6 +16,7 @@ use crate::{
     convert,
     error::GatewayError,
     store::{ConversationSummary, EventBody, ListCursor, StoredEvent, TurnRecord, TurnState},
+    turn::pause::{self, Continuation},
 };
 
 /// Default and largest list page sizes.
@@ -105,7 +106,8 @@ pub fn decode_page_token(token: &str) -> Result<ListCursor, GatewayError> {
 
 /// The messages of a conversation, oldest first: each turn's user message,
 /// then its assistant message (with the turn's tool calls and reasoning),
-/// or a `RUNNING` placeholder for a turn still in progress.
+/// or a `RUNNING` placeholder for a turn still in progress, or an
+/// `AWAITING_INPUT` one for a paused turn (filled in by [`paused`]).
 pub fn messages(events: &[StoredEvent], turns: &[TurnRecord]) -> Vec<gw::ConversationMessage> {
     let states: HashMap<&str, TurnState> = turns
         .iter()
@@ -118,12 +120,17 @@ pub fn messages(events: &[StoredEvent], turns: &[TurnRecord]) -> Vec<gw::Convers
     let mut answered = true;
     let flush_running =
         |out: &mut Vec<gw::ConversationMessage>, turn: &str, answered: bool, at: i64| {
-            if !answered && states.get(turn) == Some(&TurnState::Running) {
+            let state = match states.get(turn) {
+                Some(TurnState::Running) => gw::TurnState::Running,
+                Some(TurnState::AwaitingInput) => gw::TurnState::AwaitingInput,
+                _ => return,
+            };
+            if !answered {
                 out.push(gw::ConversationMessage {
                     turn_id: turn.to_owned(),
                     role: gw::MessageRole::Assistant as i32,
                     created_at: Some(convert::timestamp(at)),
-                    state: gw::TurnState::Running as i32,
+                    state: state as i32,
                     ..Default::default()
                 });
             }
@@ -197,6 +204,25 @@ pub fn messages(events: &[StoredEvent], turns: &[TurnRecord]) -> Vec<gw::Convers
     }
     flush_running(&mut out, &current_turn, answered, last_at);
     out
+}
+
+/// Fills in the placeholder of a paused turn from its `continuation`: the
+/// answer so far, the tools that ran, and the calls that wait.
+pub fn paused(message: &mut gw::ConversationMessage, continuation: &Continuation) {
+    let before = continuation.before();
+    message.text = before.parsed.message;
+    message.reasoning = before.reasoning;
+    message.tool_history = before.tools;
+    let expires_at = pause::from_unix_ms(continuation.expires_at_ms);
+    for event in pause::requests(continuation.pending(), expires_at) {
+        match event {
+            gw::chat_event::Event::ApprovalRequest(request) => {
+                message.approval_requests.push(request);
+            }
+            gw::chat_event::Event::ClientToolCall(call) => message.client_tool_calls.push(call),
+            _ => {}
+        }
+    }
 }
 
 #[cfg(test)]

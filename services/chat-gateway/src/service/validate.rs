@@ -12,7 +12,7 @@ use crate::{
     config::TurnConfig,
     convert,
     error::GatewayError,
-    registry::{ActionError, Handler, PageRef, Registry},
+    registry::{ActionError, Handler, PageRef, Registry, ResolvedPage},
     store::StoredPage,
     turn::StartTurn,
 };
@@ -39,6 +39,7 @@ pub fn chat(
     let response_schema = response_schema(request.response_schema.as_ref(), config)?;
     let model = model(&request.model)?;
     let resolved = Arc::new(registry.resolve(&page_ref(&page)));
+    let client_tools = client_tools(&request.client_tools, &resolved, config)?;
     Ok(StartTurn {
         principal,
         conversation_id: request.conversation_id,
@@ -51,8 +52,106 @@ pub fn chat(
         cancel_running: request.cancel_running,
         mid_answer_failover: request.mid_answer_failover,
         action: None,
+        client_tools,
         deadline,
     })
+}
+
+/// Most tools one request may declare for the app to run.
+pub const MAX_CLIENT_TOOLS: usize = 16;
+
+/// Longest tool name, in bytes (the providers' limit).
+const MAX_TOOL_NAME: usize = 64;
+
+/// Longest tool description, in bytes.
+const MAX_TOOL_DESCRIPTION: usize = 4096;
+
+/// `ChatRequest.client_tools` checked, as runner definitions (endpoint
+/// `client`): named like tools (no clash with the page's or one another),
+/// described within bounds, their schemas valid JSON schemas within
+/// `turns.max_schema_bytes`.
+pub fn client_tools(
+    tools: &[gw::ClientToolDefinition],
+    page: &ResolvedPage,
+    config: &TurnConfig,
+) -> Result<Vec<runner::ToolDefinition>, GatewayError> {
+    let refuse = |field: String, problem: String| {
+        Err(GatewayError::InvalidArgument {
+            reason: "INVALID_CLIENT_TOOL",
+            violations: vec![(field, problem)],
+        })
+    };
+    if tools.len() > MAX_CLIENT_TOOLS {
+        return refuse(
+            "client_tools".into(),
+            format!("{} tools, at most {MAX_CLIENT_TOOLS}", tools.len()),
+        );
+    }
+    let mut definitions = Vec::with_capacity(tools.len());
+    for (index, tool) in tools.iter().enumerate() {
+        let field = |name: &str| format!("client_tools[{index}].{name}");
+        let name_ok = !tool.name.is_empty()
+            && tool.name.len() <= MAX_TOOL_NAME
+            && tool
+                .name
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-');
+        if !name_ok {
+            return refuse(
+                field("name"),
+                format!("must be 1 to {MAX_TOOL_NAME} letters, digits, `_` or `-`"),
+            );
+        }
+        if page.tools.iter().any(|t| t.name == tool.name)
+            || tools[..index].iter().any(|t| t.name == tool.name)
+        {
+            return refuse(
+                field("name"),
+                format!("`{}` is already a tool of this turn", tool.name),
+            );
+        }
+        if tool.description.len() > MAX_TOOL_DESCRIPTION {
+            return refuse(
+                field("description"),
+                format!("longer than {MAX_TOOL_DESCRIPTION} bytes"),
+            );
+        }
+        for (name, schema) in [
+            ("input_schema", &tool.input_schema),
+            ("output_schema", &tool.output_schema),
+        ] {
+            let Some(schema) = schema else { continue };
+            let value = json::from_struct_value(schema);
+            let size = serde_json::to_vec(&value).map_or(usize::MAX, |bytes| bytes.len());
+            if size > config.max_schema_bytes {
+                return refuse(
+                    field(name),
+                    format!(
+                        "is {size} bytes as JSON, the limit is {}",
+                        config.max_schema_bytes
+                    ),
+                );
+            }
+            if let Err(error) = jsonschema::validator_for(&value) {
+                return refuse(field(name), error.to_string());
+            }
+        }
+        definitions.push(runner::ToolDefinition {
+            name: tool.name.clone(),
+            description: tool.description.clone(),
+            input_schema: Some(tool.input_schema.clone().unwrap_or_else(|| {
+                json::to_struct_wrapped(&serde_json::json!({"type": "object"}))
+            })),
+            endpoint: Some(runner::ToolEndpoint {
+                kind: Some(runner::tool_endpoint::Kind::Client(runner::ClientTool {
+                    output_schema: tool.output_schema.clone(),
+                })),
+            }),
+            timeout: None,
+            needs_approval: false,
+        });
+    }
+    Ok(definitions)
 }
 
 /// An `ExecuteAction` request checked (a server action the page allows,
@@ -125,6 +224,7 @@ pub fn execute_action(
         cancel_running: false,
         mid_answer_failover: false,
         action: Some(request.action),
+        client_tools: Vec::new(),
         deadline,
     })
 }
@@ -291,6 +391,40 @@ pub fn model(value: &str) -> Result<Option<runner::ModelRef>, GatewayError> {
         model: model.to_owned(),
         parameters: None,
     }))
+}
+
+/// A `SubmitToolDecisions` request checked for form (ids, at least one
+/// decision, each naming a call); the decisions are checked against the
+/// paused turn by [`crate::engine::decide`].
+pub fn tool_decisions(
+    request: gw::SubmitToolDecisionsRequest,
+) -> Result<crate::engine::decide::Decisions, GatewayError> {
+    conversation_id(&request.conversation_id)?;
+    if request.turn_id.is_empty() {
+        return Err(GatewayError::invalid(
+            "INVALID_ID",
+            "turn_id",
+            "the paused turn is required",
+        ));
+    }
+    id(&request.turn_id, "turn_id")?;
+    id(&request.request_id, "request_id")?;
+    if request.decisions.is_empty() {
+        return Err(GatewayError::invalid(
+            "INVALID_DECISIONS",
+            "decisions",
+            "one decision per waiting call is required",
+        ));
+    }
+    for (index, decision) in request.decisions.iter().enumerate() {
+        id(&decision.call_id, &format!("decisions[{index}].call_id"))?;
+    }
+    Ok(crate::engine::decide::Decisions {
+        conversation_id: request.conversation_id,
+        turn_id: request.turn_id,
+        decisions: request.decisions,
+        request_id: Some(request.request_id).filter(|id| !id.is_empty()),
+    })
 }
 
 #[cfg(test)]

@@ -21,6 +21,9 @@ pub enum TurnState {
     Cancelled,
     /// Failed (model error, deadline, shutdown); the partial answer is kept.
     Failed,
+    /// Paused: tool calls wait for the user's decisions; no replica holds
+    /// it.
+    AwaitingInput,
 }
 
 impl TurnState {
@@ -31,6 +34,7 @@ impl TurnState {
             Self::Completed => "completed",
             Self::Cancelled => "cancelled",
             Self::Failed => "failed",
+            Self::AwaitingInput => "awaiting_input",
         }
     }
 
@@ -41,6 +45,7 @@ impl TurnState {
             "completed" => Self::Completed,
             "cancelled" => Self::Cancelled,
             "failed" => Self::Failed,
+            "awaiting_input" => Self::AwaitingInput,
             _ => return None,
         })
     }

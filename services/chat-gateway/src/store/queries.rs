@@ -148,6 +148,7 @@ impl Store {
                 .collect::<Result<_, _>>()?,
             wire: finish.wire,
             notify: self.notifies(),
+            pause: finish.pause,
             now: now_ms(),
         };
         self.write(write).await

@@ -45,6 +45,10 @@ pub struct Quota {
     /// Event streams open at once (`Chat`, `ExecuteAction` and
     /// `ResumeTurn`, on every replica).
     pub streams: u32,
+    /// Turns paused at once, waiting for decisions on their tool calls
+    /// (`SubmitToolDecisions`); a turn that would pause past it fails with
+    /// `TOO_MANY_PAUSED_TURNS` instead.
+    pub awaiting: u32,
 }
 
 impl Quota {
@@ -54,10 +58,15 @@ impl Quota {
         turns_per_minute: 0,
         tokens_per_day: 0,
         streams: 0,
+        awaiting: 0,
     };
 
     fn is_unlimited(&self) -> bool {
-        *self == Self::UNLIMITED
+        // Paused turns are counted when a turn pauses, not at admission.
+        Self {
+            awaiting: 0,
+            ..*self
+        } == Self::UNLIMITED
     }
 }
 
@@ -508,6 +517,7 @@ mod tests {
         turns_per_minute: 3,
         tokens_per_day: 1_000,
         streams: 2,
+        awaiting: 0,
     };
 
     #[test]

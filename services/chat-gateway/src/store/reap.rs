@@ -133,6 +133,7 @@ impl Write for Reap {
                     .map(EncodedEvent::new)
                     .collect::<Result<_, _>>()?,
                 wire: Some(reaped.wire),
+                pause: None,
                 notify: self.notify,
                 now: self.now,
             };

@@ -151,6 +151,7 @@ async fn finish(store: &Store, owner: &str, conversation: &str, turn: &str, text
                 },
                 assistant(text, TurnState::Completed),
             ],
+            pause: None,
         })
         .await
         .expect("finish turn")
@@ -462,6 +463,7 @@ async fn an_end_that_does_not_hold_its_turn_writes_nothing(store: Store) {
                     outcome: None,
                     events: vec![assistant("ended", TurnState::Completed)],
                     wire: None,
+                    pause: None,
                 })
                 .await
                 .expect("finish turn")
@@ -535,6 +537,7 @@ async fn end(
             outcome: None,
             events: vec![assistant("ended", state)],
             wire: None,
+            pause: None,
         })
         .await
         .expect("finish turn")
@@ -1058,6 +1061,7 @@ async fn injected_write_faults_store_nothing(store: Store) {
             outcome: None,
             events: vec![assistant("lost", TurnState::Completed)],
             wire: Some(batch(1, 2)),
+            pause: None,
         })
         .await;
     assert!(matches!(failed, Err(StoreError::Injected(_))), "{failed:?}");
@@ -1264,6 +1268,7 @@ async fn finish_with_usage(
             wire: None,
             outcome: None,
             events: vec![answer],
+            pause: None,
         })
         .await
         .expect("finish");

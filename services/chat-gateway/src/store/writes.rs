@@ -291,6 +291,8 @@ pub(crate) struct FinishTurnWrite {
     pub(crate) wire: Option<WireBatch>,
     /// Whether to NOTIFY other replicas (PostgreSQL).
     pub(crate) notify: bool,
+    /// Set when the turn pauses instead of ending.
+    pub(crate) pause: Option<super::Pause>,
     pub(crate) now: i64,
 }
 
@@ -313,12 +315,15 @@ pub(crate) fn tokens_of(events: &[EventBody]) -> i64 {
 /// retryable, `$7` its last wire seq, `$8` the replica that must hold it
 /// (or 0, when its lease must have expired on the store's clock: `{now} +
 /// $8`), `$9` tokens, `$10`
-/// conversation, `$11` how many events the end appends.
+/// conversation, `$11` how many events the end appends, `$12` a pause's
+/// continuation and `$13` how long it waits (both NULL for an end, which
+/// clears them).
 macro_rules! set_ended {
     () => {
         "UPDATE turns SET state = $3, outcome = $4, finished_at = $5, retryable = $6, \
          last_event_seq = CASE WHEN $7 > last_event_seq THEN $7 ELSE last_event_seq END, \
-         lease_until = NULL, tokens = $9 "
+         lease_until = NULL, tokens = $9, continuation = $12, \
+         input_until = {now} + $13 "
     };
 }
 
@@ -377,24 +382,19 @@ impl FinishTurnWrite {
     async fn end_turn(&self, conn: &mut AnyConnection) -> Result<Option<i64>, StoreError> {
         let last_seq = self.wire.as_ref().map_or(0, |wire| to_i64(wire.last_seq));
         let sqlite = is_sqlite(conn);
-        let query: std::borrow::Cow<'static, str> = match (sqlite, &self.replica) {
-            (true, Some(_)) => end_turn_sql!(sqlite, "replica = $8").into(),
-            (true, None) => on_store_clock(
-                conn,
-                end_turn_sql!(sqlite, "(lease_until IS NULL OR lease_until < {now} + $8)"),
-            )
-            .into(),
-            (false, Some(_)) => end_turn_sql!(postgres, "replica = $8").into(),
-            (false, None) => on_store_clock(
-                conn,
-                end_turn_sql!(
-                    postgres,
-                    "(lease_until IS NULL OR lease_until < {now} + $8)"
-                ),
-            )
-            .into(),
+        let template = match (sqlite, &self.replica) {
+            (true, Some(_)) => end_turn_sql!(sqlite, "replica = $8"),
+            (true, None) => {
+                end_turn_sql!(sqlite, "(lease_until IS NULL OR lease_until < {now} + $8)")
+            }
+            (false, Some(_)) => end_turn_sql!(postgres, "replica = $8"),
+            (false, None) => end_turn_sql!(
+                postgres,
+                "(lease_until IS NULL OR lease_until < {now} + $8)"
+            ),
         };
-        let query = sqlx::query(sqlx::AssertSqlSafe(query))
+        let query = on_store_clock(conn, template);
+        let query = sqlx::query(sqlx::AssertSqlSafe(query.as_str()))
             .bind(self.turn_id.as_str())
             .bind(self.owner.as_str())
             .bind(self.state.as_str())
@@ -408,7 +408,9 @@ impl FinishTurnWrite {
         }
         .bind(self.tokens)
         .bind(self.conversation_id.as_str())
-        .bind(self.appended());
+        .bind(self.appended())
+        .bind(self.pause.as_ref().map(|pause| pause.continuation.as_str()))
+        .bind(self.pause.as_ref().map(|pause| pause.wait_ms));
         // Every row (not `fetch_optional`): on SQLite the statement after
         // the one that returns a row must run too.
         let rows = query.fetch_all(&mut *conn).await?;

@@ -37,7 +37,9 @@ use super::{
     history::{self, History},
     observe,
     outcome::{self, CompleteParts, Ending, Failure},
-    parse, recover,
+    parse,
+    pause::{self, Continuation, Resume},
+    recover,
     relay::{self, Fence, RunEnd},
 };
 use crate::{
@@ -47,7 +49,7 @@ use crate::{
         manager::{StopCause, TurnSlot},
     },
     prompt::{PromptInput, build_system_prompt},
-    store::{EventBody, FinishTurn, millis},
+    store::{EventBody, FinishTurn, Pause, TurnState, millis},
 };
 
 /// What the model call produced, however it ended.
@@ -59,6 +61,10 @@ struct Produced {
     tools: Vec<gw::ToolRecord>,
     structured: Option<StructuredResult>,
     usage: Option<gw::Usage>,
+    /// The model's raw text of this run.
+    raw: String,
+    /// Set when the runner paused the turn instead of ending it.
+    paused: Option<Box<runner::InputRequired>>,
 }
 
 impl Produced {
@@ -72,6 +78,28 @@ impl Produced {
             tools: Vec::new(),
             structured: None,
             usage: None,
+            raw: String::new(),
+            paused: None,
+        }
+    }
+
+    /// What a paused turn had produced before its pause, ended as
+    /// `ending` without another model call: its waiting calls are recorded
+    /// as not run, for `why`.
+    fn closed(continuation: &Continuation, ending: Ending, why: &str) -> Self {
+        let before = continuation.before();
+        let mut tools = before.tools;
+        tools.extend(pause::unanswered(continuation.pending(), why));
+        Self {
+            ending,
+            parsed: before.parsed,
+            fallback: None,
+            reasoning: before.reasoning,
+            tools,
+            structured: None,
+            usage: before.usage,
+            raw: before.raw_text,
+            paused: None,
         }
     }
 }
@@ -104,20 +132,78 @@ fn deadline_failure() -> Failure {
     )
 }
 
-/// Runs the turn and always ends it with a stored answer and `complete`.
+/// Runs the turn and always ends it with a stored answer and `complete`,
+/// or with a stored pause.
 pub async fn run(shared: Arc<Shared>, spec: TurnSpec, slot: TurnSlot, journal: Arc<Journal>) {
     let ids = TurnIds {
         conversation_id: spec.start.conversation_id.clone(),
         turn_id: spec.turn_id.clone(),
     };
     journal.stop_on_fault(slot.cancel_token().clone());
-    journal.push(ids.status(gw::TurnPhase::Started, "Turn started"));
-    let produced = produce(&shared, &spec, &slot, &journal, &ids).await;
+    let started = if spec.resume.is_some() {
+        "Turn continued"
+    } else {
+        "Turn started"
+    };
+    journal.push(ids.status(gw::TurnPhase::Started, started));
+    let mut produced = produce(&shared, &spec, &slot, &journal, &ids).await;
+    if let Some(resume) = &spec.resume {
+        produced = Box::pin(after_pause(&shared, &spec, resume, produced)).await;
+    }
+    let ended = Ended {
+        slot,
+        journal: &journal,
+    };
+    match produced.paused.take() {
+        Some(input) => Box::pin(store_pause(&shared, &spec, ended, produced, *input)).await,
+        None => Box::pin(finish(&shared, &spec, ended, produced)).await,
+    }
+}
+
+/// Ends a paused turn that this replica took back without running it
+/// again (it expired, the user moved on or cancelled it): stored and
+/// `complete` like any end.
+pub async fn close(
+    shared: Arc<Shared>,
+    spec: TurnSpec,
+    ended: (TurnSlot, Arc<Journal>),
+    continuation: Continuation,
+    closing: (Ending, &str),
+) {
+    let (slot, journal) = ended;
+    let (ending, why) = closing;
+    let produced = Produced::closed(&continuation, ending, why);
     let ended = Ended {
         slot,
         journal: &journal,
     };
     Box::pin(finish(&shared, &spec, ended, produced)).await;
+}
+
+/// A continued turn's answer: what it produced before its pause, then
+/// this run's. A text written on both sides is parsed again whole.
+async fn after_pause(
+    shared: &Shared,
+    spec: &TurnSpec,
+    resume: &Resume,
+    mut produced: Produced,
+) -> Produced {
+    let before = &resume.before;
+    if !before.raw_text.is_empty() {
+        let whole = format!("{}{}", before.raw_text, produced.raw);
+        let profile = spec.start.resolved.parse_profile();
+        let (parsed, fallback) =
+            Box::pin(parse::parse_text(&shared.upstreams, &whole, &profile)).await;
+        produced.parsed = parsed;
+        produced.fallback = fallback.or(produced.fallback);
+        produced.raw = whole;
+    }
+    let mut tools = before.tools.clone();
+    tools.append(&mut produced.tools);
+    produced.tools = tools;
+    produced.reasoning = format!("{}{}", before.reasoning, produced.reasoning);
+    produced.usage = pause::add_usage(before.usage.clone(), produced.usage);
+    produced
 }
 
 /// Everything up to the parsed answer.
@@ -130,12 +216,17 @@ async fn produce(
 ) -> Produced {
     let stop = slot.cancel_token().clone();
     let page = &spec.start.resolved;
-    let history = match Box::pin(load_history(shared, spec))
-        .instrument(tracing::info_span!("store.load_history"))
-        .await
-    {
-        Ok(history) => history,
-        Err(failure) => return Produced::empty(Ending::Failed(failure)),
+    // A continued turn sends the request of its pause.
+    let history = if spec.resume.is_some() {
+        None
+    } else {
+        match Box::pin(load_history(shared, spec))
+            .instrument(tracing::info_span!("store.load_history"))
+            .await
+        {
+            Ok(history) => Some(history),
+            Err(failure) => return Produced::empty(Ending::Failed(failure)),
+        }
     };
     let profile = page.parse_profile();
     // Boxed, like the other once-only steps; the request is built inside,
@@ -204,9 +295,32 @@ async fn produce(
                     tools: relayed.tools,
                     structured: finished.structured,
                     usage: Some(usage),
+                    raw: finished.text,
+                    paused: None,
                 };
             }
             (Ending::Completed { stop_reason }, finished.structured)
+        }
+        RunEnd::Paused(input) => {
+            if let Some(total) = &input.usage {
+                usage.input_tokens = total.input_tokens;
+                usage.output_tokens = total.output_tokens;
+            }
+            usage.model_calls = usage.model_calls.max(1);
+            return Produced {
+                // Until the pause is stored.
+                ending: Ending::Completed {
+                    stop_reason: "awaiting_input".into(),
+                },
+                parsed: cleaned.response,
+                fallback: cleaned.fallback,
+                reasoning: relayed.reasoning,
+                tools: relayed.tools,
+                structured: None,
+                usage: (usage.model_calls > 0 || usage.input_tokens > 0).then_some(usage),
+                raw: cleaned.raw,
+                paused: Some(input),
+            };
         }
         RunEnd::Failed(error) => (
             Ending::Failed(Failure::from_runner(&error)),
@@ -246,6 +360,8 @@ async fn produce(
         tools: relayed.tools,
         structured,
         usage: (usage.model_calls > 0 || usage.input_tokens > 0).then_some(usage),
+        raw: cleaned.raw,
+        paused: None,
     }
 }
 
@@ -270,9 +386,20 @@ async fn open_calls(
     shared: &Shared,
     spec: &TurnSpec,
     stop: &tokio_util::sync::CancellationToken,
-    history: History,
+    history: Option<History>,
     profile: parley_proto::parser::v1::ParseProfile,
 ) -> Option<Result<Opened, Failure>> {
+    let request = match (history, &spec.resume) {
+        (Some(history), _) => first_request(shared, spec, history),
+        (None, Some(resume)) => resume.request.clone(),
+        (None, None) => first_request(shared, spec, History::first_message(&spec.start.message)),
+    };
+    open(shared, spec, stop, request, profile).await
+}
+
+/// The runner request of a turn's first run: the system prompt for its
+/// page, its history and tools.
+fn first_request(shared: &Shared, spec: &TurnSpec, history: History) -> runner::RunRequest {
     let page = &spec.start.resolved;
     let stream_id = Some(spec.start.page.stream_id.as_str()).filter(|id| !id.is_empty());
     let system_prompt = tracing::info_span!("prompt.build").in_scope(|| {
@@ -285,10 +412,12 @@ async fn open_calls(
             response_schema: spec.start.response_schema.as_ref(),
         })
     });
-    let request = runner::RunRequest {
+    let mut tools = page.runner_tools();
+    tools.extend(spec.start.client_tools.iter().cloned());
+    runner::RunRequest {
         system_prompt,
         messages: history.messages,
-        tools: page.runner_tools(),
+        tools,
         model: spec.start.model.clone(),
         fallbacks: Vec::new(),
         output_schema: spec
@@ -309,8 +438,18 @@ async fn open_calls(
         mid_answer_failover: spec.start.mid_answer_failover || page.mid_answer_failover,
         decisions: Vec::new(),
         iterations_done: 0,
-    };
+    }
+}
 
+/// Opens the parser stream and the runner call for `request`.
+async fn open(
+    shared: &Shared,
+    spec: &TurnSpec,
+    stop: &tokio_util::sync::CancellationToken,
+    request: runner::RunRequest,
+    profile: parley_proto::parser::v1::ParseProfile,
+) -> Option<Result<Opened, Failure>> {
+    let page = &spec.start.resolved;
     // The parser stream and the runner call open together.
     let timeout = spec
         .start
@@ -405,6 +544,156 @@ struct Ended<'a> {
     journal: &'a Journal,
 }
 
+/// Pauses the turn: stores its continuation with the events that announce
+/// the waiting calls and the `AWAITING_INPUT` status, in one transaction,
+/// then releases them; the stream then ends. A user who already has
+/// `turns.per_user.awaiting` paused turns gets an error instead.
+async fn store_pause(
+    shared: &Shared,
+    spec: &TurnSpec,
+    ended: Ended<'_>,
+    mut produced: Produced,
+    input: runner::InputRequired,
+) {
+    let owner = spec.start.principal.owner();
+    let tenant = spec.start.principal.tenant_key();
+    let limits = (
+        shared.config.per_user.awaiting,
+        shared.config.per_tenant.awaiting,
+    );
+    match shared.store.paused_count(owner, tenant.as_deref()).await {
+        Ok((user, tenant))
+            if (limits.0 == 0 || user < limits.0) && (limits.1 == 0 || tenant < limits.1) => {}
+        Ok(_) => {
+            produced.ending = Ending::Failed(Failure::new(
+                "TOO_MANY_PAUSED_TURNS",
+                "too many turns of this user (or tenant) wait for decisions; answer or close one first",
+                false,
+            ));
+            produced.tools.extend(pause::unanswered(
+                &input.pending,
+                "not run: too many turns wait for decisions",
+            ));
+            return finish(shared, spec, ended, produced).await;
+        }
+        Err(error) => {
+            tracing::error!(%error, "cannot count the user's paused turns");
+            produced.ending = Ending::Failed(recover::store_unavailable());
+            return finish(shared, spec, ended, produced).await;
+        }
+    }
+    let Ended { slot, journal } = ended;
+    let ids = TurnIds {
+        conversation_id: spec.start.conversation_id.clone(),
+        turn_id: spec.turn_id.clone(),
+    };
+    // In whole ms, as stored: the requests read back say the same.
+    let expires_at = pause::from_unix_ms(pause::unix_ms(
+        std::time::SystemTime::now() + shared.config.input_ttl,
+    ));
+    let mut last = pause::requests(&input.pending, expires_at);
+    last.push(ids.status(gw::TurnPhase::AwaitingInput, "Waiting for your decision"));
+    let request = match &spec.resume {
+        Some(resume) => {
+            let mut request = resume.request.clone();
+            request.decisions.clear();
+            request
+        }
+        None => {
+            // The first run's request, as sent: built again from what the
+            // turn read (a pause is rare; the runner call did not keep it).
+            let history = if spec.new_conversation {
+                Ok(History::first_message(&spec.start.message))
+            } else {
+                load_history(shared, spec).await
+            };
+            match history {
+                Ok(history) => first_request(shared, spec, history),
+                Err(failure) => {
+                    produced.ending = Ending::Failed(failure);
+                    produced.paused = None;
+                    let ended = Ended { slot, journal };
+                    return finish(shared, spec, ended, produced).await;
+                }
+            }
+        }
+    };
+    let continuation = Continuation {
+        request: Some(request),
+        input: Some(input),
+        message: spec.start.message.clone(),
+        page: serde_json::to_string(&spec.start.page).unwrap_or_default(),
+        response_schema: spec
+            .start
+            .response_schema
+            .as_ref()
+            .map(serde_json::Value::to_string)
+            .unwrap_or_default(),
+        mid_answer_failover: spec.start.mid_answer_failover,
+        parsed: Some(produced.parsed),
+        raw_text: produced.raw,
+        tools: produced.tools,
+        reasoning: produced.reasoning,
+        usage: produced.usage,
+        expires_at_ms: pause::unix_ms(expires_at),
+        action: spec.start.action.clone().unwrap_or_default(),
+    };
+    let tail = journal.close().await;
+    let stored = shared
+        .store
+        .finish_turn(FinishTurn {
+            owner,
+            conversation_id: &spec.start.conversation_id,
+            turn_id: &spec.turn_id,
+            replica: &shared.replica,
+            state: TurnState::AwaitingInput,
+            retryable: false,
+            outcome: None,
+            events: Vec::new(),
+            wire: journal.final_batch(tail.stored, &last),
+            pause: Some(Pause {
+                continuation: continuation.encode_base64(),
+                wait_ms: millis(shared.config.input_ttl),
+            }),
+        })
+        .instrument(tracing::info_span!("store.pause_turn"))
+        .await;
+    drop(slot);
+    let state = match stored {
+        Ok(true) => {
+            journal.finish(last);
+            "awaiting_input"
+        }
+        Ok(false) => {
+            journal.hand_to_store();
+            "lost"
+        }
+        Err(error) => {
+            // Nothing is committed: its lease runs out and a replica ends
+            // it as stored so far.
+            tracing::error!(%error, turn = %spec.turn_id, "cannot store the turn's pause");
+            let failure = recover::store_unavailable();
+            journal.finish(vec![
+                Event::Error(failure.to_event()),
+                Event::Complete(Box::new(gw::TurnComplete {
+                    success: false,
+                    conversation_id: spec.start.conversation_id.clone(),
+                    turn_id: spec.turn_id.clone(),
+                    state: gw::TurnState::Failed as i32,
+                    ..Default::default()
+                })),
+            ]);
+            "unstored"
+        }
+    };
+    tracing::info!(
+        conversation = %spec.start.conversation_id,
+        turn = %spec.turn_id,
+        state,
+        "turn paused for input"
+    );
+}
+
 /// Stores the answer with the turn's last wire events (`error` if any,
 /// `complete`) in one transaction, then releases them to the followers.
 async fn finish(shared: &Shared, spec: &TurnSpec, ended: Ended<'_>, produced: Produced) {
@@ -417,6 +706,7 @@ async fn finish(shared: &Shared, spec: &TurnSpec, ended: Ended<'_>, produced: Pr
         tools,
         structured,
         usage,
+        ..
     } = produced;
     let mut diagnostics = parsed.diagnostics.clone();
     if let Some(reason) = &fallback {
@@ -477,6 +767,7 @@ async fn finish(shared: &Shared, spec: &TurnSpec, ended: Ended<'_>, produced: Pr
             outcome: Some(outcome),
             events,
             wire: journal.final_batch(tail.stored, &last),
+            pause: None,
         })
         .instrument(tracing::info_span!("store.finish_turn"))
         .await;

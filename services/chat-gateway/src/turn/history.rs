@@ -110,7 +110,7 @@ fn assistant_text(parts: &TurnParts) -> String {
         TurnState::Failed => {
             Some("[This answer was interrupted by an error before it was complete.]")
         }
-        TurnState::Completed | TurnState::Running => None,
+        TurnState::Completed | TurnState::Running | TurnState::AwaitingInput => None,
     };
     if let Some(note) = note {
         if !body.trim().is_empty() {

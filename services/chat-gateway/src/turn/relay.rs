@@ -61,6 +61,9 @@ pub enum RunEnd {
     Finished(Box<runner::Finished>),
     /// The runner reported an error.
     Failed(runner::Error),
+    /// The runner paused the turn: tool calls wait for the user's
+    /// decisions (see [`super::pause`]).
+    Paused(Box<runner::InputRequired>),
     /// The stream broke or ended without `finished`.
     Broken(String),
     /// The turn was stopped (cancel, replacement or shutdown).
@@ -429,12 +432,7 @@ pub async fn relay(
             Some(run_event::Event::Usage(call)) => add_usage(&mut usage, &call),
             Some(run_event::Event::Finished(finished)) => break RunEnd::Finished(finished),
             Some(run_event::Event::Error(error)) => break RunEnd::Failed(error),
-            // The gateway offers no tool that waits for input yet.
-            Some(run_event::Event::InputRequired(_)) => {
-                break RunEnd::Broken(
-                    "the runner paused the turn for input it was not offered".into(),
-                );
-            }
+            Some(run_event::Event::InputRequired(input)) => break RunEnd::Paused(Box::new(input)),
             // Sent only to `RunFenced` calls, which have a fence.
             Some(run_event::Event::DispatchPending(pending)) => {
                 if let Some(fence) = fence
@@ -450,7 +448,7 @@ pub async fn relay(
     match end {
         // The runner is done: read its trailers aside, so the call's span
         // and metrics get the real status.
-        RunEnd::Finished(_) | RunEnd::Failed(_) => {
+        RunEnd::Finished(_) | RunEnd::Failed(_) | RunEnd::Paused(_) => {
             parley_grpc::telemetry::rpc::client::finish_in_background(stream);
         }
         // Dropping the stream cancels the call: the runner stops the model

@@ -5,6 +5,7 @@
 
 mod abandoned;
 mod auth;
+mod consent;
 mod control;
 mod conversations;
 mod durable;

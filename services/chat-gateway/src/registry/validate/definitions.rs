@@ -9,7 +9,8 @@ use std::sync::Arc;
 use super::Validator;
 use super::rules::{http_url, lower_snake, plain_id, tool_name, upper_snake};
 use crate::registry::file::{
-    ActionEntry, FileHandler, NamedMap, PayloadTypeEntry, StreamEntry, ToolEntry,
+    ActionEntry, FileApproval, FileHandler, FileRuns, NamedMap, PayloadTypeEntry, StreamEntry,
+    ToolEntry,
 };
 use crate::registry::model::{
     ActionDef, Handler, PayloadTypeDef, ServerActionDef, ToolDef, ToolEndpointDef,
@@ -90,7 +91,14 @@ impl Validator {
                 );
             }
             let endpoint = match (&t.builtin, &t.grpc) {
-                (Some(b), None) => {
+                (None, None) if t.runs == Some(FileRuns::Client) => {
+                    let output_schema = t.output_schema.as_ref().and_then(|schema| {
+                        self.schema(&format!("{entry}.output_schema"), schema)?;
+                        json_to_struct(schema)
+                    });
+                    ToolEndpointDef::Client { output_schema }
+                }
+                (Some(b), None) if t.runs.is_none() => {
                     if let Err(why) = tool_name(b) {
                         self.problem(
                             format!("{entry}.builtin"),
@@ -99,7 +107,7 @@ impl Validator {
                     }
                     ToolEndpointDef::Builtin(b.clone())
                 }
-                (None, Some(url)) => {
+                (None, Some(url)) if t.runs.is_none() => {
                     if let Err(why) = http_url(url) {
                         self.problem(
                             format!("{entry}.grpc"),
@@ -111,7 +119,7 @@ impl Validator {
                 _ => {
                     self.problem(
                         &entry,
-                        "exactly one of `builtin` or `grpc` must say where the tool runs",
+                        "exactly one of `builtin`, `grpc` or `runs: client` must say where the tool runs",
                     );
                     ToolEndpointDef::Builtin(String::new())
                 }
@@ -137,6 +145,7 @@ impl Validator {
                 endpoint,
                 timeout: timeout.filter(|t| !t.is_zero()),
                 payload_type: t.payload_type.clone(),
+                needs_approval: t.approval == FileApproval::Always,
             }));
         }
         out

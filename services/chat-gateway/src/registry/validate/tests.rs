@@ -150,11 +150,11 @@ fn tool_endpoints_must_be_http_urls_and_exactly_one() {
         "{e}"
     );
     assert!(
-        e.contains("bad_endpoints.yaml: tools.both: exactly one of `builtin` or `grpc` must say where the tool runs"),
+        e.contains("bad_endpoints.yaml: tools.both: exactly one of `builtin`, `grpc` or `runs: client` must say where the tool runs"),
         "{e}"
     );
     assert!(
-        e.contains("bad_endpoints.yaml: tools.neither: exactly one of `builtin` or `grpc` must say where the tool runs"),
+        e.contains("bad_endpoints.yaml: tools.neither: exactly one of `builtin`, `grpc` or `runs: client` must say where the tool runs"),
         "{e}"
     );
     assert!(
