@@ -72,6 +72,11 @@ echo >&2
 "$bin/parley-chat" --page table_view --tab rows \
     --state '{"table":{"name":"Job Applications","row_count":2,"columns":[{"id":"col_company","name":"Company","type":"text"},{"id":"col_status","name":"Status","type":"select","options":["Applied","Interview","Offer"]}]}}' \
     "Add some sample data"
+# A tool the app runs: the turn pauses, parley-chat's demo app picks rows of
+# the state and answers with SubmitToolDecisions, and the turn goes on.
+"$bin/parley-chat" --page table_view --tab rows --approve yes \
+    --state '{"table":{"id":"tbl_jobs","name":"Job Applications","row_count":2},"sample_rows":[{"id":1,"Company":"Acme Corp","Status":"Applied"},{"id":2,"Company":"Globex","Status":"Applied"}]}' \
+    "Let me pick the rows that got an interview"
 
 if $once; then
     # The commands README.md and docs/ show against this stack, as written.

@@ -20,8 +20,10 @@ Every `sh` code block in them is preceded by a marker that says who runs it:
                                            does, while its stack is up)
 
 With --run, each command runs as written through `sh` in a scratch
-directory that holds a copy of `proto/`, with `CONVERSATION_ID` replaced by
-the conversation of the last `Chat` it ran;
+directory that holds a copy of `proto/`, with `CONVERSATION_ID` and
+`TURN_ID` replaced by the conversation and turn of the last `Chat` it ran,
+and `CALL_ID` by the last tool call that turn waits for (an
+`approvalRequest` or `clientToolCall`);
 a block followed by an unlabelled block (the output it prints) must print
 exactly that output, and exit non-zero; any other command must succeed.
 Run by `.ci/run` (the check) and `scripts/demo.sh --once` (--run).
@@ -150,12 +152,12 @@ def check() -> int:
     return 1 if problems else 0
 
 
-def conversation_of(printed: str) -> str | None:
-    """The conversation id in grpcurl's output of a `Chat` (a JSON object
-    per event)."""
+def ids_of(printed: str) -> dict[str, str]:
+    """The ids in grpcurl's output of a `Chat` (a JSON object per event):
+    `CONVERSATION_ID`, `TURN_ID` and, when the turn paused, `CALL_ID`."""
     decoder = json.JSONDecoder()
     position = 0
-    found = None
+    found: dict[str, str] = {}
     while True:
         match = re.compile(r"\{").search(printed, position)
         if not match:
@@ -166,9 +168,13 @@ def conversation_of(printed: str) -> str | None:
             position = match.start() + 1
             continue
         for kind in ("status", "complete"):
-            conversation = event.get(kind, {}).get("conversationId")
-            if conversation:
-                found = conversation
+            if event.get(kind, {}).get("conversationId"):
+                found["CONVERSATION_ID"] = event[kind]["conversationId"]
+            if event.get(kind, {}).get("turnId"):
+                found["TURN_ID"] = event[kind]["turnId"]
+        for kind in ("approvalRequest", "clientToolCall"):
+            if event.get(kind, {}).get("callId"):
+                found["CALL_ID"] = event[kind]["callId"]
 
 
 def run() -> int:
@@ -178,18 +184,20 @@ def run() -> int:
 
 
 def run_in(scratch: Path) -> int:
-    conversation = None
+    ids: dict[str, str] = {}
     ran = 0
     for path in documents():
         for block in blocks(path):
             if block.marker != ("run", SELF):
                 continue
             for command in commands(block.text):
-                if "CONVERSATION_ID" in command:
-                    if conversation is None:
-                        print(f"doc_commands: {block.doc}:{block.line}: no Chat ran before: {command}", file=sys.stderr)
+                for name in ("CONVERSATION_ID", "TURN_ID", "CALL_ID"):
+                    if name not in command:
+                        continue
+                    if name not in ids:
+                        print(f"doc_commands: {block.doc}:{block.line}: no Chat before gave {name}: {command}", file=sys.stderr)
                         return 1
-                    command = command.replace("CONVERSATION_ID", conversation)
+                    command = command.replace(name, ids[name])
                 done = subprocess.run(
                     ["sh", "-c", re.sub(r"^grpcurl ", "grpcurl -max-time 60 ", command)],
                     capture_output=True,
@@ -211,7 +219,10 @@ def run_in(scratch: Path) -> int:
                     print(f"doc_commands: {where}: {command}\nexit {done.returncode}:\n{printed}", file=sys.stderr)
                     return 1
                 if "ChatGateway/Chat" in command:
-                    conversation = conversation_of(done.stdout) or conversation
+                    found = ids_of(done.stdout)
+                    if "CALL_ID" not in found:
+                        ids.pop("CALL_ID", None)
+                    ids.update(found)
     print(f"doc_commands: ran {ran} documented commands")
     return 0
 

@@ -19,6 +19,13 @@
 //! event it printed, on whichever replica answers: the rest of the answer
 //! follows without a gap or a repeat. Each message carries a `request_id`,
 //! so a `Chat` call retried after a failed connection never runs twice.
+//!
+//! A turn that pauses for decisions (`approval_request`,
+//! `client_tool_call`, then an `AWAITING_INPUT` status) is answered with
+//! `SubmitToolDecisions`, and its stream goes on: approvals are asked y/n
+//! on the terminal (`--approve yes|no` answers them all), and the demo's
+//! app tool `ask_user_to_pick_rows` picks the rows of `--state`'s
+//! `sample_rows` (see [`decide`]).
 
 use std::{
     io::{BufRead, IsTerminal, Write},
@@ -28,8 +35,8 @@ use std::{
 use anyhow::{Context, Result};
 use clap::Parser;
 use parley_proto::gateway::v1::{
-    ChatEvent, ChatRequest, PageContext, ResumeTurnRequest, chat_event::Event,
-    chat_gateway_client::ChatGatewayClient,
+    ChatEvent, ChatRequest, PageContext, ResumeTurnRequest, SubmitToolDecisionsRequest,
+    chat_event::Event, chat_gateway_client::ChatGatewayClient,
 };
 use tonic::{Code, Request, Status, Streaming, metadata::MetadataValue, transport::Channel};
 
@@ -69,14 +76,20 @@ struct Position {
 }
 
 /// Opens a turn's stream: the `Chat` call, retried with the same request
-/// id while the gateway is unreachable, or `ResumeTurn` from `position`.
+/// id while the gateway is unreachable, the decisions of a pause, or
+/// `ResumeTurn` from `position`.
 async fn open(
     client: &mut ChatGatewayClient<Channel>,
     chat: &ChatRequest,
     position: &Position,
+    decisions: Option<&SubmitToolDecisionsRequest>,
     token: Option<&str>,
 ) -> Result<Streaming<ChatEvent>, Status> {
-    let opened = if position.turn_id.is_empty() {
+    let opened = if let Some(decisions) = decisions {
+        let request =
+            authorized(decisions.clone(), token).map_err(|e| Status::internal(e.to_string()))?;
+        client.submit_tool_decisions(request).await
+    } else if position.turn_id.is_empty() {
         let request =
             authorized(chat.clone(), token).map_err(|e| Status::internal(e.to_string()))?;
         client.chat(request).await
@@ -128,6 +141,10 @@ struct Args {
     /// (`ChatRequest.mid_answer_failover`).
     #[arg(long)]
     failover: bool,
+    /// How tool calls that wait for approval are answered: `ask` on the
+    /// terminal (y/n; no terminal answers no), or `yes` / `no` to all.
+    #[arg(long, value_enum, default_value_t = decide::Approve::Ask)]
+    approve: decide::Approve,
     /// Messages to send, one turn each. With none, read them from stdin.
     messages: Vec<String>,
 }
@@ -172,8 +189,12 @@ async fn main() -> Result<()> {
         let mut position = Position::default();
         let mut reconnects = 0;
         let mut backoff = FIRST_BACKOFF;
+        let mut waiting = decide::Waiting::default();
+        let mut decisions: Option<SubmitToolDecisionsRequest> = None;
+        let mut pause_seq = 0;
         loop {
-            let broken = match open(&mut client, &request, &position, token).await {
+            let opened = open(&mut client, &request, &position, decisions.as_ref(), token).await;
+            let broken = match opened {
                 Err(status) => status,
                 Ok(mut stream) => loop {
                     match stream.message().await {
@@ -186,6 +207,7 @@ async fn main() -> Result<()> {
                                 position.turn_id.clone_from(&status.turn_id);
                             }
                             position.last_seq = event.seq;
+                            waiting.see(&event.event);
                             let done = matches!(event.event, Some(Event::Complete(_)));
                             out.event(event.event);
                             std::io::stdout().flush().ok();
@@ -195,6 +217,25 @@ async fn main() -> Result<()> {
                                 return Ok(());
                             }
                         }
+                        Ok(None) if waiting.paused => {
+                            // The turn waits for decisions: answer them, and
+                            // its stream goes on from the submission.
+                            out.line_break();
+                            pause_seq = position.last_seq;
+                            let answers = decide::answer(
+                                &std::mem::take(&mut waiting),
+                                args.approve,
+                                state.as_ref(),
+                                &style,
+                            )?;
+                            decisions = Some(SubmitToolDecisionsRequest {
+                                conversation_id: position.conversation_id.clone(),
+                                turn_id: position.turn_id.clone(),
+                                decisions: answers,
+                                request_id: uuid::Uuid::new_v4().to_string(),
+                            });
+                            break Status::ok("paused");
+                        }
                         Ok(None) => {
                             break Status::unavailable("the stream ended before the turn did");
                         }
@@ -202,6 +243,15 @@ async fn main() -> Result<()> {
                     }
                 },
             };
+            if broken.code() == Code::Ok {
+                continue;
+            }
+            // A submission whose stream had begun is not sent again: the
+            // turn is resumed from the last event printed. One that broke
+            // before is sent again with its request id (it runs once).
+            if decisions.is_some() && position.last_seq > pause_seq {
+                decisions = None;
+            }
             if !transient(&broken) || reconnects == MAX_RECONNECTS {
                 return Err(describe_status(broken));
             }
@@ -257,6 +307,7 @@ fn describe_status(status: tonic::Status) -> anyhow::Error {
     anyhow::anyhow!("{:?}{reason}: {}", status.code(), status.message())
 }
 
+mod decide;
 mod render;
 
 use render::{Renderer, Style};
