@@ -123,12 +123,13 @@ impl TakeWrite {
         let sql = on_store_clock(
             conn,
             "SELECT id FROM turns WHERE id = $1 AND owner = $2 AND state = 'awaiting_input' \
-             AND ($3 = 1 OR input_until > {now})",
+             AND ($3 = 1 OR input_until > {now}) AND ($4 IS NULL OR last_event_seq = $4)",
         );
         let paused = sqlx::query(AssertSqlSafe(sql))
             .bind(self.turn_id.as_str())
             .bind(self.owner.as_str())
             .bind(i64::from(self.expired_too))
+            .bind(self.at_seq)
             .fetch_optional(&mut *conn)
             .await?;
         Ok(if paused.is_some() {

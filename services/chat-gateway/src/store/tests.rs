@@ -1770,6 +1770,140 @@ async fn a_conversation_reads_in_pages_of_turns(store: Store) {
     }
 }
 
+/// Pauses a running turn of `owner` for `wait_ms`, with its continuation.
+async fn pause(store: &Store, owner: &str, conversation: &str, turn: &str, wait_ms: i64) -> bool {
+    store
+        .finish_turn(FinishTurn {
+            owner,
+            conversation_id: conversation,
+            turn_id: turn,
+            replica: REPLICA,
+            state: TurnState::AwaitingInput,
+            retryable: false,
+            wire: Some(batch(1, 3)),
+            outcome: None,
+            events: Vec::new(),
+            pause: Some(Pause {
+                continuation: "Y29udGludWF0aW9u".into(),
+                wait_ms,
+            }),
+        })
+        .await
+        .expect("pause turn")
+}
+
+fn take<'a>(owner: &'a str, turn: &'a str, replica: &'a str) -> pauses::TakePaused<'a> {
+    pauses::TakePaused {
+        owner,
+        turn_id: turn,
+        replica,
+        lease_ttl_ms: lease(),
+        request_id: Some("decide-1"),
+        expired_too: false,
+        at_seq: Some(3),
+    }
+}
+
+async fn paused_turns_are_taken_back_once(store: Store) {
+    let conversation = id();
+    let turn = start(&store, "alice", &conversation, true, None).await;
+    assert!(pause(&store, "alice", &conversation, &turn, lease()).await);
+    assert_eq!(state_of(&store, &turn).await, TurnState::AwaitingInput);
+    assert_eq!(
+        store
+            .paused_turn("alice", &conversation)
+            .await
+            .expect("read"),
+        Some(turn.clone())
+    );
+    assert_eq!(
+        store.paused_count("alice", None).await.expect("count"),
+        (1, 0)
+    );
+    let (seq, continuation) = store
+        .paused("alice", &turn)
+        .await
+        .expect("read")
+        .expect("paused");
+    assert_eq!((seq, continuation.as_str()), (3, "Y29udGludWF0aW9u"));
+    // No lease: the lease sweep leaves it alone.
+    assert!(store.expired_turns(10).await.expect("sweep").is_empty());
+
+    // Not another owner's, not at another pause's seq.
+    let theirs = store
+        .take_paused(&take("mallory", &turn, "r2"))
+        .await
+        .expect("take");
+    assert_eq!(theirs, pauses::Taken::NotPaused);
+    let stale = store
+        .take_paused(&pauses::TakePaused {
+            at_seq: Some(2),
+            ..take("alice", &turn, "r2")
+        })
+        .await
+        .expect("take");
+    assert_eq!(stale, pauses::Taken::NotPaused);
+
+    // Two replicas at once: exactly one gets it.
+    let (first, second) = (take("alice", &turn, "r1"), take("alice", &turn, "r2"));
+    let (a, b) = tokio::join!(store.take_paused(&first), store.take_paused(&second));
+    let taken = [a.expect("a"), b.expect("b")];
+    assert_eq!(
+        taken
+            .iter()
+            .filter(|t| matches!(t, pauses::Taken::Taken(_)))
+            .count(),
+        1,
+        "{taken:?}"
+    );
+    assert_eq!(state_of(&store, &turn).await, TurnState::Running);
+    assert_eq!(
+        store
+            .decisions_request_id("alice", &turn)
+            .await
+            .expect("read")
+            .as_deref(),
+        Some("decide-1")
+    );
+
+    // A pause that expired is taken only to be closed.
+    let conversation = id();
+    let turn = start(&store, "alice", &conversation, true, None).await;
+    assert!(pause(&store, "alice", &conversation, &turn, EXPIRED).await);
+    let expired = store.expired_pauses(10).await.expect("expired");
+    assert_eq!(
+        expired,
+        vec![pauses::ExpiredPause {
+            owner: "alice".into(),
+            turn_id: turn.clone()
+        }]
+    );
+    let late = store
+        .take_paused(&take("alice", &turn, "r1"))
+        .await
+        .expect("take");
+    assert_eq!(late, pauses::Taken::NotPaused);
+    let closing = store
+        .take_paused(&pauses::TakePaused {
+            expired_too: true,
+            ..take("alice", &turn, REPLICA)
+        })
+        .await
+        .expect("take");
+    assert!(matches!(closing, pauses::Taken::Taken(_)), "{closing:?}");
+    // Ended, the continuation is cleared.
+    assert!(finish(&store, "alice", &conversation, &turn, "closed").await);
+    assert!(store.paused("alice", &turn).await.expect("read").is_none());
+    let left: Option<String> = sqlx::query("SELECT continuation FROM turns WHERE id = $1")
+        .bind(turn.as_str())
+        .fetch_one(&store.pool)
+        .await
+        .expect("row")
+        .try_get("continuation")
+        .expect("column");
+    assert_eq!(left, None);
+}
+
 macro_rules! on_both_backends {
     ($($scenario:ident),* $(,)?) => {
         mod sqlite {
@@ -1820,6 +1954,7 @@ on_both_backends!(
     an_end_that_does_not_hold_its_turn_writes_nothing,
     a_conversation_reads_in_pages_of_turns,
     tool_calls_are_fenced_by_the_lease,
+    paused_turns_are_taken_back_once,
 );
 
 /// A second replica's store on the schema of a test PostgreSQL URL.
