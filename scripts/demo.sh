@@ -48,6 +48,8 @@ export RUST_LOG="${RUST_LOG:-info}"
 # The runner may dial the ToolService endpoints of the registry the gateway
 # reads (tools.registry; without it a page with a remote tool is refused).
 "$bin/parley-stack" --logs "$state" \
+    --service tools --wait port:127.0.0.1:50061 -- \
+    "$bin/parley-tools" --listen 127.0.0.1:50061 --end \
     --service parser --wait health:127.0.0.1:50053 -- \
     "$bin/payload-parser" --log-format text --profiles deploy/config/parser-profiles.json --end \
     --service runner --wait health:127.0.0.1:50052 -- \
@@ -72,10 +74,13 @@ echo >&2
 "$bin/parley-chat" --page table_view --tab rows \
     --state '{"table":{"name":"Job Applications","row_count":2,"columns":[{"id":"col_company","name":"Company","type":"text"},{"id":"col_status","name":"Status","type":"select","options":["Applied","Interview","Offer"]}]}}' \
     "Add some sample data"
-# A tool the app runs: the turn pauses, parley-chat's demo app picks rows of
-# the state and answers with SubmitToolDecisions, and the turn goes on.
+# A tool that waits for the user's approval (lookup_rows, on the demo's tool
+# server), then a tool the app runs: each turn pauses, parley-chat answers
+# with SubmitToolDecisions (approving, and its demo app picking rows of the
+# state), and the turn goes on.
 "$bin/parley-chat" --page table_view --tab rows --approve yes \
     --state '{"table":{"id":"tbl_jobs","name":"Job Applications","row_count":2},"sample_rows":[{"id":1,"Company":"Acme Corp","Status":"Applied"},{"id":2,"Company":"Globex","Status":"Applied"}]}' \
+    "Find the applications at Walrus" \
     "Let me pick the rows that got an interview"
 
 if $once; then

@@ -58,6 +58,8 @@ pub struct ToolOptions {
     pub answer: Option<String>,
     /// Each call as a SERVER span of this tracer.
     pub tracer: Option<SdkTracer>,
+    /// Where to listen; a free port of 127.0.0.1 when unset.
+    pub listen: Option<SocketAddr>,
 }
 
 impl Default for ToolOptions {
@@ -67,6 +69,7 @@ impl Default for ToolOptions {
             tls: None,
             answer: None,
             tracer: None,
+            listen: None,
         }
     }
 }
@@ -104,7 +107,10 @@ pub struct ToolServer {
 impl ToolServer {
     /// Starts the server with `options`.
     pub async fn start(options: ToolOptions) -> Self {
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        let listen = options
+            .listen
+            .unwrap_or_else(|| SocketAddr::from(([127, 0, 0, 1], 0)));
+        let listener = tokio::net::TcpListener::bind(listen)
             .await
             .expect("bind the tool server");
         let addr = listener.local_addr().expect("tool server address");
