@@ -72,18 +72,18 @@ impl Engine {
         } else {
             start.conversation_id.clone()
         };
-        if !create
-            && self
+        if !create {
+            // One read: the conversation is the caller's, and whether a
+            // turn of it waits for decisions.
+            let paused = self
                 .shared
                 .store
-                .conversation(start.principal.owner(), &conversation_id)
+                .conversation_paused(start.principal.owner(), &conversation_id)
                 .await?
-                .is_none()
-        {
-            return Err(GatewayError::ConversationNotFound);
-        }
-        if !create {
-            self.leave_paused(&start, &conversation_id).await?;
+                .ok_or(GatewayError::ConversationNotFound)?;
+            if let Some(paused) = paused {
+                self.leave_paused(&start, &paused).await?;
+            }
         }
         let turn_id = uuid::Uuid::now_v7().to_string();
         let (journal, stream_ahead) = match &self.log {
@@ -162,31 +162,25 @@ impl Engine {
         })
     }
 
-    /// Closes the turn of the conversation that waits for decisions, if
-    /// any: the user moved on (or cancels it, with `cancel_running`). With
+    /// Closes the conversation's turn that waits for decisions, `paused`:
+    /// the user moved on (or cancels it, with `cancel_running`). With
     /// `turns.block_on_pending`, only `cancel_running` may close it.
     async fn leave_paused(
         self: &Arc<Self>,
         start: &StartTurn,
-        conversation_id: &str,
+        paused: &str,
     ) -> Result<(), GatewayError> {
         let owner = start.principal.owner();
-        let Some(paused) = self
-            .shared
-            .store
-            .paused_turn(owner, conversation_id)
-            .await?
-        else {
-            return Ok(());
-        };
         let closing = if start.cancel_running {
             Closing::Cancelled
         } else if self.shared.config.block_on_pending {
-            return Err(GatewayError::TurnAwaitingInput { turn_id: paused });
+            return Err(GatewayError::TurnAwaitingInput {
+                turn_id: paused.to_owned(),
+            });
         } else {
             Closing::MovedOn
         };
-        self.close_paused(owner, &paused, closing).await?;
+        self.close_paused(owner, paused, closing).await?;
         Ok(())
     }
 

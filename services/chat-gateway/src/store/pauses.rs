@@ -238,6 +238,27 @@ impl Store {
         .transpose()
     }
 
+    /// Whether `owner` has conversation `conversation_id` (`None`: no),
+    /// and its paused turn, if any: one read for a new message on it.
+    pub async fn conversation_paused(
+        &self,
+        owner: &str,
+        conversation_id: &str,
+    ) -> Result<Option<Option<String>>, StoreError> {
+        let row = sqlx::query(
+            "SELECT (SELECT t.id FROM turns t WHERE t.conversation_id = c.id \
+                 AND t.owner = c.owner AND t.state = 'awaiting_input' LIMIT 1) AS paused \
+             FROM conversations c WHERE c.id = $1 AND c.owner = $2",
+        )
+        .bind(conversation_id)
+        .bind(owner)
+        .fetch_optional(&self.pool)
+        .await?;
+        row.map(|row| row.try_get::<Option<String>, _>("paused"))
+            .transpose()
+            .map_err(Into::into)
+    }
+
     /// The paused turn of a conversation of `owner`, if any.
     pub async fn paused_turn(
         &self,
