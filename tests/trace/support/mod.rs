@@ -9,15 +9,17 @@ pub mod tool_server;
 
 use std::path::{Path, PathBuf};
 
-/// The example registry with `lookup_rows` pointed at `tool_url`, written
-/// into `dir`.
+/// The example registry with `lookup_rows` pointed at `tool_url` and run
+/// without asking for approval (these tests follow a tool call's trace, not
+/// a pause), written into `dir`.
 pub fn registry_with_tools(dir: &Path, tool_url: &str) -> PathBuf {
     let example = parley_testkit::process::repo_root().join("deploy/config/registry.yaml");
     let text = std::fs::read_to_string(&example).expect("the example registry");
-    let default_tools = "grpc: http://127.0.0.1:50061";
+    let default_tools = "grpc: http://127.0.0.1:50061\n    approval: always";
     assert!(
         text.contains(default_tools),
-        "the example registry no longer points lookup_rows at {default_tools}; update this test"
+        "the example registry no longer points lookup_rows at http://127.0.0.1:50061 \
+         with `approval: always`; update this test"
     );
     let path = dir.join("registry.yaml");
     std::fs::write(
