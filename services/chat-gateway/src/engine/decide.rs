@@ -15,7 +15,7 @@ use tracing::Instrument;
 use super::{Engine, Followed};
 use crate::{
     auth::Principal,
-    durable::{follow, journal::Journal},
+    durable::{follow, journal::Journal, manager::ReserveError},
     error::GatewayError,
     registry::PageRef,
     store::{
@@ -125,7 +125,7 @@ impl Engine {
         let slot = self
             .turns
             .reserve(&turn.conversation_id, &journal)
-            .map_err(|_| GatewayError::TooManyTurns)?;
+            .map_err(refused)?;
         let taken = self
             .shared
             .store
@@ -187,7 +187,7 @@ impl Engine {
         let journal = self.continued_journal(owner, turn_id, last_seq).await?;
         let slot = match self.turns.reserve(&request.conversation_id, &journal) {
             Ok(slot) => slot,
-            Err(_) => return Err(GatewayError::TooManyTurns),
+            Err(error) => return Err(refused(error)),
         };
         let taken = self
             .shared
@@ -301,6 +301,14 @@ impl Engine {
             new_conversation: false,
             resume: resume.map(Arc::new),
         }
+    }
+}
+
+/// Why this replica cannot take a paused turn back now.
+fn refused(error: ReserveError) -> GatewayError {
+    match error {
+        ReserveError::Full => GatewayError::TooManyTurns,
+        ReserveError::Busy { turn_id } => GatewayError::TurnInProgress { turn_id },
     }
 }
 
