@@ -19,8 +19,8 @@ use std::{
 
 use futures::stream;
 
+use self::script::{Echo, Selected, Step};
 pub use self::script::{Script, ScriptError};
-use self::script::{Selected, Step};
 use super::{
     ChatRequest, EventStream, Finish, FinishReason, Message, Provider, ProviderError,
     ReasoningBlock, StreamEvent, ToolCall, Usage,
@@ -120,8 +120,12 @@ impl ScriptedProvider {
                         id,
                         name: call.name.clone(),
                         input: call.input.clone(),
-                        provider_data: None,
+                        provider_data: call.provider_data.clone(),
                     })));
+                }
+                Step::Echo(Echo::ToolResults) => {
+                    let text = last_tool_results(&request.messages);
+                    output_chars += chunking.push(&mut actions, &text, StreamEvent::TextDelta);
                 }
                 Step::Delay(pause) => actions.push_back(Action::Sleep(*pause)),
                 Step::Fail(fail) => {
@@ -297,6 +301,31 @@ fn last_user_text(messages: &[Message]) -> &str {
             _ => None,
         })
         .unwrap_or("")
+}
+
+/// What the last tool results since the last user message told the model:
+/// `NAME: TEXT` a line, `NAME (error): TEXT` for a failed call; empty
+/// without any.
+fn last_tool_results(messages: &[Message]) -> String {
+    let last = messages
+        .iter()
+        .rev()
+        .take_while(|message| !matches!(message, Message::User { .. }))
+        .find_map(|message| match message {
+            Message::ToolResults(results) => Some(results),
+            _ => None,
+        });
+    let Some(results) = last else {
+        return String::new();
+    };
+    results
+        .iter()
+        .map(|result| {
+            let error = if result.is_error { " (error)" } else { "" };
+            format!("{}{error}: {}", result.name, result.text)
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
 }
 
 /// How many tool rounds happened since the last user message.

@@ -26,9 +26,14 @@
 //! steps = [{ text = "I can help with that." }]
 //! ```
 //!
-//! Steps: `text`, `reasoning`, `tool_call` (`name`, `input`, optional `id`;
-//! consecutive calls are parallel calls of one model call), `structured`
-//! (a JSON string streamed verbatim, or a TOML value serialised to JSON),
+//! Steps: `text`, `reasoning`, `tool_call` (`name`, `input`, optional `id`
+//! and `provider_data`, a table echoed back with the call like Gemini's
+//! thought signature; consecutive calls are parallel calls of one model
+//! call), `echo = "tool_results"` (streams, as text, what the last tool
+//! results since the user's message told the model: one `NAME: TEXT` line
+//! per result, `NAME (error): TEXT` for a failed one; so a test sees what
+//! the model saw), `structured` (a JSON string streamed verbatim, or a
+//! TOML value serialised to JSON),
 //! `delay` (`"3s"`), `fail` (an HTTP-like error: `status` (absent means a
 //! connection error), `message`, `retry_after`, `should_retry`, `times`)
 //! and `stream_error` (`kind`, `message`, `retryable`, `times`). A failure
@@ -157,6 +162,8 @@ pub enum Step {
     Reasoning(String),
     /// A tool call; the model call ends after a run of these.
     ToolCall(ToolCallStep),
+    /// Streams what the request carries, as text.
+    Echo(Echo),
     /// A structured answer: a JSON string, or a value serialised to JSON.
     Structured(StructuredBody),
     /// A pause.
@@ -178,6 +185,17 @@ pub struct ToolCallStep {
     pub input: Value,
     /// The call id; synthesized when absent.
     pub id: Option<String>,
+    /// Data the provider wants echoed back with the call (a table).
+    pub provider_data: Option<Value>,
+}
+
+/// What an `echo` step streams.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Echo {
+    /// The request's last tool results: `NAME: TEXT` a line (`NAME (error):
+    /// TEXT` for a failed call); nothing when it has none.
+    ToolResults,
 }
 
 fn empty_object() -> Value {
@@ -303,6 +321,16 @@ impl Script {
                     if !call.input.is_object() {
                         return Err(ScriptError::Invalid(format!(
                             "{label}: the input of tool call `{}` must be a table",
+                            call.name
+                        )));
+                    }
+                    if call
+                        .provider_data
+                        .as_ref()
+                        .is_some_and(|data| !data.is_object())
+                    {
+                        return Err(ScriptError::Invalid(format!(
+                            "{label}: the provider_data of tool call `{}` must be a table",
                             call.name
                         )));
                     }

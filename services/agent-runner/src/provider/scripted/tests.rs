@@ -235,3 +235,66 @@ async fn the_embedded_demo_script_plays_every_turn() {
         .collect();
     assert!(serde_json::from_str::<serde_json::Value>(&json_text).is_ok());
 }
+
+#[tokio::test]
+async fn an_echo_step_says_what_the_last_tool_results_told_the_model() {
+    let p = provider(
+        r#"
+        chunk_chars = 1000
+        [default]
+        steps = [
+          { tool_call = { name = "delete_rows", id = "d1", provider_data = { thoughtSignature = "sig" } } },
+          { echo = "tool_results" },
+        ]
+        "#,
+    );
+    let first = collect(&p, request(vec![user("delete")])).await;
+    let call = first
+        .iter()
+        .find_map(|e| match e {
+            Ok(StreamEvent::ToolCall(call)) => Some(call.clone()),
+            _ => None,
+        })
+        .expect("a tool call");
+    assert_eq!(call.provider_data, Some(json!({"thoughtSignature": "sig"})));
+    let result = |id: &str, text: &str, is_error: bool| ToolResult {
+        call_id: id.into(),
+        name: "delete_rows".into(),
+        text: text.into(),
+        is_error,
+    };
+    let history = vec![
+        user("delete"),
+        Message::Assistant {
+            reasoning: Vec::new(),
+            text: String::new(),
+            tool_calls: vec![call],
+        },
+        Message::ToolResults(vec![
+            result("d1", "Error (REJECTED): not that one", true),
+            result("d2", "deleted", false),
+        ]),
+    ];
+    let text: String = collect(&p, request(history))
+        .await
+        .into_iter()
+        .filter_map(|e| match e {
+            Ok(StreamEvent::TextDelta(t)) => Some(t),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(
+        text,
+        "delete_rows (error): Error (REJECTED): not that one\ndelete_rows: deleted"
+    );
+    assert!(
+        Script::from_toml("[default]\nsteps = [{ echo = \"everything\" }]").is_err(),
+        "only tool results can be echoed"
+    );
+    assert!(
+        Script::from_toml(
+            "[default]\nsteps = [{ tool_call = { name = \"x\", provider_data = 3 } }]"
+        )
+        .is_err()
+    );
+}
