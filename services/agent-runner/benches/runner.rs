@@ -148,6 +148,8 @@ fn turn() -> Turn {
         text_tool_calls: false,
         mid_answer_failover: false,
         context: None,
+        decisions: Vec::new(),
+        iterations_done: 0,
     }
 }
 

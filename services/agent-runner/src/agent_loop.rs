@@ -6,9 +6,14 @@
 //! fallback, see `model_call`), run the tools it asked for (see
 //! `tools::execute`), feed the results back, until the model finishes, the
 //! iteration limit is reached (a normal finish with `MaxIterations`), the
-//! turn deadline passes or the turn is cancelled. The last event is always
-//! `Finished` or `Error`. The turn runs in an `invoke_agent` span
-//! ([`crate::observe`]).
+//! turn deadline passes or the turn is cancelled. Calls of tools that need
+//! the user's approval or that the app runs wait: the round's other calls
+//! run, then the turn pauses (`InputRequired`), and a continuation settles
+//! the waiting calls by its decisions before its first model call
+//! ([`consent`]). The last event is always `Finished`, `InputRequired` or
+//! `Error`. The turn runs in an `invoke_agent` span ([`crate::observe`]).
+
+mod consent;
 
 use std::sync::Arc;
 
@@ -21,12 +26,12 @@ use tracing::Instrument;
 use crate::{
     error::RunError,
     events::{
-        CallSource, EventKind, EventSink, Finished, Phase, Status, StopReason, TurnError,
-        UsageReport,
+        CallSource, EventKind, EventSink, Finished, InputRequired, Phase, Status, StopReason,
+        TurnError, UsageReport,
     },
     model_call::{CallError, ModelCaller},
     observe,
-    output::{TextMode, TurnOutput},
+    output::{TextMode, TurnOutput, shows_text},
     parsing,
     provider::{
         ChatRequest, Finish, FinishReason, Message, OutputSchema, ToolCall, ToolResult, ToolSpec,
@@ -68,6 +73,14 @@ impl PreparedTurn {
     }
 }
 
+/// How a turn's loop ended normally.
+enum Outcome {
+    /// The model finished (or the iteration limit was reached).
+    Finished(Finished),
+    /// Tool calls wait for decisions: the turn pauses.
+    Paused(InputRequired),
+}
+
 /// How a turn ended early.
 enum End {
     Cancelled,
@@ -107,6 +120,10 @@ impl Runner {
         turn: Turn,
         tools: Arc<TurnTools>,
     ) -> Result<PreparedTurn, RunError> {
+        let violations = consent::check_verdicts(&turn, &tools);
+        if !violations.is_empty() {
+            return Err(RunError::Invalid(violations));
+        }
         let mut candidates = Vec::with_capacity(1 + turn.fallbacks.len());
         let references = std::iter::once(("model".to_owned(), turn.model.clone())).chain(
             turn.fallbacks
@@ -191,14 +208,37 @@ impl Runner {
         } else {
             TextMode::Stream
         };
+        // A continuation's text follows what the turn showed before its pause.
+        let earlier_text = prepared
+            .turn
+            .messages
+            .iter()
+            .rev()
+            .take_while(|message| !matches!(message, Message::User { .. }))
+            .any(|message| {
+                matches!(message, Message::Assistant { text, .. } if shows_text(&mode, text))
+            });
         let mut out = TurnOutput::new(sink, mode);
+        if earlier_text {
+            out.after_earlier_text();
+        }
         // The history moves into the requests' shared copy.
         let history = std::mem::take(&mut prepared.turn.messages);
         let result = self
             .drive(&prepared, history, &mut out, &cancel, deadline)
             .await;
         let last = match result {
-            Ok(finished) => {
+            Ok(Outcome::Paused(input)) => {
+                span.record(semconv::GEN_AI_USAGE_INPUT_TOKENS, input.usage.input_tokens);
+                span.record(
+                    semconv::GEN_AI_USAGE_OUTPUT_TOKENS,
+                    input.usage.output_tokens,
+                );
+                tracing::info!(turn_id = %prepared.turn.turn_id, iteration = input.iteration, waiting = input.pending.len(), "turn paused for input");
+                observe::turn_ended(&span, "awaiting_input", "");
+                EventKind::InputRequired(input)
+            }
+            Ok(Outcome::Finished(finished)) => {
                 span.record(
                     semconv::GEN_AI_USAGE_INPUT_TOKENS,
                     finished.usage.input_tokens,
@@ -241,24 +281,23 @@ impl Runner {
         tracing::debug!(turn_id = %prepared.turn.turn_id, elapsed_ms = started.elapsed().as_millis() as u64, "turn over");
     }
 
-    /// The loop itself: a model call per iteration, then the tools it
-    /// asked for, until the model is done or the iteration limit is
-    /// reached.
+    /// The loop itself: a continuation's decisions first, then a model
+    /// call per iteration and the tools it asked for, until the model is
+    /// done, the iteration limit is reached or calls wait for decisions.
     async fn drive(
         &self,
         prepared: &PreparedTurn,
-        history: Vec<Message>,
+        mut history: Vec<Message>,
         out: &mut TurnOutput,
         cancel: &CancellationToken,
         deadline: Instant,
-    ) -> Result<Finished, End> {
+    ) -> Result<Outcome, End> {
         let turn = &prepared.turn;
         let candidates = &prepared.candidates;
         let caller = self.caller(turn, cancel, deadline);
         let round = self.round(prepared, cancel, deadline);
         let output_schema = output_schema(turn);
         let specs = prepared.tools.specs();
-        let mut messages: Arc<[Message]> = history.into();
         let mut total = Usage::default();
         let mut current = 0usize;
 
@@ -270,8 +309,28 @@ impl Runner {
             &candidates[current],
         )
         .await?;
+        // A continuation settles the calls its pause left waiting; their
+        // results join the request's last tool results.
+        let settled = if turn.decisions.is_empty() {
+            None
+        } else {
+            let settle = consent::Settle {
+                round: &round,
+                tools: &prepared.tools,
+                iteration: turn.iterations_done,
+                model: &candidates[current],
+                cancel,
+                deadline,
+            };
+            let results = settle.run(&turn.decisions, &history, out).await?;
+            consent::join_results(&mut history, results.clone());
+            Some(results)
+        };
+        // What this run adds to the conversation starts here.
+        let added_from = history.len();
+        let mut messages: Arc<[Message]> = history.into();
         let max_iterations = turn.limits.max_iterations.max(1);
-        for iteration in 1..=max_iterations {
+        for iteration in turn.iterations_done + 1..=max_iterations {
             status(
                 out,
                 Phase::ModelCall,
@@ -303,14 +362,14 @@ impl Runner {
                 let structured = output_schema
                     .as_ref()
                     .map(|schema| parsing::structured(&call_text, &schema.schema));
-                return Ok(finished(
+                return Ok(Outcome::Finished(finished(
                     out,
                     outcome.finish,
                     stop_reason,
                     structured,
                     total,
                     iteration,
-                ));
+                )));
             }
             let answer = Message::Assistant {
                 reasoning: outcome.reasoning,
@@ -322,19 +381,32 @@ impl Runner {
                 messages = appended(&messages, [answer]);
                 continue;
             }
-            // A fenced client (`RunFenced`) allows each round first.
-            let call_ids = pending.iter().map(|p| p.call.id.clone()).collect();
-            let allowed = tokio::select! {
-                () = cancel.cancelled() => return Err(End::Cancelled),
-                () = tokio::time::sleep_until(deadline) => return Err(End::Deadline),
-                allowed = out.permit_dispatch(iteration, call_ids) => {
-                    allowed.map_err(|_| End::Cancelled)?
-                }
+            // Calls that need approval or the app wait; the others run now.
+            let (run, waiting) = consent::split(&prepared.tools, pending);
+            let results = if run.is_empty() {
+                Vec::new()
+            } else {
+                permit(out, &run, iteration, cancel, deadline).await?;
+                run_tools(&round, &run, out, iteration, model).await?
             };
-            if !allowed {
-                return Err(End::Failed(dispatch_denied(out, iteration)));
+            if !waiting.is_empty() {
+                let mut added: Vec<Message> = settled
+                    .map(Message::ToolResults)
+                    .into_iter()
+                    .chain(messages[added_from..].iter().cloned())
+                    .collect();
+                added.push(answer);
+                if !results.is_empty() {
+                    added.push(Message::ToolResults(results));
+                }
+                return Ok(Outcome::Paused(InputRequired {
+                    iteration,
+                    pending: waiting,
+                    messages: added,
+                    usage: total,
+                    text: out.text().to_owned(),
+                }));
             }
-            let results = run_tools(&round, &pending, out, iteration, model).await?;
             messages = appended(&messages, [answer, Message::ToolResults(results)]);
         }
         Err(End::Failed(TurnError {
@@ -387,6 +459,30 @@ impl Runner {
             cancel,
             deadline,
         }
+    }
+}
+
+/// Waits until a fenced client (`RunFenced`) allows the round of `calls`
+/// of model call `iteration` to start; at once without a fence.
+async fn permit(
+    out: &mut TurnOutput,
+    calls: &[PendingCall],
+    iteration: u32,
+    cancel: &CancellationToken,
+    deadline: Instant,
+) -> Result<(), End> {
+    let call_ids = calls.iter().map(|p| p.call.id.clone()).collect();
+    let allowed = tokio::select! {
+        () = cancel.cancelled() => return Err(End::Cancelled),
+        () = tokio::time::sleep_until(deadline) => return Err(End::Deadline),
+        allowed = out.permit_dispatch(iteration, call_ids) => {
+            allowed.map_err(|_| End::Cancelled)?
+        }
+    };
+    if allowed {
+        Ok(())
+    } else {
+        Err(End::Failed(dispatch_denied(out, iteration)))
     }
 }
 

@@ -12,7 +12,7 @@ use parley_proto::parser::v1::{Payload, StructuredResult};
 use serde_json::Value;
 use tokio::sync::mpsc;
 
-use crate::provider::{ModelChoice, Usage};
+use crate::provider::{Message, ModelChoice, ToolCall, Usage};
 
 /// A numbered event.
 #[derive(Debug, Clone, PartialEq)]
@@ -51,6 +51,48 @@ pub enum EventKind {
     StepReset(StepReset),
     /// Tool calls wait for the client's decision (`RunFenced` only).
     DispatchPending(DispatchPending),
+    /// The turn pauses: tool calls wait for the user's approval or for the
+    /// app to run them; last.
+    InputRequired(InputRequired),
+}
+
+/// The turn paused after model call `iteration`: the calls that wait, and
+/// what its continuation needs.
+#[derive(Debug, Clone, PartialEq)]
+pub struct InputRequired {
+    /// The model call that made the waiting calls (1-based); the
+    /// continuation's `iterations_done`.
+    pub iteration: u32,
+    /// The calls that wait, in the model's order.
+    pub pending: Vec<PendingToolCall>,
+    /// The messages this run added to the conversation, which the
+    /// continuation appends to its request's: tool results of the calls
+    /// it settled, model messages and tool results of its rounds, ending
+    /// with the model message that made the waiting calls and the results
+    /// of its calls that ran.
+    pub messages: Vec<Message>,
+    /// Usage summed over this run's model calls.
+    pub usage: Usage,
+    /// The answer text this run streamed.
+    pub text: String,
+}
+
+/// A tool call that waits for a decision.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PendingToolCall {
+    /// The call, as the model made it.
+    pub call: ToolCall,
+    /// Why it waits.
+    pub reason: PendingReason,
+}
+
+/// Why a tool call waits instead of running.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PendingReason {
+    /// The tool needs the user's approval.
+    Approval,
+    /// The app runs the tool.
+    Client,
 }
 
 /// The tool calls of a model call, announced before they start to a client

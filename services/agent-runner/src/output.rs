@@ -9,7 +9,9 @@
 //! and it records whether the current call has emitted anything, which is
 //! what decides whether a failure may still be retried. With
 //! `mid_answer_failover` a call that emitted may run again:
-//! [`TurnOutput::reset_call`] then forgets its text.
+//! [`TurnOutput::reset_call`] then forgets its text. A continuation whose
+//! earlier runs showed text ([`shows_text`]) separates its first text from
+//! theirs the same way ([`TurnOutput::after_earlier_text`]).
 
 use crate::{
     events::{Closed, EventKind, EventSink},
@@ -46,6 +48,9 @@ pub struct TurnOutput {
     /// The usage the current attempt reported, if any (kept for a failed
     /// attempt, whose usage still counts).
     attempt_usage: Option<Usage>,
+    /// Whether the turn's runs before this one (a continuation's) showed
+    /// text.
+    earlier_text: bool,
 }
 
 impl TurnOutput {
@@ -61,7 +66,14 @@ impl TurnOutput {
             visible_in_call: false,
             call_start: 0,
             attempt_usage: None,
+            earlier_text: false,
         }
+    }
+
+    /// The turn's earlier runs (before its pause) showed text: this run's
+    /// first text follows it after a blank line.
+    pub fn after_earlier_text(&mut self) {
+        self.earlier_text = true;
     }
 
     /// What model text becomes.
@@ -185,7 +197,7 @@ impl TurnOutput {
             return Ok(());
         }
         self.call_emitted = true;
-        if !self.visible_in_call && !self.sink.text().is_empty() {
+        if !self.visible_in_call && (self.earlier_text || !self.sink.text().is_empty()) {
             self.sink
                 .emit(EventKind::TextDelta("\n\n".to_owned()))
                 .await?;
@@ -197,6 +209,23 @@ impl TurnOutput {
     /// Everything sent as text deltas so far.
     pub fn text(&self) -> &str {
         self.sink.text()
+    }
+}
+
+/// Whether a model text `text` showed the user anything in `mode`
+/// (structured answers and tool calls written into the text do not).
+pub fn shows_text(mode: &TextMode, text: &str) -> bool {
+    match mode {
+        TextMode::Stream => !text.is_empty(),
+        TextMode::Structured => false,
+        TextMode::TextCalls(profile) => {
+            let mut parser = TextCallParser::new(profile);
+            let mut items = parser.push(text);
+            items.extend(parser.end());
+            items
+                .iter()
+                .any(|item| matches!(item, TextItem::Text(text) if !text.is_empty()))
+        }
     }
 }
 
@@ -281,6 +310,25 @@ mod tests {
             drain(&mut rx),
             vec![EventKind::StructuredDelta("{\"a\":".into())]
         );
+    }
+
+    #[tokio::test]
+    async fn a_continuation_follows_the_text_shown_before_its_pause() {
+        let (tx, _rx) = mpsc::channel(16);
+        let mut out = TurnOutput::new(EventSink::new(tx), TextMode::Stream);
+        out.after_earlier_text();
+        out.begin_call();
+        out.model_text("Done.".into()).await.expect("sent");
+        assert_eq!(out.text(), "\n\nDone.");
+
+        let profile = ToolProfile::new(&["calculator".to_owned()]);
+        let call = "```json\n{\"type\": \"calculator\", \"parameters\": {}}\n```";
+        let calls = TextMode::TextCalls(profile);
+        assert!(!shows_text(&calls, call), "a call alone shows nothing");
+        assert!(shows_text(&calls, &format!("Adding.\n{call}")));
+        assert!(shows_text(&TextMode::Stream, "x"));
+        assert!(!shows_text(&TextMode::Stream, ""));
+        assert!(!shows_text(&TextMode::Structured, "{}"));
     }
 
     #[tokio::test]

@@ -4,7 +4,8 @@
 //! names checked, schemas compiled, each bound to a local tool (the
 //! built-ins, [`builtin`]), a remote `parley.tools.v1.ToolService`
 //! ([`remote`]) or a tool of a configured MCP server ([`mcp`]), each a
-//! [`ToolSource`]. [`execute`] runs one round of the model's calls: unknown
+//! [`ToolSource`]; a tool the application runs ([`client`]) never runs
+//! here. [`execute`] runs one round of the model's calls: unknown
 //! names and invalid inputs are answered as tool errors without running
 //! anything, valid calls run in parallel (bounded), each with its own
 //! timeout, their progress streamed, and every outcome is fed back to the
@@ -13,6 +14,7 @@
 
 pub mod builtin;
 pub mod calculator;
+pub mod client;
 pub mod clock;
 pub mod execute;
 pub mod mcp;
@@ -73,6 +75,11 @@ pub enum FailureReason {
     Unavailable,
     /// The turn was cancelled while the tool ran.
     Cancelled,
+    /// The user declined to run the call.
+    Rejected,
+    /// The app's output for a tool it runs does not satisfy the tool's
+    /// output schema.
+    InvalidOutput,
 }
 
 impl FailureReason {
@@ -85,6 +92,8 @@ impl FailureReason {
             Self::ToolError => "TOOL_ERROR",
             Self::Unavailable => "UNAVAILABLE",
             Self::Cancelled => "CANCELLED",
+            Self::Rejected => "REJECTED",
+            Self::InvalidOutput => "INVALID_OUTPUT",
         }
     }
 }

@@ -1,12 +1,14 @@
 //! The domain form of one `Run` request: everything the loop needs to run a
 //! turn, with the wire types already converted and validated. Tests build
-//! these by hand; the service builds them in `convert`.
+//! these by hand; the service builds them in `convert`. A continuation (a
+//! turn that paused for the user's decisions, run again with them) carries
+//! its [`Decision`]s on the calls [`pending_calls`] finds.
 
 use std::{sync::Arc, time::Duration};
 
 use serde_json::Value;
 
-use crate::provider::{Message, ModelChoice};
+use crate::provider::{Message, ModelChoice, ToolCall, ToolResult};
 
 /// A fully assembled turn.
 #[derive(Debug, Clone)]
@@ -45,6 +47,41 @@ pub struct Turn {
     pub mid_answer_failover: bool,
     /// The page's UI state, passed to tools.
     pub context: Option<Value>,
+    /// A continuation's decisions, one for each call its pause left
+    /// pending ([`pending_calls`] of `messages`); empty for a new turn.
+    pub decisions: Vec<Decision>,
+    /// The model calls the turn made before its pause (continuations
+    /// only): they count against `limits.max_iterations`, and the next one
+    /// is numbered after them.
+    pub iterations_done: u32,
+}
+
+/// The user's (or the app's) decision on one pending tool call.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Decision {
+    /// The pending call's id.
+    pub call_id: String,
+    /// What to do with it.
+    pub verdict: Verdict,
+}
+
+/// What a [`Decision`] says.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Verdict {
+    /// Run the call; with `arguments`, instead of the model's.
+    Approve {
+        /// The user's edited arguments (an object), if any.
+        arguments: Option<Value>,
+    },
+    /// Do not run it; the model is told the user declined, and why.
+    Reject {
+        /// The user's reason; may be empty.
+        reason: String,
+    },
+    /// The app ran the call (a client tool) and this is its output.
+    Output(Value),
+    /// The app ran the call (a client tool) and it failed with this error.
+    Failed(String),
 }
 
 /// A tool offered to the model, and where it runs.
@@ -60,6 +97,8 @@ pub struct ToolDef {
     pub endpoint: ToolEndpoint,
     /// How long one call may take; `None` uses `Limits::tool_timeout`.
     pub timeout: Option<Duration>,
+    /// Whether a call waits for the user's approval (the turn pauses).
+    pub needs_approval: bool,
 }
 
 /// Where a tool runs.
@@ -75,6 +114,12 @@ pub enum ToolEndpoint {
         server: String,
         /// The tool's name on that server.
         tool: String,
+    },
+    /// The application runs it: a call pauses the turn, and the
+    /// continuation carries the app's result.
+    Client {
+        /// When set, the app's output must satisfy this JSON schema.
+        output_schema: Option<Value>,
     },
 }
 
@@ -127,5 +172,113 @@ impl Violation {
             field: field.into(),
             description: description.into(),
         }
+    }
+}
+
+/// The calls a pause left pending in `messages`: those of the last
+/// assistant message that no tool result after it answers, in the model's
+/// order. None when anything but tool results follows that message.
+pub fn pending_calls(messages: &[Message]) -> Vec<&ToolCall> {
+    let Some(position) = messages
+        .iter()
+        .rposition(|message| matches!(message, Message::Assistant { .. }))
+    else {
+        return Vec::new();
+    };
+    let Message::Assistant { tool_calls, .. } = &messages[position] else {
+        return Vec::new();
+    };
+    let mut answered: Vec<&str> = Vec::new();
+    for message in &messages[position + 1..] {
+        match message {
+            Message::ToolResults(results) => {
+                answered.extend(results.iter().map(|result| result.call_id.as_str()));
+            }
+            _ => return Vec::new(),
+        }
+    }
+    tool_calls
+        .iter()
+        .filter(|call| !answered.contains(&call.id.as_str()))
+        .collect()
+}
+
+/// Orders `results` as `calls` made them (results of no call of them last,
+/// in their order), so each provider gets its results in the model's order
+/// however they were collected.
+pub fn order_results(calls: &[ToolCall], results: &mut [ToolResult]) {
+    let position = |result: &ToolResult| {
+        calls
+            .iter()
+            .position(|call| call.id == result.call_id)
+            .unwrap_or(usize::MAX)
+    };
+    if results
+        .windows(2)
+        .any(|pair| position(&pair[0]) > position(&pair[1]))
+    {
+        results.sort_by_key(position);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    fn call(id: &str) -> ToolCall {
+        ToolCall {
+            id: id.into(),
+            name: "t".into(),
+            input: json!({}),
+            provider_data: None,
+        }
+    }
+
+    fn result(id: &str) -> ToolResult {
+        ToolResult {
+            call_id: id.into(),
+            name: "t".into(),
+            text: String::new(),
+            is_error: false,
+        }
+    }
+
+    fn assistant(ids: &[&str]) -> Message {
+        Message::Assistant {
+            reasoning: Vec::new(),
+            text: String::new(),
+            tool_calls: ids.iter().map(|id| call(id)).collect(),
+        }
+    }
+
+    fn ids(calls: Vec<&ToolCall>) -> Vec<&str> {
+        calls.into_iter().map(|call| call.id.as_str()).collect()
+    }
+
+    #[test]
+    fn pending_calls_are_the_last_answers_calls_without_a_result() {
+        let user = Message::User { text: "hi".into() };
+        let history = vec![
+            user.clone(),
+            assistant(&["a", "b", "c"]),
+            Message::ToolResults(vec![result("b")]),
+        ];
+        assert_eq!(ids(pending_calls(&history)), ["a", "c"]);
+        assert_eq!(ids(pending_calls(&history[..2])), ["a", "b", "c"]);
+        let mut answered = history.clone();
+        answered.push(user.clone());
+        assert!(pending_calls(&answered).is_empty());
+        assert!(pending_calls(&[user]).is_empty());
+    }
+
+    #[test]
+    fn results_follow_the_calls_order() {
+        let calls = [call("b"), call("a"), call("c")];
+        let mut results = vec![result("a"), result("x"), result("c"), result("b")];
+        order_results(&calls, &mut results);
+        let ids: Vec<&str> = results.iter().map(|r| r.call_id.as_str()).collect();
+        assert_eq!(ids, ["b", "a", "c", "x"]);
     }
 }

@@ -1,10 +1,15 @@
-//! Numbered domain events → `RunEvent`.
+//! Numbered domain events → `RunEvent`. A pause's messages go out as the
+//! continuation sends them back ([`messages`]): one message per tool
+//! result, reasoning blocks and provider data kept.
 
-use parley_proto::runner::v1::{self as pb, run_event::Event as PbEvent};
+use parley_proto::{
+    json::to_struct_wrapped,
+    runner::v1::{self as pb, run_event::Event as PbEvent},
+};
 
 use crate::{
-    events::{CallSource, Event, EventKind, Phase, StopReason},
-    provider::{ModelChoice, Usage},
+    events::{CallSource, Event, EventKind, PendingReason, Phase, StopReason},
+    provider::{Message, ModelChoice, ReasoningBlock, ToolCall, ToolResult, Usage},
 };
 
 /// The wire form of an event.
@@ -75,10 +80,85 @@ pub fn to_proto(event: Event) -> pb::RunEvent {
             iteration: pending.iteration,
             call_ids: pending.call_ids,
         }),
+        EventKind::InputRequired(input) => PbEvent::InputRequired(pb::InputRequired {
+            iteration: input.iteration,
+            pending: input
+                .pending
+                .iter()
+                .map(|pending| pb::PendingToolCall {
+                    call: Some(tool_call(&pending.call)),
+                    reason: match pending.reason {
+                        PendingReason::Approval => pb::PendingReason::Approval,
+                        PendingReason::Client => pb::PendingReason::Client,
+                    } as i32,
+                })
+                .collect(),
+            messages: messages(&input.messages),
+            usage: Some(usage(input.usage, None)),
+            text: input.text,
+        }),
     };
     pb::RunEvent {
         seq: event.seq,
         event: Some(inner),
+    }
+}
+
+/// The wire form of domain messages, as a request carries them: one
+/// message per tool result.
+pub fn messages(messages: &[Message]) -> Vec<pb::Message> {
+    let mut out = Vec::with_capacity(messages.len());
+    for message in messages {
+        match message {
+            Message::User { text } => out.push(pb::Message {
+                role: pb::Role::User as i32,
+                text: text.clone(),
+                ..Default::default()
+            }),
+            Message::Assistant {
+                reasoning,
+                text,
+                tool_calls,
+            } => out.push(pb::Message {
+                role: pb::Role::Assistant as i32,
+                text: text.clone(),
+                tool_calls: tool_calls.iter().map(tool_call).collect(),
+                tool_result: None,
+                reasoning: reasoning.iter().map(reasoning_block).collect(),
+            }),
+            Message::ToolResults(results) => out.extend(results.iter().map(|result| pb::Message {
+                role: pb::Role::Tool as i32,
+                tool_result: Some(tool_result(result)),
+                ..Default::default()
+            })),
+        }
+    }
+    out
+}
+
+fn tool_call(call: &ToolCall) -> pb::ToolCall {
+    pb::ToolCall {
+        id: call.id.clone(),
+        name: call.name.clone(),
+        input: Some(to_struct_wrapped(&call.input)),
+        provider_data: call.provider_data.as_ref().map(to_struct_wrapped),
+    }
+}
+
+fn tool_result(result: &ToolResult) -> pb::ToolResult {
+    pb::ToolResult {
+        call_id: result.call_id.clone(),
+        name: result.name.clone(),
+        text: result.text.clone(),
+        is_error: result.is_error,
+    }
+}
+
+fn reasoning_block(block: &ReasoningBlock) -> pb::ReasoningBlock {
+    pb::ReasoningBlock {
+        text: block.text.clone(),
+        signature: block.signature.clone().unwrap_or_default(),
+        redacted: block.redacted.clone().unwrap_or_default(),
     }
 }
 

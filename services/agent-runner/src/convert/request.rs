@@ -5,15 +5,19 @@
 //! compile, a negative duration) are reported here as `BadRequest` field
 //! violations. Limits left at zero take the runner's defaults, and the
 //! caller's gRPC deadline (less a small margin) caps the total timeout.
+//! A continuation's decisions must match the calls its messages leave
+//! pending, one each ([`decisions`]); whether each suits its call's tool
+//! (approve a tool the runner runs, a result for one the app runs) is
+//! checked once the tools are bound (`agent_loop::Runner::prepare_with`).
 
 use std::time::Duration;
 
-use parley_proto::runner::v1::{self as pb, Role, tool_endpoint::Kind};
+use parley_proto::runner::v1::{self as pb, Role, tool_decision, tool_endpoint::Kind};
 use serde_json::Value;
 
 use crate::{
-    provider::{Message, ModelChoice, SamplingParams, ToolCall, ToolResult},
-    turn::{Limits, ToolDef, ToolEndpoint, Turn, Violation},
+    provider::{Message, ModelChoice, ReasoningBlock, SamplingParams, ToolCall, ToolResult},
+    turn::{Decision, Limits, ToolDef, ToolEndpoint, Turn, Verdict, Violation, pending_calls},
 };
 use parley_proto::json::from_struct_value;
 
@@ -54,6 +58,16 @@ pub fn turn_from_request(
         defaults,
         &mut violations,
     );
+    if request.iterations_done >= limits.max_iterations.max(1) {
+        violations.push(Violation::new(
+            "iterations_done",
+            format!(
+                "must be less than the turn's max_iterations ({})",
+                limits.max_iterations.max(1)
+            ),
+        ));
+    }
+    let decisions = decisions(request.decisions, &messages, &mut violations);
     if let Some(deadline) = deadline {
         // End a little before the caller gives up, so the error event with
         // the partial text still reaches it.
@@ -80,7 +94,90 @@ pub fn turn_from_request(
         text_tool_calls: request.text_tool_calls,
         mid_answer_failover: request.mid_answer_failover,
         context: request.context.as_ref().map(from_struct_value),
+        decisions,
+        iterations_done: request.iterations_done,
     })
+}
+
+/// A continuation's decisions: each names a call `messages` leave pending
+/// ([`pending_calls`]), once, and says what to do with it; every pending
+/// call has one. No decisions (a new turn) checks nothing.
+fn decisions(
+    input: Vec<pb::ToolDecision>,
+    messages: &[Message],
+    violations: &mut Vec<Violation>,
+) -> Vec<Decision> {
+    if input.is_empty() {
+        return Vec::new();
+    }
+    let pending = pending_calls(messages);
+    let pending_ids = || {
+        let ids: Vec<&str> = pending.iter().map(|call| call.id.as_str()).collect();
+        if ids.is_empty() {
+            "none".to_owned()
+        } else {
+            ids.join(", ")
+        }
+    };
+    let mut out: Vec<Decision> = Vec::with_capacity(input.len());
+    for (i, decision) in input.into_iter().enumerate() {
+        let field = |name: &str| format!("decisions[{i}].{name}");
+        if !pending.iter().any(|call| call.id == decision.call_id) {
+            violations.push(Violation::new(
+                field("call_id"),
+                format!(
+                    "`{}` is not a pending call of the last assistant message (pending: {})",
+                    decision.call_id,
+                    pending_ids()
+                ),
+            ));
+            continue;
+        }
+        if out.iter().any(|seen| seen.call_id == decision.call_id) {
+            violations.push(Violation::new(
+                field("call_id"),
+                format!("a second decision for `{}`", decision.call_id),
+            ));
+            continue;
+        }
+        let verdict = match decision.decision {
+            Some(tool_decision::Decision::Approve(approval)) => Verdict::Approve {
+                arguments: approval.arguments.as_ref().map(from_struct_value),
+            },
+            Some(tool_decision::Decision::Reject(rejection)) => Verdict::Reject {
+                reason: rejection.reason,
+            },
+            Some(tool_decision::Decision::Result(result)) if !result.error.is_empty() => {
+                Verdict::Failed(result.error)
+            }
+            Some(tool_decision::Decision::Result(result)) => Verdict::Output(
+                result
+                    .output
+                    .as_ref()
+                    .map_or_else(|| Value::Object(Default::default()), from_struct_value),
+            ),
+            None => {
+                violations.push(Violation::new(
+                    field("decision"),
+                    "a decision must approve, reject or carry the app's result",
+                ));
+                continue;
+            }
+        };
+        out.push(Decision {
+            call_id: decision.call_id,
+            verdict,
+        });
+    }
+    for call in &pending {
+        if !out.iter().any(|decision| decision.call_id == call.id) {
+            violations.push(Violation::new(
+                "decisions",
+                format!("pending call `{}` ({}) has no decision", call.id, call.name),
+            ));
+        }
+    }
+    out
 }
 
 fn messages(input: Vec<pb::Message>, violations: &mut Vec<Violation>) -> Vec<Message> {
@@ -119,12 +216,12 @@ fn messages(input: Vec<pb::Message>, violations: &mut Vec<Violation>) -> Vec<Mes
                             .input
                             .as_ref()
                             .map_or_else(|| Value::Object(Default::default()), from_struct_value),
-                        provider_data: None,
+                        provider_data: call.provider_data.as_ref().map(from_struct_value),
                     });
                 }
                 open_calls = calls.iter().map(|c| c.id.clone()).collect();
                 out.push(Message::Assistant {
-                    reasoning: Vec::new(),
+                    reasoning: message.reasoning.into_iter().map(reasoning).collect(),
                     text: message.text,
                     tool_calls: calls,
                 });
@@ -153,8 +250,17 @@ fn messages(input: Vec<pb::Message>, violations: &mut Vec<Violation>) -> Vec<Mes
                     text: result.text,
                     is_error: result.is_error,
                 };
-                match out.last_mut() {
-                    Some(Message::ToolResults(results)) => results.push(result),
+                match out.as_mut_slice() {
+                    [
+                        ..,
+                        Message::Assistant { tool_calls, .. },
+                        Message::ToolResults(results),
+                    ] => {
+                        results.push(result);
+                        // In the calls' order, however the results came
+                        // (a continuation's join those of the pause).
+                        crate::turn::order_results(tool_calls, results);
+                    }
                     _ => out.push(Message::ToolResults(vec![result])),
                 }
             }
@@ -173,6 +279,15 @@ fn messages(input: Vec<pb::Message>, violations: &mut Vec<Violation>) -> Vec<Mes
         ));
     }
     out
+}
+
+/// A replayed reasoning block; empty strings are absent.
+fn reasoning(block: pb::ReasoningBlock) -> ReasoningBlock {
+    ReasoningBlock {
+        text: block.text,
+        signature: (!block.signature.is_empty()).then_some(block.signature),
+        redacted: (!block.redacted.is_empty()).then_some(block.redacted),
+    }
 }
 
 /// Converts a turn's tool declarations; every problem is a field violation.
@@ -212,18 +327,13 @@ fn tool_def(
                 return None;
             }
         },
-        Some(Kind::Client(_)) => {
-            // Issue 42 lands the pause and its continuation next.
-            violations.push(Violation::new(
-                field("endpoint.client"),
-                "this runner does not run turns with client tools yet",
-            ));
-            return None;
-        }
+        Some(Kind::Client(client)) => ToolEndpoint::Client {
+            output_schema: client.output_schema.as_ref().map(from_struct_value),
+        },
         None => {
             violations.push(Violation::new(
                 field("endpoint"),
-                "a tool needs a builtin, grpc or mcp endpoint",
+                "a tool needs a builtin, grpc, mcp or client endpoint",
             ));
             return None;
         }
@@ -246,6 +356,7 @@ fn tool_def(
             .map_or(Value::Null, from_struct_value),
         endpoint,
         timeout,
+        needs_approval: tool.needs_approval,
     })
 }
 

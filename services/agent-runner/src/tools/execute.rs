@@ -213,6 +213,24 @@ impl Round<'_> {
             .collect())
     }
 
+    /// Answers `call` without running it (a call the user rejected, or one
+    /// the app ran): its `execute_tool` span and a `ToolComplete` with
+    /// `outcome`, no `ToolStart`.
+    pub async fn settle(
+        &self,
+        out: &mut TurnOutput,
+        call: &ToolCall,
+        outcome: Result<ToolOutput, ToolFailure>,
+    ) -> Result<ToolResult, Interrupt> {
+        let span = observe::tool_span(&call.name, &call.id, None, &call.input);
+        let (failure, text) = match &outcome {
+            Ok(output) => (None, output.text.as_str()),
+            Err(failure) => (Some(failure.reason.as_str()), failure.message.as_str()),
+        };
+        observe::tool_ended(&span, &call.name, failure, text, Duration::ZERO);
+        self.complete(out, call, outcome, Duration::ZERO).await
+    }
+
     async fn execute(
         &self,
         tool: &PreparedTool,

@@ -2,8 +2,11 @@
 //!
 //! Every declared tool gets a valid, unique name, a compiled input schema
 //! (the built-in's own when the request gives none) and its [`ToolSource`]:
-//! a local tool, a remote endpoint or an MCP server's tool. Problems are field violations, so a bad tool
-//! declaration is `INVALID_ARGUMENT` before the model is ever called.
+//! a local tool, a remote endpoint or an MCP server's tool; a tool the app
+//! runs gets its compiled output schema instead ([`ClientTool`]). Whether a
+//! call must wait (for approval, or for the app) is [`PreparedTool::waits`].
+//! Problems are field violations, so a bad tool declaration is
+//! `INVALID_ARGUMENT` before the model is ever called.
 
 use std::{collections::HashMap, sync::Arc, time::Duration};
 
@@ -11,10 +14,14 @@ use jsonschema::Validator;
 use serde_json::Value;
 
 use super::{
-    MAX_TOOL_NAME_LEN, ToolRuntime, ToolSource, builtin::LocalSource, mcp::call::McpSource,
+    MAX_TOOL_NAME_LEN, ToolRuntime, ToolSource,
+    builtin::LocalSource,
+    client::{ClientSource, ClientTool},
+    mcp::call::McpSource,
     remote::RemoteSource,
 };
 use crate::{
+    events::PendingReason,
     provider::ToolSpec,
     turn::{ToolDef, ToolEndpoint, Violation},
 };
@@ -30,6 +37,10 @@ pub struct PreparedTool {
     pub source: Arc<dyn ToolSource>,
     /// The tool's own timeout, if the request set one.
     pub timeout: Option<Duration>,
+    /// Whether a call waits for the user's approval.
+    pub needs_approval: bool,
+    /// Set when the app runs the tool (endpoint `client`).
+    pub client: Option<ClientTool>,
 }
 
 /// The tools of one turn.
@@ -62,8 +73,30 @@ impl TurnTools {
                 continue;
             }
             let mut server_schema = None;
+            let mut client = None;
             let (source, fallback_description, fallback_schema): (Arc<dyn ToolSource>, _, _) =
                 match &def.endpoint {
+                    ToolEndpoint::Client { output_schema } => {
+                        let output = match output_schema {
+                            None => None,
+                            Some(schema) => match runtime.schemas.validator(schema) {
+                                Ok(validator) => Some(validator),
+                                Err(error) => {
+                                    violations.push(Violation::new(
+                                        field("endpoint.client.output_schema"),
+                                        format!("not a valid JSON schema: {error}"),
+                                    ));
+                                    continue;
+                                }
+                            },
+                        };
+                        client = Some(ClientTool { output });
+                        (
+                            Arc::new(ClientSource),
+                            String::new(),
+                            serde_json::json!({"type": "object"}),
+                        )
+                    }
                     ToolEndpoint::Builtin(builtin) => match runtime.local(builtin) {
                         Some(tool) => (
                             Arc::new(LocalSource(tool.clone())),
@@ -175,6 +208,8 @@ impl TurnTools {
                 validator,
                 source,
                 timeout: def.timeout,
+                needs_approval: def.needs_approval,
+                client,
             });
         }
         if violations.is_empty() {
@@ -211,24 +246,18 @@ impl TurnTools {
 impl PreparedTool {
     /// Every way `input` violates the schema, as `path: message` lines.
     pub fn check_input(&self, input: &Value) -> Result<(), String> {
-        let problems: Vec<String> = self
-            .validator
-            .iter_errors(input)
-            .take(8)
-            .map(|error| {
-                let path = error.instance_path().to_string();
-                let path = if path.is_empty() {
-                    "/".to_owned()
-                } else {
-                    path
-                };
-                format!("{path}: {error}")
-            })
-            .collect();
-        if problems.is_empty() {
-            Ok(())
+        super::schemas::problems(&self.validator, input)
+    }
+
+    /// Why a call of this tool waits instead of running now: the app runs
+    /// it, or it needs the user's approval; `None`: it runs.
+    pub fn waits(&self) -> Option<PendingReason> {
+        if self.client.is_some() {
+            Some(PendingReason::Client)
+        } else if self.needs_approval {
+            Some(PendingReason::Approval)
         } else {
-            Err(problems.join("; "))
+            None
         }
     }
 }
@@ -265,6 +294,7 @@ mod tests {
             input_schema: schema,
             endpoint,
             timeout: None,
+            needs_approval: false,
         }
     }
 
@@ -334,6 +364,59 @@ mod tests {
                 "tools[4].endpoint.grpc",
                 "tools[5].input_schema"
             ]
+        );
+    }
+
+    #[test]
+    fn client_tools_wait_for_the_app_and_check_its_output() {
+        let runtime = ToolRuntime::with_builtins();
+        let client = |schema: Option<Value>| ToolEndpoint::Client {
+            output_schema: schema,
+        };
+        let mut approval = def(
+            "delete",
+            ToolEndpoint::Builtin("calculator".into()),
+            Value::Null,
+        );
+        approval.needs_approval = true;
+        let tools = TurnTools::prepare(
+            vec![
+                def(
+                    "pick",
+                    client(Some(json!({"type": "object", "required": ["rows"]}))),
+                    Value::Null,
+                ),
+                approval,
+                def(
+                    "calc",
+                    ToolEndpoint::Builtin("calculator".into()),
+                    Value::Null,
+                ),
+            ],
+            &runtime,
+        )
+        .expect("valid");
+        let pick = tools.get("pick").expect("declared");
+        assert_eq!(pick.waits(), Some(PendingReason::Client));
+        assert!(pick.check_input(&json!({"any": "thing"})).is_ok());
+        let output = pick.client.as_ref().expect("a client tool");
+        assert!(output.check_output(&json!({"rows": []})).is_ok());
+        let problem = output.check_output(&json!({})).expect_err("no rows");
+        assert!(problem.contains("rows"), "{problem}");
+        assert_eq!(
+            tools.get("delete").and_then(PreparedTool::waits),
+            Some(PendingReason::Approval)
+        );
+        assert_eq!(tools.get("calc").and_then(PreparedTool::waits), None);
+
+        let violations = TurnTools::prepare(
+            vec![def("pick", client(Some(json!({"type": 12}))), Value::Null)],
+            &runtime,
+        )
+        .expect_err("a bad output schema");
+        assert_eq!(
+            violations[0].field,
+            "tools[0].endpoint.client.output_schema"
         );
     }
 

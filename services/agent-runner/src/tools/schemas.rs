@@ -6,7 +6,8 @@
 //! and every running turn kept its own copy of the compiled validators.
 //! Validators are kept in a [`CompiledCache`] keyed by the schema's JSON
 //! text, at most [`CAPACITY`] of them, the oldest forgotten first (schemas
-//! come from configuration and pages, so a runner sees few).
+//! come from configuration and pages, so a runner sees few). [`problems`]
+//! says how a value fails one.
 
 use std::sync::Arc;
 
@@ -48,6 +49,29 @@ impl Schemas {
     /// Whether none are.
     pub fn is_empty(&self) -> bool {
         self.compiled.is_empty()
+    }
+}
+
+/// Every way `value` violates `validator`'s schema (the first eight), as
+/// `path: message` lines joined by `; `.
+pub fn problems(validator: &Validator, value: &Value) -> Result<(), String> {
+    let problems: Vec<String> = validator
+        .iter_errors(value)
+        .take(8)
+        .map(|error| {
+            let path = error.instance_path().to_string();
+            let path = if path.is_empty() {
+                "/".to_owned()
+            } else {
+                path
+            };
+            format!("{path}: {error}")
+        })
+        .collect();
+    if problems.is_empty() {
+        Ok(())
+    } else {
+        Err(problems.join("; "))
     }
 }
 

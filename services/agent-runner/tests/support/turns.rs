@@ -135,6 +135,8 @@ pub fn turn(user: &str) -> Turn {
         text_tool_calls: false,
         mid_answer_failover: false,
         context: None,
+        decisions: Vec::new(),
+        iterations_done: 0,
     }
 }
 
@@ -145,6 +147,7 @@ pub fn builtin(name: &str, builtin: &str) -> ToolDef {
         input_schema: Value::Null,
         endpoint: ToolEndpoint::Builtin(builtin.into()),
         timeout: None,
+        needs_approval: false,
     }
 }
 
@@ -155,6 +158,7 @@ pub fn remote(name: &str, address: &str, schema: Value, timeout: Option<Duration
         input_schema: schema,
         endpoint: ToolEndpoint::Grpc(address.into()),
         timeout,
+        needs_approval: false,
     }
 }
 

@@ -177,3 +177,232 @@ fn model_names_that_could_leave_the_provider_path_are_refused() {
     let long = "m".repeat(MAX_MODEL_NAME_BYTES + 1);
     assert!(check_model_name(&long).is_err());
 }
+
+fn assistant(calls: Vec<pb::ToolCall>) -> pb::Message {
+    pb::Message {
+        role: Role::Assistant as i32,
+        tool_calls: calls,
+        ..Default::default()
+    }
+}
+
+fn call(id: &str, name: &str) -> pb::ToolCall {
+    pb::ToolCall {
+        id: id.into(),
+        name: name.into(),
+        input: Some(Struct::default()),
+        provider_data: None,
+    }
+}
+
+fn tool_result(id: &str) -> pb::Message {
+    pb::Message {
+        role: Role::Tool as i32,
+        tool_result: Some(pb::ToolResult {
+            call_id: id.into(),
+            name: "t".into(),
+            text: id.into(),
+            is_error: false,
+        }),
+        ..Default::default()
+    }
+}
+
+fn decision(id: &str, decision: tool_decision::Decision) -> pb::ToolDecision {
+    pb::ToolDecision {
+        call_id: id.into(),
+        decision: Some(decision),
+    }
+}
+
+#[test]
+fn client_tools_and_approvals_are_declared() {
+    let schema = serde_json::json!({"type": "object", "required": ["rows"]});
+    let tools = tool_defs(vec![
+        pb::ToolDefinition {
+            name: "pick".into(),
+            endpoint: Some(pb::ToolEndpoint {
+                kind: Some(Kind::Client(pb::ClientTool {
+                    output_schema: Some(parley_proto::json::to_struct_wrapped(&schema)),
+                })),
+            }),
+            ..Default::default()
+        },
+        pb::ToolDefinition {
+            name: "delete".into(),
+            endpoint: Some(pb::ToolEndpoint {
+                kind: Some(Kind::Builtin("calculator".into())),
+            }),
+            needs_approval: true,
+            ..Default::default()
+        },
+    ])
+    .expect("valid");
+    assert_eq!(
+        tools[0].endpoint,
+        ToolEndpoint::Client {
+            output_schema: Some(schema)
+        }
+    );
+    assert!(!tools[0].needs_approval);
+    assert!(tools[1].needs_approval);
+}
+
+#[test]
+fn reasoning_and_provider_data_reach_the_model_and_go_back_out_the_same() {
+    let data = serde_json::json!({"thoughtSignature": "c2ln"});
+    let mut made = call("a", "t");
+    made.provider_data = Some(parley_proto::json::to_struct_wrapped(&data));
+    let mut answer = assistant(vec![made]);
+    answer.text = "Checking.".into();
+    answer.reasoning = vec![
+        pb::ReasoningBlock {
+            text: "think".into(),
+            signature: "sig".into(),
+            redacted: String::new(),
+        },
+        pb::ReasoningBlock {
+            redacted: "opaque".into(),
+            ..Default::default()
+        },
+    ];
+    let messages = vec![user("hi"), answer, tool_result("a")];
+    let request = pb::RunRequest {
+        messages: messages.clone(),
+        ..Default::default()
+    };
+    let turn = turn_from_request(request, &Limits::default(), None).expect("valid");
+    match &turn.messages[1] {
+        Message::Assistant {
+            reasoning,
+            tool_calls,
+            ..
+        } => {
+            assert_eq!(
+                reasoning,
+                &[
+                    ReasoningBlock {
+                        text: "think".into(),
+                        signature: Some("sig".into()),
+                        redacted: None,
+                    },
+                    ReasoningBlock {
+                        text: String::new(),
+                        signature: None,
+                        redacted: Some("opaque".into()),
+                    },
+                ]
+            );
+            assert_eq!(tool_calls[0].provider_data, Some(data));
+        }
+        other => panic!("not the model's message: {other:?}"),
+    }
+    // Back to the wire as a pause sends them: the same messages.
+    assert_eq!(crate::convert::event::messages(&turn.messages), messages);
+}
+
+#[test]
+fn tool_results_are_put_in_the_calls_order() {
+    let request = pb::RunRequest {
+        messages: vec![
+            user("go"),
+            assistant(vec![call("b", "t"), call("a", "t"), call("c", "t")]),
+            tool_result("a"),
+            tool_result("c"),
+            tool_result("b"),
+        ],
+        ..Default::default()
+    };
+    let turn = turn_from_request(request, &Limits::default(), None).expect("valid");
+    match &turn.messages[2] {
+        Message::ToolResults(results) => {
+            let ids: Vec<&str> = results.iter().map(|r| r.call_id.as_str()).collect();
+            assert_eq!(ids, ["b", "a", "c"]);
+        }
+        other => panic!("not tool results: {other:?}"),
+    }
+}
+
+#[test]
+fn decisions_must_answer_each_pending_call_once() {
+    let paused = || {
+        vec![
+            user("go"),
+            assistant(vec![call("a", "t"), call("b", "t"), call("c", "t")]),
+            tool_result("a"),
+        ]
+    };
+    let approve = |arguments: Option<serde_json::Value>| {
+        tool_decision::Decision::Approve(pb::ToolApproval {
+            arguments: arguments
+                .as_ref()
+                .map(parley_proto::json::to_struct_wrapped),
+        })
+    };
+    let request = pb::RunRequest {
+        messages: paused(),
+        decisions: vec![
+            decision("b", approve(Some(serde_json::json!({"x": 1})))),
+            decision(
+                "c",
+                tool_decision::Decision::Result(pb::ClientToolResult {
+                    output: None,
+                    error: "closed".into(),
+                }),
+            ),
+        ],
+        iterations_done: 2,
+        ..Default::default()
+    };
+    let turn = turn_from_request(request, &Limits::default(), None).expect("valid");
+    assert_eq!(turn.iterations_done, 2);
+    assert_eq!(
+        turn.decisions,
+        [
+            Decision {
+                call_id: "b".into(),
+                verdict: Verdict::Approve {
+                    arguments: Some(serde_json::json!({"x": 1}))
+                },
+            },
+            Decision {
+                call_id: "c".into(),
+                verdict: Verdict::Failed("closed".into()),
+            },
+        ]
+    );
+
+    let request = pb::RunRequest {
+        messages: paused(),
+        decisions: vec![
+            decision("a", approve(None)),
+            decision("b", approve(None)),
+            decision("b", approve(None)),
+            pb::ToolDecision {
+                call_id: "c".into(),
+                decision: None,
+            },
+        ],
+        iterations_done: 3,
+        limits: Some(pb::Limits {
+            max_iterations: 3,
+            ..Default::default()
+        }),
+        ..Default::default()
+    };
+    let violations = turn_from_request(request, &Limits::default(), None).expect_err("invalid");
+    assert_eq!(
+        fields(&violations),
+        [
+            "iterations_done",
+            "decisions[0].call_id",
+            "decisions[2].call_id",
+            "decisions[3].decision",
+            "decisions",
+        ]
+    );
+    assert!(
+        violations[1].description.contains("pending: b, c"),
+        "{violations:?}"
+    );
+}
