@@ -514,16 +514,22 @@ async fn a_stream_whose_client_stops_reading_is_dropped_with_slow_consumer_and_f
         .await
         .expect("connect");
     let mut slow = gw::chat_gateway_client::ChatGatewayClient::new(channel);
-    // A long answer, then the turn waits: about 800 KiB, far more than the
-    // client's window and the server's HTTP/2 send buffer (hyper's, 400
-    // KiB a stream), so the gateway's stream is left unpolled.
+    // A long answer written steadily (2 KiB every 5 ms, 800 KiB in all),
+    // then the turn waits: far more than the client's window and the
+    // server's HTTP/2 send buffer (hyper's, 400 KiB a stream). Written at
+    // once, the deltas could travel as a few large events that all fit in
+    // hyper's buffers, leaving nothing unread for the gateway to see; a
+    // steady writer keeps events coming once the client stops taking them.
     let gate = Arc::new(Notify::new());
-    let mut steps: Vec<Step> = (0..4000)
-        .map(|n| {
-            Step::Send(run_event::Event::TextDelta(format!(
-                "{n:04} {}",
-                "x".repeat(200)
-            )))
+    let mut steps: Vec<Step> = (0..400)
+        .flat_map(|n| {
+            [
+                Step::Send(run_event::Event::TextDelta(format!(
+                    "{n:04} {}",
+                    "x".repeat(2000)
+                ))),
+                Step::Sleep(Duration::from_millis(5)),
+            ]
         })
         .collect();
     steps.push(Step::Gate(gate.clone()));
@@ -536,8 +542,8 @@ async fn a_stream_whose_client_stops_reading_is_dropped_with_slow_consumer_and_f
         .into_inner();
 
     // The user's one stream is taken until the unread one is let go
-    // (bounded wait; the stall is half a second).
-    let mut resumed = tokio::time::timeout(Duration::from_secs(20), async {
+    // (a bounded wait, a guard against a hang; the stall is half a second).
+    let mut resumed = tokio::time::timeout(Duration::from_secs(60), async {
         loop {
             let latest = stack
                 .client
@@ -571,7 +577,7 @@ async fn a_stream_whose_client_stops_reading_is_dropped_with_slow_consumer_and_f
 
     // The slow client, reading at last, gets what was on its way, then
     // SLOW_CONSUMER; the resumed stream gets the whole answer.
-    let ended = tokio::time::timeout(Duration::from_secs(20), async {
+    let ended = tokio::time::timeout(Duration::from_secs(60), async {
         loop {
             match unread.message().await {
                 Ok(Some(_)) => {}
@@ -585,7 +591,7 @@ async fn a_stream_whose_client_stops_reading_is_dropped_with_slow_consumer_and_f
     assert_eq!(reason(&ended), "SLOW_CONSUMER", "{ended:?}");
     assert_eq!(ended.code(), Code::ResourceExhausted);
     gate.notify_one();
-    let rest = tokio::time::timeout(Duration::from_secs(20), async {
+    let rest = tokio::time::timeout(Duration::from_secs(60), async {
         let mut complete = None;
         while let Some(event) = resumed.message().await.expect("resumed stream ok") {
             if let Some(gw::chat_event::Event::Complete(done)) = event.event {
