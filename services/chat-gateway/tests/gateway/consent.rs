@@ -195,6 +195,21 @@ async fn continued(stream: Streaming<ChatEvent>, after_seq: u64) -> gw::TurnComp
     }
 }
 
+/// Submits `decisions` for `pause` and reads the continuation to its
+/// `complete`.
+async fn decide(
+    client: &mut ChatGatewayClient<Channel>,
+    pause: &Pause,
+    decisions: Vec<gw::ToolDecision>,
+) -> gw::TurnComplete {
+    let stream = client
+        .submit_tool_decisions(submit(&pause.conversation_id, &pause.turn_id, decisions))
+        .await
+        .expect("decisions accepted")
+        .into_inner();
+    continued(stream, pause.last_seq()).await
+}
+
 fn decisions_seen(seen: &crate::harness::fake_runner::Seen) -> Vec<runner::ToolDecision> {
     seen.request.decisions.clone()
 }
@@ -243,18 +258,10 @@ async fn an_approved_call_continues_the_turn_with_the_decision_and_the_pause_in_
     assert_eq!(replayed, pause.events);
 
     stack.runner.push(answer(" Found 2 rows."));
-    let complete = continued(
-        stack
-            .client
-            .submit_tool_decisions(submit(
-                &pause.conversation_id,
-                &pause.turn_id,
-                vec![approve("call_search", None)],
-            ))
-            .await
-            .expect("submitted")
-            .into_inner(),
-        pause.last_seq(),
+    let complete = decide(
+        &mut stack.client,
+        &pause,
+        vec![approve("call_search", None)],
     )
     .await;
     assert!(complete.success, "{complete:?}");
@@ -483,18 +490,10 @@ async fn edited_arguments_that_fit_the_schema_go_to_the_runner() {
     .await;
     stack.runner.push(answer(" Found Munich."));
     let edited = serde_json::json!({"table_id": "t1", "query": "Munich"});
-    let complete = continued(
-        stack
-            .client
-            .submit_tool_decisions(submit(
-                &pause.conversation_id,
-                &pause.turn_id,
-                vec![approve("call_search", Some(edited.clone()))],
-            ))
-            .await
-            .expect("submitted")
-            .into_inner(),
-        pause.last_seq(),
+    let complete = decide(
+        &mut stack.client,
+        &pause,
+        vec![approve("call_search", Some(edited.clone()))],
     )
     .await;
     assert!(complete.success);
@@ -713,18 +712,10 @@ async fn a_paused_turn_outlives_a_sigkilled_gateway_and_continues_after_its_rest
 
     let mut second = GatewayProcess::start(&config, dir.path(), "second").await;
     runner.push(answer(" Found it."));
-    let complete = continued(
-        second
-            .client
-            .submit_tool_decisions(submit(
-                &pause.conversation_id,
-                &pause.turn_id,
-                vec![approve("call_search", None)],
-            ))
-            .await
-            .expect("the restarted gateway continues it")
-            .into_inner(),
-        pause.last_seq(),
+    let complete = decide(
+        &mut second.client,
+        &pause,
+        vec![approve("call_search", None)],
     )
     .await;
     assert!(complete.success, "{complete:?}");
@@ -761,19 +752,7 @@ async fn a_turn_paused_on_one_replica_continues_on_the_other() {
         drain(resume(&mut b.client, &pause.conversation_id, &pause.turn_id, 0).await).await;
     assert_eq!(replayed, pause.events, "B replays the pause as A sent it");
     runner.push(answer(" Found it."));
-    let complete = continued(
-        b.client
-            .submit_tool_decisions(submit(
-                &pause.conversation_id,
-                &pause.turn_id,
-                vec![approve("call_search", None)],
-            ))
-            .await
-            .expect("B continues A's pause")
-            .into_inner(),
-        pause.last_seq(),
-    )
-    .await;
+    let complete = decide(&mut b.client, &pause, vec![approve("call_search", None)]).await;
     assert!(complete.success, "{complete:?}");
     // A sees the end too.
     let on_a = last_answer(&mut a.client, &pause.conversation_id).await;
