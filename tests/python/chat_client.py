@@ -10,6 +10,13 @@ conversation, seqs run 1..n, text deltas carry no markers, the final
 prints the transcript of tests/clients/README.md, the same one the Go client
 of tests/clients/go prints.
 
+A turn that calls a tool needing the user's approval, or a tool the app
+runs, pauses (`expect_pause` below): the stream sends an `approval_request`
+or `client_tool_call` per call, then a status with phase
+TURN_PHASE_AWAITING_INPUT, and ends without `complete`. The client answers
+every call with SubmitToolDecisions (the scenario's decisions) and reads
+the continuation, whose seqs follow the pause's, to its `complete`.
+
 It also shows what a UI does with the events sent while the model writes
 (`Turn` below): a `payload_partial` card is replaced by each newer revision
 and removed when its data is unset; `suggested_values` / `suggested_actions`
@@ -139,14 +146,84 @@ class Turn:
         )
 
 
-def chat(stub, scenario, request):
-    """Sends one message; checks seqs 1..n, no marker streamed, a successful complete repeating the text."""
-    turn = Turn(list(stub.Chat(request, timeout=TIMEOUT)))
-    seqs = [event.seq for event in turn.events]
-    if seqs != list(range(1, len(seqs) + 1)):
-        fail(f"sequence numbers are not 1..n: {seqs}")
+def check_seqs(events, first, what):
+    """The events' seqs run first, first + 1, ... without gaps."""
+    seqs = [event.seq for event in events]
+    if seqs != list(range(first, first + len(seqs))):
+        fail(f"{what}: sequence numbers are not {first}..n: {seqs}")
+
+
+def expect_pause(pb, number, pause, events):
+    """Checks that a turn's stream paused as the scenario's `pause` says.
+
+    No `complete`, the TURN_PHASE_AWAITING_INPUT status last, and before it
+    one request per expected one, in order (its event kind, tool and
+    arguments). Returns the decisions to submit (each the scenario's
+    ToolDecision with its request's call id) and the transcript lines of the
+    pause.
+    """
+    from google.protobuf import json_format, struct_pb2
+
+    if any(event.WhichOneof("event") == "complete" for event in events):
+        fail(f"turn {number}: the scenario expects a pause, the turn completed: {kinds(events)}")
+    awaiting = pb.TurnPhase.Value("TURN_PHASE_AWAITING_INPUT")
+    last = events[-1] if events else None
+    if last is None or last.WhichOneof("event") != "status" or last.status.phase != awaiting:
+        fail(f"turn {number}: the stream ended without complete and without an AWAITING_INPUT status last: {kinds(events)}")
+    asked = [event for event in events if event.WhichOneof("event") in ("approval_request", "client_tool_call")]
+    expected = pause["requests"]
+    if len(asked) != len(expected):
+        fail(f"turn {number}: the pause asks for {len(asked)} decisions, the scenario expects {len(expected)}")
+    decisions, lines = [], [f"turn {number}: paused: events {kinds(events)}"]
+    for event, expect in zip(asked, expected):
+        kind = event.WhichOneof("event")
+        request = getattr(event, kind)
+        arguments = json_format.ParseDict(expect["arguments"], struct_pb2.Struct())
+        if (kind, request.tool) != (expect["event"], expect["tool"]) or request.arguments != arguments:
+            fail(
+                f"turn {number}: the pause asks for {kind} {request.tool} "
+                f"{quoted(json_format.MessageToDict(request.arguments))}, the scenario expects {quoted(expect)}"
+            )
+        if not request.call_id or not request.HasField("expires_at"):
+            fail(f"turn {number}: {kind} {request.tool} has no call id or no expiry: {request}")
+        decision = json_format.ParseDict(expect["decision"], pb.ToolDecision())
+        decision.call_id = request.call_id
+        answer = decision.WhichOneof("decision")
+        if answer is None:
+            fail(f"scenario: turn {number}: the decision on {request.tool} decides nothing")
+        line = f"turn {number}: {kind} {request.tool}"
+        if kind == "approval_request":
+            line += f" {quoted(request.summary)}"
+        lines.append(f"{line}, answered {answer}")
+        decisions.append(decision)
+    return decisions, lines
+
+
+def chat(stub, pb, scenario, number, request, pause):
+    """Sends one message and reads its turn to its complete.
+
+    Checks seqs 1..n, no marker streamed, a successful complete repeating the
+    text. When the scenario expects the turn to pause (`pause`), checks the
+    pause, submits the decisions and reads the continuation, whose seqs
+    follow the pause's. Returns the whole turn and its transcript lines.
+    """
+    events = list(stub.Chat(request, timeout=TIMEOUT))
+    check_seqs(events, 1, f"turn {number}")
+    if pause is None:
+        lines = [f"turn {number}: events {kinds(events)}"]
+    else:
+        paused = Turn(events)
+        decisions, lines = expect_pause(pb, number, pause, events)
+        submission = pb.SubmitToolDecisionsRequest(
+            conversation_id=paused.conversation_id, turn_id=paused.turn_id, decisions=decisions
+        )
+        continued = list(stub.SubmitToolDecisions(submission, timeout=TIMEOUT))
+        check_seqs(continued, len(events) + 1, f"turn {number}'s continuation")
+        lines.append(f"turn {number}: continued: events {kinds(continued)}")
+        events += continued
+    turn = Turn(events)
     if turn.complete is None:
-        fail("no complete event")
+        fail(f"turn {number}: no complete event: {kinds(events)}")
     for marker in scenario["markers_never_streamed"]:
         if marker in turn.text:
             fail(f"marker {marker} leaked into the streamed text: {turn.text!r}")
@@ -154,7 +231,9 @@ def chat(stub, scenario, request):
         fail(f"turn failed: {turn.complete.message!r}")
     if turn.complete.message != turn.text:
         fail("the final message differs from the streamed text")
-    return turn
+    if pause is not None and turn.complete.turn_id != turn.turn_id:
+        fail(f"turn {number}: the continuation completes turn {turn.complete.turn_id}, not {turn.turn_id}")
+    return turn, lines
 
 
 def resume(stub, pb, original, after_seq):
@@ -241,7 +320,7 @@ def main():
             for number, step in enumerate(scenario["turns"], start=1):
                 request = json_format.ParseDict(step["request"], pb.ChatRequest())
                 request.conversation_id = conversation_id
-                turn = chat(stub, scenario, request)
+                turn, lines = chat(stub, pb, scenario, number, request, step.get("pause"))
                 if not turn.conversation_id:
                     fail(f"turn {number} did not say which conversation it is in")
                 conversation_id = turn.conversation_id
@@ -256,7 +335,8 @@ def main():
                     )
                 labels = [value.label for value in complete.suggested_values]
                 actions = [action.action for action in complete.suggested_actions]
-                print(f"turn {number}: events {kinds(turn.events)}")
+                for line in lines:
+                    print(line)
                 print(f"turn {number}: text {quoted(turn.text)}")
                 print(f"turn {number}: payload {quoted(payload)}, suggested values {quoted(labels)}, actions {quoted(actions)}")
                 turns.append(turn)
@@ -303,6 +383,7 @@ def main():
                 print(f"python client: turn {number} while streaming: {turn.streaming_summary()}", file=sys.stderr)
             print(
                 f"python client: conversation {conversation_id}: {len(turns)} turns, "
+                f"{sum(1 for step in scenario['turns'] if 'pause' in step)} paused, "
                 f"payload {turns[0].complete.custom_payload.type}, "
                 f"{len(turns[-1].complete.suggested_values)} suggested values"
             )

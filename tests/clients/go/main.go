@@ -8,6 +8,13 @@
 // google.rpc details of refused calls, and prints the transcript described
 // in tests/clients/README.md (the Python client prints the same one).
 //
+// A turn that calls a tool needing the user's approval, or a tool the app
+// runs, pauses (expectPause): the stream sends an approval_request or
+// client_tool_call per call, then a status with phase
+// TURN_PHASE_AWAITING_INPUT, and ends without complete. The client answers
+// every call with SubmitToolDecisions (the scenario's decisions) and reads
+// the continuation, whose seqs follow the pause's, to its complete.
+//
 //	parley-go-client 127.0.0.1:50051 tests/clients/scenario.json
 //
 // It exits non-zero with a message on the first violated expectation.
@@ -28,6 +35,7 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/structpb"
 
 	gatewayv1 "parley/gen/parley/gateway/v1"
 )
@@ -41,7 +49,9 @@ type scenario struct {
 	Markers []string `json:"markers_never_streamed"`
 	Turns   []struct {
 		Request json.RawMessage `json:"request"`
-		Expect  struct {
+		// Pause, when set: the turn pauses for these decisions.
+		Pause  *pause `json:"pause"`
+		Expect struct {
 			Payload         string `json:"payload"`
 			SuggestedValues int    `json:"suggested_values"`
 		} `json:"expect"`
@@ -62,7 +72,22 @@ type scenario struct {
 	} `json:"refusals"`
 }
 
-// turn is what one Chat call streamed.
+// pause is what a turn that pauses asks for, and the answers: one request
+// per call that waits, in the stream's order.
+type pause struct {
+	Requests []struct {
+		// Event is the request's kind: approval_request or client_tool_call.
+		Event     string          `json:"event"`
+		Tool      string          `json:"tool"`
+		Arguments json.RawMessage `json:"arguments"`
+		// Decision is a ToolDecision (protobuf JSON mapping) without its
+		// call id, which the client takes from the request.
+		Decision json.RawMessage `json:"decision"`
+	} `json:"requests"`
+}
+
+// turn is what one Chat call streamed (with its continuation, when it
+// paused).
 type turn struct {
 	conversationID string
 	turnID         string
@@ -126,8 +151,14 @@ func kinds(events []*gatewayv1.ChatEvent) string {
 	return strings.Join(names, " ")
 }
 
+// eventStream is a stream of ChatEvents: Chat's, ResumeTurn's or
+// SubmitToolDecisions'.
+type eventStream interface {
+	Recv() (*gatewayv1.ChatEvent, error)
+}
+
 // receive reads a turn's stream to its end.
-func receive(stream gatewayv1.ChatGateway_ChatClient) ([]*gatewayv1.ChatEvent, error) {
+func receive(stream eventStream) ([]*gatewayv1.ChatEvent, error) {
 	var events []*gatewayv1.ChatEvent
 	for {
 		event, err := stream.Recv()
@@ -141,9 +172,90 @@ func receive(stream gatewayv1.ChatGateway_ChatClient) ([]*gatewayv1.ChatEvent, e
 	}
 }
 
-// chat sends one message and checks what a UI relies on: seqs 1..n, no
-// marker in the streamed text, a successful complete that repeats it.
-func chat(client gatewayv1.ChatGatewayClient, s *scenario, request *gatewayv1.ChatRequest) turn {
+// checkSeqs checks that the events' seqs run first, first + 1, ...
+// without gaps.
+func checkSeqs(events []*gatewayv1.ChatEvent, first uint64, what string) {
+	for i, event := range events {
+		if event.Seq != first+uint64(i) {
+			fail("%s: event %d has seq %d: sequence numbers are not %d..n", what, i+1, event.Seq, first)
+		}
+	}
+}
+
+// expectPause checks that a turn's stream paused as the scenario's pause
+// says: no complete, the TURN_PHASE_AWAITING_INPUT status last, and before
+// it one request per expected one, in order (its event kind, tool and
+// arguments). It returns the decisions to submit (each the scenario's
+// ToolDecision with its request's call id) and the transcript lines of the
+// pause.
+func expectPause(number int, p *pause, events []*gatewayv1.ChatEvent) ([]*gatewayv1.ToolDecision, []string) {
+	for _, event := range events {
+		if event.GetComplete() != nil {
+			fail("turn %d: the scenario expects a pause, the turn completed: %s", number, kinds(events))
+		}
+	}
+	if len(events) == 0 || events[len(events)-1].GetStatus().GetPhase() != gatewayv1.TurnPhase_TURN_PHASE_AWAITING_INPUT {
+		fail("turn %d: the stream ended without complete and without an AWAITING_INPUT status last: %s", number, kinds(events))
+	}
+	// A request: its kind, call id, tool, arguments and (approvals) summary.
+	type asked struct {
+		kind, callID, tool, summary string
+		arguments                   *structpb.Struct
+		expires                     bool
+	}
+	var requests []asked
+	for _, event := range events {
+		if request := event.GetApprovalRequest(); request != nil {
+			requests = append(requests, asked{kind(event), request.CallId, request.Tool, request.Summary, request.Arguments, request.ExpiresAt != nil})
+		} else if call := event.GetClientToolCall(); call != nil {
+			requests = append(requests, asked{kind(event), call.CallId, call.Tool, "", call.Arguments, call.ExpiresAt != nil})
+		}
+	}
+	if len(requests) != len(p.Requests) {
+		fail("turn %d: the pause asks for %d decisions, the scenario expects %d", number, len(requests), len(p.Requests))
+	}
+	decisions := []*gatewayv1.ToolDecision{}
+	lines := []string{fmt.Sprintf("turn %d: paused: events %s", number, kinds(events))}
+	for i, request := range requests {
+		expect := p.Requests[i]
+		arguments := &structpb.Struct{}
+		if err := protojson.Unmarshal(expect.Arguments, arguments); err != nil {
+			fail("scenario: turn %d: arguments of %s: %v", number, expect.Tool, err)
+		}
+		if request.kind != expect.Event || request.tool != expect.Tool || !proto.Equal(request.arguments, arguments) {
+			fail("turn %d: the pause asks for %s %s %s, the scenario expects %s %s %s", number,
+				request.kind, request.tool, protojson.Format(request.arguments), expect.Event, expect.Tool, expect.Arguments)
+		}
+		if request.callID == "" || !request.expires {
+			fail("turn %d: %s %s has no call id or no expiry", number, request.kind, request.tool)
+		}
+		decision := &gatewayv1.ToolDecision{}
+		if err := protojson.Unmarshal(expect.Decision, decision); err != nil {
+			fail("scenario: turn %d: decision on %s: %v", number, expect.Tool, err)
+		}
+		decision.CallId = request.callID
+		message := decision.ProtoReflect()
+		answer := message.WhichOneof(message.Descriptor().Oneofs().ByName("decision"))
+		if answer == nil {
+			fail("scenario: turn %d: the decision on %s decides nothing", number, expect.Tool)
+		}
+		line := fmt.Sprintf("turn %d: %s %s", number, request.kind, request.tool)
+		if request.kind == "approval_request" {
+			line += " " + quoted(request.summary)
+		}
+		lines = append(lines, fmt.Sprintf("%s, answered %s", line, answer.Name()))
+		decisions = append(decisions, decision)
+	}
+	return decisions, lines
+}
+
+// chat sends one message, reads its turn to its complete and checks what a
+// UI relies on: seqs 1..n, no marker in the streamed text, a successful
+// complete that repeats it. When the scenario expects the turn to pause
+// (p), it checks the pause, submits the decisions and reads the
+// continuation, whose seqs follow the pause's. It returns the whole turn
+// and its transcript lines.
+func chat(client gatewayv1.ChatGatewayClient, s *scenario, number int, request *gatewayv1.ChatRequest, p *pause) (turn, []string) {
 	ctx, cancel := context.WithTimeout(context.Background(), callTimeout)
 	defer cancel()
 	stream, err := client.Chat(ctx, request)
@@ -154,19 +266,35 @@ func chat(client gatewayv1.ChatGatewayClient, s *scenario, request *gatewayv1.Ch
 	if err != nil {
 		fail("Chat stream: %v", err)
 	}
-	var result turn
+	checkSeqs(events, 1, fmt.Sprintf("turn %d", number))
+	var lines []string
+	if p == nil {
+		lines = []string{fmt.Sprintf("turn %d: events %s", number, kinds(events))}
+	} else {
+		paused := idsOf(events)
+		var decisions []*gatewayv1.ToolDecision
+		decisions, lines = expectPause(number, p, events)
+		continuation, err := client.SubmitToolDecisions(ctx, &gatewayv1.SubmitToolDecisionsRequest{
+			ConversationId: paused.conversationID,
+			TurnId:         paused.turnID,
+			Decisions:      decisions,
+		})
+		if err != nil {
+			fail("SubmitToolDecisions: %v", err)
+		}
+		continued, err := receive(continuation)
+		if err != nil {
+			fail("SubmitToolDecisions stream: %v", err)
+		}
+		checkSeqs(continued, uint64(len(events))+1, fmt.Sprintf("turn %d's continuation", number))
+		lines = append(lines, fmt.Sprintf("turn %d: continued: events %s", number, kinds(continued)))
+		events = append(events, continued...)
+	}
+	result := idsOf(events)
 	result.events = events
 	var text strings.Builder
-	for i, event := range events {
-		if event.Seq != uint64(i+1) {
-			fail("event %d has seq %d: sequence numbers are not 1..n", i+1, event.Seq)
-		}
+	for _, event := range events {
 		switch payload := event.Event.(type) {
-		case *gatewayv1.ChatEvent_Status:
-			if payload.Status.TurnId != "" {
-				result.conversationID = payload.Status.ConversationId
-				result.turnID = payload.Status.TurnId
-			}
 		case *gatewayv1.ChatEvent_TextDelta:
 			text.WriteString(payload.TextDelta)
 		case *gatewayv1.ChatEvent_Complete:
@@ -175,7 +303,7 @@ func chat(client gatewayv1.ChatGatewayClient, s *scenario, request *gatewayv1.Ch
 	}
 	result.text = text.String()
 	if result.complete == nil {
-		fail("no complete event")
+		fail("turn %d: no complete event: %s", number, kinds(events))
 	}
 	for _, marker := range s.Markers {
 		if strings.Contains(result.text, marker) {
@@ -188,7 +316,22 @@ func chat(client gatewayv1.ChatGatewayClient, s *scenario, request *gatewayv1.Ch
 	if result.complete.Message != result.text {
 		fail("the final message differs from the streamed text")
 	}
-	return result
+	if p != nil && result.complete.TurnId != result.turnID {
+		fail("turn %d: the continuation completes turn %s, not %s", number, result.complete.TurnId, result.turnID)
+	}
+	return result, lines
+}
+
+// idsOf is a turn with the conversation and turn ids its statuses name.
+func idsOf(events []*gatewayv1.ChatEvent) turn {
+	var ids turn
+	for _, event := range events {
+		if status := event.GetStatus(); status != nil && status.TurnId != "" {
+			ids.conversationID = status.ConversationId
+			ids.turnID = status.TurnId
+		}
+	}
+	return ids
 }
 
 // resume replays a turn after a seq with ResumeTurn and checks that the
@@ -310,7 +453,7 @@ func main() {
 			fail("scenario: turn %d request: %v", i+1, err)
 		}
 		request.ConversationId = conversationID
-		result := chat(client, &s, request)
+		result, lines := chat(client, &s, i+1, request, step.Pause)
 		if result.conversationID == "" {
 			fail("turn %d did not say which conversation it is in", i+1)
 		}
@@ -331,7 +474,9 @@ func main() {
 		for _, action := range complete.SuggestedActions {
 			actions = append(actions, action.Action)
 		}
-		fmt.Printf("turn %d: events %s\n", i+1, kinds(result.events))
+		for _, line := range lines {
+			fmt.Println(line)
+		}
 		fmt.Printf("turn %d: text %s\n", i+1, quoted(result.text))
 		fmt.Printf("turn %d: payload %s, suggested values %s, actions %s\n", i+1, quoted(payload), quoted(labels), quoted(actions))
 		turns = append(turns, result)
@@ -390,7 +535,13 @@ func main() {
 		fmt.Println(line)
 	}
 
+	paused := 0
+	for _, step := range s.Turns {
+		if step.Pause != nil {
+			paused++
+		}
+	}
 	last := turns[len(turns)-1].complete
-	fmt.Printf("go client: conversation %s: %d turns, payload %s, %d suggested values\n",
-		conversationID, len(turns), turns[0].complete.GetCustomPayload().GetType(), len(last.SuggestedValues))
+	fmt.Printf("go client: conversation %s: %d turns, %d paused, payload %s, %d suggested values\n",
+		conversationID, len(turns), paused, turns[0].complete.GetCustomPayload().GetType(), len(last.SuggestedValues))
 }
