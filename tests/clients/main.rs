@@ -3,7 +3,9 @@
 //! (SQLite, dev auth) as child processes on free ports, as `scripts/demo.sh`
 //! runs them. The Go client of `tests/clients/go` and the Python client of
 //! `tests/python` hold the conversation of `tests/clients/scenario.json`
-//! and must print the same transcript.
+//! and must print the same transcript; two of its turns pause (an approval
+//! of `lookup_rows`, rejected, and the app-run `ask_user_to_pick_rows`) and
+//! continue with `SubmitToolDecisions`.
 //!
 //! The binaries come from this build's target directory (`cargo test
 //! --workspace` builds them; otherwise `cargo build --bins`). Without Go or

@@ -162,6 +162,7 @@ pub fn assert_same_transcript(python: &Run, go: &Run) {
         "the transcript misses the refused call:\n{}",
         python.transcript
     );
+    assert_paused_and_continued(python);
     assert_eq!(
         python.transcript, go.transcript,
         "the Python and Go clients disagree on the scenario (left Python, right Go)"
@@ -179,4 +180,42 @@ pub fn assert_same_transcript(python: &Run, go: &Run) {
         python.summary,
         go.summary
     );
+}
+
+/// The scenario's turns that pause: an approval the client rejected and a
+/// tool the app ran, each answered with `SubmitToolDecisions` and continued
+/// to its `complete` (the clients check the rest against the scenario).
+fn assert_paused_and_continued(run: &Run) {
+    let lines: Vec<&str> = run.transcript.lines().collect();
+    for (request, answer) in [
+        ("approval_request lookup_rows ", ", answered reject"),
+        (
+            "client_tool_call ask_user_to_pick_rows",
+            ", answered result",
+        ),
+    ] {
+        let at = lines
+            .iter()
+            .position(|line| line.contains(request) && line.ends_with(answer))
+            .unwrap_or_else(|| {
+                panic!(
+                    "the transcript misses the pause's `{request}`{answer}:\n{}",
+                    run.transcript
+                )
+            });
+        let turn = lines[at].split(':').next().unwrap_or_default();
+        assert!(
+            at > 0 && lines[at - 1].starts_with(&format!("{turn}: paused: events ")),
+            "`{}` follows no pause of {turn}:\n{}",
+            lines[at],
+            run.transcript
+        );
+        assert!(
+            lines[at + 1..].iter().any(|line| line
+                .starts_with(&format!("{turn}: continued: events "))
+                && line.ends_with(" complete")),
+            "{turn} does not continue to its complete:\n{}",
+            run.transcript
+        );
+    }
 }

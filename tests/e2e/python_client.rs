@@ -1,7 +1,8 @@
 //! An application backend in another language against the containers: the
 //! Python client of `tests/python/chat_client.py` generates its stubs from
-//! `proto/` with grpcio-tools and holds a two-turn conversation through the
-//! gateway's published port.
+//! `proto/` with grpcio-tools and holds the conversation of
+//! `tests/clients/scenario.json` (four turns, two of which pause and continue
+//! with `SubmitToolDecisions`) through the gateway's published port.
 
 use std::{path::PathBuf, process::Command};
 
@@ -42,7 +43,7 @@ async fn a_generated_python_client_holds_a_conversation_with_the_containers() {
                 "python client failed:\n{stdout}\n{stderr}"
             );
             assert!(
-                stdout.contains(": 2 turns, payload schema_proposal, 3 suggested values"),
+                stdout.contains(": 4 turns, 2 paused, payload schema_proposal, 0 suggested values"),
                 "{stdout}"
             );
         })

@@ -1,7 +1,9 @@
 //! An application backend in another language: the Python client of
 //! `tests/python/chat_client.py` generates its stubs from `proto/` with
-//! grpcio-tools and holds a two-turn conversation with the whole stack
-//! (gateway, real parser, real runner on the scripted demo).
+//! grpcio-tools and holds the conversation of `tests/clients/scenario.json`
+//! with the whole stack (gateway, real parser, real runner on the scripted
+//! demo): four turns, two of which pause (an approval, a tool the app runs)
+//! and continue with `SubmitToolDecisions`.
 //!
 //! Needs `python3` with `grpcio-tools` (scripts/setup.sh installs it). Without
 //! it the test fails under `CI=true` and prints a loud NOT RUN line elsewhere.
@@ -21,10 +23,10 @@ fn python_with_grpc() -> bool {
 }
 
 #[tokio::test]
-async fn a_generated_python_client_holds_a_two_turn_conversation() {
+async fn a_generated_python_client_holds_the_scenario_with_its_pauses() {
     if !python_with_grpc() {
         not_run(
-            "python_client::a_generated_python_client_holds_a_two_turn_conversation",
+            "python_client::a_generated_python_client_holds_the_scenario_with_its_pauses",
             "python3 with grpcio-tools is missing: run scripts/setup.sh",
         );
         return;
@@ -50,7 +52,7 @@ async fn a_generated_python_client_holds_a_two_turn_conversation() {
         "python client failed:\n{stdout}\n{stderr}"
     );
     assert!(
-        stdout.contains("2 turns, payload schema_proposal"),
+        stdout.contains("4 turns, 2 paused, payload schema_proposal"),
         "{stdout}"
     );
 }
