@@ -223,8 +223,9 @@ func expectPause(number int, p *pause, events []*gatewayv1.ChatEvent) ([]*gatewa
 			fail("scenario: turn %d: arguments of %s: %v", number, expect.Tool, err)
 		}
 		if request.kind != expect.Event || request.tool != expect.Tool || !proto.Equal(request.arguments, arguments) {
+			asked, _ := protojson.Marshal(request.arguments)
 			fail("turn %d: the pause asks for %s %s %s, the scenario expects %s %s %s", number,
-				request.kind, request.tool, protojson.Format(request.arguments), expect.Event, expect.Tool, expect.Arguments)
+				request.kind, request.tool, asked, expect.Event, expect.Tool, expect.Arguments)
 		}
 		if request.callID == "" || !request.expires {
 			fail("turn %d: %s %s has no call id or no expiry", number, request.kind, request.tool)
