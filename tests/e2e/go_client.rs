@@ -26,7 +26,12 @@ async fn a_generated_go_client_holds_the_python_clients_conversation_with_the_co
         return;
     }
     let go = clients::GoClient::build().await;
-    Stack::start(&prerequisites, StackOptions::default())
+    // The scenario's table_view turns: the runner allows lookup_rows' endpoint.
+    let options = StackOptions {
+        runner_registry: true,
+        ..StackOptions::default()
+    };
+    Stack::start(&prerequisites, options)
         .await
         .run(async |stack| {
             let address = stack.addr(Service::Gateway).await;

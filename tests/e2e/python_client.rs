@@ -25,7 +25,12 @@ async fn a_generated_python_client_holds_a_conversation_with_the_containers() {
     ) {
         return;
     }
-    Stack::start(&prerequisites, StackOptions::default())
+    // The scenario's table_view turns: the runner allows lookup_rows' endpoint.
+    let options = StackOptions {
+        runner_registry: true,
+        ..StackOptions::default()
+    };
+    Stack::start(&prerequisites, options)
         .await
         .run(async |stack| {
             let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("python/chat_client.py");

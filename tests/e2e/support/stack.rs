@@ -103,6 +103,12 @@ pub struct StackOptions {
     /// Start a second gateway replica ([`Service::GatewayB`]) configured
     /// like the first.
     pub second_gateway: bool,
+    /// Give the runner the example registry (`tools.registry`, as
+    /// `deployed_config` and the local stacks do), so that it allows the
+    /// `grpc:` endpoints of its tools: without it a page with `lookup_rows`
+    /// (`table_view`) is refused with TOOL_ENDPOINT_NOT_ALLOWED. Implied by
+    /// `deployed_config`.
+    pub runner_registry: bool,
 }
 
 impl Default for StackOptions {
@@ -113,6 +119,7 @@ impl Default for StackOptions {
             deployed_config: false,
             gateway_config: None,
             second_gateway: false,
+            runner_registry: false,
         }
     }
 }
@@ -227,6 +234,13 @@ impl Stack {
                     "/etc/parley/registry.yaml",
                 ));
             runner_args.push("--config=/etc/parley/runner.toml".into());
+        } else if options.runner_registry {
+            runner = runner
+                .with_mount(mount(
+                    "deploy/config/registry.yaml",
+                    "/etc/parley/registry.yaml",
+                ))
+                .with_env_var("PARLEY_TOOLS__REGISTRY", "/etc/parley/registry.yaml");
         }
         if let Some(script) = options.runner_script {
             runner = runner.with_mount(mount(
