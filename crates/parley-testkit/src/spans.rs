@@ -18,6 +18,12 @@ pub struct CapturedSpan {
     pub trace_id: String,
     /// 16 hex digits.
     pub span_id: String,
+    /// The parent's span id, 16 hex digits (zeros for a root span).
+    pub parent_span_id: String,
+    /// The names of its span events, in order.
+    pub events: Vec<String>,
+    /// The trace ids of the spans it links to.
+    pub links: Vec<String>,
 }
 
 impl CapturedSpan {
@@ -34,10 +40,23 @@ struct Collect(Arc<Mutex<Vec<CapturedSpan>>>);
 impl SpanExporter for Collect {
     async fn export(&self, batch: Vec<SpanData>) -> OTelSdkResult {
         let mut spans = self.0.lock().unwrap_or_else(PoisonError::into_inner);
-        spans.extend(batch.into_iter().map(|span| CapturedSpan {
-            name: span.name.into_owned(),
-            trace_id: span.span_context.trace_id().to_string(),
-            span_id: span.span_context.span_id().to_string(),
+        spans.extend(batch.into_iter().map(|span| {
+            CapturedSpan {
+                name: span.name.into_owned(),
+                trace_id: span.span_context.trace_id().to_string(),
+                span_id: span.span_context.span_id().to_string(),
+                parent_span_id: span.parent_span_id.to_string(),
+                events: span
+                    .events
+                    .iter()
+                    .map(|event| event.name.clone().into_owned())
+                    .collect(),
+                links: span
+                    .links
+                    .iter()
+                    .map(|link| link.span_context.trace_id().to_string())
+                    .collect(),
+            }
         }));
         Ok(())
     }

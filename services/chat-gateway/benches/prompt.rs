@@ -5,7 +5,7 @@
 
 use std::hint::black_box;
 
-use chat_gateway::prompt::{HistoryPayload, PromptInput, build_system_prompt};
+use chat_gateway::prompt::{Decision, HistoryPayload, PromptInput, build_system_prompt};
 use chat_gateway::registry::{PageRef, Registry};
 use criterion::{Criterion, criterion_group, criterion_main};
 use serde_json::json;
@@ -21,7 +21,7 @@ fn history() -> Vec<HistoryPayload> {
             turn_index: i,
             payload_type: if i % 2 == 0 { "schema_proposal" } else { "data_proposal" }.into(),
             data: json!({"mode": "update", "reasoning": "tidy up", "operations": [{"action": "add"}, {"action": "update"}]}),
-            accepted: Some(i % 3 == 0),
+            decision: (i % 3 == 0).then_some(Decision::Accepted),
         })
         .collect()
 }

@@ -13,8 +13,8 @@ use prost_types::Timestamp;
 use serde_json::{Map, Value};
 
 use crate::store::model::{
-    AssistantMessage, EventBody, StoredPage, StoredPayload, StoredStructured,
-    StoredSuggestedAction, StoredSuggestedValue, StoredUsage, TurnState,
+    AssistantMessage, EventBody, StoredDecision, StoredFeedback, StoredPage, StoredPayload,
+    StoredStructured, StoredSuggestedAction, StoredSuggestedValue, StoredUsage, TurnState,
 };
 
 /// Unix milliseconds as a protobuf `Timestamp`.
@@ -294,6 +294,32 @@ impl TurnIds {
             conversation_id: self.conversation_id.clone(),
             turn_id: self.turn_id.clone(),
         })
+    }
+}
+
+/// A stored decision on a proposal, as `GetConversation` returns it.
+pub fn decision_to_wire(stored: &StoredDecision) -> gw::PayloadDecisionRecord {
+    use crate::store::UserDecision;
+    let decision = match stored.decision {
+        UserDecision::Accepted => gw::PayloadDecision::Accepted,
+        UserDecision::Dismissed => gw::PayloadDecision::Dismissed,
+        UserDecision::Edited => gw::PayloadDecision::Edited,
+    };
+    gw::PayloadDecisionRecord {
+        decision: decision as i32,
+        applied_data: stored.applied_data.as_ref().map(json::to_struct_wrapped),
+        note: stored.note.clone(),
+        decided_at: Some(timestamp(stored.decided_at)),
+    }
+}
+
+/// A stored rating, as `GetConversation` returns it.
+pub fn feedback_to_wire(stored: &StoredFeedback) -> gw::Feedback {
+    gw::Feedback {
+        rating: stored.rating,
+        comment: stored.comment.clone(),
+        tags: stored.tags.clone(),
+        submitted_at: Some(timestamp(stored.submitted_at)),
     }
 }
 

@@ -12,6 +12,7 @@
 //! leases) are in [`crate::durable`].
 
 pub mod decide;
+pub mod feedback;
 pub mod replica;
 pub mod start;
 pub mod stop;

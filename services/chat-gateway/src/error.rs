@@ -50,6 +50,19 @@ pub enum GatewayError {
         /// The paused turn.
         turn_id: String,
     },
+    /// A decision or rating of a turn that has not ended (it runs, or waits
+    /// for decisions on its tool calls).
+    #[error("the turn has not finished yet")]
+    TurnNotFinished {
+        /// The turn.
+        turn_id: String,
+    },
+    /// A decision on the proposal of a turn that made none.
+    #[error("the turn has no proposal to decide on")]
+    NoPayload {
+        /// The turn.
+        turn_id: String,
+    },
     /// Too many turns are running on this gateway.
     #[error("too many turns are running; retry shortly")]
     TooManyTurns,
@@ -106,6 +119,8 @@ impl GatewayError {
             Self::TurnInProgress { .. } => "TURN_IN_PROGRESS",
             Self::TurnNotAwaitingInput { .. } => "TURN_NOT_AWAITING_INPUT",
             Self::TurnAwaitingInput { .. } => "TURN_AWAITING_INPUT",
+            Self::TurnNotFinished { .. } => "TURN_NOT_FINISHED",
+            Self::NoPayload { .. } => "NO_PAYLOAD",
             Self::TooManyTurns => "TOO_MANY_TURNS",
             Self::OverQuota(_) => "QUOTA_EXCEEDED",
             Self::TooManyStreams => "TOO_MANY_STREAMS",
@@ -127,6 +142,8 @@ impl ServiceError for GatewayError {
             Self::TurnInProgress { .. }
             | Self::TurnNotAwaitingInput { .. }
             | Self::TurnAwaitingInput { .. }
+            | Self::TurnNotFinished { .. }
+            | Self::NoPayload { .. }
             | Self::ClientAction(_)
             | Self::ActionNotOnPage { .. }
             | Self::ActionTemplate(_) => Code::FailedPrecondition,
@@ -158,9 +175,9 @@ impl ServiceError for GatewayError {
             }
             Self::TurnInProgress { turn_id }
             | Self::TurnNotAwaitingInput { turn_id }
-            | Self::TurnAwaitingInput { turn_id } => {
-                Details::metadata([("turn_id", turn_id.clone())])
-            }
+            | Self::TurnAwaitingInput { turn_id }
+            | Self::TurnNotFinished { turn_id }
+            | Self::NoPayload { turn_id } => Details::metadata([("turn_id", turn_id.clone())]),
             Self::TooManyTurns | Self::TooManyStreams | Self::Store(_) => {
                 Details::retry_after(Some(Duration::from_secs(1)))
             }

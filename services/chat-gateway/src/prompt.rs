@@ -51,9 +51,24 @@ pub struct HistoryPayload {
     pub payload_type: String,
     /// The payload's JSON object.
     pub data: serde_json::Value,
-    /// Whether the user accepted (`Some(true)`) or dismissed (`Some(false)`)
-    /// it; `None` when no decision is known.
-    pub accepted: Option<bool>,
+    /// What the user did with it; `None` when no decision was recorded.
+    pub decision: Option<Decision>,
+}
+
+/// What the user did with a proposal (`RecordPayloadDecision`).
+#[derive(Debug, Clone, PartialEq)]
+pub enum Decision {
+    /// Accepted as proposed.
+    Accepted,
+    /// Dismissed.
+    Dismissed,
+    /// Accepted after editing.
+    Edited {
+        /// What the application applied, when it said.
+        applied_data: Option<serde_json::Value>,
+        /// The user's note, empty when none.
+        note: String,
+    },
 }
 
 /// Builds the system prompt.

@@ -236,6 +236,11 @@ impl Registry {
             .map(Arc::as_ref)
     }
 
+    /// Whether `page` is a registered page.
+    pub fn has_page(&self, page: &str) -> bool {
+        self.pages.contains_key(page)
+    }
+
     /// A tool by name.
     pub fn tool(&self, name: &str) -> Option<&ToolDef> {
         self.tools.iter().find(|t| t.name == name).map(Arc::as_ref)

@@ -323,17 +323,19 @@ impl ChatGateway for GatewayService {
         &self,
         request: Request<gw::RecordPayloadDecisionRequest>,
     ) -> Result<Response<gw::RecordPayloadDecisionResponse>, Status> {
-        principal(&request)?;
-        Err(Status::unimplemented(
-            "RecordPayloadDecision is not served yet",
-        ))
+        let owner = caller(&request)?;
+        let input = validate::payload_decision(request.into_inner(), self.engine.config())?;
+        self.engine.record_payload_decision(&owner, input).await?;
+        Ok(Response::new(gw::RecordPayloadDecisionResponse {}))
     }
 
     async fn submit_feedback(
         &self,
         request: Request<gw::SubmitFeedbackRequest>,
     ) -> Result<Response<gw::SubmitFeedbackResponse>, Status> {
-        principal(&request)?;
-        Err(Status::unimplemented("SubmitFeedback is not served yet"))
+        let owner = caller(&request)?;
+        let input = validate::feedback(request.into_inner())?;
+        self.engine.submit_feedback(&owner, input).await?;
+        Ok(Response::new(gw::SubmitFeedbackResponse {}))
     }
 }

@@ -26,6 +26,7 @@ macro_rules! db_now_ms {
 }
 
 mod batch;
+pub mod decisions;
 mod group;
 pub mod listen;
 pub mod model;
@@ -48,8 +49,8 @@ use sqlx::{
 };
 
 pub use model::{
-    AssistantMessage, ConversationSummary, EventBody, StoredEvent, StoredPage, StoredPayload,
-    TurnPage, TurnRecord, TurnState,
+    AssistantMessage, ConversationSummary, EventBody, StoredDecision, StoredEvent, StoredFeedback,
+    StoredPage, StoredPayload, TurnPage, TurnRecord, TurnState, UserDecision,
 };
 pub use reap::{Finalize, ReapIf, ReapInput, Reaped};
 pub use turns::HeldTurn;
@@ -101,6 +102,17 @@ pub enum StoreError {
         turn: String,
         /// The stored value.
         state: String,
+    },
+    /// A stored decision or rating of a turn does not decode.
+    #[error("stored {column} of turn {turn} is not valid: {source}")]
+    CorruptColumn {
+        /// The turn.
+        turn: String,
+        /// The column.
+        column: &'static str,
+        /// The cause.
+        #[source]
+        source: serde_json::Error,
     },
     /// An event could not be encoded.
     #[error("cannot encode an event: {0}")]
@@ -207,7 +219,7 @@ pub enum BeginTurn {
         turn_index: u32,
     },
     /// The request id was already used by this owner: nothing was stored.
-    DuplicateRequest(TurnRecord),
+    DuplicateRequest(Box<TurnRecord>),
     /// The conversation does not exist for this owner.
     NotFound,
     /// Another turn is running on the conversation (on any replica):
@@ -359,6 +371,11 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
         11,
         "awaiting input",
         include_str!("store/migrations/0011_awaiting_input.sql"),
+    ),
+    (
+        12,
+        "turn decisions",
+        include_str!("store/migrations/0012_turn_decisions.sql"),
     ),
 ];
 

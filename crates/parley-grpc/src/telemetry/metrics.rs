@@ -87,6 +87,10 @@ pub struct Metrics {
     pub tenant_rejected: IntCounterVec,
     /// Turns cancelled because nobody followed them, by tenant.
     pub tenant_abandoned: IntCounterVec,
+    /// Users' decisions on proposal cards, by payload type and decision.
+    pub payload_decisions: IntCounterVec,
+    /// Users' ratings of turns, by page and rating.
+    pub feedback: IntCounterVec,
     /// Each configured MCP server: 1 when ready, 0 when starting or down.
     pub mcp_server_up: IntGaugeVec,
     /// Attempts to start or connect an MCP server, by server and outcome
@@ -251,6 +255,18 @@ impl Metrics {
                 sc::METRIC_TENANT_ABANDONED,
                 "Turns cancelled after abandoned_turn_grace without anyone following them, by tenant.",
                 &[sc::LABEL_TENANT],
+            ),
+            payload_decisions: counter(
+                r,
+                sc::METRIC_PAYLOAD_DECISIONS,
+                "Users' decisions on proposal cards (RecordPayloadDecision), by payload type and decision.",
+                &[sc::LABEL_PAYLOAD_TYPE, sc::LABEL_DECISION],
+            ),
+            feedback: counter(
+                r,
+                sc::METRIC_FEEDBACK,
+                "Users' ratings of turns (SubmitFeedback), by the turn's page and the rating.",
+                &[sc::LABEL_PAGE, sc::LABEL_RATING],
             ),
             mcp_server_up,
             mcp_server_connects: counter(

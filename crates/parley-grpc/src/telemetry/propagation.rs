@@ -59,6 +59,29 @@ pub fn inject_current(headers: &mut HeaderMap) {
     inject(&Context::current(), headers);
 }
 
+/// The `traceparent` of the current `tracing` span, when it is traced: kept
+/// with what it began (a turn), so that later calls about it can record on
+/// its trace.
+pub fn current_traceparent() -> Option<String> {
+    use tracing_opentelemetry::OpenTelemetrySpanExt;
+    let mut headers = HeaderMap::new();
+    inject(&tracing::Span::current().context(), &mut headers);
+    headers
+        .get("traceparent")
+        .and_then(|value| value.to_str().ok())
+        .map(str::to_owned)
+}
+
+/// The remote parent a stored `traceparent` names; an empty context when it
+/// is malformed.
+pub fn from_traceparent(traceparent: &str) -> Context {
+    let mut headers = HeaderMap::new();
+    if let Ok(value) = HeaderValue::from_str(traceparent) {
+        headers.insert("traceparent", value);
+    }
+    extract(&headers)
+}
+
 #[cfg(test)]
 mod tests {
     use opentelemetry::trace::{SpanContext, SpanId, TraceFlags, TraceId, TraceState};
@@ -104,5 +127,22 @@ mod tests {
         );
         inject(&Context::new().with_remote_span_context(valid), &mut out);
         assert!(out.contains_key("traceparent"));
+    }
+
+    #[test]
+    fn a_stored_traceparent_names_its_span_and_garbage_names_none() {
+        let stored = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
+        let cx = from_traceparent(stored);
+        assert_eq!(
+            cx.span().span_context().span_id().to_string(),
+            "00f067aa0ba902b7"
+        );
+        assert!(
+            !from_traceparent("00-garbage\n")
+                .span()
+                .span_context()
+                .is_valid()
+        );
+        assert_eq!(current_traceparent(), None, "no span, no traceparent");
     }
 }

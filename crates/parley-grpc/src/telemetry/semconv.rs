@@ -112,6 +112,10 @@ pub const METRIC_TENANT_TOKENS: &str = "parley_tenant_tokens_total";
 pub const METRIC_TENANT_REJECTED: &str = "parley_tenant_turns_rejected_total";
 /// Turns cancelled because nobody followed them any more, by tenant.
 pub const METRIC_TENANT_ABANDONED: &str = "parley_tenant_turns_abandoned_total";
+/// Users' decisions on proposal cards, by payload type and decision.
+pub const METRIC_PAYLOAD_DECISIONS: &str = "parley_payload_decisions_total";
+/// Users' ratings of turns, by page and rating.
+pub const METRIC_FEEDBACK: &str = "parley_feedback_total";
 /// OTel `gen_ai.client.token.usage`.
 pub const METRIC_TOKEN_USAGE: &str = "gen_ai_client_token_usage";
 /// OTel `gen_ai.client.operation.duration` (seconds).
@@ -155,6 +159,14 @@ pub const LABEL_OUTCOME: &str = "outcome";
 pub const LABEL_REASON: &str = "reason";
 /// The caller's tenant (empty without one; capped).
 pub const LABEL_TENANT: &str = "tenant";
+/// Label: a registered payload type (`_OTHER` for one no longer registered).
+pub const LABEL_PAYLOAD_TYPE: &str = "payload_type";
+/// Label: a user's decision (`accepted`, `dismissed`, `edited`).
+pub const LABEL_DECISION: &str = "decision";
+/// Label: a registered page (`_OTHER` for one no longer registered).
+pub const LABEL_PAGE: &str = "page";
+/// Label: a rating (`-1`, `1` to `5`).
+pub const LABEL_RATING: &str = "rating";
 /// Label: a diagnostic kind.
 pub const LABEL_KIND: &str = "kind";
 /// Label: a configured MCP server's name (bounded by the configuration).

@@ -131,7 +131,7 @@ impl Engine {
             BeginTurn::Started { .. } => {}
             BeginTurn::DuplicateRequest(turn) => {
                 drop(slot);
-                return self.follow_leased(&start.principal, turn, 0).await;
+                return self.follow_leased(&start.principal, *turn, 0).await;
             }
             BeginTurn::NotFound => return Err(GatewayError::ConversationNotFound),
             BeginTurn::Busy { turn_id } => return Err(GatewayError::TurnInProgress { turn_id }),

@@ -4,7 +4,7 @@
 //! types without one (or no longer registered) fall back to compact JSON.
 //! Only the most recent `limits.max_manifest_entries` are listed.
 
-use super::{HistoryPayload, PromptInput};
+use super::{Decision, HistoryPayload, PromptInput};
 use crate::text::{compact, truncate};
 
 /// The section, or `None` when the conversation has no earlier payloads.
@@ -24,29 +24,51 @@ pub(super) fn payload_manifest(input: &PromptInput) -> Option<String> {
         out.push_str(&format!("\n- ({skipped} earlier payload(s) not listed)"));
     }
     for p in &payloads[skipped..] {
-        let summary = truncate(&summary(input, p), limits.max_summary_chars);
+        let max = limits.max_summary_chars;
+        let shown = truncate(&summary(input, &p.payload_type, &p.data), max);
         out.push_str(&format!(
             "\n- turn {}, {}: {}",
-            p.turn_index, p.payload_type, summary
+            p.turn_index, p.payload_type, shown
         ));
-        match p.accepted {
-            Some(true) => out.push_str(" [accepted]"),
-            Some(false) => out.push_str(" [dismissed]"),
+        match &p.decision {
+            Some(Decision::Accepted) => out.push_str(" [accepted]"),
+            Some(Decision::Dismissed) => out.push_str(" [dismissed]"),
+            Some(Decision::Edited { applied_data, note }) => {
+                let mut what = Vec::new();
+                let note = one_line(note);
+                if !note.is_empty() {
+                    what.push(truncate(&note, max));
+                }
+                if let Some(data) = applied_data {
+                    let applied = summary(input, &p.payload_type, data);
+                    what.push(format!("applied {}", truncate(&applied, max)));
+                }
+                if what.is_empty() {
+                    out.push_str(" [edited]");
+                } else {
+                    out.push_str(&format!(" [edited: {}]", what.join("; ")));
+                }
+            }
             None => {}
         }
     }
     Some(out)
 }
 
-/// The payload's summary on one line.
-fn summary(input: &PromptInput, p: &HistoryPayload) -> String {
-    let text = match input.registry.render_summary(&p.payload_type, &p.data) {
+/// A payload's summary on one line.
+fn summary(input: &PromptInput, payload_type: &str, data: &serde_json::Value) -> String {
+    let text = match input.registry.render_summary(payload_type, data) {
         Ok(Some(text)) if !text.trim().is_empty() => text,
-        Ok(_) => compact(&p.data),
+        Ok(_) => compact(data),
         Err(e) => {
-            tracing::warn!(payload_type = %p.payload_type, error = %e, "summary template failed, using json");
-            compact(&p.data)
+            tracing::warn!(%payload_type, error = %e, "summary template failed, using json");
+            compact(data)
         }
     };
+    one_line(&text)
+}
+
+/// `text` with its runs of whitespace (line breaks too) made one space.
+fn one_line(text: &str) -> String {
     text.split_whitespace().collect::<Vec<_>>().join(" ")
 }

@@ -36,19 +36,19 @@ fn history() -> Vec<HistoryPayload> {
                 "operations": [{"action": "add"}, {"action": "add"}, {"action": "add"}],
                 "sample_rows": [{"Company": "Acme"}]
             }),
-            accepted: Some(true),
+            decision: Some(Decision::Accepted),
         },
         HistoryPayload {
             turn_index: 3,
             payload_type: "data_proposal".into(),
             data: json!({"operations": [{"action": "add"}, {"action": "update"}, {"action": "update"}]}),
-            accepted: Some(false),
+            decision: Some(Decision::Dismissed),
         },
         HistoryPayload {
             turn_index: 4,
             payload_type: "retired_type".into(),
             data: json!({"z": 1, "a": "x"}),
-            accepted: None,
+            decision: None,
         },
     ]
 }
@@ -344,6 +344,49 @@ fn manifest_summarises_with_templates_and_falls_back_to_json() {
 }
 
 #[test]
+fn manifest_says_what_the_user_applied_of_an_edited_proposal() {
+    let registry = Registry::example();
+    let edited = |applied_data: Option<Value>, note: &str| {
+        vec![HistoryPayload {
+            turn_index: 2,
+            payload_type: "data_proposal".into(),
+            data: json!({"operations": [{"action": "add"}, {"action": "add"}]}),
+            decision: Some(Decision::Edited {
+                applied_data,
+                note: note.into(),
+            }),
+        }]
+    };
+    let manifest = |history: &[HistoryPayload]| {
+        let p = prompt(
+            &registry,
+            PageRef::new("table_view", "", ""),
+            None,
+            None,
+            history,
+            None,
+        );
+        p.lines()
+            .find(|line| line.starts_with("- turn 2,"))
+            .expect("the manifest line")
+            .to_owned()
+    };
+    let both = edited(
+        Some(json!({"operations": [{"action": "add"}]})),
+        "kept only\nthe first row",
+    );
+    assert_eq!(
+        manifest(&both),
+        "- turn 2, data_proposal: 2 add, 0 update, 0 delete \
+         [edited: kept only the first row; applied 1 add, 0 update, 0 delete]"
+    );
+    assert_eq!(
+        manifest(&edited(None, "")),
+        "- turn 2, data_proposal: 2 add, 0 update, 0 delete [edited]"
+    );
+}
+
+#[test]
 fn manifest_keeps_the_most_recent_entries_and_bounds_summaries() {
     let registry = Registry::from_str(
         "version: 1\nlimits:\n  max_manifest_entries: 2\n  max_summary_chars: 12\n",
@@ -356,7 +399,7 @@ fn manifest_keeps_the_most_recent_entries_and_bounds_summaries() {
             turn_index: i,
             payload_type: "note".into(),
             data: json!({"text": format!("note number {i} is long")}),
-            accepted: None,
+            decision: None,
         })
         .collect();
     let p = prompt(&registry, PageRef::default(), None, None, &history, None);

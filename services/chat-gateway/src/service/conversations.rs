@@ -109,10 +109,8 @@ pub fn decode_page_token(token: &str) -> Result<ListCursor, GatewayError> {
 /// or a `RUNNING` placeholder for a turn still in progress, or an
 /// `AWAITING_INPUT` one for a paused turn (filled in by [`paused`]).
 pub fn messages(events: &[StoredEvent], turns: &[TurnRecord]) -> Vec<gw::ConversationMessage> {
-    let states: HashMap<&str, TurnState> = turns
-        .iter()
-        .map(|turn| (turn.id.as_str(), turn.state))
-        .collect();
+    let records: HashMap<&str, &TurnRecord> =
+        turns.iter().map(|turn| (turn.id.as_str(), turn)).collect();
     let mut out: Vec<gw::ConversationMessage> = Vec::new();
     let mut tools: Vec<gw::ToolRecord> = Vec::new();
     let mut reasoning = String::new();
@@ -120,7 +118,7 @@ pub fn messages(events: &[StoredEvent], turns: &[TurnRecord]) -> Vec<gw::Convers
     let mut answered = true;
     let flush_running =
         |out: &mut Vec<gw::ConversationMessage>, turn: &str, answered: bool, at: i64| {
-            let state = match states.get(turn) {
+            let state = match records.get(turn).map(|record| record.state) {
                 Some(TurnState::Running) => gw::TurnState::Running,
                 Some(TurnState::AwaitingInput) => gw::TurnState::AwaitingInput,
                 _ => return,
@@ -197,6 +195,13 @@ pub fn messages(events: &[StoredEvent], turns: &[TurnRecord]) -> Vec<gw::Convers
                     convert::assistant_to_wire(&event.turn_id, event.created_at, answer);
                 message.tool_history = std::mem::take(&mut tools);
                 message.reasoning = std::mem::take(&mut reasoning);
+                if let Some(record) = records.get(event.turn_id.as_str()) {
+                    message.payload_decision = record
+                        .payload_decision
+                        .as_ref()
+                        .map(convert::decision_to_wire);
+                    message.feedback = record.feedback.as_ref().map(convert::feedback_to_wire);
+                }
                 out.push(message);
                 answered = true;
             }
@@ -353,6 +358,8 @@ mod tests {
                 replica: None,
                 retryable: false,
                 last_event_seq: 0,
+                payload_decision: None,
+                feedback: None,
             },
             TurnRecord {
                 id: "t2".into(),
@@ -363,6 +370,8 @@ mod tests {
                 replica: None,
                 retryable: false,
                 last_event_seq: 0,
+                payload_decision: None,
+                feedback: None,
             },
         ];
         let messages = messages(&events, &turns);

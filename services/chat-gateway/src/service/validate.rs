@@ -427,9 +427,228 @@ pub fn tool_decisions(
     })
 }
 
+/// Longest note on a payload decision, in bytes.
+pub const MAX_DECISION_NOTE: usize = 2048;
+/// Longest feedback comment, in bytes.
+pub const MAX_FEEDBACK_COMMENT: usize = 4096;
+/// Most feedback tags.
+pub const MAX_FEEDBACK_TAGS: usize = 16;
+/// Longest feedback tag, in bytes.
+pub const MAX_FEEDBACK_TAG: usize = 64;
+
+/// The conversation and turn a decision or rating is about: both required.
+fn decided_turn(conversation_id: &str, turn_id: &str) -> Result<(), GatewayError> {
+    self::conversation_id(conversation_id)?;
+    if turn_id.is_empty() {
+        return Err(GatewayError::invalid(
+            "INVALID_ID",
+            "turn_id",
+            "the turn is required",
+        ));
+    }
+    id(turn_id, "turn_id")
+}
+
+/// `text` within `max` bytes, without control characters other than line
+/// breaks and tabs.
+fn free_text(
+    text: &str,
+    field: &str,
+    max: usize,
+    reason: &'static str,
+) -> Result<(), GatewayError> {
+    if text.len() > max {
+        return Err(GatewayError::invalid(
+            reason,
+            field,
+            format!("is {} bytes, the limit is {max}", text.len()),
+        ));
+    }
+    if text
+        .chars()
+        .any(|c| c.is_control() && !matches!(c, '\n' | '\r' | '\t'))
+    {
+        return Err(GatewayError::invalid(
+            reason,
+            field,
+            "must not hold control characters",
+        ));
+    }
+    Ok(())
+}
+
+/// A `RecordPayloadDecision` request checked: a decision, edited data only
+/// with `EDITED` (and within `turns.max_state_bytes`), a bounded note.
+pub fn payload_decision(
+    request: gw::RecordPayloadDecisionRequest,
+    config: &TurnConfig,
+) -> Result<crate::engine::feedback::PayloadDecisionInput, GatewayError> {
+    use crate::store::UserDecision;
+    const REASON: &str = "INVALID_PAYLOAD_DECISION";
+    decided_turn(&request.conversation_id, &request.turn_id)?;
+    let decision = match gw::PayloadDecision::try_from(request.decision) {
+        Ok(gw::PayloadDecision::Accepted) => UserDecision::Accepted,
+        Ok(gw::PayloadDecision::Dismissed) => UserDecision::Dismissed,
+        Ok(gw::PayloadDecision::Edited) => UserDecision::Edited,
+        Ok(gw::PayloadDecision::Unspecified) | Err(_) => {
+            return Err(GatewayError::invalid(
+                REASON,
+                "decision",
+                "must be ACCEPTED, DISMISSED or EDITED",
+            ));
+        }
+    };
+    let applied_data = request.applied_data.as_ref().map(json::from_struct_value);
+    if let Some(applied) = &applied_data {
+        if decision != UserDecision::Edited {
+            return Err(GatewayError::invalid(
+                REASON,
+                "applied_data",
+                "is for PAYLOAD_DECISION_EDITED only",
+            ));
+        }
+        let size = serde_json::to_vec(applied).map_or(usize::MAX, |bytes| bytes.len());
+        if size > config.max_state_bytes {
+            return Err(GatewayError::invalid(
+                REASON,
+                "applied_data",
+                format!(
+                    "is {size} bytes as JSON, the limit is {}",
+                    config.max_state_bytes
+                ),
+            ));
+        }
+    }
+    free_text(&request.note, "note", MAX_DECISION_NOTE, REASON)?;
+    Ok(crate::engine::feedback::PayloadDecisionInput {
+        conversation_id: request.conversation_id,
+        turn_id: request.turn_id,
+        decision,
+        applied_data,
+        note: request.note,
+    })
+}
+
+/// A `SubmitFeedback` request checked: a rating of -1 or 1 to 5, a bounded
+/// comment and tags.
+pub fn feedback(
+    request: gw::SubmitFeedbackRequest,
+) -> Result<crate::engine::feedback::FeedbackInput, GatewayError> {
+    const REASON: &str = "INVALID_FEEDBACK";
+    decided_turn(&request.conversation_id, &request.turn_id)?;
+    if !matches!(request.rating, -1 | 1..=5) {
+        return Err(GatewayError::invalid(
+            REASON,
+            "rating",
+            "must be -1 (thumbs down), 1 (thumbs up) or 1 to 5",
+        ));
+    }
+    free_text(&request.comment, "comment", MAX_FEEDBACK_COMMENT, REASON)?;
+    if request.tags.len() > MAX_FEEDBACK_TAGS {
+        return Err(GatewayError::invalid(
+            REASON,
+            "tags",
+            format!("at most {MAX_FEEDBACK_TAGS} tags"),
+        ));
+    }
+    for (index, tag) in request.tags.iter().enumerate() {
+        if tag.is_empty() || tag.len() > MAX_FEEDBACK_TAG || tag.chars().any(char::is_control) {
+            return Err(GatewayError::invalid(
+                REASON,
+                &format!("tags[{index}]"),
+                format!("must be 1 to {MAX_FEEDBACK_TAG} bytes without control characters"),
+            ));
+        }
+    }
+    Ok(crate::engine::feedback::FeedbackInput {
+        conversation_id: request.conversation_id,
+        turn_id: request.turn_id,
+        rating: request.rating,
+        comment: request.comment,
+        tags: request.tags,
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn decisions_and_feedback_are_refused_with_the_field_at_fault() {
+        let config = TurnConfig::default();
+        let decision = |decision: gw::PayloadDecision, data: bool, note: &str| {
+            payload_decision(
+                gw::RecordPayloadDecisionRequest {
+                    conversation_id: "c".into(),
+                    turn_id: "t".into(),
+                    decision: decision as i32,
+                    applied_data: data
+                        .then(|| json::to_struct_wrapped(&serde_json::json!({"a": 1}))),
+                    note: note.into(),
+                },
+                &config,
+            )
+        };
+        let field = |error: GatewayError| match error {
+            GatewayError::InvalidArgument { reason, violations } => {
+                (reason, violations[0].0.clone())
+            }
+            other => panic!("{other:?}"),
+        };
+        assert_eq!(
+            field(decision(gw::PayloadDecision::Unspecified, false, "").expect_err("unset")),
+            ("INVALID_PAYLOAD_DECISION", "decision".into())
+        );
+        assert_eq!(
+            field(decision(gw::PayloadDecision::Dismissed, true, "").expect_err("data")),
+            ("INVALID_PAYLOAD_DECISION", "applied_data".into())
+        );
+        assert_eq!(
+            field(
+                decision(gw::PayloadDecision::Accepted, false, &"n".repeat(2049))
+                    .expect_err("note")
+            ),
+            ("INVALID_PAYLOAD_DECISION", "note".into())
+        );
+        let edited = decision(gw::PayloadDecision::Edited, true, "two rows\nonly").expect("ok");
+        assert_eq!(edited.applied_data, Some(serde_json::json!({"a": 1})));
+
+        let rate = |rating: i32, tags: Vec<String>| {
+            feedback(gw::SubmitFeedbackRequest {
+                conversation_id: "c".into(),
+                turn_id: "t".into(),
+                rating,
+                comment: String::new(),
+                tags,
+            })
+        };
+        for bad in [0, -2, 6] {
+            assert_eq!(
+                field(rate(bad, vec![]).expect_err("rating")),
+                ("INVALID_FEEDBACK", "rating".into())
+            );
+        }
+        assert_eq!(
+            field(rate(1, vec!["ok".into(), String::new()]).expect_err("tag")),
+            ("INVALID_FEEDBACK", "tags[1]".into())
+        );
+        assert_eq!(
+            field(rate(1, vec!["t".into(); 17]).expect_err("tags")),
+            ("INVALID_FEEDBACK", "tags".into())
+        );
+        rate(-1, vec!["inaccurate".into()]).expect("thumbs down");
+        assert_eq!(
+            field(
+                feedback(gw::SubmitFeedbackRequest {
+                    conversation_id: "c".into(),
+                    rating: 5,
+                    ..Default::default()
+                })
+                .expect_err("no turn")
+            ),
+            ("INVALID_ID", "turn_id".into())
+        );
+    }
 
     #[test]
     fn models_split_at_the_first_slash() {

@@ -318,6 +318,63 @@ pub struct TurnRecord {
     pub retryable: bool,
     /// The seq of its last stored wire event.
     pub last_event_seq: u64,
+    /// What the user did with its proposal card, when recorded.
+    pub payload_decision: Option<StoredDecision>,
+    /// The user's rating, when given.
+    pub feedback: Option<StoredFeedback>,
+}
+
+/// What the user did with a turn's proposal card.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum UserDecision {
+    /// Accepted as proposed.
+    Accepted,
+    /// Dismissed.
+    Dismissed,
+    /// Accepted after editing.
+    Edited,
+}
+
+impl UserDecision {
+    /// The metric label and the stored name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Accepted => "accepted",
+            Self::Dismissed => "dismissed",
+            Self::Edited => "edited",
+        }
+    }
+}
+
+/// A recorded decision on a turn's proposal (`turns.payload_decision`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct StoredDecision {
+    /// The decision.
+    pub decision: UserDecision,
+    /// What the application applied, for an edited proposal.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub applied_data: Option<Value>,
+    /// The user's note, empty when none.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub note: String,
+    /// When it was recorded, Unix ms.
+    pub decided_at: i64,
+}
+
+/// A recorded rating of a turn (`turns.feedback`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct StoredFeedback {
+    /// -1, 1, or 1 to 5.
+    pub rating: i32,
+    /// The comment, empty when none.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub comment: String,
+    /// The tags.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tags: Vec<String>,
+    /// When it was submitted, Unix ms.
+    pub submitted_at: i64,
 }
 
 #[cfg(test)]

@@ -11,8 +11,8 @@ use super::{
 };
 
 /// The columns [`turn_from_row`] reads.
-const TURN_COLUMNS: &str =
-    "id, conversation_id, turn_index, state, outcome, replica, retryable, last_event_seq";
+const TURN_COLUMNS: &str = "id, conversation_id, turn_index, state, outcome, replica, retryable, last_event_seq, \
+     payload_decision, feedback";
 
 /// The events of the last `$3` turns of conversation `$1` of owner `$2`,
 /// oldest first. Read by turn (`events_by_turn`), so it costs the same for
@@ -42,7 +42,6 @@ fn turn_from_row(row: &AnyRow) -> Result<TurnRecord, StoreError> {
         state,
     })?;
     Ok(TurnRecord {
-        id,
         conversation_id: row.try_get("conversation_id")?,
         turn_index: to_u32(row.try_get("turn_index")?),
         state: parsed,
@@ -50,7 +49,28 @@ fn turn_from_row(row: &AnyRow) -> Result<TurnRecord, StoreError> {
         replica: row.try_get("replica")?,
         retryable: row.try_get::<i64, _>("retryable")? != 0,
         last_event_seq: u64::try_from(row.try_get::<i64, _>("last_event_seq")?).unwrap_or(0),
+        payload_decision: json_column(row, &id, "payload_decision")?,
+        feedback: json_column(row, &id, "feedback")?,
+        id,
     })
+}
+
+/// A nullable JSON column of turn `turn`, decoded.
+fn json_column<T: serde::de::DeserializeOwned>(
+    row: &AnyRow,
+    turn: &str,
+    column: &'static str,
+) -> Result<Option<T>, StoreError> {
+    let Some(text) = row.try_get::<Option<String>, _>(column)? else {
+        return Ok(None);
+    };
+    serde_json::from_str(&text)
+        .map(Some)
+        .map_err(|source| StoreError::CorruptColumn {
+            turn: turn.to_owned(),
+            column,
+            source,
+        })
 }
 
 fn summary_from_row(row: &AnyRow) -> Result<ConversationSummary, StoreError> {
@@ -82,6 +102,9 @@ impl Store {
             replica: new.replica.to_owned(),
             lease_ttl: new.lease_ttl_ms.min(super::turns::MAX_LEASE_MS),
             stream_ahead: new.stream_ahead,
+            // The trace of the call that begins the turn (the current
+            // span's), for the span events of its decision and rating.
+            trace_parent: parley_grpc::telemetry::propagation::current_traceparent(),
             admission: new.admission.clone(),
             postgres: self.backend() == super::Backend::Postgres,
             now: now_ms(),
@@ -101,7 +124,7 @@ impl Store {
                     && let Some(existing) = self.turn_by_request(new.owner, request_id).await?
                     && !(existing.state == TurnState::Failed && existing.retryable)
                 {
-                    return Ok(BeginTurn::DuplicateRequest(existing));
+                    return Ok(BeginTurn::DuplicateRequest(Box::new(existing)));
                 }
                 return Ok(BeginTurn::Busy { turn_id });
             }
@@ -116,7 +139,7 @@ impl Store {
                 && let Some(existing) = self.turn_by_request(new.owner, request_id).await?
                 && existing.id != new.turn_id
             {
-                return Ok(BeginTurn::DuplicateRequest(existing));
+                return Ok(BeginTurn::DuplicateRequest(Box::new(existing)));
             }
             if let Some(running) = self.running_turn(new.owner, new.conversation_id).await? {
                 return Ok(BeginTurn::Busy {
@@ -211,6 +234,31 @@ impl Store {
     /// One turn of this owner.
     pub async fn turn(&self, owner: &str, turn_id: &str) -> Result<Option<TurnRecord>, StoreError> {
         self.one_turn("id = $2", owner, turn_id).await
+    }
+
+    /// The last `max_turns` turns of a conversation of this owner, oldest
+    /// first: those whose events [`Store::recent_events`] reads.
+    pub async fn recent_turns(
+        &self,
+        owner: &str,
+        conversation_id: &str,
+        max_turns: u32,
+    ) -> Result<Vec<TurnRecord>, StoreError> {
+        let rows = sqlx::query(sqlx::AssertSqlSafe(format!(
+            "SELECT {TURN_COLUMNS} FROM turns WHERE owner = $1 AND conversation_id = $2 \
+             ORDER BY turn_index DESC LIMIT $3",
+        )))
+        .bind(owner)
+        .bind(conversation_id)
+        .bind(i64::from(max_turns))
+        .fetch_all(&self.pool)
+        .await?;
+        let mut turns = rows
+            .iter()
+            .map(turn_from_row)
+            .collect::<Result<Vec<_>, _>>()?;
+        turns.reverse();
+        Ok(turns)
     }
 
     /// The turns of a conversation of this owner, oldest first.

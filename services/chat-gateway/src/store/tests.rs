@@ -1955,7 +1955,83 @@ on_both_backends!(
     a_conversation_reads_in_pages_of_turns,
     tool_calls_are_fenced_by_the_lease,
     paused_turns_are_taken_back_once,
+    decisions_and_ratings_are_the_owners_and_the_last_one_wins,
 );
+
+async fn decisions_and_ratings_are_the_owners_and_the_last_one_wins(store: Store) {
+    let conversation = id();
+    let turn = start(&store, "alice", &conversation, true, None).await;
+    assert!(finish(&store, "alice", &conversation, &turn, "Here.").await);
+    let decided = store
+        .decided_turn("alice", &conversation, &turn)
+        .await
+        .expect("read")
+        .expect("alice's turn");
+    assert_eq!(decided.state, TurnState::Completed);
+    assert_eq!(decided.page, "tables_list");
+    assert_eq!(decided.trace_parent, None, "begun outside a traced call");
+    for (owner, conversation) in [("mallory", conversation.as_str()), ("alice", "other")] {
+        assert_eq!(
+            store
+                .decided_turn(owner, conversation, &turn)
+                .await
+                .expect("read"),
+            None
+        );
+    }
+
+    let dismissed = StoredDecision {
+        decision: UserDecision::Dismissed,
+        applied_data: None,
+        note: String::new(),
+        decided_at: 1,
+    };
+    let edited = StoredDecision {
+        decision: UserDecision::Edited,
+        applied_data: Some(serde_json::json!({"rows": [1]})),
+        note: "one row".into(),
+        decided_at: 2,
+    };
+    assert!(
+        !store
+            .record_payload_decision("mallory", &conversation, &turn, &dismissed)
+            .await
+            .expect("write"),
+        "not mallory's"
+    );
+    for decision in [&dismissed, &edited] {
+        assert!(
+            store
+                .record_payload_decision("alice", &conversation, &turn, decision)
+                .await
+                .expect("write")
+        );
+    }
+    let rating = StoredFeedback {
+        rating: -1,
+        comment: "wrong table".into(),
+        tags: vec!["inaccurate".into()],
+        submitted_at: 3,
+    };
+    assert!(
+        store
+            .record_feedback("alice", &conversation, &turn, &rating)
+            .await
+            .expect("write")
+    );
+    let turns = store.turns("alice", &conversation).await.expect("turns");
+    assert_eq!(
+        turns[0].payload_decision.as_ref(),
+        Some(&edited),
+        "the last one wins"
+    );
+    assert_eq!(turns[0].feedback.as_ref(), Some(&rating));
+    let recent = store
+        .recent_turns("alice", &conversation, 1)
+        .await
+        .expect("recent");
+    assert_eq!(recent, turns);
+}
 
 /// A second replica's store on the schema of a test PostgreSQL URL.
 async fn replica_on(url: &str, options: StoreOptions) -> Store {

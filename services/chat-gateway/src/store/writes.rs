@@ -75,6 +75,8 @@ pub(crate) struct BeginTurnWrite {
     /// The first lease's length, ms from now on the store's clock.
     pub(crate) lease_ttl: i64,
     pub(crate) stream_ahead: u64,
+    /// The `traceparent` of the call that begins it, when traced.
+    pub(crate) trace_parent: Option<String>,
     /// The limits the turn is admitted against, and the caller's tenant.
     pub(crate) admission: Admission,
     /// Whether to take PostgreSQL's advisory locks for the limits.
@@ -221,8 +223,8 @@ impl Write for BeginTurnWrite {
             let insert = on_store_clock(
                 conn,
                 "INSERT INTO turns (id, conversation_id, owner, request_id, turn_index, state, outcome, \
-                 created_at, finished_at, replica, lease_until, stream_ahead, tenant) \
-                 VALUES ($1, $2, $3, $4, $5, $6, NULL, $7, NULL, $8, {now} + $9, $10, $11)",
+                 created_at, finished_at, replica, lease_until, stream_ahead, tenant, trace_parent) \
+                 VALUES ($1, $2, $3, $4, $5, $6, NULL, $7, NULL, $8, {now} + $9, $10, $11, $12)",
             );
             group.push(insert, |values| {
                 values.add(self.turn_id.as_str())?;
@@ -235,7 +237,8 @@ impl Write for BeginTurnWrite {
                 values.add(self.replica.as_str())?;
                 values.add(self.lease_ttl)?;
                 values.add(to_i64(self.stream_ahead))?;
-                values.add(self.admission.tenant.as_deref())
+                values.add(self.admission.tenant.as_deref())?;
+                values.add(self.trace_parent.as_deref())
             })?;
             insert_events(
                 &mut group,

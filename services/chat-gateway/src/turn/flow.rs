@@ -525,7 +525,11 @@ async fn load_history(shared: &Shared, spec: &TurnSpec) -> Result<History, Failu
         .map_err(store_failure)?;
     let turns = shared
         .store
-        .turns(spec.start.principal.owner(), &spec.start.conversation_id)
+        .recent_turns(
+            spec.start.principal.owner(),
+            &spec.start.conversation_id,
+            shared.config.history_max_turns,
+        )
         .await
         .map_err(store_failure)?;
     Ok(history::rebuild(

@@ -27,8 +27,8 @@ use std::collections::HashMap;
 use parley_proto::runner::v1 as runner;
 
 use crate::{
-    prompt::HistoryPayload,
-    store::{EventBody, StoredEvent, TurnRecord, TurnState},
+    prompt::{Decision, HistoryPayload},
+    store::{EventBody, StoredDecision, StoredEvent, TurnRecord, TurnState, UserDecision},
 };
 
 /// Longest tool output quoted in a summary, in characters.
@@ -121,6 +121,18 @@ fn assistant_text(parts: &TurnParts) -> String {
     text
 }
 
+/// A recorded decision, as the prompt's manifest shows it.
+fn decision(stored: &StoredDecision) -> Decision {
+    match stored.decision {
+        UserDecision::Accepted => Decision::Accepted,
+        UserDecision::Dismissed => Decision::Dismissed,
+        UserDecision::Edited => Decision::Edited {
+            applied_data: stored.applied_data.clone(),
+            note: stored.note.clone(),
+        },
+    }
+}
+
 /// What a message costs against the budget.
 fn cost(message: &runner::Message) -> usize {
     message.text.len() + MESSAGE_OVERHEAD
@@ -130,10 +142,8 @@ fn cost(message: &runner::Message) -> usize {
 /// and the conversation's turns (for their positions), within `max_bytes`
 /// of message text: the newest earlier turns that fit, each whole.
 pub fn rebuild(events: &[StoredEvent], turns: &[TurnRecord], max_bytes: usize) -> History {
-    let positions: HashMap<&str, u32> = turns
-        .iter()
-        .map(|turn| (turn.id.as_str(), turn.turn_index))
-        .collect();
+    let records: HashMap<&str, &TurnRecord> =
+        turns.iter().map(|turn| (turn.id.as_str(), turn)).collect();
     let mut order: Vec<String> = Vec::new();
     let mut parts: HashMap<String, TurnParts> = HashMap::new();
     for event in events {
@@ -205,11 +215,14 @@ pub fn rebuild(events: &[StoredEvent], turns: &[TurnRecord], max_bytes: usize) -
             .as_ref()
             .and_then(|answer| answer.payload.as_ref())
         {
+            let record = records.get(turn_id.as_str());
             history.payloads.push(HistoryPayload {
-                turn_index: positions.get(turn_id.as_str()).copied().unwrap_or(0),
+                turn_index: record.map_or(0, |turn| turn.turn_index),
                 payload_type: payload.payload_type.clone(),
                 data: payload.data.clone(),
-                accepted: None,
+                decision: record
+                    .and_then(|turn| turn.payload_decision.as_ref())
+                    .map(decision),
             });
         }
     }
@@ -279,6 +292,8 @@ mod tests {
             replica: None,
             retryable: false,
             last_event_seq: 0,
+            payload_decision: None,
+            feedback: None,
         }
     }
 
@@ -325,7 +340,14 @@ mod tests {
             event(4, "t1", EventBody::AssistantMessage(first)),
             event(5, "t2", user("and now?")),
         ];
-        let history = rebuild(&events, &[turn("t1", 4), turn("t2", 5)], usize::MAX);
+        let mut decided = turn("t1", 4);
+        decided.payload_decision = Some(StoredDecision {
+            decision: UserDecision::Dismissed,
+            applied_data: None,
+            note: String::new(),
+            decided_at: 1,
+        });
+        let history = rebuild(&events, &[decided, turn("t2", 5)], usize::MAX);
         let user_role = runner::Role::User as i32;
         let assistant_role = runner::Role::Assistant as i32;
         assert_eq!(
@@ -342,6 +364,7 @@ mod tests {
         assert_eq!(history.payloads.len(), 1);
         assert_eq!(history.payloads[0].turn_index, 4);
         assert_eq!(history.payloads[0].payload_type, "schema_proposal");
+        assert_eq!(history.payloads[0].decision, Some(Decision::Dismissed));
     }
 
     #[test]

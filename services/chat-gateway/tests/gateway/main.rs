@@ -9,6 +9,7 @@ mod consent;
 mod control;
 mod conversations;
 mod durable;
+mod feedback;
 mod flow;
 // Answers and history within their limits.
 mod history;
