@@ -70,7 +70,7 @@ echo >&2
 
 "$bin/parley-chat" --page tables_list \
     "Help me create a job tracker for my applications" \
-    "I accepted the table. What now?"
+    /accept "What now?"
 "$bin/parley-chat" --page table_view --tab rows \
     --state '{"table":{"name":"Job Applications","row_count":2,"columns":[{"id":"col_company","name":"Company","type":"text"},{"id":"col_status","name":"Status","type":"select","options":["Applied","Interview","Offer"]}]}}' \
     "Add some sample data"

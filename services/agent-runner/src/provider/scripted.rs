@@ -70,7 +70,12 @@ impl ScriptedProvider {
         let has_schema = request.output_schema.is_some();
         let turn_index = self
             .script
-            .select(user, &request.model, has_schema)
+            .select(script::Seen {
+                user,
+                model: &request.model,
+                has_schema,
+                system: &request.system,
+            })
             .ok_or_else(|| {
                 ProviderError::Config(format!(
                     "no scripted turn matches `{}` and the script has no default",

@@ -60,15 +60,15 @@ pub fn evaluate(expression: &str) -> Result<f64, CalcError> {
     finite(value)
 }
 
-/// Formats a result: whole numbers without a fraction, others with up to
-/// twelve significant decimals and no trailing zeros.
+/// Formats a result as the shortest decimal that reads back as the same
+/// number (Rust's `Display` of `f64`): whole numbers without a fraction,
+/// `117666.66666666667` rather than the binary noise of a fixed precision
+/// (`117666.666666666672`); `-0` is `0`.
 pub fn format_number(value: f64) -> String {
-    if value == value.trunc() && value.abs() < 1e15 {
-        return format!("{}", value as i64);
+    if value == 0.0 {
+        return "0".to_owned();
     }
-    let text = format!("{value:.12}");
-    let text = text.trim_end_matches('0').trim_end_matches('.');
-    text.to_owned()
+    format!("{value}")
 }
 
 fn finite(value: f64) -> Result<f64, CalcError> {
@@ -246,7 +246,7 @@ mod tests {
         assert_eq!(evaluate("8 - 3 - 2"), Ok(3.0));
         assert_eq!(
             evaluate("(120000 + 135000 + 98000) / 3").map(format_number),
-            Ok("117666.666666666672".to_owned())
+            Ok("117666.66666666667".to_owned())
         );
     }
 
@@ -288,6 +288,11 @@ mod tests {
         assert_eq!(format_number(42.0), "42");
         assert_eq!(format_number(-3.0), "-3");
         assert_eq!(format_number(1.5), "1.5");
-        assert_eq!(format_number(1.0 / 3.0), "0.333333333333");
+        assert_eq!(format_number(1.0 / 3.0), "0.3333333333333333");
+        assert_eq!(format_number(-0.0), "0");
+        assert_eq!(format_number(1e20), "100000000000000000000");
+        for value in [0.1 + 0.2, 353000.0 / 3.0, -2.5e-7, f64::MAX] {
+            assert_eq!(format_number(value).parse::<f64>(), Ok(value), "reads back");
+        }
     }
 }

@@ -81,16 +81,31 @@ async fn a_two_turn_conversation_through_the_whole_stack() {
     };
     assert_eq!(proposal.table_name.as_deref(), Some("Job Applications"));
 
+    // The user accepts the card: the model sees it in the next prompt's
+    // payload manifest (the demo script answers "what now?" by it).
+    stack
+        .client
+        .record_payload_decision(gw::RecordPayloadDecisionRequest {
+            conversation_id: first.conversation_id(),
+            turn_id: first.complete.turn_id.clone(),
+            decision: gw::PayloadDecision::Accepted as i32,
+            ..Default::default()
+        })
+        .await
+        .expect("accepted");
     let second = chat(
         &mut stack.client,
-        chat_request(
-            &first.conversation_id(),
-            "I accepted the table",
-            "tables_list",
-        ),
+        chat_request(&first.conversation_id(), "What now?", "tables_list"),
     )
     .await;
     assert!(second.complete.success, "{:?}", second.complete);
+    assert!(
+        second
+            .text
+            .starts_with("You accepted the Job Applications table"),
+        "{:?}",
+        second.text
+    );
     assert!(!second.text.contains("SUGGESTED"), "{:?}", second.text);
     let labels: Vec<&str> = second
         .complete

@@ -14,7 +14,7 @@
 //!
 //! [[turns]]
 //! name = "tracker"
-//! match = { contains = "job tracker" }   # also: exact, glob ("*job*"), model, schema = true|false
+//! match = { contains = "job tracker" }   # also: exact, glob ("*job*"), model, schema = true|false, system
 //! [[turns.steps]]
 //! text = "Let me check the date."
 //! [[turns.steps]]
@@ -132,11 +132,34 @@ pub struct Match {
     pub model: Option<String>,
     /// The request has (true) or has not (false) an output schema.
     pub schema: Option<bool>,
+    /// The system prompt contains this (case-insensitive): for example
+    /// `[accepted]`, what the gateway's payload manifest says of a proposal
+    /// the user accepted.
+    pub system: Option<String>,
+}
+
+/// What a [`Match`] looks at in a request.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Seen<'a> {
+    /// The last user message.
+    pub user: &'a str,
+    /// The requested model.
+    pub model: &'a str,
+    /// Whether the request has an output schema.
+    pub has_schema: bool,
+    /// The system prompt.
+    pub system: &'a str,
 }
 
 impl Match {
-    /// Whether a request with this last user message, model and schema flag matches.
-    pub fn matches(&self, user: &str, model: &str, has_schema: bool) -> bool {
+    /// Whether a request matches.
+    pub fn matches(&self, seen: Seen<'_>) -> bool {
+        let Seen {
+            user,
+            model,
+            has_schema,
+            system,
+        } = seen;
         let user = user.trim();
         self.exact.as_ref().is_none_or(|exact| exact.trim() == user)
             && self
@@ -149,6 +172,10 @@ impl Match {
                 .is_none_or(|pattern| glob_match(&pattern.to_lowercase(), &user.to_lowercase()))
             && self.model.as_ref().is_none_or(|wanted| wanted == model)
             && self.schema.is_none_or(|wanted| wanted == has_schema)
+            && self
+                .system
+                .as_ref()
+                .is_none_or(|needle| system.to_lowercase().contains(&needle.to_lowercase()))
     }
 }
 
@@ -341,11 +368,11 @@ impl Script {
     }
 
     /// The turn answering this request, if any does.
-    pub fn select(&self, user: &str, model: &str, has_schema: bool) -> Option<Selected> {
+    pub fn select(&self, seen: Seen<'_>) -> Option<Selected> {
         if let Some(index) = self
             .turns
             .iter()
-            .position(|turn| turn.matcher.matches(user, model, has_schema))
+            .position(|turn| turn.matcher.matches(seen))
         {
             return Some(Selected::Turn(index));
         }
@@ -471,16 +498,31 @@ mod tests {
             schema: Some(false),
             ..Match::default()
         };
-        assert!(matcher.matches("create a job tracker", "m", false));
-        assert!(!matcher.matches("create a job tracker", "m", true));
-        assert!(!matcher.matches("hello", "m", false));
+        let seen = |user, model, has_schema| Seen {
+            user,
+            model,
+            has_schema,
+            system: "## PAYLOAD MANIFEST\n- turn 0, schema_proposal: … [Accepted]",
+        };
+        assert!(matcher.matches(seen("create a job tracker", "m", false)));
+        assert!(!matcher.matches(seen("create a job tracker", "m", true)));
+        assert!(!matcher.matches(seen("hello", "m", false)));
         let exact = Match {
             exact: Some("hi".into()),
             model: Some("a".into()),
             ..Match::default()
         };
-        assert!(exact.matches("  hi ", "a", false));
-        assert!(!exact.matches("hi", "b", false));
+        assert!(exact.matches(seen("  hi ", "a", false)));
+        assert!(!exact.matches(seen("hi", "b", false)));
+        let decided = Match {
+            system: Some("[accepted]".into()),
+            ..Match::default()
+        };
+        assert!(decided.matches(seen("what now?", "m", false)));
+        assert!(!decided.matches(Seen {
+            system: "",
+            ..seen("what now?", "m", false)
+        }));
     }
 
     #[test]

@@ -26,6 +26,10 @@
 //! on the terminal (`--approve yes|no` answers them all), and the demo's
 //! app tool `ask_user_to_pick_rows` picks the rows of `--state`'s
 //! `sample_rows` (see [`decide`]).
+//!
+//! A line `/accept` or `/dismiss` records what the user did with the last
+//! answer's proposal card, and `/rate N` rates the last answer (see
+//! [`verdict`]).
 
 use std::{
     io::{BufRead, IsTerminal, Write},
@@ -165,8 +169,12 @@ async fn main() -> Result<()> {
         None => None,
     };
     let mut conversation_id = args.conversation.clone().unwrap_or_default();
+    let mut last = verdict::LastTurn::default();
 
     let mut send = async |message: String, conversation_id: &mut String| -> Result<()> {
+        if let Some(command) = verdict::parse(&message) {
+            return verdict::run(&mut client, command?, &last, args.token.as_deref(), &style).await;
+        }
         println!("{} {}", style.bold("you ›"), message);
         let request = ChatRequest {
             conversation_id: conversation_id.clone(),
@@ -209,6 +217,13 @@ async fn main() -> Result<()> {
                             position.last_seq = event.seq;
                             waiting.see(&event.event);
                             let done = matches!(event.event, Some(Event::Complete(_)));
+                            if let Some(Event::Complete(complete)) = &event.event {
+                                last = verdict::LastTurn {
+                                    conversation_id: position.conversation_id.clone(),
+                                    turn_id: position.turn_id.clone(),
+                                    proposal: complete.custom_payload.is_some(),
+                                };
+                            }
                             out.event(event.event);
                             std::io::stdout().flush().ok();
                             if done {
@@ -309,5 +324,6 @@ fn describe_status(status: tonic::Status) -> anyhow::Error {
 
 mod decide;
 mod render;
+mod verdict;
 
 use render::{Renderer, Style};

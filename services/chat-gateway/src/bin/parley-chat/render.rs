@@ -310,11 +310,17 @@ pub(crate) fn card_lines(style: &Style, partial: &PayloadPartial) -> Vec<String>
             "add" if !column_field("name").is_empty() => {
                 format!("+ {} ({})", column_field("name"), column_field("type"))
             }
-            "add" if partial.r#type == "data_proposal" => "+ add row".to_owned(),
+            "add" if partial.r#type == "data_proposal" => {
+                format!("+ add row {}", row_values(operation.get("data")))
+            }
             "modify" => format!("~ {}", field("column_id")),
             "remove" => format!("- {}", field("column_id")),
             "reorder" => format!("↕ {}", field("column_id")),
-            "update" => format!("~ update row {}", field("row_id")),
+            "update" => format!(
+                "~ update row {}: {}",
+                field("row_id"),
+                row_values(operation.get("changes"))
+            ),
             "delete" => format!("- delete row {}", field("row_id")),
             _ => "…".to_owned(),
         };
@@ -407,10 +413,14 @@ pub(crate) fn render_payload(style: &Style, payload: &Payload) {
             }
             for operation in &proposal.operations {
                 let line = match &operation.operation {
-                    Some(data_operation::Operation::Add(_)) => "+ add row".to_owned(),
-                    Some(data_operation::Operation::Update(update)) => {
-                        format!("~ update row {}", update.row_id)
+                    Some(data_operation::Operation::Add(add)) => {
+                        format!("+ add row {}", struct_values(add.data.as_ref()))
                     }
+                    Some(data_operation::Operation::Update(update)) => format!(
+                        "~ update row {}: {}",
+                        update.row_id,
+                        struct_values(update.changes.as_ref())
+                    ),
                     Some(data_operation::Operation::Delete(delete)) => {
                         format!("- delete row {}", delete.row_id)
                     }
@@ -425,6 +435,38 @@ pub(crate) fn render_payload(style: &Style, payload: &Payload) {
             style.bold(&payload.r#type)
         ),
     }
+}
+
+/// Longest row shown on a card line, in characters.
+const ROW_CHARS: usize = 80;
+
+/// A row's values on one line: `Company: Acme, Status: Applied` (cut at
+/// [`ROW_CHARS`]), `{}` for none.
+fn row_values(values: Option<&serde_json::Value>) -> String {
+    let Some(values) = values.and_then(serde_json::Value::as_object) else {
+        return "{}".to_owned();
+    };
+    let line = values
+        .iter()
+        .map(|(column, value)| {
+            let value = value
+                .as_str()
+                .map_or_else(|| value.to_string(), str::to_owned);
+            format!("{column}: {value}")
+        })
+        .collect::<Vec<_>>()
+        .join(", ");
+    if line.chars().count() > ROW_CHARS {
+        let cut: String = line.chars().take(ROW_CHARS - 1).collect();
+        format!("{{{cut}…}}")
+    } else {
+        format!("{{{line}}}")
+    }
+}
+
+/// [`row_values`] of a typed proposal's values.
+fn struct_values(values: Option<&prost_types::Struct>) -> String {
+    row_values(values.map(parley_proto::json::from_struct_value).as_ref())
 }
 
 #[cfg(test)]

@@ -37,3 +37,25 @@ fn a_card_grows_with_its_operations_and_offers_accept_once_whole() {
         ]
     );
 }
+
+#[test]
+fn a_data_card_shows_the_values_of_the_rows_it_adds_and_changes() {
+    let style = Style { plain: true };
+    let mut card = partial(
+        serde_json::json!({"operations": [
+            {"action": "add", "data": {"Company": "Acme", "Salary": 90000}},
+            {"action": "update", "row_id": 7, "changes": {"Status": "Offer"}},
+            {"action": "add", "data": {"Notes": "x".repeat(100)}}
+        ]}),
+        &[""],
+    );
+    card.r#type = "data_proposal".into();
+    let lines = card_lines(&style, &card);
+    assert_eq!(lines[1], "  │ + add row {Company: Acme, Salary: 90000}");
+    assert_eq!(lines[2], "  │ ~ update row 7: {Status: Offer}");
+    assert!(
+        lines[3].ends_with("xxx…}") && lines[3].chars().count() < 100,
+        "{}",
+        lines[3]
+    );
+}
