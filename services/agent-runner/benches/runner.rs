@@ -150,6 +150,7 @@ fn turn() -> Turn {
         context: None,
         decisions: Vec::new(),
         iterations_done: 0,
+        cache: Default::default(),
     }
 }
 

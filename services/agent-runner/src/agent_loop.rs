@@ -530,6 +530,7 @@ fn chat_request(
         output_schema: output_schema.cloned(),
         max_output_tokens: turn.limits.max_output_tokens,
         params: Default::default(),
+        cache: turn.cache.clone(),
     }
 }
 

@@ -312,6 +312,13 @@ pub struct ProviderConfig {
     pub connect_timeout: Duration,
     /// The script file (scripted providers); the demo script when absent.
     pub script: Option<PathBuf>,
+    /// Whether requests carry prompt-cache hints: Anthropic `cache_control`
+    /// breakpoints after the stable part of the system prompt and on the
+    /// last message (default on), OpenAI's `prompt_cache_key` (default
+    /// off: many compatible servers refuse unknown parameters). Gemini
+    /// caches implicitly; nothing is sent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prompt_cache: Option<bool>,
 }
 
 impl ProviderConfig {
@@ -328,6 +335,7 @@ impl ProviderConfig {
             headers: BTreeMap::new(),
             connect_timeout: default_connect_timeout(),
             script,
+            prompt_cache: None,
         }
     }
 }

@@ -49,6 +49,21 @@ pub struct ChatRequest {
     pub max_output_tokens: Option<u32>,
     /// Sampling parameters.
     pub params: SamplingParams,
+    /// What a provider that caches prompt prefixes may reuse.
+    pub cache: PromptCache,
+}
+
+/// What a provider that caches prompt prefixes may reuse across calls
+/// (used where the provider's `prompt_cache` is on).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct PromptCache {
+    /// How many leading bytes of the system prompt are the same for every
+    /// turn of the page: on a character boundary, at most its length; 0
+    /// when unknown.
+    pub stable_system_bytes: usize,
+    /// A key grouping requests that share a prefix (OpenAI's
+    /// `prompt_cache_key`).
+    pub key: Option<Arc<str>>,
 }
 
 /// Sampling parameters; `None` leaves the provider's default.

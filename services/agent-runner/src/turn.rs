@@ -8,7 +8,7 @@ use std::{sync::Arc, time::Duration};
 
 use serde_json::Value;
 
-use crate::provider::{Message, ModelChoice, ToolCall, ToolResult};
+use crate::provider::{Message, ModelChoice, PromptCache, ToolCall, ToolResult};
 
 /// A fully assembled turn.
 #[derive(Debug, Clone)]
@@ -54,6 +54,9 @@ pub struct Turn {
     /// only): they count against `limits.max_iterations`, and the next one
     /// is numbered after them.
     pub iterations_done: u32,
+    /// What prompt-caching providers may reuse (the stable part of
+    /// `system`, the cache key).
+    pub cache: PromptCache,
 }
 
 /// The user's (or the app's) decision on one pending tool call.

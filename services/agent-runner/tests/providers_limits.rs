@@ -100,6 +100,7 @@ fn request() -> ChatRequest {
         output_schema: None,
         max_output_tokens: None,
         params: Default::default(),
+        cache: Default::default(),
     }
 }
 

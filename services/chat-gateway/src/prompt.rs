@@ -71,25 +71,80 @@ pub enum Decision {
     },
 }
 
+/// A system prompt, and how much of it is the same for every turn of its
+/// page.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SystemPrompt {
+    /// The prompt.
+    pub text: String,
+    /// The length in bytes of its stable part: the sections that depend
+    /// only on the page (and the request's answer schema), which come
+    /// first, so that providers that cache prompt prefixes reuse them from
+    /// one turn to the next (docs/output-format.md#the-system-prompt).
+    pub stable_bytes: usize,
+}
+
 /// Builds the system prompt.
 pub fn build_system_prompt(input: &PromptInput) -> String {
-    let sections = [
+    build_system_prompt_parts(input).text
+}
+
+/// Builds the system prompt: first the sections that are the same for
+/// every turn of the page, byte for byte (preamble, page instructions,
+/// capabilities, help, format rules), then those that change from turn to
+/// turn (stream instructions, the current UI state, the payload manifest).
+pub fn build_system_prompt_parts(input: &PromptInput) -> SystemPrompt {
+    let stable = [
         sections::preamble(input),
         sections::page_instructions(input),
-        sections::stream_instructions(input),
-        context::current_context(input),
-        manifest::payload_manifest(input),
         sections::capabilities(input),
         sections::help(input),
         sections::format_rules(input),
     ];
-    let mut out = String::new();
-    for section in sections.into_iter().flatten() {
-        if !out.is_empty() {
-            out.push_str("\n\n");
+    let per_turn = [
+        sections::stream_instructions(input),
+        context::current_context(input),
+        manifest::payload_manifest(input),
+    ];
+    let mut text = String::new();
+    let push = |text: &mut String, section: String| {
+        if !text.is_empty() {
+            text.push_str("\n\n");
         }
-        out.push_str(section.trim_end());
+        text.push_str(section.trim_end());
+    };
+    for section in stable.into_iter().flatten() {
+        push(&mut text, section);
     }
-    out.push('\n');
-    out
+    // The separator before the first per-turn section (or the final line
+    // break) belongs to the stable part: the same whatever follows.
+    text.push_str(if per_turn.iter().any(Option::is_some) {
+        "\n\n"
+    } else {
+        "\n"
+    });
+    let stable_bytes = text.len();
+    let mut rest = String::new();
+    for section in per_turn.into_iter().flatten() {
+        push(&mut rest, section);
+    }
+    if !rest.is_empty() {
+        text.push_str(&rest);
+        text.push('\n');
+    }
+    SystemPrompt { text, stable_bytes }
+}
+
+/// The `prompt_cache_key` of a turn's runner request: the same for the
+/// turns of one conversation on one page (hex of a SHA-256 prefix, so
+/// neither id reaches the provider).
+pub fn prompt_cache_key(page: &str, conversation_id: &str) -> String {
+    use sha2::{Digest, Sha256};
+    let digest = Sha256::new()
+        .chain_update(page.as_bytes())
+        .chain_update([0])
+        .chain_update(conversation_id.as_bytes())
+        .finalize();
+    let hex: String = digest[..16].iter().map(|b| format!("{b:02x}")).collect();
+    format!("parley-{hex}")
 }

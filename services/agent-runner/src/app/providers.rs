@@ -73,6 +73,11 @@ fn build_provider(
         structured_output: config.structured_output,
         no_structured_output_models: config.no_structured_output_models.clone(),
         limits,
+        // On by default where the hints are part of the API (Anthropic);
+        // many OpenAI-compatible servers refuse unknown parameters.
+        prompt_cache: config
+            .prompt_cache
+            .unwrap_or(config.kind == ProviderKind::Anthropic),
     };
     let provider: Arc<dyn Provider> = match config.kind {
         ProviderKind::Scripted => {

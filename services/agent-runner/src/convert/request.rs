@@ -16,7 +16,9 @@ use parley_proto::runner::v1::{self as pb, Role, tool_decision, tool_endpoint::K
 use serde_json::Value;
 
 use crate::{
-    provider::{Message, ModelChoice, ReasoningBlock, SamplingParams, ToolCall, ToolResult},
+    provider::{
+        Message, ModelChoice, PromptCache, ReasoningBlock, SamplingParams, ToolCall, ToolResult,
+    },
     turn::{Decision, Limits, ToolDef, ToolEndpoint, Turn, Verdict, Violation, pending_calls},
 };
 use parley_proto::json::from_struct_value;
@@ -68,6 +70,12 @@ pub fn turn_from_request(
         ));
     }
     let decisions = decisions(request.decisions, &messages, &mut violations);
+    let cache = prompt_cache(
+        &request.system_prompt,
+        request.system_prompt_stable_bytes,
+        &request.prompt_cache_key,
+        &mut violations,
+    );
     if let Some(deadline) = deadline {
         // End a little before the caller gives up, so the error event with
         // the partial text still reaches it.
@@ -96,7 +104,45 @@ pub fn turn_from_request(
         context: request.context.as_ref().map(from_struct_value),
         decisions,
         iterations_done: request.iterations_done,
+        cache,
     })
+}
+
+/// Longest `prompt_cache_key`, in bytes.
+pub const MAX_CACHE_KEY: usize = 64;
+
+/// The request's prompt-cache hints, checked: the stable part of the
+/// system prompt ends inside it on a character boundary, and the key is
+/// short printable ASCII.
+fn prompt_cache(
+    system: &str,
+    stable_bytes: u32,
+    key: &str,
+    violations: &mut Vec<Violation>,
+) -> PromptCache {
+    let stable = usize::try_from(stable_bytes).unwrap_or(usize::MAX);
+    let stable = if stable <= system.len() && system.is_char_boundary(stable) {
+        stable
+    } else {
+        violations.push(Violation::new(
+            "system_prompt_stable_bytes",
+            format!(
+                "must end inside system_prompt ({} bytes) on a character boundary",
+                system.len()
+            ),
+        ));
+        0
+    };
+    if key.len() > MAX_CACHE_KEY || !key.bytes().all(|b| b.is_ascii_graphic()) {
+        violations.push(Violation::new(
+            "prompt_cache_key",
+            format!("must be at most {MAX_CACHE_KEY} printable ASCII bytes"),
+        ));
+    }
+    PromptCache {
+        stable_system_bytes: stable,
+        key: (!key.is_empty()).then(|| key.into()),
+    }
 }
 
 /// A continuation's decisions: each names a call `messages` leave pending

@@ -45,7 +45,7 @@ pub struct Anthropic;
 impl AnthropicProvider {
     /// The request body this adapter sends for `request`.
     pub fn request_body(&self, request: &ChatRequest) -> serde_json::Value {
-        request::body(request)
+        request::body(request, self.config().prompt_cache)
     }
 }
 
@@ -80,8 +80,8 @@ impl WireProtocol for Anthropic {
         );
     }
 
-    fn body(&self, _cfg: &HttpProviderConfig, request: &ChatRequest) -> serde_json::Value {
-        request::body(request)
+    fn body(&self, cfg: &HttpProviderConfig, request: &ChatRequest) -> serde_json::Value {
+        request::body(request, cfg.prompt_cache)
     }
 }
 

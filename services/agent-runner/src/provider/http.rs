@@ -57,6 +57,9 @@ pub struct HttpProviderConfig {
     pub no_structured_output_models: Vec<String>,
     /// How much one answer may hold.
     pub limits: ResponseLimits,
+    /// Whether requests carry the provider's prompt-cache hints (Anthropic
+    /// `cache_control` breakpoints, OpenAI `prompt_cache_key`).
+    pub prompt_cache: bool,
 }
 
 impl HttpProviderConfig {
@@ -72,6 +75,7 @@ impl HttpProviderConfig {
             structured_output: true,
             no_structured_output_models: Vec::new(),
             limits: ResponseLimits::DEFAULT,
+            prompt_cache: false,
         }
     }
 

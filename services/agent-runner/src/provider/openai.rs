@@ -87,7 +87,7 @@ impl OpenAiProvider {
 
     /// The request body this adapter sends for `request`.
     pub fn request_body(&self, request: &ChatRequest) -> serde_json::Value {
-        request::body(request, self.wire().flavor)
+        request::body(request, self.wire().flavor, self.config().prompt_cache)
     }
 }
 
@@ -114,8 +114,8 @@ impl WireProtocol for OpenAi {
         }
     }
 
-    fn body(&self, _cfg: &HttpProviderConfig, request: &ChatRequest) -> serde_json::Value {
-        request::body(request, self.flavor)
+    fn body(&self, cfg: &HttpProviderConfig, request: &ChatRequest) -> serde_json::Value {
+        request::body(request, self.flavor, cfg.prompt_cache)
     }
 }
 

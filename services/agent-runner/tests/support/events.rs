@@ -120,6 +120,7 @@ pub fn request(model: &str) -> ChatRequest {
         output_schema: None,
         max_output_tokens: None,
         params: SamplingParams::default(),
+        cache: Default::default(),
     }
 }
 

@@ -137,6 +137,7 @@ pub fn turn(user: &str) -> Turn {
         context: None,
         decisions: Vec::new(),
         iterations_done: 0,
+        cache: Default::default(),
     }
 }
 

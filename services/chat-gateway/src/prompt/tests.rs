@@ -73,6 +73,67 @@ fn prompt(
     })
 }
 
+/// What a provider's prompt cache needs: two turns of one conversation on
+/// one page, with other UI state, another stream and a longer payload
+/// manifest, send the same stable part, byte for byte, and it is most of
+/// the prompt's fixed text.
+#[test]
+fn turns_of_a_page_share_the_stable_part_of_their_prompt() {
+    let registry = Registry::example();
+    let page = registry.resolve(&PageRef::new("table_view", "rows", ""));
+    let state = fixture("table_view_state.json");
+    let history = history();
+    let first = build_system_prompt_parts(&PromptInput {
+        registry: &registry,
+        page: &page,
+        stream_id: None,
+        state: Some(&json!({"table": {"name": "Jobs", "row_count": 2}})),
+        history_payloads: &history[..1],
+        response_schema: None,
+    });
+    let second = build_system_prompt_parts(&PromptInput {
+        registry: &registry,
+        page: &page,
+        stream_id: Some("sales-pipeline"),
+        state: Some(&state),
+        history_payloads: &history,
+        response_schema: None,
+    });
+    assert_eq!(first.stable_bytes, second.stable_bytes);
+    let stable = first.stable_bytes;
+    assert_eq!(first.text[..stable], second.text[..stable]);
+    let common = first
+        .text
+        .bytes()
+        .zip(second.text.bytes())
+        .take_while(|(a, b)| a == b)
+        .count();
+    assert!(common >= stable, "{common} < {stable}");
+    // The per-turn sections come after it, and nothing per turn before.
+    for per_turn in ["## CURRENT CONTEXT", "## PAYLOAD MANIFEST"] {
+        let at = second.text.find(per_turn).expect(per_turn);
+        assert!(at >= stable, "{per_turn} at {at}, inside the stable part");
+    }
+    assert!(!first.text[..stable].contains("Jobs"));
+    // The stable part is most of the prompt: the schemas and rules.
+    assert!(
+        stable * 10 >= first.text.len() * 6,
+        "{stable} of {}",
+        first.text.len()
+    );
+}
+
+#[test]
+fn prompt_cache_keys_are_per_page_and_conversation_and_reveal_neither() {
+    let key = prompt_cache_key("table_view", "conv-1");
+    assert_eq!(key, prompt_cache_key("table_view", "conv-1"));
+    assert_ne!(key, prompt_cache_key("table_view", "conv-2"));
+    assert_ne!(key, prompt_cache_key("tables_list", "conv-1"));
+    assert_ne!(prompt_cache_key("a", "bc"), prompt_cache_key("ab", "c"));
+    assert!(!key.contains("conv") && !key.contains("table"), "{key}");
+    assert!(key.len() <= 64 && key.bytes().all(|b| b.is_ascii_graphic()));
+}
+
 #[test]
 fn golden_prompt_for_table_view() {
     let registry = Registry::example();
@@ -121,12 +182,11 @@ fn sections_come_in_their_documented_order() {
         &history,
         Some(&json!({"type": "object"})),
     );
+    // What is the same for every turn of the page first, what changes
+    // per turn last (prompt caches reuse the prefix).
     let headings = [
         "You are the assistant built into Tables",
         "## PAGE INSTRUCTIONS",
-        "## STREAM INSTRUCTIONS",
-        "## CURRENT CONTEXT",
-        "## PAYLOAD MANIFEST",
         "## CAPABILITIES",
         "### TOOLS",
         "### STRUCTURED RESPONSES",
@@ -134,6 +194,9 @@ fn sections_come_in_their_documented_order() {
         "### STRUCTURED ANSWER",
         "## HELP",
         "## FORMAT RULES",
+        "## STREAM INSTRUCTIONS",
+        "## CURRENT CONTEXT",
+        "## PAYLOAD MANIFEST",
     ];
     let positions: Vec<usize> = headings
         .iter()
@@ -191,7 +254,7 @@ fn unknown_page_prompt_teaches_globals_only() {
         &[],
         None,
     );
-    assert!(p.contains("## CURRENT CONTEXT\nPage: settings\n\n"));
+    assert!(p.ends_with("## CURRENT CONTEXT\nPage: settings\n"));
     assert!(!p.contains("## PAGE INSTRUCTIONS"));
     assert!(!p.contains("### STRUCTURED RESPONSES"));
     assert!(!p.contains("SCHEMA_PROPOSAL"));
@@ -230,7 +293,7 @@ fn context_without_template_is_readable_sorted_json() {
         &[],
         None,
     );
-    let expected = "## CURRENT CONTEXT\nPage: settings\nUI state (JSON):\n{\n  \"alpha\": {\n    \"a\": null,\n    \"b\": true\n  },\n  \"zeta\": [\n    1,\n    2\n  ]\n}\n\n";
+    let expected = "## CURRENT CONTEXT\nPage: settings\nUI state (JSON):\n{\n  \"alpha\": {\n    \"a\": null,\n    \"b\": true\n  },\n  \"zeta\": [\n    1,\n    2\n  ]\n}\n";
     assert!(p.contains(expected), "{p}");
 }
 
@@ -246,7 +309,7 @@ fn context_template_renders_partial_state() {
         &[],
         None,
     );
-    let expected = "## CURRENT CONTEXT\nPage: table_view\nTable: Deals (id t9)\nColumns:\n- none yet\nRows: unknown in total\nFilters: none\nSort: none\n\n";
+    let expected = "## CURRENT CONTEXT\nPage: table_view\nTable: Deals (id t9)\nColumns:\n- none yet\nRows: unknown in total\nFilters: none\nSort: none\n";
     assert!(p.contains(expected), "{p}");
 }
 
@@ -263,7 +326,7 @@ fn empty_state_shows_only_the_location() {
             None,
         );
         assert!(
-            p.contains("## CURRENT CONTEXT\nPage: table_view, tab: charts\n\n"),
+            p.ends_with("## CURRENT CONTEXT\nPage: table_view, tab: charts\n"),
             "{p}"
         );
     }
@@ -320,7 +383,7 @@ fn context_is_bounded() {
         .find(|s| s.starts_with("## CURRENT CONTEXT"))
         .expect("section");
     assert!(
-        section.ends_with("…\n[context truncated: 40 of 534 characters shown]"),
+        section.ends_with("…\n[context truncated: 40 of 534 characters shown]\n"),
         "{section}"
     );
 }
@@ -339,7 +402,7 @@ fn manifest_summarises_with_templates_and_falls_back_to_json() {
     let expected = "## PAYLOAD MANIFEST\nPayloads shown earlier in this conversation, oldest first:\n\
 - turn 1, schema_proposal: create table \"Job Applications\", 3 column operation(s): Three columns cover what you described [accepted]\n\
 - turn 3, data_proposal: 1 add, 2 update, 0 delete [dismissed]\n\
-- turn 4, retired_type: {\"a\":\"x\",\"z\":1}\n\n";
+- turn 4, retired_type: {\"a\":\"x\",\"z\":1}\n";
     assert!(p.contains(expected), "{p}");
 }
 
@@ -406,7 +469,7 @@ fn manifest_keeps_the_most_recent_entries_and_bounds_summaries() {
     let expected = "## PAYLOAD MANIFEST\nPayloads shown earlier in this conversation, oldest first:\n\
 - (3 earlier payload(s) not listed)\n\
 - turn 3, note: {\"text\":\"no…\n\
-- turn 4, note: {\"text\":\"no…\n\n";
+- turn 4, note: {\"text\":\"no…\n";
     assert!(p.contains(expected), "{p}");
 }
 

@@ -48,7 +48,7 @@ use crate::{
         journal::{Fault, Journal},
         manager::{StopCause, TurnSlot},
     },
-    prompt::{PromptInput, build_system_prompt},
+    prompt::{PromptInput, build_system_prompt_parts, prompt_cache_key},
     store::{EventBody, FinishTurn, Pause, TurnState, millis},
 };
 
@@ -403,7 +403,7 @@ fn first_request(shared: &Shared, spec: &TurnSpec, history: History) -> runner::
     let page = &spec.start.resolved;
     let stream_id = Some(spec.start.page.stream_id.as_str()).filter(|id| !id.is_empty());
     let system_prompt = tracing::info_span!("prompt.build").in_scope(|| {
-        build_system_prompt(&PromptInput {
+        build_system_prompt_parts(&PromptInput {
             registry: &shared.registry,
             page,
             stream_id,
@@ -415,7 +415,9 @@ fn first_request(shared: &Shared, spec: &TurnSpec, history: History) -> runner::
     let mut tools = page.runner_tools();
     tools.extend(spec.start.client_tools.iter().cloned());
     runner::RunRequest {
-        system_prompt,
+        system_prompt_stable_bytes: u32::try_from(system_prompt.stable_bytes).unwrap_or(0),
+        prompt_cache_key: prompt_cache_key(&spec.start.page.page, &spec.start.conversation_id),
+        system_prompt: system_prompt.text,
         messages: history.messages,
         tools,
         model: spec.start.model.clone(),

@@ -352,6 +352,43 @@ async fn the_next_turn_gets_the_history_and_the_payload_manifest() {
     stack.stop().await;
 }
 
+/// Two turns of a conversation on one page, the user elsewhere in the
+/// table each time: the runner is told where the stable part of the
+/// system prompt ends, it is the same bytes both times, and the cache key
+/// is the conversation's.
+#[tokio::test]
+async fn the_turns_of_a_page_send_the_same_cacheable_prompt_prefix() {
+    let mut stack = Harness::start(Options::default()).await;
+    let ask = |state: serde_json::Value| {
+        let mut request = chat_request("", "What is in this table?", "table_view");
+        if let Some(page) = request.page.as_mut() {
+            page.state = Some(parley_proto::json::to_struct_wrapped(&state));
+        }
+        request
+    };
+    stack.runner.push(text_reply(&["Two rows."]));
+    let first = chat(
+        &mut stack.client,
+        ask(serde_json::json!({"table": {"name": "Jobs", "row_count": 2}})),
+    )
+    .await;
+    stack.runner.push(text_reply(&["Three now."]));
+    let mut second = ask(serde_json::json!({"table": {"name": "Jobs", "row_count": 3}}));
+    second.conversation_id = first.conversation_id();
+    chat(&mut stack.client, second).await;
+    let seen = stack.runner.seen();
+    let (a, b) = (&seen[0].request, &seen[1].request);
+    let stable = a.system_prompt_stable_bytes as usize;
+    assert!(stable > 0 && stable < a.system_prompt.len());
+    assert_eq!(a.system_prompt_stable_bytes, b.system_prompt_stable_bytes);
+    assert_eq!(a.system_prompt[..stable], b.system_prompt[..stable]);
+    assert_ne!(a.system_prompt, b.system_prompt, "the UI state differs");
+    assert!(a.system_prompt[stable..].starts_with("## CURRENT CONTEXT"));
+    assert!(!a.prompt_cache_key.is_empty());
+    assert_eq!(a.prompt_cache_key, b.prompt_cache_key);
+    stack.stop().await;
+}
+
 #[tokio::test]
 async fn structured_answers_stream_and_come_back_as_assistant_text() {
     let mut stack = Harness::start(Options::default()).await;

@@ -406,3 +406,33 @@ fn decisions_must_answer_each_pending_call_once() {
         "{violations:?}"
     );
 }
+
+#[test]
+fn prompt_cache_hints_must_fit_the_prompt() {
+    let request = |stable: u32, key: &str| pb::RunRequest {
+        system_prompt: "Stable part.\n\n## CURRENT CONTEXT\nJobs — é".into(),
+        system_prompt_stable_bytes: stable,
+        prompt_cache_key: key.into(),
+        messages: vec![user("hi")],
+        ..Default::default()
+    };
+    let turn = turn_from_request(request(14, "parley-0f3a"), &Limits::default(), None)
+        .expect("valid hints");
+    assert_eq!(turn.cache.stable_system_bytes, 14);
+    assert_eq!(turn.cache.key.as_deref(), Some("parley-0f3a"));
+    let none = turn_from_request(request(0, ""), &Limits::default(), None).expect("no hints");
+    assert_eq!(none.cache, crate::provider::PromptCache::default());
+
+    let len = u32::try_from(request(0, "").system_prompt.len()).expect("short");
+    for (stable, key, field) in [
+        (len + 1, "", "system_prompt_stable_bytes"),
+        // Inside the two bytes of the final `é`.
+        (len - 1, "", "system_prompt_stable_bytes"),
+        (0, "with space", "prompt_cache_key"),
+        (0, &"k".repeat(65), "prompt_cache_key"),
+    ] {
+        let violations =
+            turn_from_request(request(stable, key), &Limits::default(), None).expect_err(field);
+        assert_eq!(fields(&violations), vec![field]);
+    }
+}

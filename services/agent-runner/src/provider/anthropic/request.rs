@@ -17,8 +17,9 @@ use crate::provider::{
 /// `max_tokens` is required; this is used when the request sets none.
 pub const DEFAULT_MAX_TOKENS: u32 = 4096;
 
-/// Builds the streaming Messages body for `request`.
-pub(crate) fn body(request: &ChatRequest) -> Value {
+/// Builds the streaming Messages body for `request`; with `prompt_cache`,
+/// with its cache breakpoints ([`cache_breakpoints`]).
+pub(crate) fn body(request: &ChatRequest, prompt_cache: bool) -> Value {
     let mut body = Map::new();
     let params = &request.params;
     let thinking = params.thinking_budget.filter(|b| *b > 0);
@@ -35,6 +36,9 @@ pub(crate) fn body(request: &ChatRequest) -> Value {
         body.insert("system".into(), json!(request.system));
     }
     body.insert("messages".into(), Value::Array(messages(&request.messages)));
+    if prompt_cache {
+        cache_breakpoints(&mut body, request);
+    }
     if !request.tools.is_empty() {
         body.insert("tools".into(), request.tools.iter().map(tool).collect());
     }
@@ -61,6 +65,46 @@ pub(crate) fn body(request: &ChatRequest) -> Value {
         );
     }
     Value::Object(body)
+}
+
+/// Anthropic caches a prompt's prefix up to a block marked
+/// `"cache_control": {"type": "ephemeral"}` (tools, then system, then
+/// messages; at most four marks). Two marks: the end of the system prompt's
+/// stable part, the same for every turn of the page (with the tools before
+/// it), and the last block of the last message, so each model call of a
+/// turn's tool loop, and the next turn, reads the conversation so far from
+/// the cache. The system prompt becomes text blocks for that: the stable
+/// part, then the rest.
+fn cache_breakpoints(body: &mut Map<String, Value>, request: &ChatRequest) {
+    let mark = || json!({ "type": "ephemeral" });
+    let stable = request.cache.stable_system_bytes;
+    if stable > 0
+        && let Some((head, tail)) = request.system.split_at_checked(stable)
+    {
+        let mut blocks = vec![json!({ "type": "text", "text": head, "cache_control": mark() })];
+        if !tail.is_empty() {
+            blocks.push(json!({ "type": "text", "text": tail }));
+        }
+        body.insert("system".into(), Value::Array(blocks));
+    }
+    let last_block = body
+        .get_mut("messages")
+        .and_then(Value::as_array_mut)
+        .and_then(|messages| messages.last_mut())
+        .and_then(|message| message.get_mut("content"))
+        .and_then(Value::as_array_mut)
+        .and_then(|content| content.last_mut())
+        .and_then(Value::as_object_mut);
+    // Thinking blocks cannot be marked; an assistant prefill ending in one
+    // is left unmarked.
+    if let Some(block) = last_block
+        && !matches!(
+            block.get("type").and_then(Value::as_str),
+            Some("thinking" | "redacted_thinking")
+        )
+    {
+        block.insert("cache_control".into(), mark());
+    }
 }
 
 fn tool(spec: &ToolSpec) -> Value {
@@ -181,8 +225,9 @@ mod tests {
             output_schema: None,
             max_output_tokens: None,
             params: SamplingParams::default(),
+            cache: Default::default(),
         };
-        let body = body(&request);
+        let body = body(&request, false);
         assert!(body.get("system").is_none());
         assert_eq!(body["max_tokens"], DEFAULT_MAX_TOKENS);
         let messages = body["messages"].as_array().expect("messages");
@@ -231,8 +276,9 @@ mod tests {
                 thinking_budget: Some(2000),
                 ..SamplingParams::default()
             },
+            cache: Default::default(),
         };
-        let b = body(&request);
+        let b = body(&request, false);
         assert_eq!(b["system"], "sys");
         assert_eq!(b["max_tokens"], 2000 + DEFAULT_MAX_TOKENS);
         assert_eq!(
@@ -243,8 +289,80 @@ mod tests {
         assert_eq!(b["output_config"]["format"]["type"], "json_schema");
         request.params.thinking_budget = None;
         request.max_output_tokens = Some(10);
-        let b = body(&request);
+        let b = body(&request, false);
         assert_eq!(b["temperature"], json!(0.2_f32));
         assert_eq!(b["max_tokens"], 10);
+    }
+
+    /// The body of a second model call of a turn, with the cache hints on:
+    /// the shape Anthropic's prompt-caching documentation gives, a
+    /// `system` array of text blocks whose stable one carries
+    /// `cache_control`, and the conversation's last block marked.
+    #[test]
+    fn prompt_cache_marks_the_stable_system_part_and_the_last_message() {
+        let system = "You are the assistant of an app.\n\n## CURRENT CONTEXT\ntable Jobs";
+        let stable = system.find("## CURRENT").expect("the per-turn part");
+        let mut request = ChatRequest {
+            model: "claude-sonnet-4-5".into(),
+            system: system.into(),
+            messages: vec![
+                Message::User {
+                    text: "weather?".into(),
+                },
+                Message::Assistant {
+                    reasoning: vec![],
+                    text: String::new(),
+                    tool_calls: vec![call("a")],
+                },
+                Message::ToolResults(vec![result("a", false)]),
+            ]
+            .into(),
+            tools: vec![].into(),
+            output_schema: None,
+            max_output_tokens: None,
+            params: SamplingParams::default(),
+            cache: crate::provider::PromptCache {
+                stable_system_bytes: stable,
+                key: Some("k".into()),
+            },
+        };
+        let b = body(&request, true);
+        assert_eq!(
+            b["system"],
+            json!([
+                {"type": "text", "text": "You are the assistant of an app.\n\n", "cache_control": {"type": "ephemeral"}},
+                {"type": "text", "text": "## CURRENT CONTEXT\ntable Jobs"}
+            ])
+        );
+        let messages = b["messages"].as_array().expect("messages");
+        let last = messages.last().expect("a last message");
+        assert_eq!(
+            last["content"],
+            json!([{
+                "type": "tool_result", "tool_use_id": "a", "content": "result a",
+                "cache_control": {"type": "ephemeral"}
+            }])
+        );
+        let marks = b.to_string().matches("cache_control").count();
+        assert_eq!(marks, 2, "{b}");
+        assert!(
+            b.get("prompt_cache_key").is_none(),
+            "not an Anthropic field"
+        );
+
+        // A whole stable prompt is one marked block; off, nothing is marked.
+        request.cache.stable_system_bytes = system.len();
+        let whole = body(&request, true);
+        assert_eq!(whole["system"].as_array().map(Vec::len), Some(1));
+        assert_eq!(whole["system"][0]["cache_control"]["type"], "ephemeral");
+        let off = body(&request, false);
+        assert_eq!(off["system"], system);
+        assert!(!off.to_string().contains("cache_control"));
+        // No stable part known: the system prompt stays a string, the
+        // conversation is still marked.
+        request.cache.stable_system_bytes = 0;
+        let unknown = body(&request, true);
+        assert_eq!(unknown["system"], system);
+        assert_eq!(unknown.to_string().matches("cache_control").count(), 1);
     }
 }

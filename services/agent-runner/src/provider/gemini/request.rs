@@ -230,6 +230,7 @@ mod tests {
             }),
             max_output_tokens: None,
             params: SamplingParams::default(),
+            cache: Default::default(),
         };
         let built = body(&request);
         let b = &built.body;

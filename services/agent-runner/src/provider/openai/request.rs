@@ -9,8 +9,11 @@ use crate::provider::{
     wire::body::{parameters, put},
 };
 
-/// Builds the streaming Chat Completions body for `request`.
-pub(crate) fn body(request: &ChatRequest, flavor: Flavor) -> Value {
+/// Builds the streaming Chat Completions body for `request`; with
+/// `prompt_cache`, with its `prompt_cache_key` (OpenAI caches long prefixes
+/// by itself; the key keeps the requests of one page and conversation on
+/// the same cache).
+pub(crate) fn body(request: &ChatRequest, flavor: Flavor, prompt_cache: bool) -> Value {
     let mut body = Map::new();
     body.insert("model".into(), json!(request.model));
     body.insert("messages".into(), Value::Array(messages(request)));
@@ -49,6 +52,9 @@ pub(crate) fn body(request: &ChatRequest, flavor: Flavor) -> Value {
                 }
             }),
         );
+    }
+    if prompt_cache && let Some(key) = &request.cache.key {
+        body.insert("prompt_cache_key".into(), json!(key));
     }
     Value::Object(body)
 }
@@ -187,12 +193,13 @@ mod tests {
             }),
             max_output_tokens: Some(100),
             params: SamplingParams::default(),
+            cache: Default::default(),
         }
     }
 
     #[test]
     fn history_tools_and_schema() {
-        let body = body(&request(), Flavor::OpenAi);
+        let body = body(&request(), Flavor::OpenAi, false);
         assert_eq!(
             body["messages"][0],
             json!({"role": "system", "content": "be brief"})
@@ -218,8 +225,20 @@ mod tests {
 
     #[test]
     fn compatible_servers_also_get_max_tokens() {
-        let body = body(&request(), Flavor::Compatible);
+        let body = body(&request(), Flavor::Compatible, false);
         assert_eq!(body["max_tokens"], json!(100));
         assert_eq!(body["max_completion_tokens"], json!(100));
+    }
+
+    #[test]
+    fn prompt_cache_key_is_sent_only_where_configured() {
+        let mut with_key = request();
+        with_key.cache.key = Some("p1-0f3a9c".into());
+        let on = body(&with_key, Flavor::OpenAi, true);
+        assert_eq!(on["prompt_cache_key"], "p1-0f3a9c");
+        let off = body(&with_key, Flavor::Compatible, false);
+        assert!(off.get("prompt_cache_key").is_none(), "{off}");
+        let none = body(&request(), Flavor::OpenAi, true);
+        assert!(none.get("prompt_cache_key").is_none());
     }
 }

@@ -16,6 +16,7 @@ fn request(messages: Vec<Message>) -> ChatRequest {
         output_schema: None,
         max_output_tokens: None,
         params: SamplingParams::default(),
+        cache: Default::default(),
     }
 }
 
