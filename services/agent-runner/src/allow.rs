@@ -65,13 +65,18 @@ pub struct ToolsConfig {
     pub registry: Option<PathBuf>,
 }
 
-/// `[models]`: the models requests may name.
+/// `[models]`: the models requests may name, and the routes
+/// (`[models.NAME]`, see [`crate::routes`]) they may name instead.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields, default)]
+#[serde(default)]
 pub struct ModelsConfig {
     /// `PROVIDER/MODEL` patterns, a trailing `*` for a prefix; unset: the
     /// configured providers' default models.
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub allowed: Option<Vec<String>>,
+    /// The routes, by name (every other key of `[models]`).
+    #[serde(flatten)]
+    pub routes: std::collections::BTreeMap<String, crate::routes::RouteConfig>,
 }
 
 /// One `HOST:PORT` pattern.
@@ -342,13 +347,16 @@ impl AllowedModels {
     }
 }
 
-/// Both allow lists.
+/// Both allow lists, and the model routes.
 #[derive(Debug, Clone, Default)]
 pub struct Allowed {
     /// The ToolService endpoints.
     pub endpoints: AllowedEndpoints,
     /// The models.
     pub models: AllowedModels,
+    /// The routes requests may name (their models are allowed through
+    /// them).
+    pub routes: crate::routes::Routes,
 }
 
 impl Allowed {
@@ -358,6 +366,7 @@ impl Allowed {
         Self {
             endpoints: AllowedEndpoints::none(),
             models: AllowedModels::defaults_of(providers),
+            routes: crate::routes::Routes::default(),
         }
     }
 
@@ -383,7 +392,8 @@ impl Allowed {
                 registry_endpoints(&path).map_err(|problem| invalid("tools.registry", problem))?,
             );
         }
-        let models = match &models.allowed {
+        let routes = crate::routes::Routes::from_config(&models.routes, providers)?;
+        let mut models = match &models.allowed {
             None => AllowedModels::defaults_of(providers),
             Some(patterns) => {
                 let names: Vec<&str> = providers.names().collect();
@@ -391,7 +401,18 @@ impl Allowed {
                     .map_err(|problem| invalid("models.allowed", problem))?
             }
         };
-        Ok(Self { endpoints, models })
+        // What a route calls is the operator's choice: allowed through it.
+        models
+            .patterns
+            .extend(routes.models().map(|choice| ModelPattern {
+                text: format!("{}/{}", choice.provider, choice.model),
+                prefix: false,
+            }));
+        Ok(Self {
+            endpoints,
+            models,
+            routes,
+        })
     }
 
     /// Refuses the first tool of `tools` whose `grpc` endpoint is not

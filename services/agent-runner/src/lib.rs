@@ -28,6 +28,7 @@ pub mod parsing;
 pub mod prompts;
 pub mod provider;
 pub mod retry;
+pub mod routes;
 pub mod service;
 pub mod tool_sets;
 pub mod tools;

@@ -137,6 +137,8 @@ impl RunnerService {
                 return Err(RunError::Invalid(violations).into());
             }
         };
+        // A route's name becomes its models (`[models.NAME]`).
+        self.allowed.routes.expand(&mut turn);
         self.allowed.check_models(
             &self.runner.providers,
             std::iter::once(&turn.model).chain(&turn.fallbacks),

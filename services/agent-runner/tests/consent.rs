@@ -152,6 +152,7 @@ fn setup() -> Setup {
     let allowed = Allowed {
         endpoints: AllowedEndpoints::parse(["127.0.0.1:*"]).expect("endpoints"),
         models: AllowedModels::parse(["scripted/*"], &["scripted"]).expect("models"),
+        routes: Default::default(),
     };
     let svc = RunnerService::new(Arc::new(runner), Limits::default(), 4, 256).with_allowed(allowed);
     Setup {

@@ -88,6 +88,7 @@ fn service(provider: Arc<Recording>, tools: ToolRuntime, max_runs: usize) -> Run
     let allowed = Allowed {
         endpoints: AllowedEndpoints::parse(["127.0.0.1:*"]).expect("endpoints"),
         models: AllowedModels::parse(["scripted/*"], &["scripted"]).expect("models"),
+        routes: Default::default(),
     };
     RunnerService::new(Arc::new(runner), Limits::default(), max_runs, 64).with_allowed(allowed)
 }

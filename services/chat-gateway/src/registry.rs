@@ -194,6 +194,8 @@ impl Registry {
         };
         out.known = true;
         out.mid_answer_failover = def.mid_answer_failover;
+        out.model.clone_from(&def.model);
+        out.models_allowed.clone_from(&def.models_allowed);
         out.add_scope(&def.scope, &self.mcp);
         let Some((_, tab)) = def
             .tabs

@@ -309,7 +309,14 @@ scope_entry!(
         tabs: NamedMap<TabEntry>,
         /// Turns on this page (any tab) run a model call that fails after
         /// streaming again, as `ChatRequest.mid_answer_failover` asks.
-        mid_answer_failover: bool
+        mid_answer_failover: bool,
+        /// The model (a route of the runner's `[models.NAME]`, or
+        /// `provider/model`) of this page's turns whose request names none;
+        /// unset: the runner's default.
+        model: Option<String>,
+        /// The models a request on this page may name
+        /// (`ChatRequest.model`); empty: none but `model`.
+        models_allowed: Vec<String>
     }
 );
 

@@ -236,4 +236,8 @@ pub(crate) struct PageDef {
     pub tabs: Vec<(String, TabDef)>,
     /// Mid-answer failover for every turn on the page.
     pub mid_answer_failover: bool,
+    /// The model of the page's turns whose request names none.
+    pub model: Option<String>,
+    /// The models a request on the page may name.
+    pub models_allowed: Vec<String>,
 }

@@ -44,9 +44,24 @@ pub struct ResolvedPage {
     /// Whether the page turns mid-answer failover on for its turns (the
     /// request can turn it on too).
     pub mid_answer_failover: bool,
+    /// The model of the page's turns whose request names none (`None`:
+    /// the runner's default).
+    pub model: Option<String>,
+    /// The models a request on the page may name besides `model`.
+    pub models_allowed: Vec<String>,
 }
 
 impl ResolvedPage {
+    /// The models a request on the page may name: `model` and
+    /// `models_allowed`, without repeats.
+    pub fn allowed_models(&self) -> impl Iterator<Item = &str> {
+        let extra = self
+            .models_allowed
+            .iter()
+            .filter(|name| self.model.as_ref() != Some(*name));
+        self.model.iter().chain(extra).map(String::as_str)
+    }
+
     /// Starts from the globals.
     pub(crate) fn globals(
         page_ref: PageRef,
@@ -66,6 +81,8 @@ impl ResolvedPage {
             context_template: None,
             context_template_keys: Vec::new(),
             mid_answer_failover: false,
+            model: None,
+            models_allowed: Vec::new(),
         };
         extend(
             &mut out.payload_types,
@@ -226,6 +243,8 @@ impl ResolvedPage {
                 .collect(),
             system_prompt: String::new(),
             mid_answer_failover: self.mid_answer_failover,
+            model: self.model.clone().unwrap_or_default(),
+            models_allowed: self.allowed_models().map(str::to_owned).collect(),
         }
     }
 }

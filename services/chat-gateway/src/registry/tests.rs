@@ -557,3 +557,36 @@ fn a_page_can_turn_mid_answer_failover_on_for_its_turns() {
     let tab = "version: 1\npages:\n  p:\n    tabs:\n      t: { mid_answer_failover: true }\n";
     assert!(Registry::from_str(tab, "t").is_err());
 }
+
+#[test]
+fn a_page_names_its_model_and_the_models_a_request_may_ask_for() {
+    let yaml = "version: 1\npages:\n  p:\n    model: smart\n    models_allowed: [cheap, smart, openai/gpt-4.1]\n    tabs:\n      t: {}\n  q: {}\n";
+    let r = Registry::from_str(yaml, "t").expect("valid");
+    let page = resolve(&r, "p", "t", "");
+    assert_eq!(page.model.as_deref(), Some("smart"));
+    let allowed: Vec<&str> = page.allowed_models().collect();
+    assert_eq!(
+        allowed,
+        ["smart", "cheap", "openai/gpt-4.1"],
+        "the default first, once"
+    );
+    assert_eq!(page.describe().models_allowed, allowed);
+    assert_eq!(page.describe().model, "smart");
+    // A page without either, and an unknown page, allow no model.
+    for name in ["q", "nowhere"] {
+        let page = resolve(&r, name, "", "");
+        assert_eq!(page.allowed_models().count(), 0, "{name}");
+    }
+    for (bad, entry) in [
+        ("model: 'open ai/x'", "pages.p.model"),
+        ("model: openai/", "pages.p.model"),
+        ("models_allowed: [a, a]", "pages.p.models_allowed[1]"),
+    ] {
+        let yaml = format!("version: 1\npages:\n  p:\n    {bad}\n");
+        let error = Registry::from_str(&yaml, "t").expect_err(bad);
+        assert!(error.to_string().contains(entry), "{bad}: {error}");
+    }
+    // A tab cannot choose a model of its own.
+    let tab = "version: 1\npages:\n  p:\n    tabs:\n      t: { model: smart }\n";
+    assert!(Registry::from_str(tab, "t").is_err());
+}

@@ -37,8 +37,8 @@ pub fn chat(
     id(&request.request_id, "request_id")?;
     let page = page(request.page.as_ref(), "page", config)?;
     let response_schema = response_schema(request.response_schema.as_ref(), config)?;
-    let model = model(&request.model)?;
     let resolved = Arc::new(registry.resolve(&page_ref(&page)));
+    let model = page_model(&request.model, &resolved)?;
     let client_tools = client_tools(&request.client_tools, &resolved, config)?;
     Ok(StartTurn {
         principal,
@@ -391,6 +391,39 @@ pub fn model(value: &str) -> Result<Option<runner::ModelRef>, GatewayError> {
         model: model.to_owned(),
         parameters: None,
     }))
+}
+
+/// The model of a turn on `page`: the request's, when the page allows it
+/// (`MODEL_NOT_ALLOWED` otherwise, naming the allowed ones), else the
+/// page's.
+pub fn page_model(
+    requested: &str,
+    page: &ResolvedPage,
+) -> Result<Option<runner::ModelRef>, GatewayError> {
+    let requested = requested.trim();
+    if requested.is_empty() {
+        return page.model.as_deref().map_or(Ok(None), model);
+    }
+    let parsed = model(requested)?;
+    if !page.allowed_models().any(|allowed| allowed == requested) {
+        let allowed: Vec<&str> = page.allowed_models().collect();
+        let problem = if allowed.is_empty() {
+            format!(
+                "`{}` is not allowed: page `{}` lets requests name no model",
+                crate::text::truncate(requested, 64),
+                page.page_ref.page
+            )
+        } else {
+            format!(
+                "`{}` is not allowed on page `{}`; allowed: {}",
+                crate::text::truncate(requested, 64),
+                page.page_ref.page,
+                allowed.join(", ")
+            )
+        };
+        return Err(GatewayError::invalid("MODEL_NOT_ALLOWED", "model", problem));
+    }
+    Ok(parsed)
 }
 
 /// A `SubmitToolDecisions` request checked for form (ids, at least one

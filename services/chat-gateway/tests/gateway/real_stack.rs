@@ -331,3 +331,114 @@ async fn the_runner_token_file_lets_the_gateway_through_a_runner_that_requires_i
     assert!(!turn.complete.success, "{:?}", turn.complete);
     stack.stop().await;
 }
+
+/// A page whose turns run on the runner's route `smart`, and may ask for
+/// `cheap`.
+fn routed_registry() -> chat_gateway::registry::Registry {
+    chat_gateway::registry::Registry::from_str(
+        "version: 1\npages:\n  routed:\n    model: smart\n    models_allowed: [smart, cheap]\n",
+        "routed.yaml",
+    )
+    .expect("a valid registry")
+}
+
+/// The runner's `[models.smart]`: a primary whose provider answers 503 to
+/// every call, then the scripted demo model; `cheap` is the demo model.
+fn routed_runner(dir: &std::path::Path) -> RunnerConfig {
+    use agent_runner::{config::ProviderConfig, routes::RouteConfig};
+    let down = dir.join("down.toml");
+    std::fs::write(
+        &down,
+        "model = \"down-1\"\n[default]\n[[default.steps]]\nfail = { status = 503, message = '{\"error\": {\"message\": \"overloaded\"}}' }\n",
+    )
+    .expect("write the script");
+    let mut config = runner_config();
+    config
+        .providers
+        .insert("down".into(), ProviderConfig::scripted(Some(down)));
+    config.retry.max_attempts = 2;
+    config.retry.base_delay = std::time::Duration::from_millis(10);
+    config.retry.max_delay = std::time::Duration::from_millis(20);
+    for (name, primary, fallbacks) in [
+        (
+            "smart",
+            "down/down-1",
+            vec!["scripted/scripted-demo".to_owned()],
+        ),
+        ("cheap", "scripted/scripted-demo", vec![]),
+    ] {
+        config.models.routes.insert(
+            name.into(),
+            RouteConfig {
+                primary: primary.into(),
+                fallbacks,
+                max_output_tokens: None,
+            },
+        );
+    }
+    config
+}
+
+#[tokio::test]
+async fn a_pages_route_falls_back_when_its_primary_is_down() {
+    let dir = tempfile::tempdir().expect("dir");
+    let runner_url = real_runner_with(routed_runner(dir.path())).await;
+    let mut stack = Harness::start(Options {
+        runner_url: Some(runner_url),
+        registry: Some(routed_registry()),
+        ..Options::default()
+    })
+    .await;
+
+    // The page's model is the route: its primary fails (503, retried), the
+    // fallback answers, and `complete` names the model that did.
+    let turn = chat(&mut stack.client, chat_request("", "Hello there", "routed")).await;
+    assert!(turn.complete.success, "{:?}", turn.complete);
+    let usage = turn.complete.usage.as_ref().expect("usage");
+    assert_eq!(usage.model, "scripted-demo", "{usage:?}");
+    // The client saw the runner move on (a RETRYING status that says so).
+    let moved_on = turn.events.iter().any(|event| {
+        matches!(&event.event, Some(Event::Status(status))
+            if status.phase == gw::TurnPhase::Retrying as i32
+                && status.message.contains("Falling back to scripted/scripted-demo"))
+    });
+    assert!(moved_on, "{:?}", turn.events);
+
+    // A model the page allows by name; one it does not is refused before
+    // any model is called.
+    let mut cheap = chat_request("", "Hello there", "routed");
+    cheap.model = "cheap".into();
+    let answered = chat(&mut stack.client, cheap).await;
+    assert!(answered.complete.success, "{:?}", answered.complete);
+    let mut other = chat_request("", "Hello there", "routed");
+    other.model = "openai/gpt-4.1".into();
+    let refused = stack.client.chat(other).await.expect_err("not allowed");
+    assert_eq!(refused.code(), tonic::Code::InvalidArgument);
+    assert_eq!(crate::harness::reason(&refused), "MODEL_NOT_ALLOWED");
+    let details =
+        tonic_types::StatusExt::get_details_bad_request(&refused).expect("field violations");
+    assert!(
+        details
+            .field_violations
+            .iter()
+            .any(|violation| violation.field == "model"
+                && violation.description.contains("allowed: smart, cheap")),
+        "{details:?}"
+    );
+    // DescribePage says what the page allows.
+    let described = stack
+        .client
+        .describe_page(gw::DescribePageRequest {
+            page: Some(gw::PageContext {
+                page: "routed".into(),
+                ..Default::default()
+            }),
+            ..Default::default()
+        })
+        .await
+        .expect("describe")
+        .into_inner();
+    assert_eq!(described.model, "smart");
+    assert_eq!(described.models_allowed, ["smart", "cheap"]);
+    stack.stop().await;
+}

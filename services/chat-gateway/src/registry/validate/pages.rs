@@ -11,7 +11,50 @@ use crate::registry::file::{NamedMap, PageEntry, ScopeView};
 use crate::registry::model::{McpRule, PageDef, Scope, SubtabDef, TabDef, TemplateRef};
 use crate::registry::templates::TemplateSet;
 
+/// Longest model name a page may list, in bytes.
+const MAX_MODEL_NAME: usize = 256;
+
 impl Validator {
+    /// A page's `model` and `models_allowed`: each a route name or
+    /// `provider/model` without spaces, none twice.
+    fn models(&mut self, entry: &str, page: &PageEntry) {
+        let named = page
+            .model
+            .iter()
+            .map(|model| (format!("{entry}.model"), model))
+            .chain(
+                page.models_allowed
+                    .iter()
+                    .enumerate()
+                    .map(|(i, model)| (format!("{entry}.models_allowed[{i}]"), model)),
+            );
+        for (at, model) in named {
+            let parts_ok = match model.split_once('/') {
+                Some((provider, name)) => !provider.is_empty() && !name.is_empty(),
+                None => !model.is_empty(),
+            };
+            if !parts_ok
+                || model.len() > MAX_MODEL_NAME
+                || model.chars().any(|c| c.is_whitespace() || c.is_control())
+            {
+                self.problem(
+                    at,
+                    format!(
+                        "`{model}` must be a route name or `provider/model` (at most {MAX_MODEL_NAME} bytes, no spaces)"
+                    ),
+                );
+            }
+        }
+        for (i, model) in page.models_allowed.iter().enumerate() {
+            if page.models_allowed[..i].contains(model) {
+                self.problem(
+                    format!("{entry}.models_allowed[{i}]"),
+                    format!("`{model}` is listed twice"),
+                );
+            }
+        }
+    }
+
     pub(super) fn pages(
         &mut self,
         map: &NamedMap<PageEntry>,
@@ -22,6 +65,7 @@ impl Validator {
         let mut out = HashMap::new();
         for (name, p) in &map.0 {
             let entry = format!("pages.{name}");
+            self.models(&entry, p);
             let scope = self.scope(&entry, p.scope(), refs, templates);
             self.names(&format!("{entry}.tabs"), &p.tabs, plain_id);
             let mut tabs = Vec::new();
@@ -47,6 +91,8 @@ impl Validator {
                 scope,
                 tabs,
                 mid_answer_failover: p.mid_answer_failover,
+                model: p.model.clone(),
+                models_allowed: p.models_allowed.clone(),
             });
         }
         out

@@ -49,6 +49,8 @@ pub struct Options {
     pub runner_token_file: Option<std::path::PathBuf>,
     /// Changes to the gateway's configuration.
     pub tweak: fn(&mut GatewayConfig),
+    /// The page registry (the example's when `None`).
+    pub registry: Option<Registry>,
 }
 
 impl Default for Options {
@@ -61,6 +63,7 @@ impl Default for Options {
             parser_url: None,
             runner_token_file: None,
             tweak: |_| {},
+            registry: None,
         }
     }
 }
@@ -169,7 +172,8 @@ impl Harness {
             .unwrap_or_else(|| format!("http://{parser_addr}"));
         config.upstream.runner_token_file = options.runner_token_file.clone();
         (options.tweak)(&mut config);
-        let gateway = Gateway::build(&config, Registry::example(), options.auth)
+        let registry = options.registry.unwrap_or_else(Registry::example);
+        let gateway = Gateway::build(&config, registry, options.auth)
             .await
             .expect("gateway builds");
         let faults = gateway.engine().store().faults().clone();

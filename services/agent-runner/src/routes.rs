@@ -1,0 +1,317 @@
+//! Model routes: the `[models.NAME]` entries of the configuration. A route
+//! is an alias that requests and the gateway's pages name (`smart`,
+//! `cheap`), standing for a primary `provider/model` and the models tried
+//! after it, in order, when it fails before answering (or, with mid-answer
+//! failover, after): the failures retries are for (429, 5xx, a lost
+//! connection), once the retries are spent.
+//!
+//! ```toml
+//! [models.smart]
+//! primary = "openai/gpt-4.1-mini"
+//! fallbacks = ["anthropic/claude-sonnet-4-5", "gemini/gemini-2.5-flash"]
+//! max_output_tokens = 8192
+//! ```
+//!
+//! A request names a route by its bare name (`ModelRef` without a
+//! provider); the runner puts the route's primary in its place and the
+//! route's fallbacks before the request's own. A route's models are the
+//! operator's choice: they join the models `models.allowed` lets requests
+//! name.
+
+use std::collections::BTreeMap;
+
+use parley_grpc::config::{ConfigError, invalid};
+use serde::{Deserialize, Serialize};
+
+use crate::{
+    provider::{ModelChoice, Providers},
+    turn::Turn,
+};
+
+/// Longest route name, in bytes.
+pub const MAX_ROUTE_NAME: usize = 64;
+
+/// One `[models.NAME]` entry as written.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RouteConfig {
+    /// The model called first, `provider/model`.
+    pub primary: String,
+    /// The models tried next, in order, `provider/model` each.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub fallbacks: Vec<String>,
+    /// The output token limit of a turn on this route that sets none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_output_tokens: Option<u32>,
+}
+
+/// A route, its models resolved against the configured providers.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Route {
+    /// The model called first.
+    pub primary: ModelChoice,
+    /// The models tried next, in order.
+    pub fallbacks: Vec<ModelChoice>,
+    /// The output token limit when the turn sets none.
+    pub max_output_tokens: Option<u32>,
+}
+
+/// Every configured route, by name.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Routes {
+    routes: BTreeMap<String, Route>,
+}
+
+impl Routes {
+    /// The routes of `config`, each model naming a configured provider.
+    pub fn from_config(
+        config: &BTreeMap<String, RouteConfig>,
+        providers: &Providers,
+    ) -> Result<Self, ConfigError> {
+        let mut routes = BTreeMap::new();
+        for (name, route) in config {
+            let field = format!("models.{name}");
+            if name.is_empty()
+                || name.len() > MAX_ROUTE_NAME
+                || !name
+                    .bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'))
+            {
+                return Err(invalid(
+                    field,
+                    format!(
+                        "a route's name is 1 to {MAX_ROUTE_NAME} letters, digits, `-`, `_` or `.`"
+                    ),
+                ));
+            }
+            let model = |field: String, text: &str| {
+                parse_model(text, providers).map_err(|problem| invalid(field, problem))
+            };
+            let primary = model(format!("{field}.primary"), &route.primary)?;
+            let fallbacks = route
+                .fallbacks
+                .iter()
+                .enumerate()
+                .map(|(i, text)| model(format!("{field}.fallbacks[{i}]"), text))
+                .collect::<Result<Vec<_>, _>>()?;
+            if route.max_output_tokens == Some(0) {
+                return Err(invalid(
+                    format!("{field}.max_output_tokens"),
+                    "must be at least 1",
+                ));
+            }
+            routes.insert(
+                name.clone(),
+                Route {
+                    primary,
+                    fallbacks,
+                    max_output_tokens: route.max_output_tokens,
+                },
+            );
+        }
+        Ok(Self { routes })
+    }
+
+    /// The route named `name`.
+    pub fn get(&self, name: &str) -> Option<&Route> {
+        self.routes.get(name)
+    }
+
+    /// The routes' names.
+    pub fn names(&self) -> impl Iterator<Item = &str> {
+        self.routes.keys().map(String::as_str)
+    }
+
+    /// Every model a route may call, for the allow list.
+    pub fn models(&self) -> impl Iterator<Item = &ModelChoice> {
+        self.routes
+            .values()
+            .flat_map(|route| std::iter::once(&route.primary).chain(&route.fallbacks))
+    }
+
+    /// Puts the route a turn's model names (a bare name, no provider) in
+    /// its place: the route's primary (with the request's sampling
+    /// parameters), its fallbacks before the request's own, its output
+    /// limit when the turn sets none. Returns the route's name; `None`
+    /// (the turn unchanged) when the model names no route.
+    pub fn expand(&self, turn: &mut Turn) -> Option<String> {
+        if !turn.model.provider.is_empty() {
+            return None;
+        }
+        let (name, route) = self.routes.get_key_value(&turn.model.model)?;
+        let params = std::mem::take(&mut turn.model.params);
+        turn.model = ModelChoice {
+            params,
+            ..route.primary.clone()
+        };
+        let requested = std::mem::take(&mut turn.fallbacks);
+        turn.fallbacks = route.fallbacks.iter().cloned().chain(requested).collect();
+        if turn.limits.max_output_tokens.is_none() {
+            turn.limits.max_output_tokens = route.max_output_tokens;
+        }
+        Some(name.clone())
+    }
+}
+
+/// `provider/model`, the provider configured.
+fn parse_model(text: &str, providers: &Providers) -> Result<ModelChoice, String> {
+    let Some((provider, model)) = text.split_once('/') else {
+        return Err(format!("`{text}` must be PROVIDER/MODEL"));
+    };
+    if model.is_empty() {
+        return Err(format!("`{text}` names no model"));
+    }
+    if providers.get(provider).is_none() {
+        let configured: Vec<&str> = providers.names().collect();
+        return Err(format!(
+            "`{text}`: no provider `{provider}` is configured ({})",
+            configured.join(", ")
+        ));
+    }
+    Ok(ModelChoice {
+        provider: provider.to_owned(),
+        model: model.to_owned(),
+        params: Default::default(),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use parley_proto::runner::v1 as pb;
+
+    use super::*;
+    use crate::provider::scripted::{Script, ScriptedProvider};
+
+    /// A turn whose model is `model` (no provider).
+    fn turn(model: &str) -> Turn {
+        crate::convert::request::turn_from_request(
+            pb::RunRequest {
+                messages: vec![pb::Message {
+                    role: pb::Role::User as i32,
+                    text: "hi".into(),
+                    ..Default::default()
+                }],
+                model: Some(pb::ModelRef {
+                    model: model.into(),
+                    ..Default::default()
+                }),
+                ..Default::default()
+            },
+            &crate::turn::Limits::default(),
+            None,
+        )
+        .expect("a valid request")
+    }
+
+    fn providers() -> Providers {
+        let script = || {
+            Arc::new(ScriptedProvider::new(
+                "p",
+                Script::from_toml("model = \"m\"").expect("script"),
+            ))
+        };
+        let entries = BTreeMap::from([
+            (
+                "openai".to_owned(),
+                crate::provider::ProviderEntry {
+                    provider: script(),
+                    default_model: "gpt".into(),
+                },
+            ),
+            (
+                "anthropic".to_owned(),
+                crate::provider::ProviderEntry {
+                    provider: script(),
+                    default_model: "claude".into(),
+                },
+            ),
+        ]);
+        Providers::new(entries, "openai").expect("providers")
+    }
+
+    fn route(primary: &str, fallbacks: &[&str]) -> RouteConfig {
+        RouteConfig {
+            primary: primary.into(),
+            fallbacks: fallbacks.iter().map(|f| (*f).to_owned()).collect(),
+            max_output_tokens: Some(8192),
+        }
+    }
+
+    #[test]
+    fn a_bare_name_becomes_its_route() {
+        let routes = Routes::from_config(
+            &BTreeMap::from([(
+                "smart".to_owned(),
+                route("openai/gpt-4.1-mini", &["anthropic/claude-sonnet-4-5"]),
+            )]),
+            &providers(),
+        )
+        .expect("valid");
+        let mut smart = turn("smart");
+        smart.model.params.temperature = Some(0.5);
+        smart.fallbacks = vec![ModelChoice {
+            provider: "openai".into(),
+            model: "gpt-4.1".into(),
+            params: Default::default(),
+        }];
+        assert_eq!(routes.expand(&mut smart).as_deref(), Some("smart"));
+        assert_eq!(
+            (smart.model.provider.as_str(), smart.model.model.as_str()),
+            ("openai", "gpt-4.1-mini")
+        );
+        assert_eq!(smart.model.params.temperature, Some(0.5));
+        let fallbacks: Vec<&str> = smart.fallbacks.iter().map(|f| f.model.as_str()).collect();
+        assert_eq!(fallbacks, ["claude-sonnet-4-5", "gpt-4.1"]);
+        assert_eq!(smart.limits.max_output_tokens, Some(8192));
+        assert_eq!(routes.models().count(), 2);
+
+        // A model with a provider, or no route's name, stays as it is.
+        let mut direct = turn("gpt-4.1");
+        assert_eq!(routes.expand(&mut direct), None);
+        assert_eq!(direct.model.model, "gpt-4.1");
+        let mut named = turn("smart");
+        named.model.provider = "openai".into();
+        assert_eq!(routes.expand(&mut named), None);
+    }
+
+    #[test]
+    fn routes_name_configured_providers_and_models() {
+        let providers = providers();
+        for (name, config, field) in [
+            ("smart", route("openai", &[]), "models.smart.primary"),
+            ("smart", route("gemini/flash", &[]), "models.smart.primary"),
+            (
+                "smart",
+                route("openai/gpt", &["anthropic/"]),
+                "models.smart.fallbacks[0]",
+            ),
+            ("has/slash", route("openai/gpt", &[]), "models.has/slash"),
+        ] {
+            let error =
+                Routes::from_config(&BTreeMap::from([(name.to_owned(), config)]), &providers)
+                    .expect_err(field);
+            assert!(error.to_string().contains(field), "{error}");
+        }
+    }
+
+    #[test]
+    fn routes_sit_beside_the_allow_list_in_models() {
+        let config: crate::allow::ModelsConfig = toml::from_str(
+            "allowed = [\"openai/gpt-4.1*\"]\n\n[smart]\nprimary = \"openai/gpt-4.1-mini\"\nfallbacks = [\"anthropic/claude-sonnet-4-5\"]\n",
+        )
+        .expect("parses");
+        assert_eq!(
+            config.allowed.as_deref(),
+            Some(&["openai/gpt-4.1*".to_owned()][..])
+        );
+        assert_eq!(
+            config.routes["smart"].fallbacks,
+            ["anthropic/claude-sonnet-4-5"]
+        );
+        let typo: Result<crate::allow::ModelsConfig, _> =
+            toml::from_str("[smart]\nprimery = \"openai/x\"\n");
+        assert!(typo.is_err(), "unknown keys of a route are refused");
+    }
+}
