@@ -83,6 +83,8 @@ pub struct Metrics {
     pub tenant_turns: IntCounterVec,
     /// The gateway's turns' tokens, by tenant.
     pub tenant_tokens: IntCounterVec,
+    /// The gateway's turns' tokens, by the model that answered and kind.
+    pub tokens: IntCounterVec,
     /// Turns refused before they started, by tenant and reason.
     pub tenant_rejected: IntCounterVec,
     /// Turns cancelled because nobody followed them, by tenant.
@@ -244,6 +246,13 @@ impl Metrics {
                 "Input + output tokens of the gateway's turns, by the caller's tenant.",
                 &[sc::LABEL_TENANT],
             ),
+            tokens: counter(
+                r,
+                sc::METRIC_TOKENS,
+                "Tokens of the gateway's turns, by the model that answered and the kind: input and output, \
+                 and the parts of them cached_input, cache_write (of input) and reasoning (of output).",
+                &[sc::LABEL_TURN_MODEL, sc::LABEL_KIND],
+            ),
             tenant_rejected: counter(
                 r,
                 sc::METRIC_TENANT_REJECTED,
@@ -289,6 +298,17 @@ impl Metrics {
         self.parser_diagnostics
             .with_label_values(&[diagnostic_kind_label(kind)])
             .inc();
+    }
+
+    /// Counts a turn's tokens in `tokens`: each `(kind, count)` under the
+    /// model that answered (capped); kinds with no tokens add nothing.
+    pub fn count_tokens(&self, model: &str, counts: &[(&str, u64)]) {
+        let model = self.models.admit(model);
+        for &(kind, count) in counts {
+            if count > 0 {
+                self.tokens.with_label_values(&[model, kind]).inc_by(count);
+            }
+        }
     }
 
     /// The tenant label of `tenant` (empty without one), capped.

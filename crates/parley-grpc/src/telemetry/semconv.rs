@@ -52,6 +52,11 @@ pub const GEN_AI_RESPONSE_TIME_TO_FIRST_CHUNK: &str = "gen_ai.response.time_to_f
 pub const GEN_AI_USAGE_INPUT_TOKENS: &str = "gen_ai.usage.input_tokens";
 /// Generated tokens.
 pub const GEN_AI_USAGE_OUTPUT_TOKENS: &str = "gen_ai.usage.output_tokens";
+/// The part of the prompt tokens read from the provider's cache.
+pub const GEN_AI_USAGE_CACHE_READ_INPUT_TOKENS: &str = "gen_ai.usage.cache_read.input_tokens";
+/// The part of the prompt tokens written to the provider's cache.
+pub const GEN_AI_USAGE_CACHE_CREATION_INPUT_TOKENS: &str =
+    "gen_ai.usage.cache_creation.input_tokens";
 /// The conversation (Parley's conversation id).
 pub const GEN_AI_CONVERSATION_ID: &str = "gen_ai.conversation.id";
 /// `json` when the request asks for structured output.
@@ -108,6 +113,9 @@ pub const METRIC_TURNS: &str = "parley_turns_total";
 pub const METRIC_TENANT_TURNS: &str = "parley_tenant_turns_total";
 /// Input + output tokens of the gateway's turns, by tenant.
 pub const METRIC_TENANT_TOKENS: &str = "parley_tenant_tokens_total";
+/// Tokens of the gateway's turns, by the model that answered and the kind
+/// (`input`, `output`, and the parts `cached_input`, `cache_write`, `reasoning`).
+pub const METRIC_TOKENS: &str = "parley_tokens_total";
 /// Turns the gateway refused before they started, by tenant and reason.
 pub const METRIC_TENANT_REJECTED: &str = "parley_tenant_turns_rejected_total";
 /// Turns cancelled because nobody followed them any more, by tenant.
@@ -167,7 +175,9 @@ pub const LABEL_DECISION: &str = "decision";
 pub const LABEL_PAGE: &str = "page";
 /// Label: a rating (`-1`, `1` to `5`).
 pub const LABEL_RATING: &str = "rating";
-/// Label: a diagnostic kind.
+/// Label: a diagnostic kind, or a kind of tokens.
 pub const LABEL_KIND: &str = "kind";
+/// Label: the model that answered a turn (capped).
+pub const LABEL_TURN_MODEL: &str = "model";
 /// Label: a configured MCP server's name (bounded by the configuration).
 pub const LABEL_MCP_SERVER: &str = "server";
