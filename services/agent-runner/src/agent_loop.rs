@@ -344,10 +344,10 @@ impl Runner {
                 .call(candidates, current, &request, iteration, out)
                 .await?;
             current = outcome.candidate;
-            add_usage(&mut total, outcome.reset_usage);
+            total += outcome.reset_usage;
             let model = &candidates[current];
             if let Some(usage) = outcome.usage {
-                add_usage(&mut total, usage);
+                total += usage;
                 report_usage(out, usage, model).await?;
             }
             let call_text = out.call_text().to_owned();
@@ -637,13 +637,6 @@ async fn status(
     out.emit(EventKind::Status(event))
         .await
         .map_err(|_| End::Cancelled)
-}
-
-fn add_usage(total: &mut Usage, usage: Usage) {
-    total.input_tokens += usage.input_tokens;
-    total.output_tokens += usage.output_tokens;
-    total.cached_input_tokens += usage.cached_input_tokens;
-    total.reasoning_tokens += usage.reasoning_tokens;
 }
 
 fn stop_reason(reason: FinishReason) -> StopReason {

@@ -204,7 +204,7 @@ impl ModelCaller<'_> {
                     }
                     tracing::warn!(provider = %candidate.provider, model = %candidate.model, reason = %error.short(), "model call failed after emitting; resetting the step");
                     let usage = out.reported_usage().unwrap_or_default();
-                    add_usage(&mut reset_usage, usage);
+                    reset_usage += usage;
                     self.reset_step(out, &error, usage, iteration, candidate)
                         .await?;
                 }
@@ -389,13 +389,6 @@ impl ModelCaller<'_> {
             sent.map_err(|_| CallError::Cancelled)?;
         }
     }
-}
-
-fn add_usage(total: &mut Usage, usage: Usage) {
-    total.input_tokens += usage.input_tokens;
-    total.output_tokens += usage.output_tokens;
-    total.cached_input_tokens += usage.cached_input_tokens;
-    total.reasoning_tokens += usage.reasoning_tokens;
 }
 
 async fn emit_status(

@@ -83,6 +83,8 @@ impl ChatCall {
             { sc::GEN_AI_RESPONSE_TIME_TO_FIRST_CHUNK } = Empty,
             { sc::GEN_AI_USAGE_INPUT_TOKENS } = Empty,
             { sc::GEN_AI_USAGE_OUTPUT_TOKENS } = Empty,
+            { sc::GEN_AI_USAGE_CACHE_READ_INPUT_TOKENS } = Empty,
+            { sc::GEN_AI_USAGE_CACHE_CREATION_INPUT_TOKENS } = Empty,
             { sc::ERROR_TYPE } = Empty,
         );
         if capture_content() {
@@ -164,6 +166,14 @@ impl ChatCall {
                 .record(sc::GEN_AI_USAGE_INPUT_TOKENS, usage.input_tokens);
             self.span
                 .record(sc::GEN_AI_USAGE_OUTPUT_TOKENS, usage.output_tokens);
+            self.span.record(
+                sc::GEN_AI_USAGE_CACHE_READ_INPUT_TOKENS,
+                usage.cached_input_tokens,
+            );
+            self.span.record(
+                sc::GEN_AI_USAGE_CACHE_CREATION_INPUT_TOKENS,
+                usage.cache_write_tokens,
+            );
             let tokens = &metrics().token_usage;
             for (kind, count) in [
                 ("input", usage.input_tokens),

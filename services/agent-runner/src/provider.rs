@@ -162,13 +162,34 @@ pub enum StreamEvent {
     Finish(Finish),
 }
 
-/// Token usage of one call.
+/// Token usage of one call, the same meaning whichever provider reported it.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Usage {
+    /// All prompt tokens: uncached, read from the cache and written to it.
     pub input_tokens: u64,
+    /// All generated tokens, reasoning included.
     pub output_tokens: u64,
+    /// The part of `input_tokens` read from the provider's cache.
     pub cached_input_tokens: u64,
+    /// The part of `input_tokens` written to the provider's cache.
+    pub cache_write_tokens: u64,
+    /// The part of `output_tokens` spent on reasoning.
     pub reasoning_tokens: u64,
+}
+
+impl std::ops::AddAssign for Usage {
+    /// Adds every count (the usage of several calls of a turn).
+    fn add_assign(&mut self, other: Self) {
+        self.input_tokens = self.input_tokens.saturating_add(other.input_tokens);
+        self.output_tokens = self.output_tokens.saturating_add(other.output_tokens);
+        self.cached_input_tokens = self
+            .cached_input_tokens
+            .saturating_add(other.cached_input_tokens);
+        self.cache_write_tokens = self
+            .cache_write_tokens
+            .saturating_add(other.cache_write_tokens);
+        self.reasoning_tokens = self.reasoning_tokens.saturating_add(other.reasoning_tokens);
+    }
 }
 
 /// How a model call ended.

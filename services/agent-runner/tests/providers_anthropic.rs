@@ -38,6 +38,7 @@ async fn plain_text_with_ping_padding_and_cache_usage() {
             input_tokens: 25 + 2048 + 12,
             output_tokens: 15,
             cached_input_tokens: 2048,
+            cache_write_tokens: 12,
             reasoning_tokens: 0
         }]
     );
@@ -71,6 +72,27 @@ async fn plain_text_with_ping_padding_and_cache_usage() {
     assert_eq!(
         body["messages"],
         json!([{"role": "user", "content": [{"type": "text", "text": "What is the weather in Paris?"}]}])
+    );
+}
+
+#[tokio::test]
+async fn a_cache_write_counts_once_though_message_delta_repeats_the_usage() {
+    let (out, _server) = replay(
+        Reply::sse_fixture("anthropic/cache_write.sse").chunked(5),
+        request("claude-sonnet-4-5"),
+    )
+    .await;
+    assert_eq!(out.text(), "Written to the cache.");
+    assert_eq!(
+        out.usages(),
+        vec![Usage {
+            input_tokens: 3 + 1800,
+            output_tokens: 57,
+            cached_input_tokens: 0,
+            cache_write_tokens: 1800,
+            reasoning_tokens: 0
+        }],
+        "input is the whole prompt: the uncached tokens plus the cache write"
     );
 }
 

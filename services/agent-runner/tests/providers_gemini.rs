@@ -49,6 +49,7 @@ async fn plain_text_with_cumulative_usage() {
             input_tokens: 12,
             output_tokens: 10,
             cached_input_tokens: 4,
+            cache_write_tokens: 0,
             reasoning_tokens: 0
         }],
         "usage is cumulative: only the last counts, reported once"
@@ -81,6 +82,27 @@ async fn plain_text_with_cumulative_usage() {
         json!([{"role": "user", "parts": [{"text": "What is the weather in Paris?"}]}])
     );
     assert!(body.get("generationConfig").is_none());
+}
+
+#[tokio::test]
+async fn an_implicit_cache_hit_and_thoughts_are_parts_of_the_totals() {
+    let (out, _server) = replay(
+        Reply::sse_fixture("gemini/cached_thinking.sse").chunked(3),
+        request("gemini-2.5-flash"),
+    )
+    .await;
+    assert_eq!(out.text(), "The sum is 42.");
+    assert_eq!(
+        out.usages(),
+        vec![Usage {
+            input_tokens: 4096,
+            output_tokens: 6 + 75,
+            cached_input_tokens: 3072,
+            cache_write_tokens: 0,
+            reasoning_tokens: 75
+        }],
+        "promptTokenCount holds the cached tokens; thoughts are counted apart from candidates"
+    );
 }
 
 #[tokio::test]
@@ -203,6 +225,7 @@ async fn thought_parts_are_reasoning() {
             input_tokens: 9,
             output_tokens: 53,
             cached_input_tokens: 0,
+            cache_write_tokens: 0,
             reasoning_tokens: 52
         }]
     );

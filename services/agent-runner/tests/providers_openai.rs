@@ -40,6 +40,7 @@ async fn plain_text_usage_and_finish() {
             input_tokens: 19,
             output_tokens: 10,
             cached_input_tokens: 4,
+            cache_write_tokens: 0,
             reasoning_tokens: 0
         }]
     );
@@ -69,6 +70,27 @@ async fn plain_text_usage_and_finish() {
         ])
     );
     assert!(body.get("tools").is_none() && body.get("response_format").is_none());
+}
+
+#[tokio::test]
+async fn a_reasoning_model_with_a_cached_prefix_reports_both_inside_its_totals() {
+    let (out, _server) = replay(
+        Reply::sse_fixture("openai/cached_reasoning.sse").chunked(7),
+        request("o4-mini"),
+    )
+    .await;
+    assert_eq!(out.text(), "The cached prefix saves money.");
+    assert_eq!(
+        out.usages(),
+        vec![Usage {
+            input_tokens: 2310,
+            output_tokens: 420,
+            cached_input_tokens: 2048,
+            cache_write_tokens: 0,
+            reasoning_tokens: 384
+        }],
+        "prompt_tokens already holds the cached tokens, completion_tokens the reasoning ones"
+    );
 }
 
 #[tokio::test]

@@ -176,6 +176,7 @@ fn usage(usage: Usage, model: Option<&ModelChoice>) -> pb::Usage {
         input_tokens: usage.input_tokens,
         output_tokens: usage.output_tokens,
         cached_input_tokens: usage.cached_input_tokens,
+        cache_write_tokens: usage.cache_write_tokens,
         reasoning_tokens: usage.reasoning_tokens,
         model: model.map(model_ref),
     }

@@ -59,11 +59,14 @@ impl WireUsage {
             .or(self.cache_creation)
             .or(self.output);
         any.map(|_| Usage {
-            input_tokens: self.input.unwrap_or(0)
-                + self.cache_read.unwrap_or(0)
-                + self.cache_creation.unwrap_or(0),
+            input_tokens: self
+                .input
+                .unwrap_or(0)
+                .saturating_add(self.cache_read.unwrap_or(0))
+                .saturating_add(self.cache_creation.unwrap_or(0)),
             output_tokens: self.output.unwrap_or(0),
             cached_input_tokens: self.cache_read.unwrap_or(0),
+            cache_write_tokens: self.cache_creation.unwrap_or(0),
             reasoning_tokens: 0,
         })
     }
@@ -390,6 +393,7 @@ mod tests {
                 input_tokens: 115,
                 output_tokens: 42,
                 cached_input_tokens: 100,
+                cache_write_tokens: 5,
                 reasoning_tokens: 0
             })
         );

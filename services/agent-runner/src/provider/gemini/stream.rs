@@ -157,9 +157,11 @@ fn usage_from(usage: &Value) -> Usage {
     let field = |key: &str| usage.get(key).and_then(Value::as_u64).unwrap_or(0);
     let thoughts = field("thoughtsTokenCount");
     Usage {
-        input_tokens: field("promptTokenCount") + field("toolUsePromptTokenCount"),
-        output_tokens: field("candidatesTokenCount") + thoughts,
+        input_tokens: field("promptTokenCount").saturating_add(field("toolUsePromptTokenCount")),
+        output_tokens: field("candidatesTokenCount").saturating_add(thoughts),
         cached_input_tokens: field("cachedContentTokenCount"),
+        // Implicit caching reports no writes.
+        cache_write_tokens: 0,
         reasoning_tokens: thoughts,
     }
 }

@@ -264,6 +264,8 @@ impl From<WireUsage> for Usage {
                 .prompt_tokens_details
                 .and_then(|d| d.cached_tokens)
                 .unwrap_or(0),
+            // Chat Completions reports no cache writes (caching is automatic).
+            cache_write_tokens: 0,
             reasoning_tokens: u
                 .completion_tokens_details
                 .and_then(|d| d.reasoning_tokens)
