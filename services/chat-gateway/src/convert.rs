@@ -173,12 +173,7 @@ pub fn complete_to_stored(
             })
             .collect(),
         structured: complete.structured.as_ref().map(structured_to_stored),
-        usage: complete.usage.as_ref().map(|u| StoredUsage {
-            input_tokens: u.input_tokens,
-            output_tokens: u.output_tokens,
-            model_calls: u.model_calls,
-            model: u.model.clone(),
-        }),
+        usage: complete.usage.as_ref().map(usage_to_stored),
         state,
         stop_reason: complete.stop_reason.clone(),
         error: error.map(|e| crate::store::model::StoredError {
@@ -186,6 +181,32 @@ pub fn complete_to_stored(
             message: e.message.clone(),
             retryable: e.retryable,
         }),
+    }
+}
+
+/// A turn's usage as stored.
+pub fn usage_to_stored(usage: &gw::Usage) -> StoredUsage {
+    StoredUsage {
+        input_tokens: usage.input_tokens,
+        output_tokens: usage.output_tokens,
+        model_calls: usage.model_calls,
+        model: usage.model.clone(),
+        cached_input_tokens: usage.cached_input_tokens,
+        cache_write_tokens: usage.cache_write_tokens,
+        reasoning_tokens: usage.reasoning_tokens,
+    }
+}
+
+/// The wire message of a stored usage.
+pub fn usage_to_wire(usage: &StoredUsage) -> gw::Usage {
+    gw::Usage {
+        input_tokens: usage.input_tokens,
+        output_tokens: usage.output_tokens,
+        model_calls: usage.model_calls,
+        model: usage.model.clone(),
+        cached_input_tokens: usage.cached_input_tokens,
+        cache_write_tokens: usage.cache_write_tokens,
+        reasoning_tokens: usage.reasoning_tokens,
     }
 }
 
@@ -232,6 +253,7 @@ pub fn assistant_to_wire(
             retry_after: None,
         }),
         stop_reason: message.stop_reason.clone(),
+        usage: message.usage.as_ref().map(usage_to_wire),
         ..Default::default()
     }
 }
@@ -372,5 +394,35 @@ mod tests {
         };
         assert_eq!(decode_outcome(&encode_outcome(&complete)), Some(complete));
         assert_eq!(decode_outcome("%%%"), None);
+    }
+
+    #[test]
+    fn usage_keeps_every_count_when_stored_and_old_rows_read_back() {
+        let usage = gw::Usage {
+            input_tokens: 4270,
+            output_tokens: 333,
+            model_calls: 3,
+            model: "claude-sonnet-4-5".into(),
+            cached_input_tokens: 3900,
+            cache_write_tokens: 120,
+            reasoning_tokens: 64,
+        };
+        let stored = usage_to_stored(&usage);
+        let json = serde_json::to_string(&stored).expect("encodes");
+        let read: StoredUsage = serde_json::from_str(&json).expect("decodes");
+        assert_eq!(usage_to_wire(&read), usage);
+        let old: StoredUsage = serde_json::from_str(
+            r#"{"input_tokens":5,"output_tokens":2,"model_calls":1,"model":"m"}"#,
+        )
+        .expect("a usage stored before the cache counts reads back");
+        assert_eq!(
+            (
+                old.input_tokens,
+                old.cached_input_tokens,
+                old.cache_write_tokens,
+                old.reasoning_tokens
+            ),
+            (5, 0, 0, 0)
+        );
     }
 }

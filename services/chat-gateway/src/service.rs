@@ -18,6 +18,7 @@ use tonic::{Request, Response, Status, service::interceptor::InterceptedService}
 
 use crate::{
     auth::{AuthInterceptor, Authenticator, Principal},
+    convert,
     durable::{
         EventStream,
         streams::{self, Admitted},
@@ -204,6 +205,7 @@ impl ChatGateway for GatewayService {
         }
         Ok(Response::new(gw::GetConversationResponse {
             conversation: Some(conversations::summary_to_wire(&summary)),
+            usage: Some(convert::usage_to_wire(&summary.usage)),
             messages,
             next_page_token: page
                 .earlier

@@ -50,7 +50,7 @@ use sqlx::{
 
 pub use model::{
     AssistantMessage, ConversationSummary, EventBody, StoredDecision, StoredEvent, StoredFeedback,
-    StoredPage, StoredPayload, TurnPage, TurnRecord, TurnState, UserDecision,
+    StoredPage, StoredPayload, StoredUsage, TurnPage, TurnRecord, TurnState, UserDecision,
 };
 pub use reap::{Finalize, ReapIf, ReapInput, Reaped};
 pub use turns::HeldTurn;
@@ -376,6 +376,11 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
         12,
         "turn decisions",
         include_str!("store/migrations/0012_turn_decisions.sql"),
+    ),
+    (
+        13,
+        "conversation usage",
+        include_str!("store/migrations/0013_conversation_usage.sql"),
     ),
 ];
 

@@ -2,7 +2,8 @@
 //! turn's task ([`flow`]) calls the runner and relays its events
 //! ([`relay`]) through the text cleaner ([`cleaner`], [`partials`]), parses
 //! the answer ([`parse`]), reads the history it sends ([`history`]) and
-//! decides how the turn ends ([`outcome`]); [`recover`] ends, from its
+//! decides how the turn ends ([`outcome`]) and what it used ([`usage`]);
+//! [`recover`] ends, from its
 //! stored events, a turn whose replica died. How a turn starts, is
 //! followed and stopped across replicas is [`crate::engine`].
 
@@ -16,6 +17,7 @@ pub mod partials;
 pub mod pause;
 pub mod recover;
 pub mod relay;
+pub mod usage;
 
 use std::sync::Arc;
 

@@ -212,12 +212,14 @@ pub fn messages(events: &[StoredEvent], turns: &[TurnRecord]) -> Vec<gw::Convers
 }
 
 /// Fills in the placeholder of a paused turn from its `continuation`: the
-/// answer so far, the tools that ran, and the calls that wait.
+/// answer so far, the tools that ran, the usage so far, and the calls that
+/// wait.
 pub fn paused(message: &mut gw::ConversationMessage, continuation: &Continuation) {
     let before = continuation.before();
     message.text = before.parsed.message;
     message.reasoning = before.reasoning;
     message.tool_history = before.tools;
+    message.usage = before.usage;
     let expires_at = pause::from_unix_ms(continuation.expires_at_ms);
     for event in pause::requests(continuation.pending(), expires_at) {
         match event {

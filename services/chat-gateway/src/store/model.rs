@@ -122,18 +122,28 @@ pub struct StoredStructured {
     pub error: String,
 }
 
-/// Token usage of a turn.
+/// Token usage of a turn. The parts (cache reads and writes, reasoning)
+/// read back as 0 from turns stored before they were kept.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct StoredUsage {
-    /// Prompt tokens.
+    /// All prompt tokens.
     pub input_tokens: u64,
-    /// Generated tokens.
+    /// All generated tokens.
     pub output_tokens: u64,
     /// Model calls.
     pub model_calls: u32,
     /// The model that answered.
     #[serde(default)]
     pub model: String,
+    /// The part of `input_tokens` read from the provider's cache.
+    #[serde(default)]
+    pub cached_input_tokens: u64,
+    /// The part of `input_tokens` written to the provider's cache.
+    #[serde(default)]
+    pub cache_write_tokens: u64,
+    /// The part of `output_tokens` spent reasoning.
+    #[serde(default)]
+    pub reasoning_tokens: u64,
 }
 
 /// Why a turn failed.
@@ -275,6 +285,8 @@ pub struct ConversationSummary {
     pub updated_at: i64,
     /// Number of turns.
     pub turn_count: u32,
+    /// The usage of its ended turns (no model), summed as each ended.
+    pub usage: StoredUsage,
 }
 
 /// A page of a conversation's turns, for reading it back in parts.

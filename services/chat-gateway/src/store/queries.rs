@@ -6,8 +6,9 @@ use sqlx::{Row, any::AnyRow};
 
 use super::{
     BeginTurn, ConversationSummary, FinishTurn, ListCursor, NewTurn, Store, StoreError,
-    StoredEvent, TurnPage, TurnRecord, TurnState, now_ms,
-    writes::{BeginTurnWrite, Begun, DeleteWrite, EncodedEvent, FinishTurnWrite, tokens_of},
+    StoredEvent, StoredUsage, TurnPage, TurnRecord, TurnState, now_ms,
+    wire::to_u64,
+    writes::{BeginTurnWrite, Begun, DeleteWrite, EncodedEvent, FinishTurnWrite, usage_of},
 };
 
 /// The columns [`turn_from_row`] reads.
@@ -73,13 +74,36 @@ fn json_column<T: serde::de::DeserializeOwned>(
         })
 }
 
+/// A SELECT of the conversations' columns [`summary_from_row`] reads,
+/// then `$rest` (the WHERE and what follows).
+macro_rules! select_summaries {
+    ($rest:literal) => {
+        concat!(
+            "SELECT id, title, created_at, updated_at, turn_count, input_tokens, output_tokens, \
+             cached_input_tokens, cache_write_tokens, reasoning_tokens, model_calls \
+             FROM conversations ",
+            $rest
+        )
+    };
+}
+
 fn summary_from_row(row: &AnyRow) -> Result<ConversationSummary, StoreError> {
+    let count = |column: &str| -> Result<u64, StoreError> { Ok(to_u64(row.try_get(column)?)) };
     Ok(ConversationSummary {
         id: row.try_get("id")?,
         title: row.try_get("title")?,
         created_at: row.try_get("created_at")?,
         updated_at: row.try_get("updated_at")?,
         turn_count: to_u32(row.try_get("turn_count")?),
+        usage: StoredUsage {
+            input_tokens: count("input_tokens")?,
+            output_tokens: count("output_tokens")?,
+            cached_input_tokens: count("cached_input_tokens")?,
+            cache_write_tokens: count("cache_write_tokens")?,
+            reasoning_tokens: count("reasoning_tokens")?,
+            model_calls: to_u32(row.try_get("model_calls")?),
+            model: String::new(),
+        },
     })
 }
 
@@ -163,7 +187,7 @@ impl Store {
             state: finish.state,
             retryable: finish.retryable,
             outcome: finish.outcome,
-            tokens: tokens_of(&finish.events),
+            usage: usage_of(&finish.events),
             events: finish
                 .events
                 .iter()
@@ -283,14 +307,11 @@ impl Store {
         owner: &str,
         id: &str,
     ) -> Result<Option<ConversationSummary>, StoreError> {
-        let row = sqlx::query(
-            "SELECT id, title, created_at, updated_at, turn_count FROM conversations \
-             WHERE id = $1 AND owner = $2",
-        )
-        .bind(id)
-        .bind(owner)
-        .fetch_optional(&self.pool)
-        .await?;
+        let row = sqlx::query(select_summaries!("WHERE id = $1 AND owner = $2"))
+            .bind(id)
+            .bind(owner)
+            .fetch_optional(&self.pool)
+            .await?;
         row.as_ref().map(summary_from_row).transpose()
     }
 
@@ -394,11 +415,10 @@ impl Store {
             None => (i64::MAX, ""),
         };
         let first_page = cursor.is_none();
-        let rows = sqlx::query(
-            "SELECT id, title, created_at, updated_at, turn_count FROM conversations \
-             WHERE owner = $1 AND ($4 = 1 OR updated_at < $2 OR (updated_at = $2 AND id < $3)) \
-             ORDER BY updated_at DESC, id DESC LIMIT $5",
-        )
+        let rows = sqlx::query(select_summaries!(
+            "WHERE owner = $1 AND ($4 = 1 OR updated_at < $2 OR (updated_at = $2 AND id < $3)) \
+             ORDER BY updated_at DESC, id DESC LIMIT $5"
+        ))
         .bind(owner)
         .bind(updated_at)
         .bind(id)

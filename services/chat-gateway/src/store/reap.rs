@@ -15,7 +15,7 @@ use super::{
     group::on_store_clock,
     now_ms,
     wire::{to_u64, wire_batches},
-    writes::{EncodedEvent, FinishTurnWrite, tokens_of},
+    writes::{EncodedEvent, FinishTurnWrite, usage_of},
 };
 
 /// What the sweep knows of a turn it ends.
@@ -126,7 +126,7 @@ impl Write for Reap {
                 state: reaped.state,
                 retryable: reaped.retryable,
                 outcome: reaped.outcome,
-                tokens: tokens_of(&reaped.events),
+                usage: usage_of(&reaped.events),
                 events: reaped
                     .events
                     .iter()

@@ -1255,6 +1255,7 @@ async fn finish_with_usage(
             output_tokens: tokens - tokens / 2,
             model_calls: 1,
             model: "m".into(),
+            ..model::StoredUsage::default()
         });
     }
     let ended = store
@@ -1956,7 +1957,77 @@ on_both_backends!(
     tool_calls_are_fenced_by_the_lease,
     paused_turns_are_taken_back_once,
     decisions_and_ratings_are_the_owners_and_the_last_one_wins,
+    a_conversation_sums_the_usage_its_turns_end_with,
 );
+
+/// Each turn's end adds its usage, every count, to its conversation's
+/// total; an end without usage adds nothing, and a listing reads it too.
+async fn a_conversation_sums_the_usage_its_turns_end_with(store: Store) {
+    let conversation = id();
+    let used = |input, cached, written, output, reasoning| model::StoredUsage {
+        input_tokens: input,
+        output_tokens: output,
+        model_calls: 3,
+        model: "m".into(),
+        cached_input_tokens: cached,
+        cache_write_tokens: written,
+        reasoning_tokens: reasoning,
+    };
+    for (n, usage) in [
+        Some(used(6187, 4060, 2060, 155, 24)),
+        None,
+        Some(used(6370, 6260, 40, 75, 6)),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let turn = start(&store, "alice", &conversation, n == 0, None).await;
+        let mut answer = assistant("done", TurnState::Completed);
+        if let EventBody::AssistantMessage(message) = &mut answer {
+            message.usage = usage;
+        }
+        let ended = store
+            .finish_turn(FinishTurn {
+                owner: "alice",
+                conversation_id: &conversation,
+                turn_id: &turn,
+                replica: REPLICA,
+                state: TurnState::Completed,
+                retryable: false,
+                wire: None,
+                outcome: None,
+                events: vec![answer],
+                pause: None,
+            })
+            .await
+            .expect("finish");
+        assert!(ended);
+    }
+    let summary = store
+        .conversation("alice", &conversation)
+        .await
+        .expect("read")
+        .expect("alice's conversation");
+    let total = model::StoredUsage {
+        input_tokens: 6187 + 6370,
+        output_tokens: 155 + 75,
+        model_calls: 6,
+        model: String::new(),
+        cached_input_tokens: 4060 + 6260,
+        cache_write_tokens: 2060 + 40,
+        reasoning_tokens: 24 + 6,
+    };
+    assert_eq!((summary.turn_count, &summary.usage), (3, &total));
+    let (listed, _) = store.list("alice", 10, None).await.expect("list");
+    assert_eq!(listed[0].usage, total);
+    assert_eq!(
+        store
+            .conversation("bob", &conversation)
+            .await
+            .expect("read"),
+        None
+    );
+}
 
 async fn decisions_and_ratings_are_the_owners_and_the_last_one_wins(store: Store) {
     let conversation = id();

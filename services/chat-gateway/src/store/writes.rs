@@ -12,7 +12,7 @@ use futures::future::BoxFuture;
 use sqlx::{AnyConnection, Arguments, Row};
 
 use super::{
-    Deletion, EventBody, StoreError, TurnState, WireBatch,
+    Deletion, EventBody, StoreError, StoredUsage, TurnState, WireBatch,
     batch::{Deferred, Write, run_whole},
     group::{Statements, is_sqlite, on_store_clock},
     quota::{self, Admission, QuotaExceeded},
@@ -288,8 +288,10 @@ pub(crate) struct FinishTurnWrite {
     pub(crate) retryable: bool,
     pub(crate) outcome: Option<String>,
     pub(crate) events: Vec<EncodedEvent>,
-    /// Input + output tokens the turn used ([`tokens_of`] its events).
-    pub(crate) tokens: i64,
+    /// The usage the turn's ending records ([`usage_of`] its events): added
+    /// to its conversation's total and, input + output, to the daily
+    /// token limits.
+    pub(crate) usage: StoredUsage,
     /// The turn's last wire events, when the event log is on.
     pub(crate) wire: Option<WireBatch>,
     /// Whether to NOTIFY other replicas (PostgreSQL).
@@ -299,18 +301,16 @@ pub(crate) struct FinishTurnWrite {
     pub(crate) now: i64,
 }
 
-/// The input + output tokens an ending's events record (its assistant
-/// message's usage), for the daily token limits.
-pub(crate) fn tokens_of(events: &[EventBody]) -> i64 {
+/// The usage an ending's events record (its assistant message's; none
+/// for a pause, whose usage is recorded when the turn ends).
+pub(crate) fn usage_of(events: &[EventBody]) -> StoredUsage {
     events
         .iter()
         .find_map(|event| match event {
-            EventBody::AssistantMessage(message) => message.usage.as_ref(),
+            EventBody::AssistantMessage(message) => message.usage.clone(),
             _ => None,
         })
-        .map_or(0, |usage| {
-            to_i64(usage.input_tokens.saturating_add(usage.output_tokens))
-        })
+        .unwrap_or_default()
 }
 
 /// The columns a turn's end sets. The placeholders of [`FinishTurnWrite::end_turn`]:
@@ -320,13 +320,26 @@ pub(crate) fn tokens_of(events: &[EventBody]) -> i64 {
 /// $8`), `$9` tokens, `$10`
 /// conversation, `$11` how many events the end appends, `$12` a pause's
 /// continuation and `$13` how long it waits (both NULL for an end, which
-/// clears them).
+/// clears them), `$14`–`$19` the usage added to the conversation's
+/// (`add_usage!`).
 macro_rules! set_ended {
     () => {
         "UPDATE turns SET state = $3, outcome = $4, finished_at = $5, retryable = $6, \
          last_event_seq = CASE WHEN $7 > last_event_seq THEN $7 ELSE last_event_seq END, \
          lease_until = NULL, tokens = $9, continuation = $12, \
          input_until = {now} + $13 "
+    };
+}
+
+/// The conversation's columns a turn's end adds its usage to: `$14` input,
+/// `$15` output, `$16` cached input, `$17` cache write, `$18` reasoning
+/// tokens, `$19` model calls (all 0 for a pause).
+macro_rules! add_usage {
+    () => {
+        "input_tokens = input_tokens + $14, output_tokens = output_tokens + $15, \
+         cached_input_tokens = cached_input_tokens + $16, \
+         cache_write_tokens = cache_write_tokens + $17, \
+         reasoning_tokens = reasoning_tokens + $18, model_calls = model_calls + $19 "
     };
 }
 
@@ -351,8 +364,9 @@ macro_rules! running_turn {
 macro_rules! end_turn_sql {
     (sqlite, $held:literal) => {
         concat!(
-            "UPDATE conversations SET last_seq = last_seq + $11, updated_at = $5 \
-             WHERE id = $10 AND owner = $2 AND EXISTS (SELECT 1 FROM turns ",
+            "UPDATE conversations SET last_seq = last_seq + $11, updated_at = $5, ",
+            add_usage!(),
+            "WHERE id = $10 AND owner = $2 AND EXISTS (SELECT 1 FROM turns ",
             running_turn!($held),
             ") RETURNING last_seq;\n",
             set_ended!(),
@@ -366,14 +380,24 @@ macro_rules! end_turn_sql {
             set_ended!(),
             running_turn!($held),
             " RETURNING id), \
-             seqs AS (UPDATE conversations SET last_seq = last_seq + $11, updated_at = $5 \
-             WHERE id = $10 AND owner = $2 AND EXISTS (SELECT 1 FROM ended) RETURNING last_seq) \
+             seqs AS (UPDATE conversations SET last_seq = last_seq + $11, updated_at = $5, ",
+            add_usage!(),
+            "WHERE id = $10 AND owner = $2 AND EXISTS (SELECT 1 FROM ended) RETURNING last_seq) \
              SELECT (SELECT count(*) FROM ended) AS ended, (SELECT last_seq FROM seqs) AS last_seq"
         )
     };
 }
 
 impl FinishTurnWrite {
+    /// Input + output tokens, for the daily token limits.
+    fn tokens(&self) -> i64 {
+        to_i64(
+            self.usage
+                .input_tokens
+                .saturating_add(self.usage.output_tokens),
+        )
+    }
+
     /// How many events the end appends (the seqs it takes).
     fn appended(&self) -> i64 {
         i64::try_from(self.events.len()).unwrap_or(i64::MAX)
@@ -409,11 +433,19 @@ impl FinishTurnWrite {
             Some(replica) => query.bind(replica.as_str()),
             None => query.bind(0_i64),
         }
-        .bind(self.tokens)
+        .bind(self.tokens())
         .bind(self.conversation_id.as_str())
         .bind(self.appended())
         .bind(self.pause.as_ref().map(|pause| pause.continuation.as_str()))
         .bind(self.pause.as_ref().map(|pause| pause.wait_ms));
+        let usage = &self.usage;
+        let query = query
+            .bind(to_i64(usage.input_tokens))
+            .bind(to_i64(usage.output_tokens))
+            .bind(to_i64(usage.cached_input_tokens))
+            .bind(to_i64(usage.cache_write_tokens))
+            .bind(to_i64(usage.reasoning_tokens))
+            .bind(i64::from(usage.model_calls));
         // Every row (not `fetch_optional`): on SQLite the statement after
         // the one that returns a row must run too.
         let rows = query.fetch_all(&mut *conn).await?;
@@ -470,7 +502,7 @@ impl Write for FinishTurnWrite {
             if let Some(wire) = &self.wire {
                 insert_wire(&mut group, &self.turn_id, wire, self.now)?;
             }
-            quota::record_tokens(&mut group, &self.turn_id, self.tokens)?;
+            quota::record_tokens(&mut group, &self.turn_id, self.tokens())?;
             if self.notify {
                 // PostgreSQL only; the same statement as the inserts.
                 group.push("SELECT pg_notify($1, $2)", |values| {

@@ -41,6 +41,7 @@ use super::{
     pause::{self, Continuation, Resume},
     recover,
     relay::{self, Fence, RunEnd},
+    usage::{add_runs, take_run_total},
 };
 use crate::{
     convert::{self, TurnIds},
@@ -202,7 +203,7 @@ async fn after_pause(
     tools.append(&mut produced.tools);
     produced.tools = tools;
     produced.reasoning = format!("{}{}", before.reasoning, produced.reasoning);
-    produced.usage = pause::add_usage(before.usage.clone(), produced.usage);
+    produced.usage = add_runs(before.usage.clone(), produced.usage);
     produced
 }
 
@@ -266,8 +267,7 @@ async fn produce(
     let (ending, structured) = match relayed.end {
         RunEnd::Finished(finished) => {
             if let Some(total) = &finished.usage {
-                usage.input_tokens = total.input_tokens;
-                usage.output_tokens = total.output_tokens;
+                take_run_total(&mut usage, total);
             }
             usage.model_calls = usage.model_calls.max(finished.iterations);
             if !finished.response_model.is_empty() {
@@ -303,8 +303,7 @@ async fn produce(
         }
         RunEnd::Paused(input) => {
             if let Some(total) = &input.usage {
-                usage.input_tokens = total.input_tokens;
-                usage.output_tokens = total.output_tokens;
+                take_run_total(&mut usage, total);
             }
             usage.model_calls = usage.model_calls.max(1);
             return Produced {
@@ -724,6 +723,9 @@ async fn finish(shared: &Shared, spec: &TurnSpec, ended: Ended<'_>, produced: Pr
         &diagnostics,
         fallback.is_some(),
     );
+    if let Some(usage) = &usage {
+        observe::turn_usage(&tracing::Span::current(), usage);
+    }
     observe::tenant_turn(
         spec.start.principal.tenant.as_deref(),
         &ending,

@@ -5,10 +5,11 @@
 //! the turn has them too. Its stages have spans of their own
 //! (`store.load_history`, `prompt.build`, `store.finish_turn`); the calls to
 //! the runner and the parser are CLIENT spans of the traced channels. No
-//! message text, prompt or token goes on a span.
+//! message text or prompt goes on a span; the turn's token counts do
+//! (`gen_ai.usage.*`), and `parley_tokens_total` counts them by model.
 
 use parley_grpc::telemetry::{metrics, semconv as sc};
-use parley_proto::parser::v1::Diagnostic;
+use parley_proto::{gateway::v1 as gw, parser::v1::Diagnostic};
 use tracing::{Span, field::Empty};
 use tracing_opentelemetry::OpenTelemetrySpanExt;
 
@@ -24,7 +25,36 @@ pub fn turn_span(spec: &TurnSpec) -> Span {
         { sc::PARLEY_PAGE } = spec.start.page.page.as_str(),
         { sc::PARLEY_TURN_OUTCOME } = Empty,
         { sc::ERROR_TYPE } = Empty,
+        { sc::GEN_AI_USAGE_INPUT_TOKENS } = Empty,
+        { sc::GEN_AI_USAGE_OUTPUT_TOKENS } = Empty,
+        { sc::GEN_AI_USAGE_CACHE_READ_INPUT_TOKENS } = Empty,
+        { sc::GEN_AI_USAGE_CACHE_CREATION_INPUT_TOKENS } = Empty,
     )
+}
+
+/// Records what an ended turn used on its `span` and counts it, once per
+/// turn, in `parley_tokens_total` under the model that answered.
+pub fn turn_usage(span: &Span, usage: &gw::Usage) {
+    span.record(sc::GEN_AI_USAGE_INPUT_TOKENS, usage.input_tokens);
+    span.record(sc::GEN_AI_USAGE_OUTPUT_TOKENS, usage.output_tokens);
+    span.record(
+        sc::GEN_AI_USAGE_CACHE_READ_INPUT_TOKENS,
+        usage.cached_input_tokens,
+    );
+    span.record(
+        sc::GEN_AI_USAGE_CACHE_CREATION_INPUT_TOKENS,
+        usage.cache_write_tokens,
+    );
+    metrics().count_tokens(
+        &usage.model,
+        &[
+            ("input", usage.input_tokens),
+            ("output", usage.output_tokens),
+            ("cached_input", usage.cached_input_tokens),
+            ("cache_write", usage.cache_write_tokens),
+            ("reasoning", usage.reasoning_tokens),
+        ],
+    );
 }
 
 /// Counts a turn of `tenant` (how it ended, its tokens, whether it was

@@ -137,22 +137,6 @@ pub struct Resume {
     pub before: Before,
 }
 
-/// Usage `a` and `b` of one turn's runs (`b` after `a`'s pause), summed;
-/// the model calls are the larger count, since a finished run counts the
-/// turn's calls from its first (the runner numbers them on across pauses).
-pub fn add_usage(a: Option<gw::Usage>, b: Option<gw::Usage>) -> Option<gw::Usage> {
-    match (a, b) {
-        (None, b) => b,
-        (a, None) => a,
-        (Some(a), Some(b)) => Some(gw::Usage {
-            input_tokens: a.input_tokens.saturating_add(b.input_tokens),
-            output_tokens: a.output_tokens.saturating_add(b.output_tokens),
-            model_calls: a.model_calls.max(b.model_calls),
-            model: if b.model.is_empty() { a.model } else { b.model },
-        }),
-    }
-}
-
 /// Longest call summary shown to the user, in characters.
 const SUMMARY_CHARS: usize = 200;
 

@@ -188,17 +188,6 @@ impl ToolLog {
     }
 }
 
-fn add_usage(total: &mut gw::Usage, usage: &runner::Usage) {
-    total.input_tokens += usage.input_tokens;
-    total.output_tokens += usage.output_tokens;
-    total.model_calls += 1;
-    if let Some(model) = &usage.model
-        && !model.model.is_empty()
-    {
-        total.model = model.model.clone();
-    }
-}
-
 /// What reading the runner's stream gave.
 type Message = Result<Option<runner::RunEvent>, tonic::Status>;
 
@@ -429,7 +418,7 @@ pub async fn relay(
                 }));
                 push_all(sink, taken_down);
             }
-            Some(run_event::Event::Usage(call)) => add_usage(&mut usage, &call),
+            Some(run_event::Event::Usage(call)) => super::usage::add_call(&mut usage, &call),
             Some(run_event::Event::Finished(finished)) => break RunEnd::Finished(finished),
             Some(run_event::Event::Error(error)) => break RunEnd::Failed(error),
             Some(run_event::Event::InputRequired(input)) => break RunEnd::Paused(Box::new(input)),

@@ -25,3 +25,4 @@ mod real_stack;
 mod secrets;
 mod streaming;
 mod unix_socket;
+mod usage;
