@@ -2,7 +2,7 @@
 //! tool progress on its own lines, proposal cards that grow in place, and
 //! the final suggestions, actions and payloads; colours only on a terminal.
 
-use parley_proto::gateway::v1::{PayloadPartial, TurnComplete, chat_event::Event};
+use parley_proto::gateway::v1::{PayloadPartial, TurnComplete, Usage, chat_event::Event};
 use parley_proto::parser::v1::{Payload, data_operation, payload::Typed, schema_operation};
 
 pub(crate) struct Style {
@@ -364,14 +364,29 @@ pub(crate) fn render_complete(style: &Style, complete: &TurnComplete) {
         );
     }
     if let Some(usage) = &complete.usage {
-        println!(
-            "  {}",
-            style.dim(&format!(
-                "{} · {} in / {} out tokens · {} model call(s)",
-                usage.model, usage.input_tokens, usage.output_tokens, usage.model_calls
-            ))
-        );
+        println!("  {}", style.dim(&usage_line(usage)));
     }
+}
+
+/// The footer's usage: `model · 4270 in (3900 cached) / 333 out tokens · 2
+/// model call(s)`; the cached and reasoning parts only when there are any.
+pub(crate) fn usage_line(usage: &Usage) -> String {
+    let part = |count: u64, what: &str| {
+        if count == 0 {
+            String::new()
+        } else {
+            format!(" ({count} {what})")
+        }
+    };
+    format!(
+        "{} · {} in{} / {} out{} tokens · {} model call(s)",
+        usage.model,
+        usage.input_tokens,
+        part(usage.cached_input_tokens, "cached"),
+        usage.output_tokens,
+        part(usage.reasoning_tokens, "reasoning"),
+        usage.model_calls
+    )
 }
 
 pub(crate) fn render_payload(style: &Style, payload: &Payload) {

@@ -1,4 +1,4 @@
-//! Tests of how `parley-chat` draws a proposal card.
+//! Tests of how `parley-chat` draws a proposal card and the usage footer.
 
 use super::*;
 
@@ -57,5 +57,27 @@ fn a_data_card_shows_the_values_of_the_rows_it_adds_and_changes() {
         lines[3].ends_with("xxx…}") && lines[3].chars().count() < 100,
         "{}",
         lines[3]
+    );
+}
+
+#[test]
+fn the_footer_shows_cached_and_reasoning_tokens_only_when_there_are_any() {
+    let mut usage = Usage {
+        input_tokens: 4270,
+        output_tokens: 333,
+        model_calls: 2,
+        model: "claude-sonnet-4-5".into(),
+        cached_input_tokens: 3900,
+        ..Usage::default()
+    };
+    assert_eq!(
+        usage_line(&usage),
+        "claude-sonnet-4-5 · 4270 in (3900 cached) / 333 out tokens · 2 model call(s)"
+    );
+    usage.cached_input_tokens = 0;
+    usage.reasoning_tokens = 128;
+    assert_eq!(
+        usage_line(&usage),
+        "claude-sonnet-4-5 · 4270 in / 333 out (128 reasoning) tokens · 2 model call(s)"
     );
 }
