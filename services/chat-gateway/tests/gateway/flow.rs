@@ -625,7 +625,17 @@ async fn an_unreachable_runner_is_runner_unavailable() {
 
 #[tokio::test]
 async fn a_runner_refusal_keeps_its_reason_and_is_not_retryable() {
-    let mut stack = Harness::start(Options::default()).await;
+    // A page that lets requests choose `scripted/x`.
+    let registry = chat_gateway::registry::Registry::from_str(
+        "version: 1\npages:\n  tables_list:\n    models_allowed: [scripted/x]\n",
+        "allows.yaml",
+    )
+    .expect("a valid registry");
+    let mut stack = Harness::start(Options {
+        registry: Some(registry),
+        ..Options::default()
+    })
+    .await;
     stack.runner.push(Reply::Fail(parley_grpc::status::error(
         tonic::Code::FailedPrecondition,
         "STRUCTURED_OUTPUT_UNSUPPORTED",
