@@ -33,6 +33,7 @@ use crate::{
     observe,
     output::{TextMode, TurnOutput, shows_text},
     parsing,
+    pricing::PriceTable,
     provider::{
         ChatRequest, Finish, FinishReason, Message, OutputSchema, ToolCall, ToolResult, ToolSpec,
         Usage,
@@ -56,6 +57,8 @@ pub struct Runner {
     pub tools: ToolRuntime,
     /// The retry policy of every model call.
     pub retry: RetryPolicy,
+    /// The models' prices ([`crate::pricing`]; empty: every call costs 0).
+    pub prices: Arc<PriceTable>,
 }
 
 /// A checked turn, ready to run.
@@ -436,6 +439,7 @@ impl Runner {
             cancel,
             conversation_id: &turn.conversation_id,
             mid_answer_failover: turn.mid_answer_failover,
+            prices: &self.prices,
         }
     }
 

@@ -67,7 +67,7 @@ pub struct ToolsConfig {
 
 /// `[models]`: the models requests may name, and the routes
 /// (`[models.NAME]`, see [`crate::routes`]) they may name instead.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(default)]
 pub struct ModelsConfig {
     /// `PROVIDER/MODEL` patterns, a trailing `*` for a prefix; unset: the
@@ -357,6 +357,8 @@ pub struct Allowed {
     /// The routes requests may name (their models are allowed through
     /// them).
     pub routes: crate::routes::Routes,
+    /// The routes' prices, in `[pricing] currency`.
+    pub prices: crate::pricing::PriceTable,
 }
 
 impl Allowed {
@@ -367,6 +369,7 @@ impl Allowed {
             endpoints: AllowedEndpoints::none(),
             models: AllowedModels::defaults_of(providers),
             routes: crate::routes::Routes::default(),
+            prices: crate::pricing::PriceTable::default(),
         }
     }
 
@@ -412,6 +415,7 @@ impl Allowed {
             endpoints,
             models,
             routes,
+            prices: crate::pricing::PriceTable::default(),
         })
     }
 

@@ -179,6 +179,7 @@ impl RunnerApp {
             providers: Arc::new(providers),
             tools,
             retry: config.retry_policy(),
+            prices: Arc::new(allowed.prices.clone()),
         });
         tracing::info!(
             tool_endpoints = ?allowed.endpoints.describe(),

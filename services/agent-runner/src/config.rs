@@ -121,6 +121,9 @@ pub struct RunnerConfig {
     /// `[models]`: the models requests may name (by default every
     /// provider's default model; see [`crate::allow`]).
     pub models: crate::allow::ModelsConfig,
+    /// `[pricing]`: the currency of the routes' prices (see
+    /// [`crate::pricing`]).
+    pub pricing: crate::pricing::PricingConfig,
     /// The directory relative paths are resolved against (the file's own).
     #[serde(skip)]
     pub base_dir: PathBuf,
@@ -142,6 +145,7 @@ impl Default for RunnerConfig {
             auth: crate::auth::AuthConfig::default(),
             tools: crate::allow::ToolsConfig::default(),
             models: crate::allow::ModelsConfig::default(),
+            pricing: crate::pricing::PricingConfig::default(),
             base_dir: PathBuf::new(),
         }
     }
@@ -474,7 +478,16 @@ impl RunnerConfig {
     /// What requests may reach on `providers` (built from this
     /// configuration): `[tools]` (its registry read now) and `[models]`.
     pub fn allowed(&self, providers: &Providers) -> Result<crate::allow::Allowed, ConfigError> {
-        crate::allow::Allowed::from_config(&self.tools, &self.models, &self.base_dir, providers)
+        let mut allowed = crate::allow::Allowed::from_config(
+            &self.tools,
+            &self.models,
+            &self.base_dir,
+            providers,
+        )?;
+        allowed.prices = allowed
+            .routes
+            .price_table(self.pricing.checked_currency()?)?;
+        Ok(allowed)
     }
 
     /// The default limits.

@@ -25,6 +25,7 @@ pub mod model_call;
 pub mod observe;
 pub mod output;
 pub mod parsing;
+pub mod pricing;
 pub mod prompts;
 pub mod provider;
 pub mod retry;

@@ -32,6 +32,7 @@ use crate::{
     events::{EventKind, Phase, Status, StepReset, TurnError, UsageReport},
     observe::{self, ChatCall},
     output::TurnOutput,
+    pricing::PriceTable,
     provider::{ChatRequest, Finish, ReasoningBlock, StreamEvent, ToolCall, Usage},
     provider::{ModelChoice, Providers},
     retry::RetryPolicy,
@@ -116,6 +117,8 @@ pub struct ModelCaller<'a> {
     pub conversation_id: &'a str,
     /// Whether a call that fails after streaming may run again.
     pub mid_answer_failover: bool,
+    /// The models' prices, which give each call's usage its cost.
+    pub prices: &'a PriceTable,
 }
 
 /// A provider that could not be reached is named by its configured name
@@ -176,7 +179,7 @@ impl ModelCaller<'_> {
             for attempt in 1..=max_attempts {
                 out.begin_call();
                 let error = match self
-                    .attempt(provider.as_ref(), request.clone(), index, out)
+                    .attempt(provider.as_ref(), request.clone(), (index, candidate), out)
                     .await?
                 {
                     Attempt::Done(mut outcome) => {
@@ -268,12 +271,13 @@ impl ModelCaller<'_> {
         .map_err(|_| CallError::Cancelled)
     }
 
-    /// One attempt against one provider, in its own `chat {model}` span.
+    /// One attempt against one provider, in its own `chat {model}` span;
+    /// `candidate` is the model called and its place among the candidates.
     async fn attempt(
         &self,
         provider: &dyn crate::provider::Provider,
         request: ChatRequest,
-        candidate: usize,
+        candidate: (usize, &ModelChoice),
         out: &mut TurnOutput,
     ) -> Result<Attempt, CallError> {
         let mut chat = ChatCall::start(provider.system(), &request, self.conversation_id);
@@ -299,7 +303,7 @@ impl ModelCaller<'_> {
         &self,
         provider: &dyn crate::provider::Provider,
         request: ChatRequest,
-        candidate: usize,
+        (candidate, model): (usize, &ModelChoice),
         out: &mut TurnOutput,
         chat: &mut ChatCall,
     ) -> Result<Attempt, CallError> {
@@ -370,6 +374,7 @@ impl ModelCaller<'_> {
                     Ok(())
                 }
                 StreamEvent::Usage(reported) => {
+                    let reported = self.prices.priced(model, reported);
                     usage = Some(reported);
                     out.attempt_usage(reported);
                     Ok(())

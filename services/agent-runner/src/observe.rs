@@ -308,6 +308,14 @@ pub fn retried(provider: &str, reason: &str) {
         .inc();
 }
 
+/// A call to `provider`'s `model`, which no route prices.
+pub fn unpriced_call(provider: &str, model: &str) {
+    let m = metrics();
+    m.unpriced_calls
+        .with_label_values(&[provider, m.models.admit(model)])
+        .inc();
+}
+
 /// A fall back from `provider` to the next model.
 pub fn fell_back(provider: &str, reason: &str) {
     metrics()

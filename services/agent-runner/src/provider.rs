@@ -175,6 +175,10 @@ pub struct Usage {
     pub cache_write_tokens: u64,
     /// The part of `output_tokens` spent on reasoning.
     pub reasoning_tokens: u64,
+    /// What the call cost, in micro-units of `[pricing] currency`: set by
+    /// the runner from the model's prices ([`crate::pricing`]), never by a
+    /// provider.
+    pub cost_micros: u64,
 }
 
 impl std::ops::AddAssign for Usage {
@@ -189,6 +193,7 @@ impl std::ops::AddAssign for Usage {
             .cache_write_tokens
             .saturating_add(other.cache_write_tokens);
         self.reasoning_tokens = self.reasoning_tokens.saturating_add(other.reasoning_tokens);
+        self.cost_micros = self.cost_micros.saturating_add(other.cost_micros);
     }
 }
 

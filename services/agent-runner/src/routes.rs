@@ -9,14 +9,17 @@
 //! [models.smart]
 //! primary = "openai/gpt-4.1-mini"
 //! fallbacks = ["anthropic/claude-sonnet-4-5", "gemini/gemini-2.5-flash"]
+//! context_window = 1047576
 //! max_output_tokens = 8192
+//! input = ["text", "image", "pdf"]
+//! prices = { input = 0.40, cached_input = 0.10, cache_write = 0.0, output = 1.60 }
 //! ```
 //!
 //! A request names a route by its bare name (`ModelRef` without a
 //! provider); the runner puts the route's primary in its place and the
 //! route's fallbacks before the request's own. A route's models are the
 //! operator's choice: they join the models `models.allowed` lets requests
-//! name.
+//! name. Its prices (see [`crate::pricing`]) are those of its primary.
 
 use std::collections::BTreeMap;
 
@@ -24,6 +27,7 @@ use parley_grpc::config::{ConfigError, invalid};
 use serde::{Deserialize, Serialize};
 
 use crate::{
+    pricing::{PriceTable, Prices, PricesConfig},
     provider::{ModelChoice, Providers},
     turn::Turn,
 };
@@ -31,8 +35,20 @@ use crate::{
 /// Longest route name, in bytes.
 pub const MAX_ROUTE_NAME: usize = 64;
 
+/// What a model takes as input besides text.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum InputKind {
+    /// Text (every model).
+    Text,
+    /// Images.
+    Image,
+    /// PDF documents.
+    Pdf,
+}
+
 /// One `[models.NAME]` entry as written.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct RouteConfig {
     /// The model called first, `provider/model`.
@@ -40,9 +56,18 @@ pub struct RouteConfig {
     /// The models tried next, in order, `provider/model` each.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub fallbacks: Vec<String>,
+    /// The primary's context window, in tokens (prompt and answer).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub context_window: Option<u64>,
     /// The output token limit of a turn on this route that sets none.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_output_tokens: Option<u32>,
+    /// What the primary takes as input (`text` when unset).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub input: Vec<InputKind>,
+    /// The primary's prices per million tokens, in `[pricing] currency`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prices: Option<PricesConfig>,
 }
 
 /// A route, its models resolved against the configured providers.
@@ -52,8 +77,14 @@ pub struct Route {
     pub primary: ModelChoice,
     /// The models tried next, in order.
     pub fallbacks: Vec<ModelChoice>,
+    /// The primary's context window, in tokens, when configured.
+    pub context_window: Option<u64>,
     /// The output token limit when the turn sets none.
     pub max_output_tokens: Option<u32>,
+    /// What the primary takes as input (at least `text`).
+    pub input: Vec<InputKind>,
+    /// The primary's prices, when configured.
+    pub prices: Option<Prices>,
 }
 
 /// Every configured route, by name.
@@ -100,12 +131,32 @@ impl Routes {
                     "must be at least 1",
                 ));
             }
+            if route.context_window == Some(0) {
+                return Err(invalid(
+                    format!("{field}.context_window"),
+                    "must be at least 1",
+                ));
+            }
+            let prices = route
+                .prices
+                .as_ref()
+                .map(|prices| Prices::from_config(prices, &format!("{field}.prices")))
+                .transpose()?;
+            let mut input = vec![InputKind::Text];
+            for kind in &route.input {
+                if !input.contains(kind) {
+                    input.push(*kind);
+                }
+            }
             routes.insert(
                 name.clone(),
                 Route {
                     primary,
                     fallbacks,
+                    context_window: route.context_window,
                     max_output_tokens: route.max_output_tokens,
+                    input,
+                    prices,
                 },
             );
         }
@@ -120,6 +171,28 @@ impl Routes {
     /// The routes' names.
     pub fn names(&self) -> impl Iterator<Item = &str> {
         self.routes.keys().map(String::as_str)
+    }
+
+    /// The prices of the routes' primaries, in `currency`: one model priced
+    /// differently by two routes is an error. Warns of each routed model
+    /// left without a price once any has one (its calls would cost 0).
+    pub fn price_table(&self, currency: String) -> Result<PriceTable, ConfigError> {
+        let table = PriceTable::new(
+            currency,
+            self.routes.iter().filter_map(|(name, route)| {
+                let prices = route.prices?;
+                let model = format!("{}/{}", route.primary.provider, route.primary.model);
+                Some((model, prices, name.as_str()))
+            }),
+        )?;
+        if !table.is_empty() {
+            for model in self.models() {
+                if table.get(model).is_none() {
+                    tracing::warn!(model = %format!("{}/{}", model.provider, model.model), "a routed model has no price (no route with it as primary sets `prices`); its calls will cost 0");
+                }
+            }
+        }
+        Ok(table)
     }
 
     /// Every model a route may call, for the allow list.
@@ -235,7 +308,10 @@ mod tests {
         RouteConfig {
             primary: primary.into(),
             fallbacks: fallbacks.iter().map(|f| (*f).to_owned()).collect(),
+            context_window: None,
             max_output_tokens: Some(8192),
+            input: Vec::new(),
+            prices: None,
         }
     }
 
@@ -293,6 +369,67 @@ mod tests {
                 Routes::from_config(&BTreeMap::from([(name.to_owned(), config)]), &providers)
                     .expect_err(field);
             assert!(error.to_string().contains(field), "{error}");
+        }
+    }
+
+    #[test]
+    fn a_routes_prices_input_and_window_are_its_primarys() {
+        let config: crate::allow::ModelsConfig = toml::from_str(
+            "[smart]\nprimary = \"openai/gpt-4.1-mini\"\nfallbacks = [\"anthropic/claude\"]\n\
+             context_window = 1047576\ninput = [\"image\", \"pdf\", \"image\"]\n\
+             prices = { input = 0.40, cached_input = 0.10, output = 1.60 }\n\
+             [claude]\nprimary = \"anthropic/claude\"\nprices = { input = 3.0, output = 15.0 }\n",
+        )
+        .expect("parses");
+        let routes = Routes::from_config(&config.routes, &providers()).expect("valid");
+        let smart = routes.get("smart").expect("smart");
+        assert_eq!(smart.context_window, Some(1_047_576));
+        assert_eq!(
+            smart.input,
+            [InputKind::Text, InputKind::Image, InputKind::Pdf]
+        );
+        assert_eq!(
+            routes.get("claude").expect("claude").input,
+            [InputKind::Text]
+        );
+        let table = routes.price_table("USD".into()).expect("one price each");
+        let usage = crate::provider::Usage {
+            input_tokens: 1_000_000,
+            output_tokens: 1_000_000,
+            ..Default::default()
+        };
+        // The fallback is priced by the route whose primary it is.
+        assert_eq!(
+            table.priced(&smart.fallbacks[0], usage).cost_micros,
+            18_000_000
+        );
+        assert_eq!(table.priced(&smart.primary, usage).cost_micros, 2_000_000);
+
+        let mut clash = config.routes.clone();
+        let mut cheap = clash["smart"].clone();
+        cheap.prices = Some(crate::pricing::PricesConfig {
+            input: 0.1,
+            output: 0.1,
+            ..Default::default()
+        });
+        clash.insert("cheap".into(), cheap);
+        let error = Routes::from_config(&clash, &providers())
+            .expect("valid routes")
+            .price_table("USD".into())
+            .expect_err("one model, two prices");
+        assert!(error.to_string().contains("models.smart.prices"), "{error}");
+        for bad in [
+            "context_window = 0",
+            "input = [\"video\"]",
+            "prices = { input = -1.0, output = 1.0 }",
+        ] {
+            let parsed: Result<crate::allow::ModelsConfig, _> =
+                toml::from_str(&format!("[x]\nprimary = \"openai/gpt\"\n{bad}\n"));
+            let refused = match parsed {
+                Err(_) => true,
+                Ok(config) => Routes::from_config(&config.routes, &providers()).is_err(),
+            };
+            assert!(refused, "{bad}");
         }
     }
 

@@ -91,6 +91,8 @@ pub struct RunEventStream {
     _cancel_on_drop: DropGuard,
     /// The turn's admission (`max_concurrent_runs`), shared with its task.
     _admitted: Arc<OwnedSemaphorePermit>,
+    /// The currency of the costs in the turn's usage ("" when unpriced).
+    currency: Arc<str>,
 }
 
 impl Stream for RunEventStream {
@@ -99,7 +101,7 @@ impl Stream for RunEventStream {
     fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
         self.rx
             .poll_recv(cx)
-            .map(|event| event.map(|event| Ok(convert::event::to_proto(*event))))
+            .map(|event| event.map(|event| Ok(convert::event::to_proto(*event, &self.currency))))
     }
 }
 
@@ -174,6 +176,7 @@ impl RunnerService {
             rx,
             _cancel_on_drop: cancel.drop_guard(),
             _admitted: permit,
+            currency: self.runner.prices.wire_currency(),
         })
     }
 

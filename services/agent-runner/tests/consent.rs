@@ -148,11 +148,13 @@ fn setup() -> Setup {
         )),
         tools,
         retry: retry(),
+        prices: Default::default(),
     };
     let allowed = Allowed {
         endpoints: AllowedEndpoints::parse(["127.0.0.1:*"]).expect("endpoints"),
         models: AllowedModels::parse(["scripted/*"], &["scripted"]).expect("models"),
         routes: Default::default(),
+        prices: Default::default(),
     };
     let svc = RunnerService::new(Arc::new(runner), Limits::default(), 4, 256).with_allowed(allowed);
     Setup {

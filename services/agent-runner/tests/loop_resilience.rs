@@ -244,6 +244,7 @@ async fn a_second_provider_serves_as_fallback() {
         providers: Arc::new(providers),
         tools: ToolRuntime::with_builtins(),
         retry: retry(),
+        prices: Default::default(),
     };
     let mut turn = turn("hi");
     turn.fallbacks = vec![ModelChoice {

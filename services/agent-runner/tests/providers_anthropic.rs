@@ -39,7 +39,8 @@ async fn plain_text_with_ping_padding_and_cache_usage() {
             output_tokens: 15,
             cached_input_tokens: 2048,
             cache_write_tokens: 12,
-            reasoning_tokens: 0
+            reasoning_tokens: 0,
+            cost_micros: 0,
         }]
     );
     let finish = out.finish();
@@ -90,7 +91,8 @@ async fn a_cache_write_counts_once_though_message_delta_repeats_the_usage() {
             output_tokens: 57,
             cached_input_tokens: 0,
             cache_write_tokens: 1800,
-            reasoning_tokens: 0
+            reasoning_tokens: 0,
+            cost_micros: 0,
         }],
         "input is the whole prompt: the uncached tokens plus the cache write"
     );

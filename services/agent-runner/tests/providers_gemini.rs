@@ -50,7 +50,8 @@ async fn plain_text_with_cumulative_usage() {
             output_tokens: 10,
             cached_input_tokens: 4,
             cache_write_tokens: 0,
-            reasoning_tokens: 0
+            reasoning_tokens: 0,
+            cost_micros: 0,
         }],
         "usage is cumulative: only the last counts, reported once"
     );
@@ -99,7 +100,8 @@ async fn an_implicit_cache_hit_and_thoughts_are_parts_of_the_totals() {
             output_tokens: 6 + 75,
             cached_input_tokens: 3072,
             cache_write_tokens: 0,
-            reasoning_tokens: 75
+            reasoning_tokens: 75,
+            cost_micros: 0,
         }],
         "promptTokenCount holds the cached tokens; thoughts are counted apart from candidates"
     );
@@ -226,7 +228,8 @@ async fn thought_parts_are_reasoning() {
             output_tokens: 53,
             cached_input_tokens: 0,
             cache_write_tokens: 0,
-            reasoning_tokens: 52
+            reasoning_tokens: 52,
+            cost_micros: 0,
         }]
     );
 }

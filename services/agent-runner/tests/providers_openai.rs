@@ -41,7 +41,8 @@ async fn plain_text_usage_and_finish() {
             output_tokens: 10,
             cached_input_tokens: 4,
             cache_write_tokens: 0,
-            reasoning_tokens: 0
+            reasoning_tokens: 0,
+            cost_micros: 0,
         }]
     );
     let finish = out.finish();
@@ -87,7 +88,8 @@ async fn a_reasoning_model_with_a_cached_prefix_reports_both_inside_its_totals()
             output_tokens: 420,
             cached_input_tokens: 2048,
             cache_write_tokens: 0,
-            reasoning_tokens: 384
+            reasoning_tokens: 384,
+            cost_micros: 0,
         }],
         "prompt_tokens already holds the cached tokens, completion_tokens the reasoning ones"
     );

@@ -286,6 +286,7 @@ async fn with_failover_a_mid_stream_error_resets_the_step_and_the_retry_answers(
                 base_delay: Duration::ZERO,
                 ..RetryPolicy::default()
             },
+            prices: Default::default(),
         };
         let turn = Turn {
             system: "".into(),

@@ -82,6 +82,7 @@ fn service(provider: Arc<Recording>, tools: ToolRuntime, max_runs: usize) -> Run
         providers: Arc::new(Providers::single("scripted", provider, "scripted-demo")),
         tools,
         retry: retry(),
+        prices: Default::default(),
     };
     // The tests' tool servers listen on 127.0.0.1, and they name scripted
     // models of their own.
@@ -89,6 +90,7 @@ fn service(provider: Arc<Recording>, tools: ToolRuntime, max_runs: usize) -> Run
         endpoints: AllowedEndpoints::parse(["127.0.0.1:*"]).expect("endpoints"),
         models: AllowedModels::parse(["scripted/*"], &["scripted"]).expect("models"),
         routes: Default::default(),
+        prices: Default::default(),
     };
     RunnerService::new(Arc::new(runner), Limits::default(), max_runs, 64).with_allowed(allowed)
 }
@@ -498,6 +500,7 @@ async fn grpc_cancellation_closes_the_provider_connection() {
         providers: Arc::new(Providers::single("fake", provider, "m")),
         tools: ToolRuntime::with_builtins(),
         retry: retry(),
+        prices: Default::default(),
     };
     let svc = RunnerService::new(Arc::new(runner), Limits::default(), 4, 64);
     let mut client = serve(svc).await;

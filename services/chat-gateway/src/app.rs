@@ -135,6 +135,7 @@ impl Gateway {
             Arc::new(registry),
             upstreams,
             config.turns.clone(),
+            config.tenants.clone(),
             engine::replica_id(),
         ));
         if engine.store().backend() == Backend::Sqlite {

@@ -36,6 +36,24 @@ pub struct GatewayConfig {
     /// `[client_tls]`: how `https://` upstreams are verified, and the
     /// client certificate presented to them.
     pub client_tls: ClientTlsConfig,
+    /// `[tenants.NAME]`: what one tenant's users may use beyond what the
+    /// pages allow (a tenant not listed: what the pages allow).
+    #[serde(skip_serializing_if = "Tenants::is_empty")]
+    pub tenants: Tenants,
+}
+
+/// Each tenant's restrictions, by the tenant key its tokens carry.
+pub type Tenants = std::collections::BTreeMap<String, TenantConfig>;
+
+/// `[tenants.NAME]`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TenantConfig {
+    /// The models (route names or `provider/model`, as pages name them)
+    /// this tenant's turns may use, among those each page allows; unset:
+    /// every model the page allows.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub models_allowed: Option<Vec<String>>,
 }
 
 impl Default for GatewayConfig {
@@ -48,6 +66,7 @@ impl Default for GatewayConfig {
             auth: AuthConfig::default(),
             registry: None,
             client_tls: ClientTlsConfig::default(),
+            tenants: Tenants::new(),
         }
     }
 }
@@ -331,6 +350,8 @@ impl Default for TurnConfig {
                 concurrent_turns: 4,
                 turns_per_minute: 30,
                 tokens_per_day: 2_000_000,
+                // Off: the currency and prices are the runner's to set.
+                cost_per_day: crate::store::quota::Cost::ZERO,
                 streams: 16,
                 awaiting: 8,
             },
@@ -338,6 +359,7 @@ impl Default for TurnConfig {
                 concurrent_turns: 64,
                 turns_per_minute: 600,
                 tokens_per_day: 50_000_000,
+                cost_per_day: crate::store::quota::Cost::ZERO,
                 streams: 512,
                 awaiting: 0,
             },
@@ -412,6 +434,24 @@ impl ServiceConfig for GatewayConfig {
                 ));
             }
             positive_duration("auth.jwt.jwks_refresh", jwt.jwks_refresh)?;
+        }
+        for (name, tenant) in &self.tenants {
+            if name.trim().is_empty() {
+                return Err(invalid("tenants", "a tenant's name is not empty"));
+            }
+            for model in tenant.models_allowed.iter().flatten() {
+                let named =
+                    crate::service::validate::model(model).is_ok_and(|parsed| parsed.is_some());
+                if !named {
+                    return Err(invalid(
+                        format!("tenants.{name}.models_allowed"),
+                        format!(
+                            "`{}` is not a route's name or `provider/model`",
+                            crate::text::truncate(model, 64)
+                        ),
+                    ));
+                }
+            }
         }
         positive_duration("auth.jwks_timeout", self.auth.jwks_timeout)?;
         positive("auth.jwks_max_bytes", self.auth.jwks_max_bytes as u64)?;

@@ -194,6 +194,8 @@ pub fn usage_to_stored(usage: &gw::Usage) -> StoredUsage {
         cached_input_tokens: usage.cached_input_tokens,
         cache_write_tokens: usage.cache_write_tokens,
         reasoning_tokens: usage.reasoning_tokens,
+        cost_micros: usage.cost_micros,
+        currency: usage.currency.clone(),
     }
 }
 
@@ -207,6 +209,8 @@ pub fn usage_to_wire(usage: &StoredUsage) -> gw::Usage {
         cached_input_tokens: usage.cached_input_tokens,
         cache_write_tokens: usage.cache_write_tokens,
         reasoning_tokens: usage.reasoning_tokens,
+        cost_micros: usage.cost_micros,
+        currency: usage.currency.clone(),
     }
 }
 
@@ -406,6 +410,8 @@ mod tests {
             cached_input_tokens: 3900,
             cache_write_tokens: 120,
             reasoning_tokens: 64,
+            cost_micros: 2_171_400,
+            currency: "EUR".into(),
         };
         let stored = usage_to_stored(&usage);
         let json = serde_json::to_string(&stored).expect("encodes");

@@ -80,6 +80,7 @@ impl Engine {
         registry: Arc<Registry>,
         upstreams: Upstreams,
         config: TurnConfig,
+        tenants: crate::config::Tenants,
         replica: String,
     ) -> Self {
         let closing = CancellationToken::new();
@@ -106,6 +107,7 @@ impl Engine {
                 upstreams,
                 config,
                 replica,
+                tenants,
             }),
             watchers: Arc::default(),
             log,
@@ -131,6 +133,11 @@ impl Engine {
     /// Turn limits.
     pub fn config(&self) -> &TurnConfig {
         &self.shared.config
+    }
+
+    /// The tenants' restrictions (`[tenants.NAME]`).
+    pub fn tenants(&self) -> &crate::config::Tenants {
+        &self.shared.tenants
     }
 
     /// This replica's id, recorded on the turns it runs.

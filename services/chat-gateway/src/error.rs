@@ -79,6 +79,15 @@ pub enum GatewayError {
     /// A limit of the caller (or its tenant) refused the turn.
     #[error("{}", over_quota_message(.0))]
     OverQuota(QuotaExceeded),
+    /// The caller's tenant may use none of the models the page would run
+    /// its turn on (`[tenants.NAME] models_allowed` against the page's).
+    #[error("tenant `{tenant}` may use none of the models of page `{page}`")]
+    NoModelForTenant {
+        /// The tenant.
+        tenant: String,
+        /// The page.
+        page: String,
+    },
     /// The action is not registered.
     #[error("unknown action `{0}`")]
     UnknownAction(String),
@@ -121,6 +130,7 @@ impl GatewayError {
             Self::TurnAwaitingInput { .. } => "TURN_AWAITING_INPUT",
             Self::TurnNotFinished { .. } => "TURN_NOT_FINISHED",
             Self::NoPayload { .. } => "NO_PAYLOAD",
+            Self::NoModelForTenant { .. } => "MODEL_NOT_ALLOWED",
             Self::TooManyTurns => "TOO_MANY_TURNS",
             Self::OverQuota(_) => "QUOTA_EXCEEDED",
             Self::TooManyStreams => "TOO_MANY_STREAMS",
@@ -144,6 +154,7 @@ impl ServiceError for GatewayError {
             | Self::TurnAwaitingInput { .. }
             | Self::TurnNotFinished { .. }
             | Self::NoPayload { .. }
+            | Self::NoModelForTenant { .. }
             | Self::ClientAction(_)
             | Self::ActionNotOnPage { .. }
             | Self::ActionTemplate(_) => Code::FailedPrecondition,
@@ -182,6 +193,9 @@ impl ServiceError for GatewayError {
                 Details::retry_after(Some(Duration::from_secs(1)))
             }
             Self::OverQuota(refused) => over_quota_details(refused),
+            Self::NoModelForTenant { tenant, page } => {
+                Details::metadata([("tenant", tenant.clone()), ("page", page.clone())])
+            }
             _ => Details::default(),
         }
     }
@@ -204,7 +218,7 @@ fn over_quota_details(refused: &QuotaExceeded) -> Details {
                 "turns.per_{}.{} = {}",
                 refused.scope.as_str(),
                 refused.limit.as_str(),
-                refused.max
+                refused.max_text()
             ),
         )],
         ..Details::default()
@@ -216,7 +230,7 @@ fn over_quota_message(refused: &QuotaExceeded) -> String {
     format!(
         "the {}'s limit of {} {} is reached; retry in {} s",
         refused.scope.as_str(),
-        refused.max,
+        refused.max_text(),
         refused.limit.as_str(),
         refused.retry_after.as_secs().max(1)
     )

@@ -104,6 +104,7 @@ impl ChatGateway for GatewayService {
             request,
             self.engine.config(),
             self.engine.registry(),
+            self.engine.tenants(),
         )?;
         let stream = self.engine.start_turn(start).await?;
         Ok(Response::new(self.held(stream, admitted)))
@@ -157,6 +158,7 @@ impl ChatGateway for GatewayService {
             request,
             self.engine.config(),
             self.engine.registry(),
+            self.engine.tenants(),
         )?;
         let stream = self.engine.start_turn(start).await?;
         Ok(Response::new(self.held(stream, admitted)))
@@ -285,12 +287,35 @@ impl ChatGateway for GatewayService {
         &self,
         request: Request<gw::DescribePageRequest>,
     ) -> Result<Response<gw::DescribePageResponse>, Status> {
-        let admin = principal(&request)?.admin;
+        let principal = principal(&request)?;
+        let admin = principal.admin;
         let request = request.into_inner();
         let page = validate::page(request.page.as_ref(), "page", self.engine.config())?;
         let registry = self.engine.registry();
         let resolved = registry.resolve(&validate::page_ref(&page));
         let mut response = resolved.describe();
+        // What this caller may use: a restricted tenant sees its part of the
+        // page's models, and the one its turns run on when it names none.
+        if let Some((_, allowed)) = validate::tenant_models(&principal, self.engine.tenants()) {
+            response
+                .models_allowed
+                .retain(|model| allowed.contains(model));
+            response.model = validate::page_model(
+                "",
+                &resolved,
+                validate::tenant_models(&principal, self.engine.tenants()),
+            )
+            .ok()
+            .flatten()
+            .map(|model| {
+                if model.provider.is_empty() {
+                    model.model
+                } else {
+                    format!("{}/{}", model.provider, model.model)
+                }
+            })
+            .unwrap_or_default();
+        }
         // The assembled prompt is the pages' internals: administrators only
         // (`auth.admin_claim`); everyone sees types, tools and actions.
         if request.include_system_prompt && admin {

@@ -382,6 +382,7 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
         "conversation usage",
         include_str!("store/migrations/0013_conversation_usage.sql"),
     ),
+    (14, "cost", include_str!("store/migrations/0014_cost.sql")),
 ];
 
 /// Makes the store's writes fail on demand, as a full disk or a lost

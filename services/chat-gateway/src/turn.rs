@@ -46,6 +46,8 @@ pub struct Shared {
     pub config: TurnConfig,
     /// This replica's id, recorded on the turns it runs.
     pub replica: String,
+    /// `[tenants.NAME]`: the tenants' restrictions.
+    pub tenants: crate::config::Tenants,
 }
 
 /// A request to start a turn, validated, with the page it resolved to.

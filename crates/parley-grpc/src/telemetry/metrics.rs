@@ -14,7 +14,9 @@ use std::{
 };
 
 use parley_proto::parser::v1::DiagnosticKind;
-use prometheus::{HistogramOpts, HistogramVec, IntCounterVec, IntGaugeVec, Opts, Registry};
+use prometheus::{
+    CounterVec, HistogramOpts, HistogramVec, IntCounterVec, IntGaugeVec, Opts, Registry,
+};
 
 use super::semconv as sc;
 
@@ -85,6 +87,11 @@ pub struct Metrics {
     pub tenant_tokens: IntCounterVec,
     /// The gateway's turns' tokens, by the model that answered and kind.
     pub tokens: IntCounterVec,
+    /// The gateway's turns' cost in currency units, by tenant, the model
+    /// that answered and the currency.
+    pub cost: CounterVec,
+    /// The runner's calls to models without a price, by provider and model.
+    pub unpriced_calls: IntCounterVec,
     /// Turns refused before they started, by tenant and reason.
     pub tenant_rejected: IntCounterVec,
     /// Turns cancelled because nobody followed them, by tenant.
@@ -104,6 +111,8 @@ pub struct Metrics {
     pub models: LabelCap,
     /// Caps the tool label values.
     pub tools: LabelCap,
+    /// Caps the currency label values.
+    pub currencies: LabelCap,
 }
 
 fn histogram(
@@ -253,6 +262,26 @@ impl Metrics {
                  and the parts of them cached_input, cache_write (of input) and reasoning (of output).",
                 &[sc::LABEL_TURN_MODEL, sc::LABEL_KIND],
             ),
+            cost: {
+                let vec = CounterVec::new(
+                    Opts::new(
+                        sc::METRIC_COST,
+                        "What the gateway's turns cost, in units of the currency, by the caller's tenant \
+                         and the model that answered (the runner's prices).",
+                    ),
+                    &[sc::LABEL_TENANT, sc::LABEL_TURN_MODEL, sc::LABEL_CURRENCY],
+                )
+                .expect("metric definitions are constants");
+                r.register(Box::new(vec.clone()))
+                    .expect("metric names are unique");
+                vec
+            },
+            unpriced_calls: counter(
+                r,
+                sc::METRIC_UNPRICED_CALLS,
+                "Model calls to a model no route prices (they cost 0), by provider and model.",
+                &[sc::LABEL_PROVIDER, sc::LABEL_MODEL],
+            ),
             tenant_rejected: counter(
                 r,
                 sc::METRIC_TENANT_REJECTED,
@@ -286,6 +315,7 @@ impl Metrics {
             ),
             models: LabelCap::default(),
             tools: LabelCap::default(),
+            currencies: LabelCap::default(),
             tenants: LabelCap::default(),
             registry,
         }

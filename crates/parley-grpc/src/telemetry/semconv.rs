@@ -116,6 +116,12 @@ pub const METRIC_TENANT_TOKENS: &str = "parley_tenant_tokens_total";
 /// Tokens of the gateway's turns, by the model that answered and the kind
 /// (`input`, `output`, and the parts `cached_input`, `cache_write`, `reasoning`).
 pub const METRIC_TOKENS: &str = "parley_tokens_total";
+/// What the gateway's turns cost, in units of the currency (the label), by
+/// tenant and the model that answered.
+pub const METRIC_COST: &str = "parley_cost_total";
+/// The runner's model calls to a model no route prices (they cost 0), by
+/// provider and model.
+pub const METRIC_UNPRICED_CALLS: &str = "parley_unpriced_calls_total";
 /// Turns the gateway refused before they started, by tenant and reason.
 pub const METRIC_TENANT_REJECTED: &str = "parley_tenant_turns_rejected_total";
 /// Turns cancelled because nobody followed them any more, by tenant.
@@ -179,5 +185,7 @@ pub const LABEL_RATING: &str = "rating";
 pub const LABEL_KIND: &str = "kind";
 /// Label: the model that answered a turn (capped).
 pub const LABEL_TURN_MODEL: &str = "model";
+/// Label: an ISO 4217 currency code.
+pub const LABEL_CURRENCY: &str = "currency";
 /// Label: a configured MCP server's name (bounded by the configuration).
 pub const LABEL_MCP_SERVER: &str = "server";

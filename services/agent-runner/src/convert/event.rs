@@ -12,8 +12,9 @@ use crate::{
     provider::{Message, ModelChoice, ReasoningBlock, ToolCall, ToolResult, Usage},
 };
 
-/// The wire form of an event.
-pub fn to_proto(event: Event) -> pb::RunEvent {
+/// The wire form of an event; its usage's costs are in `currency` (""
+/// when the runner prices no model).
+pub fn to_proto(event: Event, currency: &str) -> pb::RunEvent {
     let inner = match event.kind {
         EventKind::Status(status) => PbEvent::Status(pb::Status {
             phase: phase(status.phase) as i32,
@@ -49,13 +50,15 @@ pub fn to_proto(event: Event) -> pb::RunEvent {
             error: complete.error,
             error_reason: complete.error_reason,
         })),
-        EventKind::Usage(report) => PbEvent::Usage(usage(report.usage, report.model.as_ref())),
+        EventKind::Usage(report) => {
+            PbEvent::Usage(usage(report.usage, report.model.as_ref(), currency))
+        }
         EventKind::Finished(finished) => PbEvent::Finished(Box::new(pb::Finished {
             stop_reason: stop_reason(finished.stop_reason) as i32,
             raw_stop_reason: finished.raw_stop_reason,
             text: finished.text,
             structured: finished.structured,
-            usage: Some(usage(finished.usage, None)),
+            usage: Some(usage(finished.usage, None, currency)),
             iterations: finished.iterations,
             response_model: finished.response_model,
             response_id: finished.response_id,
@@ -94,7 +97,7 @@ pub fn to_proto(event: Event) -> pb::RunEvent {
                 })
                 .collect(),
             messages: messages(&input.messages),
-            usage: Some(usage(input.usage, None)),
+            usage: Some(usage(input.usage, None, currency)),
             text: input.text,
         }),
     };
@@ -171,8 +174,10 @@ pub fn model_ref(choice: &ModelChoice) -> pb::ModelRef {
     }
 }
 
-fn usage(usage: Usage, model: Option<&ModelChoice>) -> pb::Usage {
+fn usage(usage: Usage, model: Option<&ModelChoice>, currency: &str) -> pb::Usage {
     pb::Usage {
+        cost_micros: i64::try_from(usage.cost_micros).unwrap_or(i64::MAX),
+        currency: currency.to_owned(),
         input_tokens: usage.input_tokens,
         output_tokens: usage.output_tokens,
         cached_input_tokens: usage.cached_input_tokens,

@@ -109,6 +109,7 @@ pub fn runner(provider: Arc<Recording>) -> Runner {
         providers: Arc::new(Providers::single("scripted", provider, "scripted-demo")),
         tools: ToolRuntime::with_builtins(),
         retry: retry(),
+        prices: Default::default(),
     }
 }
 

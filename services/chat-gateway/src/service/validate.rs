@@ -9,7 +9,7 @@ use tokio::time::Instant;
 
 use crate::{
     auth::Principal,
-    config::TurnConfig,
+    config::{Tenants, TurnConfig},
     convert,
     error::GatewayError,
     registry::{ActionError, Handler, PageRef, Registry, ResolvedPage},
@@ -29,6 +29,7 @@ pub fn chat(
     request: tonic::Request<gw::ChatRequest>,
     config: &TurnConfig,
     registry: &Registry,
+    tenants: &Tenants,
 ) -> Result<StartTurn, GatewayError> {
     let deadline = deadline(request.metadata(), config.max_duration);
     let request = request.into_inner();
@@ -38,7 +39,11 @@ pub fn chat(
     let page = page(request.page.as_ref(), "page", config)?;
     let response_schema = response_schema(request.response_schema.as_ref(), config)?;
     let resolved = Arc::new(registry.resolve(&page_ref(&page)));
-    let model = page_model(&request.model, &resolved)?;
+    let model = page_model(
+        &request.model,
+        &resolved,
+        tenant_models(&principal, tenants),
+    )?;
     let client_tools = client_tools(&request.client_tools, &resolved, config)?;
     Ok(StartTurn {
         principal,
@@ -161,6 +166,7 @@ pub fn execute_action(
     request: tonic::Request<gw::ExecuteActionRequest>,
     config: &TurnConfig,
     registry: &Registry,
+    tenants: &Tenants,
 ) -> Result<StartTurn, GatewayError> {
     let deadline = deadline(request.metadata(), config.max_duration);
     let request = request.into_inner();
@@ -212,6 +218,8 @@ pub fn execute_action(
             ActionError::Template(error) => GatewayError::ActionTemplate(error.to_string()),
         })?;
     self::message(&message, "params", config)?;
+    // The page's model, as for a message with none named.
+    let model = page_model("", &resolved, tenant_models(&principal, tenants))?;
     Ok(StartTurn {
         principal,
         conversation_id: request.conversation_id,
@@ -219,7 +227,7 @@ pub fn execute_action(
         page,
         resolved,
         response_schema: None,
-        model: None,
+        model,
         request_id: Some(request.request_id).filter(|id| !id.is_empty()),
         cancel_running: false,
         mid_answer_failover: false,
@@ -393,31 +401,76 @@ pub fn model(value: &str) -> Result<Option<runner::ModelRef>, GatewayError> {
     }))
 }
 
-/// The model of a turn on `page`: the request's, when the page allows it
+/// The models `principal`'s tenant is restricted to, when it is: its name
+/// and `[tenants.NAME] models_allowed`.
+pub fn tenant_models<'a>(
+    principal: &'a Principal,
+    tenants: &'a Tenants,
+) -> Option<(&'a str, &'a [String])> {
+    let tenant = principal.tenant.as_deref()?;
+    let allowed = tenants.get(tenant)?.models_allowed.as_deref()?;
+    Some((tenant, allowed))
+}
+
+/// The model of a turn on `page`: the request's, when the page (and the
+/// caller's `tenant` restriction, when it has one) allows it
 /// (`MODEL_NOT_ALLOWED` otherwise, naming the allowed ones), else the
-/// page's.
+/// page's default. A restricted tenant's turn runs on the page's default
+/// when the tenant may use it, else on the first model the page allows
+/// and the tenant may use, else (a page without a default) on the
+/// tenant's first; a page whose default the tenant may not use and that
+/// allows it nothing else is `FAILED_PRECONDITION` (`MODEL_NOT_ALLOWED`).
 pub fn page_model(
     requested: &str,
     page: &ResolvedPage,
+    tenant: Option<(&str, &[String])>,
 ) -> Result<Option<runner::ModelRef>, GatewayError> {
     let requested = requested.trim();
+    let tenant_allows =
+        |name: &str| tenant.is_none_or(|(_, allowed)| allowed.iter().any(|a| a == name));
     if requested.is_empty() {
-        return page.model.as_deref().map_or(Ok(None), model);
+        let Some((name, allowed)) = tenant else {
+            return page.model.as_deref().map_or(Ok(None), model);
+        };
+        let chosen = match page.model.as_deref() {
+            Some(default) if tenant_allows(default) => Some(default),
+            default => page
+                .allowed_models()
+                .find(|candidate| tenant_allows(candidate))
+                .or_else(|| {
+                    default
+                        .is_none()
+                        .then(|| allowed.first().map(String::as_str))
+                        .flatten()
+                }),
+        };
+        return match chosen {
+            Some(chosen) => model(chosen),
+            None => Err(GatewayError::NoModelForTenant {
+                tenant: name.to_owned(),
+                page: page.page_ref.page.clone(),
+            }),
+        };
     }
     let parsed = model(requested)?;
-    if !page.allowed_models().any(|allowed| allowed == requested) {
-        let allowed: Vec<&str> = page.allowed_models().collect();
+    let allowed: Vec<&str> = page
+        .allowed_models()
+        .filter(|candidate| tenant_allows(candidate))
+        .collect();
+    if !allowed.contains(&requested) {
+        let whose = match tenant {
+            Some((name, _)) => format!("page `{}` for tenant `{name}`", page.page_ref.page),
+            None => format!("page `{}`", page.page_ref.page),
+        };
         let problem = if allowed.is_empty() {
             format!(
-                "`{}` is not allowed: page `{}` lets requests name no model",
+                "`{}` is not allowed: {whose} lets requests name no model",
                 crate::text::truncate(requested, 64),
-                page.page_ref.page
             )
         } else {
             format!(
-                "`{}` is not allowed on page `{}`; allowed: {}",
+                "`{}` is not allowed on {whose}; allowed: {}",
                 crate::text::truncate(requested, 64),
-                page.page_ref.page,
                 allowed.join(", ")
             )
         };
@@ -681,6 +734,44 @@ mod tests {
             ),
             ("INVALID_ID", "turn_id".into())
         );
+    }
+
+    #[test]
+    fn a_restricted_tenant_gets_a_model_it_may_use_or_a_clear_refusal() {
+        let registry = Registry::from_str(
+            "version: 1\npages:\n  routed:\n    model: smart\n    models_allowed: [smart, cheap]\n  \
+             pinned:\n    model: smart\n  open: {}\n",
+            "test.yaml",
+        )
+        .expect("registry");
+        let page = |name: &str| registry.resolve(&PageRef::new(name, "", ""));
+        let chosen = |name: &str, tenant: &[String]| {
+            page_model("", &page(name), Some(("t", tenant))).map(|m| m.map(|m| m.model))
+        };
+        let cheap = ["cheap".to_owned()];
+        let smart = ["smart".to_owned()];
+        assert_eq!(
+            chosen("routed", &cheap).expect("cheap"),
+            Some("cheap".into())
+        );
+        assert_eq!(
+            chosen("routed", &smart).expect("smart"),
+            Some("smart".into())
+        );
+        // No default: the tenant's first.
+        assert_eq!(chosen("open", &cheap).expect("cheap"), Some("cheap".into()));
+        // A default the tenant may not use, and nothing else allowed.
+        let refused = chosen("pinned", &cheap).expect_err("nothing to run on");
+        assert_eq!(
+            (
+                parley_grpc::status::ServiceError::code(&refused),
+                refused.reason()
+            ),
+            (tonic::Code::FailedPrecondition, "MODEL_NOT_ALLOWED")
+        );
+        // Unrestricted: the page's default, as before.
+        let default = page_model("", &page("pinned"), None).expect("default");
+        assert_eq!(default.map(|m| m.model).as_deref(), Some("smart"));
     }
 
     #[test]

@@ -144,6 +144,16 @@ pub struct StoredUsage {
     /// The part of `output_tokens` spent reasoning.
     #[serde(default)]
     pub reasoning_tokens: u64,
+    /// What the tokens cost, in micro-units of `currency`.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub cost_micros: i64,
+    /// The ISO 4217 code of `cost_micros` (empty: not priced).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub currency: String,
+}
+
+fn is_zero(value: &i64) -> bool {
+    *value == 0
 }
 
 /// Why a turn failed.

@@ -80,7 +80,8 @@ macro_rules! select_summaries {
     ($rest:literal) => {
         concat!(
             "SELECT id, title, created_at, updated_at, turn_count, input_tokens, output_tokens, \
-             cached_input_tokens, cache_write_tokens, reasoning_tokens, model_calls \
+             cached_input_tokens, cache_write_tokens, reasoning_tokens, model_calls, \
+             cost_micros, currency \
              FROM conversations ",
             $rest
         )
@@ -103,6 +104,8 @@ fn summary_from_row(row: &AnyRow) -> Result<ConversationSummary, StoreError> {
             reasoning_tokens: count("reasoning_tokens")?,
             model_calls: to_u32(row.try_get("model_calls")?),
             model: String::new(),
+            cost_micros: row.try_get("cost_micros")?,
+            currency: row.try_get("currency")?,
         },
     })
 }

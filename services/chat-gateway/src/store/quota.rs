@@ -42,6 +42,9 @@ pub struct Quota {
     pub turns_per_minute: u32,
     /// Input + output tokens of the turns started since 00:00 UTC.
     pub tokens_per_day: u64,
+    /// What the turns started since 00:00 UTC may cost, in units of the
+    /// runner's `[pricing] currency` (`5.0`; kept in micro-units).
+    pub cost_per_day: Cost,
     /// Event streams open at once (`Chat`, `ExecuteAction` and
     /// `ResumeTurn`, on every replica).
     pub streams: u32,
@@ -57,6 +60,7 @@ impl Quota {
         concurrent_turns: 0,
         turns_per_minute: 0,
         tokens_per_day: 0,
+        cost_per_day: Cost::ZERO,
         streams: 0,
         awaiting: 0,
     };
@@ -67,6 +71,69 @@ impl Quota {
             awaiting: 0,
             ..*self
         } == Self::UNLIMITED
+    }
+}
+
+/// An amount of the runner's currency, in micro-units; written in the
+/// configuration as a decimal number of units (`5`, `2.50`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
+pub struct Cost(pub u64);
+
+impl Cost {
+    /// Nothing (no limit, where a limit is meant).
+    pub const ZERO: Cost = Cost(0);
+    /// The largest amount accepted, in units: a trillion.
+    pub const MAX_UNITS: f64 = 1e12;
+
+    /// `units` of the currency, when it is a finite amount of 0 to
+    /// [`Self::MAX_UNITS`] (rounded to the nearest micro-unit).
+    pub fn from_units(units: f64) -> Option<Self> {
+        if units.is_finite() && (0.0..=Self::MAX_UNITS).contains(&units) {
+            // At most 10¹⁸ micro-units: within u64.
+            #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
+            Some(Self((units * 1e6).round() as u64))
+        } else {
+            None
+        }
+    }
+
+    /// The amount in units (`2.5`).
+    pub fn units(self) -> f64 {
+        // Micro-units below 2⁵³ are exact; larger ones are far past any limit.
+        #[allow(clippy::cast_precision_loss)]
+        let micros = self.0 as f64;
+        micros / 1e6
+    }
+}
+
+impl std::fmt::Display for Cost {
+    /// Units with the decimals that matter: `5`, `2.5`, `0.000125`.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let whole = self.0 / 1_000_000;
+        let fraction = self.0 % 1_000_000;
+        if fraction == 0 {
+            return write!(f, "{whole}");
+        }
+        let digits = format!("{fraction:06}");
+        write!(f, "{whole}.{}", digits.trim_end_matches('0'))
+    }
+}
+
+impl Serialize for Cost {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_f64(self.units())
+    }
+}
+
+impl<'de> Deserialize<'de> for Cost {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let units = f64::deserialize(deserializer)?;
+        Self::from_units(units).ok_or_else(|| {
+            serde::de::Error::custom(format!(
+                "a cost is 0 to {} units of the currency, not {units}",
+                Self::MAX_UNITS
+            ))
+        })
     }
 }
 
@@ -145,6 +212,8 @@ pub enum Limit {
     TurnsPerMinute,
     /// Tokens per day.
     TokensPerDay,
+    /// Cost per day.
+    CostPerDay,
     /// Event streams open at once.
     Streams,
 }
@@ -156,6 +225,7 @@ impl Limit {
             Self::ConcurrentTurns => "concurrent_turns",
             Self::TurnsPerMinute => "turns_per_minute",
             Self::TokensPerDay => "tokens_per_day",
+            Self::CostPerDay => "cost_per_day",
             Self::Streams => "streams",
         }
     }
@@ -168,10 +238,21 @@ pub struct QuotaExceeded {
     pub scope: Scope,
     /// Which limit.
     pub limit: Limit,
-    /// Its value.
+    /// Its value (micro-units for [`Limit::CostPerDay`]).
     pub max: u64,
     /// When a new turn can be admitted (at least a second).
     pub retry_after: Duration,
+}
+
+impl QuotaExceeded {
+    /// The limit's value as configured: a count, or an amount of the
+    /// currency for the cost limit (`2.5`).
+    pub fn max_text(&self) -> String {
+        match self.limit {
+            Limit::CostPerDay => Cost(self.max).to_string(),
+            _ => self.max.to_string(),
+        }
+    }
 }
 
 const MINUTE_MS: i64 = 60_000;
@@ -225,6 +306,7 @@ struct Usage {
     last_minute: u64,
     oldest_in_minute: Option<i64>,
     tokens_today: u64,
+    cost_today: u64,
     streams: u64,
 }
 
@@ -250,6 +332,7 @@ async fn usage(
         last_minute: count("last_minute")?,
         oldest_in_minute: row.try_get::<Option<i64>, _>("oldest")?,
         tokens_today: count("tokens")?,
+        cost_today: count("cost")?,
         streams: count("streams")?,
     })
 }
@@ -257,7 +340,7 @@ async fn usage(
 /// What a scope has running, has started in the last minute and has spent
 /// today, read where each is indexed: the running turns (a partial index),
 /// the last minute's starts (a range of `(owner|tenant, created_at)`) and
-/// today's row of `quota_tokens`. Nothing here grows with the scope's
+/// today's row of `quota_tokens` (its tokens and its cost). Nothing here grows with the scope's
 /// history: summing the day's turns instead made a user with 200 000 turns
 /// wait 0.4 s on every turn start, with the writer held.
 ///
@@ -277,10 +360,10 @@ struct ScopeSql {
     usage: &'static str,
     /// [`usage_sql`] on SQLite.
     usage_sqlite: &'static str,
-    /// The upsert of [`record_tokens`]: `$1` the scope's name, `$2` the
-    /// tokens, `$3` the turn. A WHERE on its SELECT: SQLite would otherwise
-    /// read `ON CONFLICT` as a join's `ON`.
-    record_tokens: &'static str,
+    /// The upsert of [`record_spend`]: `$1` the scope's name, `$2` the
+    /// tokens, `$3` the turn, `$4` the cost. A WHERE on its SELECT: SQLite
+    /// would otherwise read `ON CONFLICT` as a join's `ON`.
+    record_spend: &'static str,
 }
 
 /// Each scope's statements, written once for its column (static text: no
@@ -293,6 +376,7 @@ fn scope_sql(scope: Scope) -> ScopeSql {
                 "(SELECT count(*) FROM quota_admissions WHERE ", $column, " = $1 AND created_at > $2) AS last_minute, ",
                 "(SELECT min(created_at) FROM quota_admissions WHERE ", $column, " = $1 AND created_at > $2) AS oldest, ",
                 "coalesce((SELECT tokens FROM quota_tokens WHERE scope = $3 AND key = $1 AND day = $4), 0) AS tokens, ",
+                "coalesce((SELECT cost_micros FROM quota_tokens WHERE scope = $3 AND key = $1 AND day = $4), 0) AS cost, ",
                 "(SELECT count(*) FROM stream_leases WHERE ", $column, " = $1 AND expires_at > ", db_now_ms!($clock), ") AS streams"
             )
         };
@@ -302,11 +386,12 @@ fn scope_sql(scope: Scope) -> ScopeSql {
             ScopeSql {
                 usage: usage!($column, postgres),
                 usage_sqlite: usage!($column, sqlite),
-                record_tokens: concat!(
-                    "INSERT INTO quota_tokens (scope, key, day, tokens) ",
-                    "SELECT $1, ", $column, ", created_at - created_at % 86400000, $2 FROM turns ",
+                record_spend: concat!(
+                    "INSERT INTO quota_tokens (scope, key, day, tokens, cost_micros) ",
+                    "SELECT $1, ", $column, ", created_at - created_at % 86400000, $2, $4 FROM turns ",
                     "WHERE id = $3 AND ", $column, " IS NOT NULL ",
-                    "ON CONFLICT (scope, key, day) DO UPDATE SET tokens = quota_tokens.tokens + excluded.tokens"
+                    "ON CONFLICT (scope, key, day) DO UPDATE SET tokens = quota_tokens.tokens + excluded.tokens, ",
+                    "cost_micros = quota_tokens.cost_micros + excluded.cost_micros"
                 ),
             }
         };
@@ -322,21 +407,24 @@ fn day_of(ms: i64) -> i64 {
     ms - ms.rem_euclid(DAY_MS)
 }
 
-/// Adds the `tokens` turn `turn_id` used to its user's and its tenant's
-/// count for the day it started, in the write that ends it (`group`).
-pub(crate) fn record_tokens(
+/// Adds the `tokens` turn `turn_id` used and what they cost (`cost`
+/// micro-units) to its user's and its tenant's counts for the day it
+/// started, in the write that ends it (`group`).
+pub(crate) fn record_spend(
     group: &mut Statements,
     turn_id: &str,
     tokens: i64,
+    cost: i64,
 ) -> Result<(), StoreError> {
-    if tokens <= 0 {
+    if tokens <= 0 && cost <= 0 {
         return Ok(());
     }
     for scope in [Scope::User, Scope::Tenant] {
-        group.push(scope_sql(scope).record_tokens, |values| {
+        group.push(scope_sql(scope).record_spend, |values| {
             values.add(scope.as_str())?;
-            values.add(tokens)?;
-            values.add(turn_id)
+            values.add(tokens.max(0))?;
+            values.add(turn_id)?;
+            values.add(cost.max(0))
         })?;
     }
     Ok(())
@@ -478,13 +566,17 @@ impl Usage {
                 oldest + MINUTE_MS - now,
             ));
         }
+        let tomorrow = day_of(now) + DAY_MS;
         if quota.tokens_per_day > 0 && self.tokens_today >= quota.tokens_per_day {
-            let tomorrow = day_of(now) + DAY_MS;
             return Some(refuse(
                 Limit::TokensPerDay,
                 quota.tokens_per_day,
                 tomorrow - now,
             ));
+        }
+        let cost = quota.cost_per_day.0;
+        if cost > 0 && self.cost_today >= cost {
+            return Some(refuse(Limit::CostPerDay, cost, tomorrow - now));
         }
         None
     }
@@ -498,7 +590,7 @@ mod tests {
     fn the_token_upserts_count_days_as_the_reads_do() {
         for scope in [Scope::User, Scope::Tenant] {
             let day = format!("created_at % {DAY_MS},");
-            assert!(scope_sql(scope).record_tokens.contains(&day), "{scope:?}");
+            assert!(scope_sql(scope).record_spend.contains(&day), "{scope:?}");
         }
     }
 
@@ -508,6 +600,7 @@ mod tests {
             last_minute,
             oldest_in_minute: oldest,
             tokens_today: tokens,
+            cost_today: 0,
             streams: 0,
         }
     }
@@ -516,6 +609,8 @@ mod tests {
         concurrent_turns: 2,
         turns_per_minute: 3,
         tokens_per_day: 1_000,
+        // 2.50 units.
+        cost_per_day: Cost(2_500_000),
         streams: 2,
         awaiting: 0,
     };
@@ -582,9 +677,37 @@ mod tests {
             (Limit::TokensPerDay, Duration::from_secs(12 * 3600)),
             "until midnight UTC"
         );
+        let mut dear = usage(0, 0, None, 10);
+        dear.cost_today = 2_499_999;
+        assert_eq!(dear.exceeds(Scope::Tenant, QUOTA, now), None);
+        dear.cost_today = 2_500_000;
+        let dear = dear.exceeds(Scope::Tenant, QUOTA, now).expect("refused");
+        assert_eq!(
+            (dear.limit, dear.max_text(), dear.retry_after),
+            (
+                Limit::CostPerDay,
+                "2.5".to_owned(),
+                Duration::from_secs(12 * 3600)
+            ),
+        );
         assert_eq!(
             usage(9, 9, Some(now), 9_999).exceeds(Scope::User, Quota::UNLIMITED, now),
             None
         );
+    }
+
+    #[test]
+    fn a_cost_is_written_in_units_and_kept_in_micro_units() {
+        let quota: Quota = serde_json::from_str(r#"{"cost_per_day": 2.5}"#).expect("parses");
+        assert_eq!(quota.cost_per_day, Cost(2_500_000));
+        let whole: Quota = serde_json::from_str(r#"{"cost_per_day": 20}"#).expect("parses");
+        assert_eq!(whole.cost_per_day.to_string(), "20");
+        assert_eq!(Cost(125).to_string(), "0.000125");
+        assert_eq!(Cost(1_050_000).to_string(), "1.05");
+        for bad in ["-1", "1e13"] {
+            let parsed: Result<Quota, _> =
+                serde_json::from_str(&format!(r#"{{"cost_per_day": {bad}}}"#));
+            assert!(parsed.is_err(), "{bad}");
+        }
     }
 }

@@ -1964,7 +1964,7 @@ on_both_backends!(
 /// total; an end without usage adds nothing, and a listing reads it too.
 async fn a_conversation_sums_the_usage_its_turns_end_with(store: Store) {
     let conversation = id();
-    let used = |input, cached, written, output, reasoning| model::StoredUsage {
+    let used = |input, cached, written, output, reasoning, cost| model::StoredUsage {
         input_tokens: input,
         output_tokens: output,
         model_calls: 3,
@@ -1972,11 +1972,19 @@ async fn a_conversation_sums_the_usage_its_turns_end_with(store: Store) {
         cached_input_tokens: cached,
         cache_write_tokens: written,
         reasoning_tokens: reasoning,
+        cost_micros: cost,
+        currency: if cost > 0 {
+            "EUR".into()
+        } else {
+            String::new()
+        },
     };
     for (n, usage) in [
-        Some(used(6187, 4060, 2060, 155, 24)),
+        Some(used(6187, 4060, 2060, 155, 24, 11_469)),
         None,
-        Some(used(6370, 6260, 40, 75, 6)),
+        Some(used(6370, 6260, 40, 75, 6, 3_300)),
+        // Unpriced: adds its tokens, leaves the currency.
+        Some(used(10, 0, 0, 5, 0, 0)),
     ]
     .into_iter()
     .enumerate()
@@ -2009,15 +2017,17 @@ async fn a_conversation_sums_the_usage_its_turns_end_with(store: Store) {
         .expect("read")
         .expect("alice's conversation");
     let total = model::StoredUsage {
-        input_tokens: 6187 + 6370,
-        output_tokens: 155 + 75,
-        model_calls: 6,
+        input_tokens: 6187 + 6370 + 10,
+        output_tokens: 155 + 75 + 5,
+        model_calls: 9,
         model: String::new(),
         cached_input_tokens: 4060 + 6260,
         cache_write_tokens: 2060 + 40,
         reasoning_tokens: 24 + 6,
+        cost_micros: 11_469 + 3_300,
+        currency: "EUR".into(),
     };
-    assert_eq!((summary.turn_count, &summary.usage), (3, &total));
+    assert_eq!((summary.turn_count, &summary.usage), (4, &total));
     let (listed, _) = store.list("alice", 10, None).await.expect("list");
     assert_eq!(listed[0].usage, total);
     assert_eq!(

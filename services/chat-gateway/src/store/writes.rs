@@ -320,7 +320,7 @@ pub(crate) fn usage_of(events: &[EventBody]) -> StoredUsage {
 /// $8`), `$9` tokens, `$10`
 /// conversation, `$11` how many events the end appends, `$12` a pause's
 /// continuation and `$13` how long it waits (both NULL for an end, which
-/// clears them), `$14`–`$19` the usage added to the conversation's
+/// clears them), `$14`–`$21` the usage added to the conversation's
 /// (`add_usage!`).
 macro_rules! set_ended {
     () => {
@@ -333,13 +333,16 @@ macro_rules! set_ended {
 
 /// The conversation's columns a turn's end adds its usage to: `$14` input,
 /// `$15` output, `$16` cached input, `$17` cache write, `$18` reasoning
-/// tokens, `$19` model calls (all 0 for a pause).
+/// tokens, `$19` model calls, `$20` cost (all 0 for a pause), `$21` its
+/// currency (empty: unpriced, the conversation's stays).
 macro_rules! add_usage {
     () => {
         "input_tokens = input_tokens + $14, output_tokens = output_tokens + $15, \
          cached_input_tokens = cached_input_tokens + $16, \
          cache_write_tokens = cache_write_tokens + $17, \
-         reasoning_tokens = reasoning_tokens + $18, model_calls = model_calls + $19 "
+         reasoning_tokens = reasoning_tokens + $18, model_calls = model_calls + $19, \
+         cost_micros = cost_micros + $20, \
+         currency = CASE WHEN $21 = '' THEN currency ELSE $21 END "
     };
 }
 
@@ -445,7 +448,9 @@ impl FinishTurnWrite {
             .bind(to_i64(usage.cached_input_tokens))
             .bind(to_i64(usage.cache_write_tokens))
             .bind(to_i64(usage.reasoning_tokens))
-            .bind(i64::from(usage.model_calls));
+            .bind(i64::from(usage.model_calls))
+            .bind(usage.cost_micros.max(0))
+            .bind(usage.currency.as_str());
         // Every row (not `fetch_optional`): on SQLite the statement after
         // the one that returns a row must run too.
         let rows = query.fetch_all(&mut *conn).await?;
@@ -502,7 +507,12 @@ impl Write for FinishTurnWrite {
             if let Some(wire) = &self.wire {
                 insert_wire(&mut group, &self.turn_id, wire, self.now)?;
             }
-            quota::record_tokens(&mut group, &self.turn_id, self.tokens())?;
+            quota::record_spend(
+                &mut group,
+                &self.turn_id,
+                self.tokens(),
+                self.usage.cost_micros.max(0),
+            )?;
             if self.notify {
                 // PostgreSQL only; the same statement as the inserts.
                 group.push("SELECT pg_notify($1, $2)", |values| {

@@ -724,7 +724,11 @@ async fn finish(shared: &Shared, spec: &TurnSpec, ended: Ended<'_>, produced: Pr
         fallback.is_some(),
     );
     if let Some(usage) = &usage {
-        observe::turn_usage(&tracing::Span::current(), usage);
+        observe::turn_usage(
+            &tracing::Span::current(),
+            usage,
+            spec.start.principal.tenant.as_deref(),
+        );
     }
     observe::tenant_turn(
         spec.start.principal.tenant.as_deref(),

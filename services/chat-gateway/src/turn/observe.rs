@@ -6,7 +6,8 @@
 //! (`store.load_history`, `prompt.build`, `store.finish_turn`); the calls to
 //! the runner and the parser are CLIENT spans of the traced channels. No
 //! message text or prompt goes on a span; the turn's token counts do
-//! (`gen_ai.usage.*`), and `parley_tokens_total` counts them by model.
+//! (`gen_ai.usage.*`), `parley_tokens_total` counts them by model and
+//! `parley_cost_total` what they cost by tenant and model.
 
 use parley_grpc::telemetry::{metrics, semconv as sc};
 use parley_proto::{gateway::v1 as gw, parser::v1::Diagnostic};
@@ -33,8 +34,9 @@ pub fn turn_span(spec: &TurnSpec) -> Span {
 }
 
 /// Records what an ended turn used on its `span` and counts it, once per
-/// turn, in `parley_tokens_total` under the model that answered.
-pub fn turn_usage(span: &Span, usage: &gw::Usage) {
+/// turn, in `parley_tokens_total` under the model that answered and, when
+/// priced, in `parley_cost_total` under `tenant` too.
+pub fn turn_usage(span: &Span, usage: &gw::Usage, tenant: Option<&str>) {
     span.record(sc::GEN_AI_USAGE_INPUT_TOKENS, usage.input_tokens);
     span.record(sc::GEN_AI_USAGE_OUTPUT_TOKENS, usage.output_tokens);
     span.record(
@@ -55,6 +57,17 @@ pub fn turn_usage(span: &Span, usage: &gw::Usage) {
             ("reasoning", usage.reasoning_tokens),
         ],
     );
+    if !usage.currency.is_empty() && usage.cost_micros > 0 {
+        let m = metrics();
+        let cost = crate::store::quota::Cost(usage.cost_micros.unsigned_abs());
+        m.cost
+            .with_label_values(&[
+                m.tenant_label(tenant),
+                m.models.admit(&usage.model),
+                m.currencies.admit(&usage.currency),
+            ])
+            .inc_by(cost.units());
+    }
 }
 
 /// Counts a turn of `tenant` (how it ended, its tokens, whether it was

@@ -1,7 +1,8 @@
 //! A turn's token usage: the runner's counts, per model call and per run,
 //! carried into the gateway's `Usage`, and the runs of a paused turn summed.
 //! Every count goes through here (prompt, output, and their parts: cache
-//! reads, cache writes, reasoning), so none is dropped on the way.
+//! reads, cache writes, reasoning; the cost and its currency), so none is
+//! dropped on the way.
 
 use parley_proto::{gateway::v1 as gw, runner::v1 as runner};
 
@@ -26,6 +27,8 @@ pub fn take_run_total(total: &mut gw::Usage, run: &runner::Usage) {
     total.cached_input_tokens = counted.cached_input_tokens;
     total.cache_write_tokens = counted.cache_write_tokens;
     total.reasoning_tokens = counted.reasoning_tokens;
+    total.cost_micros = counted.cost_micros;
+    take_currency(total, &counted.currency);
 }
 
 /// Usage `a` and `b` of one turn's runs (`b` after `a`'s pause), summed;
@@ -57,6 +60,16 @@ pub fn add_tokens(total: &mut gw::Usage, more: &gw::Usage) {
         .cache_write_tokens
         .saturating_add(more.cache_write_tokens);
     total.reasoning_tokens = total.reasoning_tokens.saturating_add(more.reasoning_tokens);
+    total.cost_micros = total.cost_micros.saturating_add(more.cost_micros);
+    take_currency(total, &more.currency);
+}
+
+/// The currency of a total is its parts' (the runner prices in one); an
+/// unpriced part (no currency) leaves it as it is.
+fn take_currency(total: &mut gw::Usage, currency: &str) {
+    if !currency.is_empty() && total.currency != currency {
+        total.currency = currency.to_owned();
+    }
 }
 
 /// The token counts of a runner usage, as the gateway's.
@@ -67,6 +80,8 @@ fn tokens(usage: &runner::Usage) -> gw::Usage {
         cached_input_tokens: usage.cached_input_tokens,
         cache_write_tokens: usage.cache_write_tokens,
         reasoning_tokens: usage.reasoning_tokens,
+        cost_micros: usage.cost_micros.max(0),
+        currency: usage.currency.clone(),
         ..gw::Usage::default()
     }
 }
@@ -82,6 +97,9 @@ mod tests {
             cached_input_tokens: cached,
             cache_write_tokens: written,
             reasoning_tokens: reasoning,
+            // A price of one micro-unit a token.
+            cost_micros: i64::try_from(input + output).expect("small"),
+            currency: "USD".into(),
             model: Some(runner::ModelRef {
                 provider: "anthropic".into(),
                 model: "claude-sonnet-4-5".into(),
@@ -106,6 +124,8 @@ mod tests {
                 cached_input_tokens: 4060,
                 cache_write_tokens: 2060,
                 reasoning_tokens: 30,
+                cost_micros: 2052 + 2125 + 2165,
+                currency: "USD".into(),
             }
         );
     }
@@ -134,9 +154,18 @@ mod tests {
                 turn.cached_input_tokens,
                 turn.cache_write_tokens,
                 turn.reasoning_tokens,
-                turn.model_calls
+                turn.model_calls,
+                turn.cost_micros,
+                turn.currency.as_str(),
             ),
-            (420, 42, 205, 90, 5, 2)
+            (420, 42, 205, 90, 5, 2, 132 + 330, "USD")
         );
+        // An unpriced run (no currency) keeps the priced one's.
+        let unpriced = gw::Usage {
+            input_tokens: 1,
+            ..gw::Usage::default()
+        };
+        let turn = add_runs(Some(turn), Some(unpriced)).expect("both runs");
+        assert_eq!((turn.cost_micros, turn.currency.as_str()), (462, "USD"));
     }
 }

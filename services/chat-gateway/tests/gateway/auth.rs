@@ -278,3 +278,98 @@ async fn the_same_user_id_from_two_issuers_or_tenants_is_two_users() {
     );
     stack.stop().await;
 }
+
+#[tokio::test]
+async fn a_tenant_restricted_to_some_models_gets_them_and_is_refused_the_others() {
+    let mut stack = Harness::start(Options {
+        auth: authenticator(),
+        registry: Some(
+            chat_gateway::registry::Registry::from_str(
+                "version: 1\npages:\n  routed:\n    model: smart\n    models_allowed: [smart, cheap]\n",
+                "routed.yaml",
+            )
+            .expect("a valid registry"),
+        ),
+        tweak: |config| {
+            config.tenants.insert(
+                "frugal".into(),
+                chat_gateway::config::TenantConfig {
+                    models_allowed: Some(vec!["cheap".into(), "openai/gpt-4.1-nano".into()]),
+                },
+            );
+        },
+        ..Options::default()
+    })
+    .await;
+    let frugal = hs256_in("ann", "frugal");
+    let other = hs256_in("bea", "lavish");
+
+    // The page's default is not the tenant's: its turn runs on the first
+    // model both allow; another tenant's runs on the page's default.
+    for token in [&frugal, &other] {
+        let turn = chat(
+            &mut stack.client,
+            with_token(chat_request("", "Hello", "routed"), token),
+        )
+        .await;
+        assert!(turn.complete.success, "{:?}", turn.complete);
+    }
+    let models: Vec<String> = stack
+        .runner
+        .seen()
+        .iter()
+        .map(|run| run.request.model.clone().unwrap_or_default().model)
+        .collect();
+    assert_eq!(models, ["cheap", "smart"]);
+
+    // Naming a model the page allows but the tenant does not is refused
+    // before any model is called, naming what the tenant may use here.
+    let mut smart = chat_request("", "Hello", "routed");
+    smart.model = "smart".into();
+    let refused = stack
+        .client
+        .chat(with_token(smart.clone(), &frugal))
+        .await
+        .expect_err("not the tenant's");
+    assert_eq!(refused.code(), Code::InvalidArgument);
+    assert_eq!(reason(&refused), "MODEL_NOT_ALLOWED");
+    let details =
+        tonic_types::StatusExt::get_details_bad_request(&refused).expect("field violations");
+    assert!(
+        details.field_violations.iter().any(|v| v.field == "model"
+            && v.description
+                .contains("for tenant `frugal`; allowed: cheap")),
+        "{details:?}"
+    );
+    assert_eq!(stack.runner.seen().len(), 2, "no run for the refused turn");
+    // The other tenant may name it.
+    let allowed = chat(&mut stack.client, with_token(smart, &other)).await;
+    assert!(allowed.complete.success);
+
+    // DescribePage tells each caller what it may use.
+    for (token, model, allowed) in [
+        (&frugal, "cheap", vec!["cheap"]),
+        (&other, "smart", vec!["smart", "cheap"]),
+    ] {
+        let described = stack
+            .client
+            .describe_page(with_token(
+                gw::DescribePageRequest {
+                    page: Some(gw::PageContext {
+                        page: "routed".into(),
+                        ..Default::default()
+                    }),
+                    ..Default::default()
+                },
+                token,
+            ))
+            .await
+            .expect("describe")
+            .into_inner();
+        assert_eq!(
+            (described.model.as_str(), described.models_allowed),
+            (model, allowed.iter().map(|m| (*m).to_owned()).collect())
+        );
+    }
+    stack.stop().await;
+}

@@ -332,6 +332,7 @@ async fn runner_with(script: &str, clock: Arc<CountedClock>) -> SocketAddr {
         )),
         tools,
         retry: RetryPolicy::default(),
+        prices: Default::default(),
     };
     // `table_view` offers `lookup_rows` at this address: a tool with
     // effects, so its turns run fenced.

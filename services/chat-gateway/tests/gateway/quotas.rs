@@ -219,6 +219,123 @@ async fn limits_hold_across_two_gateway_processes_and_a_killed_one_frees_its_slo
     crate::postgres::drop_schema(&schema).await;
 }
 
+/// A turn's end whose runner priced it at `cost_micros` USD.
+fn priced(text: &str, cost_micros: i64) -> Reply {
+    Reply::Steps(vec![
+        Step::Send(run_event::Event::TextDelta(text.into())),
+        Step::Send(run_event::Event::Finished(Box::new(
+            parley_proto::runner::v1::Finished {
+                stop_reason: parley_proto::runner::v1::StopReason::EndTurn as i32,
+                raw_stop_reason: "end_turn".into(),
+                text: text.into(),
+                usage: Some(parley_proto::runner::v1::Usage {
+                    input_tokens: 1_000,
+                    output_tokens: 100,
+                    cost_micros,
+                    currency: "USD".into(),
+                    ..Default::default()
+                }),
+                iterations: 1,
+                response_model: "priced-model".into(),
+                ..Default::default()
+            },
+        ))),
+    ])
+}
+
+#[tokio::test]
+async fn a_spent_daily_cost_budget_trips_across_two_gateway_processes() {
+    let Some((database_url, schema)) = crate::postgres::fresh_schema(
+        "quotas::a_spent_daily_cost_budget_trips_across_two_gateway_processes",
+    )
+    .await
+    else {
+        return;
+    };
+    let options = Options::default();
+    let (runner, runner_addr, parser_addr, _parser) =
+        crate::harness::start_upstreams(&options).await;
+    let dir = tempfile::tempdir().expect("temp dir");
+    let config = crate::harness::process::ProcessConfig {
+        database_url,
+        runner: runner_addr,
+        parser: parser_addr,
+        lease_renew: Duration::from_millis(200),
+        lease_ttl: Duration::from_secs(5),
+        stream_ahead: 0,
+        per_user_concurrent_turns: 0,
+    };
+    // 5 cents a day; each turn costs 3.
+    let budget = [("PARLEY_TURNS__PER_USER__COST_PER_DAY", "0.05")];
+    let mut a = crate::harness::process::GatewayProcess::start_with(
+        &config,
+        dir.path(),
+        "a",
+        None,
+        &budget,
+    )
+    .await;
+    let mut b = crate::harness::process::GatewayProcess::start_with(
+        &config,
+        dir.path(),
+        "b",
+        None,
+        &budget,
+    )
+    .await;
+
+    // 3 cents spent on A, then 6 on B: under the limit when each began.
+    runner.push(priced("One", 30_000));
+    let one = chat(&mut a.client, chat_request("", "One", "tables_list")).await;
+    assert!(one.complete.success, "{:?}", one.complete);
+    assert_eq!(
+        one.complete
+            .usage
+            .as_ref()
+            .map(|u| (u.cost_micros, u.currency.as_str())),
+        Some((30_000, "USD"))
+    );
+    runner.push(priced("Two", 30_000));
+    let two = chat(&mut b.client, chat_request("", "Two", "tables_list")).await;
+    assert!(two.complete.success, "{:?}", two.complete);
+
+    // The day's 6 cents are over the budget on either replica; nothing is
+    // called or stored for the refused turn.
+    let calls = runner.seen().len();
+    for replica in [&mut a, &mut b] {
+        let refused = replica
+            .client
+            .chat(chat_request("", "Three", "tables_list"))
+            .await
+            .expect_err("the day's budget is spent");
+        let (subject, description, retry) = quota_refusal(&refused);
+        assert_eq!(
+            (subject.as_str(), description.as_str()),
+            ("user", "turns.per_user.cost_per_day = 0.05")
+        );
+        assert!(
+            refused.message().contains("limit of 0.05 cost_per_day"),
+            "{refused:?}"
+        );
+        assert!(retry <= Duration::from_secs(86_400), "{retry:?}");
+    }
+    assert_eq!(
+        runner.seen().len(),
+        calls,
+        "no model call for a refused turn"
+    );
+    let listed = b
+        .client
+        .list_conversations(gw::ListConversationsRequest::default())
+        .await
+        .expect("list")
+        .into_inner();
+    assert_eq!(listed.conversations.len(), 2);
+    a.kill().await;
+    b.kill().await;
+    crate::postgres::drop_schema(&schema).await;
+}
+
 #[tokio::test]
 async fn chatting_in_new_conversations_and_deleting_them_still_meets_the_per_minute_limit() {
     let mut stack = Harness::start(Options {

@@ -343,7 +343,8 @@ fn routed_registry() -> chat_gateway::registry::Registry {
 }
 
 /// The runner's `[models.smart]`: a primary whose provider answers 503 to
-/// every call, then the scripted demo model; `cheap` is the demo model.
+/// every call, then the scripted demo model; `cheap` is the demo model,
+/// priced in EUR (so the fallback's calls cost what `cheap`'s do).
 fn routed_runner(dir: &std::path::Path) -> RunnerConfig {
     use agent_runner::{config::ProviderConfig, routes::RouteConfig};
     let down = dir.join("down.toml");
@@ -359,6 +360,7 @@ fn routed_runner(dir: &std::path::Path) -> RunnerConfig {
     config.retry.max_attempts = 2;
     config.retry.base_delay = std::time::Duration::from_millis(10);
     config.retry.max_delay = std::time::Duration::from_millis(20);
+    config.pricing.currency = "EUR".into();
     for (name, primary, fallbacks) in [
         (
             "smart",
@@ -372,7 +374,15 @@ fn routed_runner(dir: &std::path::Path) -> RunnerConfig {
             RouteConfig {
                 primary: primary.into(),
                 fallbacks,
+                context_window: None,
                 max_output_tokens: None,
+                input: Vec::new(),
+                prices: (name == "cheap").then_some(agent_runner::pricing::PricesConfig {
+                    input: 2.0,
+                    cached_input: None,
+                    cache_write: None,
+                    output: 8.0,
+                }),
             },
         );
     }
@@ -396,6 +406,15 @@ async fn a_pages_route_falls_back_when_its_primary_is_down() {
     assert!(turn.complete.success, "{:?}", turn.complete);
     let usage = turn.complete.usage.as_ref().expect("usage");
     assert_eq!(usage.model, "scripted-demo", "{usage:?}");
+    // Priced by `cheap`'s entry: 2 EUR per million in, 8 per million out,
+    // each call rounded to the micro-euro.
+    assert_eq!(usage.currency, "EUR", "{usage:?}");
+    assert!(
+        usage.input_tokens > 0 && usage.model_calls == 1,
+        "{usage:?}"
+    );
+    let expected = (usage.input_tokens * 2 + usage.output_tokens * 8) as i64;
+    assert_eq!(usage.cost_micros, expected, "{usage:?}");
     // The client saw the runner move on (a RETRYING status that says so).
     let moved_on = turn.events.iter().any(|event| {
         matches!(&event.event, Some(Event::Status(status))

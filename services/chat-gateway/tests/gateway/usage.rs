@@ -1,7 +1,7 @@
 //! What turns used, through the gateway: every count the runner reports
 //! (cache reads and writes, reasoning) in `complete.usage`, in each stored
 //! turn and the conversation's total of `GetConversation`, and in
-//! `parley_tokens_total`.
+//! `parley_tokens_total`; what they cost, in `parley_cost_total` too.
 
 use parley_proto::{
     gateway::v1 as gw,
@@ -16,8 +16,17 @@ use crate::harness::{
 /// The model the fake runner names: this file's own metric label.
 const MODEL: &str = "usage-test-model";
 
-fn usage(input: u64, cached: u64, written: u64, output: u64, reasoning: u64) -> runner::Usage {
+fn usage(
+    input: u64,
+    cached: u64,
+    written: u64,
+    output: u64,
+    reasoning: u64,
+    cost_micros: i64,
+) -> runner::Usage {
     runner::Usage {
+        cost_micros,
+        currency: "USD".into(),
         input_tokens: input,
         output_tokens: output,
         cached_input_tokens: cached,
@@ -42,6 +51,8 @@ fn three_calls(text: &str, calls: [runner::Usage; 3]) -> Reply {
         total.cached_input_tokens += call.cached_input_tokens;
         total.cache_write_tokens += call.cache_write_tokens;
         total.reasoning_tokens += call.reasoning_tokens;
+        total.cost_micros += call.cost_micros;
+        total.currency.clone_from(&call.currency);
         steps.push(Step::Send(Event::Usage(call)));
     }
     steps.push(Step::Send(Event::TextDelta(text.into())));
@@ -56,6 +67,14 @@ fn three_calls(text: &str, calls: [runner::Usage; 3]) -> Reply {
         response_id: "resp_usage".into(),
     }))));
     Reply::Steps(steps)
+}
+
+/// `parley_cost_total` of this file's model, in USD.
+fn cost() -> f64 {
+    parley_grpc::telemetry::metrics()
+        .cost
+        .with_label_values(&["", MODEL, "USD"])
+        .get()
 }
 
 fn tokens(kind: &str) -> u64 {
@@ -76,13 +95,14 @@ async fn cache_and_reasoning_tokens_reach_complete_the_stored_turns_the_total_an
         "reasoning",
     ];
     let before: Vec<u64> = kinds.iter().map(|kind| tokens(kind)).collect();
+    let cost_before = cost();
 
     stack.runner.push(three_calls(
         "First answer.",
         [
-            usage(2012, 0, 2000, 40, 16),
-            usage(2090, 2000, 60, 35, 8),
-            usage(2085, 2060, 0, 80, 0),
+            usage(2012, 0, 2000, 40, 16, 8_136),
+            usage(2090, 2000, 60, 35, 8, 1_440),
+            usage(2085, 2060, 0, 80, 0, 1_893),
         ],
     ));
     let first = chat(
@@ -98,6 +118,8 @@ async fn cache_and_reasoning_tokens_reach_complete_the_stored_turns_the_total_an
         cached_input_tokens: 4060,
         cache_write_tokens: 2060,
         reasoning_tokens: 24,
+        cost_micros: 11_469,
+        currency: "USD".into(),
     };
     assert!(first.complete.success);
     assert_eq!(first.complete.usage.as_ref(), Some(&first_usage));
@@ -106,9 +128,9 @@ async fn cache_and_reasoning_tokens_reach_complete_the_stored_turns_the_total_an
     stack.runner.push(three_calls(
         "Second answer.",
         [
-            usage(2100, 2060, 0, 20, 4),
-            usage(2120, 2100, 0, 25, 0),
-            usage(2150, 2100, 40, 30, 2),
+            usage(2100, 2060, 0, 20, 4, 1_000),
+            usage(2120, 2100, 0, 25, 0, 1_100),
+            usage(2150, 2100, 40, 30, 2, 1_200),
         ],
     ));
     let second = chat(
@@ -124,6 +146,8 @@ async fn cache_and_reasoning_tokens_reach_complete_the_stored_turns_the_total_an
         cached_input_tokens: 6260,
         cache_write_tokens: 40,
         reasoning_tokens: 6,
+        cost_micros: 3_300,
+        currency: "USD".into(),
     };
     assert_eq!(second.complete.usage.as_ref(), Some(&second_usage));
 
@@ -161,6 +185,8 @@ async fn cache_and_reasoning_tokens_reach_complete_the_stored_turns_the_total_an
             cached_input_tokens: 4060 + 6260,
             cache_write_tokens: 2060 + 40,
             reasoning_tokens: 24 + 6,
+            cost_micros: 11_469 + 3_300,
+            currency: "USD".into(),
         }),
         "the conversation's total covers both turns"
     );
@@ -188,5 +214,10 @@ async fn cache_and_reasoning_tokens_reach_complete_the_stored_turns_the_total_an
         counted,
         [6187 + 6370, 155 + 75, 4060 + 6260, 2060 + 40, 24 + 6],
         "parley_tokens_total by kind: {kinds:?}"
+    );
+    let spent = cost() - cost_before;
+    assert!(
+        (spent - 0.014_769).abs() < 1e-9,
+        "parley_cost_total counts both turns in USD: {spent}"
     );
 }

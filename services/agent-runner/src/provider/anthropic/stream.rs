@@ -68,6 +68,8 @@ impl WireUsage {
             cached_input_tokens: self.cache_read.unwrap_or(0),
             cache_write_tokens: self.cache_creation.unwrap_or(0),
             reasoning_tokens: 0,
+            // Priced by the runner (`crate::pricing`).
+            cost_micros: 0,
         })
     }
 }
@@ -394,7 +396,8 @@ mod tests {
                 output_tokens: 42,
                 cached_input_tokens: 100,
                 cache_write_tokens: 5,
-                reasoning_tokens: 0
+                reasoning_tokens: 0,
+                cost_micros: 0,
             })
         );
     }

@@ -163,6 +163,8 @@ fn usage_from(usage: &Value) -> Usage {
         // Implicit caching reports no writes.
         cache_write_tokens: 0,
         reasoning_tokens: thoughts,
+        // Priced by the runner (`crate::pricing`).
+        cost_micros: 0,
     }
 }
 

@@ -270,6 +270,8 @@ impl From<WireUsage> for Usage {
                 .completion_tokens_details
                 .and_then(|d| d.reasoning_tokens)
                 .unwrap_or(0),
+            // Priced by the runner (`crate::pricing`).
+            cost_micros: 0,
         }
     }
 }

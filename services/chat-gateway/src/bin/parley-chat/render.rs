@@ -369,7 +369,8 @@ pub(crate) fn render_complete(style: &Style, complete: &TurnComplete) {
 }
 
 /// The footer's usage: `model · 4270 in (3900 cached) / 333 out tokens · 2
-/// model call(s)`; the cached and reasoning parts only when there are any.
+/// model call(s) · 0.0115 USD`; the cached and reasoning parts only when
+/// there are any, the cost only when the runner priced the turn.
 pub(crate) fn usage_line(usage: &Usage) -> String {
     let part = |count: u64, what: &str| {
         if count == 0 {
@@ -378,8 +379,13 @@ pub(crate) fn usage_line(usage: &Usage) -> String {
             format!(" ({count} {what})")
         }
     };
+    let cost = if usage.currency.is_empty() {
+        String::new()
+    } else {
+        format!(" · {} {}", cost_text(usage.cost_micros), usage.currency)
+    };
     format!(
-        "{} · {} in{} / {} out{} tokens · {} model call(s)",
+        "{} · {} in{} / {} out{} tokens · {} model call(s){cost}",
         usage.model,
         usage.input_tokens,
         part(usage.cached_input_tokens, "cached"),
@@ -387,6 +393,28 @@ pub(crate) fn usage_line(usage: &Usage) -> String {
         part(usage.reasoning_tokens, "reasoning"),
         usage.model_calls
     )
+}
+
+/// An amount in micro-units as a decimal: cents from one unit up, three
+/// significant digits below it (`2.50`, `0.15`, `0.0114`, `0.000125`),
+/// truncated.
+pub(crate) fn cost_text(micros: i64) -> String {
+    let micros = micros.max(0);
+    let whole = micros / 1_000_000;
+    let fraction = format!("{:06}", micros % 1_000_000);
+    let leading = fraction.bytes().take_while(|b| *b == b'0').count();
+    let places = if whole > 0 {
+        2
+    } else {
+        (leading + 3).clamp(2, 6)
+    };
+    let shown = fraction[..places].trim_end_matches('0');
+    let shown = if shown.len() < 2 {
+        &fraction[..2]
+    } else {
+        shown
+    };
+    format!("{whole}.{shown}")
 }
 
 pub(crate) fn render_payload(style: &Style, payload: &Payload) {

@@ -80,4 +80,26 @@ fn the_footer_shows_cached_and_reasoning_tokens_only_when_there_are_any() {
         usage_line(&usage),
         "claude-sonnet-4-5 · 4270 in / 333 out (128 reasoning) tokens · 2 model call(s)"
     );
+    usage.cost_micros = 11_469;
+    usage.currency = "USD".into();
+    assert_eq!(
+        usage_line(&usage),
+        "claude-sonnet-4-5 · 4270 in / 333 out (128 reasoning) tokens · 2 model call(s) · 0.0114 USD"
+    );
+}
+
+#[test]
+fn costs_show_cents_or_the_digits_that_matter_below_one() {
+    for (micros, text) in [
+        (2_500_000, "2.50"),
+        (12_345_678, "12.34"),
+        (0, "0.00"),
+        (11_469, "0.0114"),
+        (125, "0.000125"),
+        (1, "0.000001"),
+        (150_000, "0.15"),
+        (100_000, "0.10"),
+    ] {
+        assert_eq!(cost_text(micros), text, "{micros}");
+    }
 }
