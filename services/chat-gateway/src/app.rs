@@ -136,6 +136,7 @@ impl Gateway {
             upstreams,
             config.turns.clone(),
             config.tenants.clone(),
+            config.attachments,
             engine::replica_id(),
         ));
         if engine.store().backend() == Backend::Sqlite {

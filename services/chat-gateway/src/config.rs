@@ -40,6 +40,32 @@ pub struct GatewayConfig {
     /// pages allow (a tenant not listed: what the pages allow).
     #[serde(skip_serializing_if = "Tenants::is_empty")]
     pub tenants: Tenants,
+    /// `[attachments]`: the limits of uploaded files.
+    pub attachments: AttachmentsConfig,
+}
+
+/// `[attachments]`: the limits of uploaded files.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct AttachmentsConfig {
+    /// The largest file, in bytes.
+    pub max_bytes: u64,
+    /// The most bytes of attachments one user may keep (0: no limit).
+    pub per_user_bytes: u64,
+    /// The longest an upload may take; one older is deleted, and one whose
+    /// gateway died is swept once this has passed.
+    #[serde(with = "duration")]
+    pub upload_timeout: Duration,
+}
+
+impl Default for AttachmentsConfig {
+    fn default() -> Self {
+        Self {
+            max_bytes: 20 * 1024 * 1024,
+            per_user_bytes: 1024 * 1024 * 1024,
+            upload_timeout: Duration::from_secs(600),
+        }
+    }
 }
 
 /// Each tenant's restrictions, by the tenant key its tokens carry.
@@ -67,6 +93,7 @@ impl Default for GatewayConfig {
             registry: None,
             client_tls: ClientTlsConfig::default(),
             tenants: Tenants::new(),
+            attachments: AttachmentsConfig::default(),
         }
     }
 }
@@ -440,8 +467,13 @@ impl ServiceConfig for GatewayConfig {
                 return Err(invalid("tenants", "a tenant's name is not empty"));
             }
             for model in tenant.models_allowed.iter().flatten() {
-                let named =
-                    crate::service::validate::model(model).is_ok_and(|parsed| parsed.is_some());
+                // As pages name models: a route's name or provider/model.
+                let named = !model.is_empty()
+                    && model.len() <= 256
+                    && !model.chars().any(char::is_whitespace)
+                    && model
+                        .split_once('/')
+                        .is_none_or(|(provider, name)| !provider.is_empty() && !name.is_empty());
                 if !named {
                     return Err(invalid(
                         format!("tenants.{name}.models_allowed"),
@@ -453,6 +485,11 @@ impl ServiceConfig for GatewayConfig {
                 }
             }
         }
+        positive("attachments.max_bytes", self.attachments.max_bytes)?;
+        positive_duration(
+            "attachments.upload_timeout",
+            self.attachments.upload_timeout,
+        )?;
         positive_duration("auth.jwks_timeout", self.auth.jwks_timeout)?;
         positive("auth.jwks_max_bytes", self.auth.jwks_max_bytes as u64)?;
         for (index, token) in self.auth.static_tokens.iter().enumerate() {

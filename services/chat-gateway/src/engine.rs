@@ -81,6 +81,7 @@ impl Engine {
         upstreams: Upstreams,
         config: TurnConfig,
         tenants: crate::config::Tenants,
+        attachments: crate::config::AttachmentsConfig,
         replica: String,
     ) -> Self {
         let closing = CancellationToken::new();
@@ -108,6 +109,7 @@ impl Engine {
                 config,
                 replica,
                 tenants,
+                attachments,
             }),
             watchers: Arc::default(),
             log,
@@ -133,6 +135,11 @@ impl Engine {
     /// Turn limits.
     pub fn config(&self) -> &TurnConfig {
         &self.shared.config
+    }
+
+    /// The limits of uploaded files (`[attachments]`).
+    pub fn attachments(&self) -> &crate::config::AttachmentsConfig {
+        &self.shared.attachments
     }
 
     /// The tenants' restrictions (`[tenants.NAME]`).

@@ -88,6 +88,15 @@ pub enum GatewayError {
         /// The page.
         page: String,
     },
+    /// The attachment does not exist for this caller.
+    #[error("attachment not found")]
+    AttachmentNotFound,
+    /// The caller's attachments would pass `attachments.per_user_bytes`.
+    #[error("your attachments would pass the limit of {limit} bytes; delete some first")]
+    AttachmentQuota {
+        /// The limit.
+        limit: u64,
+    },
     /// The action is not registered.
     #[error("unknown action `{0}`")]
     UnknownAction(String),
@@ -131,6 +140,8 @@ impl GatewayError {
             Self::TurnNotFinished { .. } => "TURN_NOT_FINISHED",
             Self::NoPayload { .. } => "NO_PAYLOAD",
             Self::NoModelForTenant { .. } => "MODEL_NOT_ALLOWED",
+            Self::AttachmentNotFound => "ATTACHMENT_NOT_FOUND",
+            Self::AttachmentQuota { .. } => "QUOTA_EXCEEDED",
             Self::TooManyTurns => "TOO_MANY_TURNS",
             Self::OverQuota(_) => "QUOTA_EXCEEDED",
             Self::TooManyStreams => "TOO_MANY_STREAMS",
@@ -148,7 +159,9 @@ impl ServiceError for GatewayError {
     fn code(&self) -> Code {
         match self {
             Self::InvalidArgument { .. } | Self::UnknownAction(_) => Code::InvalidArgument,
-            Self::ConversationNotFound | Self::TurnNotFound => Code::NotFound,
+            Self::ConversationNotFound | Self::TurnNotFound | Self::AttachmentNotFound => {
+                Code::NotFound
+            }
             Self::TurnInProgress { .. }
             | Self::TurnNotAwaitingInput { .. }
             | Self::TurnAwaitingInput { .. }
@@ -161,7 +174,8 @@ impl ServiceError for GatewayError {
             Self::TooManyTurns
             | Self::TooManyStreams
             | Self::SlowConsumer { .. }
-            | Self::OverQuota(_) => Code::ResourceExhausted,
+            | Self::OverQuota(_)
+            | Self::AttachmentQuota { .. } => Code::ResourceExhausted,
             Self::Store(_) => Code::Unavailable,
         }
     }
@@ -193,6 +207,13 @@ impl ServiceError for GatewayError {
                 Details::retry_after(Some(Duration::from_secs(1)))
             }
             Self::OverQuota(refused) => over_quota_details(refused),
+            Self::AttachmentQuota { limit } => Details {
+                quota: vec![(
+                    "user".to_owned(),
+                    format!("attachments.per_user_bytes = {limit}"),
+                )],
+                ..Details::default()
+            },
             Self::NoModelForTenant { tenant, page } => {
                 Details::metadata([("tenant", tenant.clone()), ("page", page.clone())])
             }

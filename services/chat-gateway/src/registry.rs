@@ -196,6 +196,7 @@ impl Registry {
         out.mid_answer_failover = def.mid_answer_failover;
         out.model.clone_from(&def.model);
         out.models_allowed.clone_from(&def.models_allowed);
+        out.attachments.clone_from(&def.attachments);
         out.add_scope(&def.scope, &self.mcp);
         let Some((_, tab)) = def
             .tabs

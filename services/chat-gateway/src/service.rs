@@ -6,6 +6,7 @@
 //! `tonic::Status` through [`GatewayError`] — the only place they become
 //! statuses.
 
+pub mod attachments;
 pub mod conversations;
 pub mod validate;
 
@@ -92,6 +93,7 @@ impl ChatGateway for GatewayService {
     type ExecuteActionStream = EventStream;
     type ResumeTurnStream = EventStream;
     type SubmitToolDecisionsStream = EventStream;
+    type DownloadAttachmentStream = attachments::DownloadStream;
 
     async fn chat(
         &self,
@@ -364,5 +366,28 @@ impl ChatGateway for GatewayService {
         let input = validate::feedback(request.into_inner())?;
         self.engine.submit_feedback(&owner, input).await?;
         Ok(Response::new(gw::SubmitFeedbackResponse {}))
+    }
+
+    async fn upload_attachment(
+        &self,
+        request: Request<tonic::Streaming<gw::UploadAttachmentRequest>>,
+    ) -> Result<Response<gw::Attachment>, Status> {
+        let principal = principal(&request)?;
+        let stored = attachments::Attachments(&self.engine)
+            .upload(&principal, request.into_inner())
+            .await?;
+        Ok(Response::new(stored))
+    }
+
+    async fn download_attachment(
+        &self,
+        request: Request<gw::DownloadAttachmentRequest>,
+    ) -> Result<Response<Self::DownloadAttachmentStream>, Status> {
+        let principal = principal(&request)?;
+        let id = request.into_inner().attachment_id;
+        let stream = attachments::Attachments(&self.engine)
+            .download(&principal, &id)
+            .await?;
+        Ok(Response::new(stream))
     }
 }

@@ -25,6 +25,7 @@ macro_rules! db_now_ms {
     };
 }
 
+pub mod attachments;
 mod batch;
 pub mod decisions;
 mod group;
@@ -383,6 +384,11 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
         include_str!("store/migrations/0013_conversation_usage.sql"),
     ),
     (14, "cost", include_str!("store/migrations/0014_cost.sql")),
+    (
+        15,
+        "attachments",
+        include_str!("store/migrations/0015_attachments.sql"),
+    ),
 ];
 
 /// Makes the store's writes fail on demand, as a full disk or a lost
@@ -410,16 +416,28 @@ pub(crate) fn millis(duration: Duration) -> i64 {
     i64::try_from(duration.as_millis()).unwrap_or(i64::MAX)
 }
 
-fn migrator() -> Migrator {
+/// The migrations, in `backend`'s words: `{bytes}` is its byte string
+/// type (the one thing the portable SQL cannot say alike). A database
+/// only ever meets one backend's text, so its checksums stay put.
+fn migrator(backend: Backend) -> Migrator {
+    let bytes = match backend {
+        Backend::Sqlite => "BLOB",
+        Backend::Postgres => "BYTEA",
+    };
     Migrator::with_migrations(
         MIGRATIONS
             .iter()
             .map(|(version, description, sql)| {
+                let sql: Cow<'static, str> = if sql.contains("{bytes}") {
+                    Cow::Owned(sql.replace("{bytes}", bytes))
+                } else {
+                    Cow::Borrowed(*sql)
+                };
                 Migration::new(
                     *version,
                     Cow::Borrowed(*description),
                     MigrationType::Simple,
-                    sql.into_sql_str(),
+                    sqlx::AssertSqlSafe(sql).into_sql_str(),
                     false,
                 )
             })
@@ -530,7 +548,7 @@ impl Store {
                 .execute(&pool)
                 .await?;
         }
-        migrator().run(&pool).await?;
+        migrator(backend).run(&pool).await?;
         tracing::info!(
             backend = backend.name(),
             max_connections,

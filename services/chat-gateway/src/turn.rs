@@ -48,6 +48,8 @@ pub struct Shared {
     pub replica: String,
     /// `[tenants.NAME]`: the tenants' restrictions.
     pub tenants: crate::config::Tenants,
+    /// `[attachments]`: the limits of uploaded files.
+    pub attachments: crate::config::AttachmentsConfig,
 }
 
 /// A request to start a turn, validated, with the page it resolved to.

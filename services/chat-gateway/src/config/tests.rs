@@ -73,6 +73,30 @@ fn unknown_keys_and_bad_values_are_named() {
     let error = from_toml("[store]\ndatabase_url = \"mysql://db\"\n").expect_err("mysql");
     assert!(error.to_string().contains("store.database_url"), "{error}");
 
+    for bad in ["\"\"", "\"open ai/x\"", "\"openai/\""] {
+        let error = from_toml(&format!("[tenants.acme]\nmodels_allowed = [{bad}]\n"))
+            .expect_err("not a model's name");
+        assert!(
+            error.to_string().contains("tenants.acme.models_allowed"),
+            "{error}"
+        );
+    }
+    let config = from_toml(
+        "[tenants.acme]\nmodels_allowed = [\"cheap\", \"openai/gpt-4.1-nano\"]\n\
+         [attachments]\nmax_bytes = 1048576\nupload_timeout = \"30s\"\n",
+    )
+    .expect("valid");
+    assert_eq!(
+        config.tenants["acme"].models_allowed.as_deref(),
+        Some(&["cheap".to_owned(), "openai/gpt-4.1-nano".to_owned()][..])
+    );
+    assert_eq!(config.attachments.max_bytes, 1_048_576);
+    let error = from_toml("[attachments]\nmax_bytes = 0\n").expect_err("zero");
+    assert!(
+        error.to_string().contains("attachments.max_bytes"),
+        "{error}"
+    );
+
     let error = from_toml("[turns]\nmax_concurrent = 0\n").expect_err("zero");
     assert!(
         error.to_string().contains("turns.max_concurrent"),

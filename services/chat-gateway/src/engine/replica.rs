@@ -270,6 +270,16 @@ impl Engine {
                     if let Err(error) = self.shared.store.prune_admissions(now_ms()).await {
                         tracing::warn!(%error, "cannot prune old quota admissions");
                     }
+                    // Uploads whose gateway died mid-stream: past their
+                    // timeout (and a minute for clocks), none is running.
+                    let abandoned = now_ms()
+                        - millis(self.shared.attachments.upload_timeout)
+                        - 60_000;
+                    match self.shared.store.sweep_uploads(abandoned).await {
+                        Ok(0) => {}
+                        Ok(swept) => tracing::info!(swept, "deleted uploads their gateway left unfinished"),
+                        Err(error) => tracing::warn!(%error, "cannot delete unfinished uploads"),
+                    }
                 }
             }
         }

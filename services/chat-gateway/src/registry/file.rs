@@ -316,7 +316,10 @@ scope_entry!(
         model: Option<String>,
         /// The models a request on this page may name
         /// (`ChatRequest.model`); empty: none but `model`.
-        models_allowed: Vec<String>
+        models_allowed: Vec<String>,
+        /// The media types of the files a user may attach on this page
+        /// (`image/png`, or `image/*` for any image); empty: none.
+        attachments: Vec<String>
     }
 );
 

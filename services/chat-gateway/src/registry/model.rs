@@ -240,4 +240,6 @@ pub(crate) struct PageDef {
     pub model: Option<String>,
     /// The models a request on the page may name.
     pub models_allowed: Vec<String>,
+    /// The media types a file attached on the page may have.
+    pub attachments: Vec<String>,
 }

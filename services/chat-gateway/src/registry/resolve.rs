@@ -49,9 +49,25 @@ pub struct ResolvedPage {
     pub model: Option<String>,
     /// The models a request on the page may name besides `model`.
     pub models_allowed: Vec<String>,
+    /// The media types (`image/png`) and families (`image/*`) a file
+    /// attached on the page may have, lower-case.
+    pub attachments: Vec<String>,
 }
 
 impl ResolvedPage {
+    /// Whether a file of `media_type` may be attached on the page.
+    pub fn allows_attachment(&self, media_type: &str) -> bool {
+        let media_type = media_type.to_ascii_lowercase();
+        self.attachments
+            .iter()
+            .any(|allowed| match allowed.strip_suffix("/*") {
+                Some(family) => media_type
+                    .split_once('/')
+                    .is_some_and(|(kind, _)| kind == family),
+                None => *allowed == media_type,
+            })
+    }
+
     /// The models a request on the page may name: `model` and
     /// `models_allowed`, without repeats.
     pub fn allowed_models(&self) -> impl Iterator<Item = &str> {
@@ -83,6 +99,7 @@ impl ResolvedPage {
             mid_answer_failover: false,
             model: None,
             models_allowed: Vec::new(),
+            attachments: Vec::new(),
         };
         extend(
             &mut out.payload_types,
@@ -245,6 +262,7 @@ impl ResolvedPage {
             mid_answer_failover: self.mid_answer_failover,
             model: self.model.clone().unwrap_or_default(),
             models_allowed: self.allowed_models().map(str::to_owned).collect(),
+            attachment_types: self.attachments.clone(),
         }
     }
 }

@@ -590,3 +590,38 @@ fn a_page_names_its_model_and_the_models_a_request_may_ask_for() {
     let tab = "version: 1\npages:\n  p:\n    tabs:\n      t: { model: smart }\n";
     assert!(Registry::from_str(tab, "t").is_err());
 }
+
+#[test]
+fn a_page_takes_the_attachment_types_it_lists_and_families_with_a_star() {
+    let r = Registry::from_str(
+        "version: 1\npages:\n  p:\n    attachments: [image/*, Application/PDF, text/csv]\n  q: {}\n",
+        "t",
+    )
+    .expect("valid");
+    let page = resolve(&r, "p", "", "");
+    for (media_type, allowed) in [
+        ("image/png", true),
+        ("image/webp", true),
+        ("application/pdf", true),
+        ("text/csv", true),
+        ("text/plain", false),
+        ("application/zip", false),
+        ("imagex/png", false),
+    ] {
+        assert_eq!(page.allows_attachment(media_type), allowed, "{media_type}");
+    }
+    assert_eq!(
+        page.describe().attachment_types,
+        ["image/*", "application/pdf", "text/csv"]
+    );
+    assert!(!resolve(&r, "q", "", "").allows_attachment("image/png"));
+    for (bad, entry) in [
+        ("attachments: [image]", "pages.p.attachments[0]"),
+        ("attachments: ['*/*']", "pages.p.attachments[0]"),
+        ("attachments: [image/*, IMAGE/*]", "pages.p.attachments[1]"),
+    ] {
+        let yaml = format!("version: 1\npages:\n  p:\n    {bad}\n");
+        let error = Registry::from_str(&yaml, "t").expect_err(bad);
+        assert!(error.to_string().contains(entry), "{bad}: {error}");
+    }
+}

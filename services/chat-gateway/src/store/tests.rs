@@ -1958,7 +1958,106 @@ on_both_backends!(
     paused_turns_are_taken_back_once,
     decisions_and_ratings_are_the_owners_and_the_last_one_wins,
     a_conversation_sums_the_usage_its_turns_end_with,
+    attachments_are_stored_in_chunks_read_by_their_owner_and_swept_when_abandoned,
 );
+
+/// An upload's bytes round-trip through the backend's byte column; only a
+/// finished upload is read, only by its owner; an abandoned one is swept;
+/// deleting the conversation it was sent in deletes it.
+async fn attachments_are_stored_in_chunks_read_by_their_owner_and_swept_when_abandoned(
+    store: Store,
+) {
+    use super::attachments::{FinishedUpload, NewUpload};
+    fn upload(id: &str) -> NewUpload<'_> {
+        NewUpload {
+            id,
+            owner: "alice",
+            name: "a.bin",
+            media_type: "application/pdf",
+        }
+    }
+    let file = format!("att_{}", id());
+    let file = file.as_str();
+    store.begin_upload(&upload(file)).await.expect("begin");
+    let chunks: [Vec<u8>; 2] = [(0..=255).collect(), vec![0, 1, 2, 255]];
+    for (seq, chunk) in chunks.iter().enumerate() {
+        assert!(
+            store
+                .put_chunk(file, seq as u64, chunk.clone())
+                .await
+                .expect("put")
+        );
+    }
+    assert_eq!(
+        store.attachment("alice", file).await.expect("read"),
+        None,
+        "not yet"
+    );
+    let finished = store
+        .finish_upload("alice", file, 260, "ab12", 0)
+        .await
+        .expect("finish");
+    let FinishedUpload::Ready(stored) = finished else {
+        panic!("{finished:?}");
+    };
+    assert_eq!((stored.size_bytes, stored.sha256.as_str()), (260, "ab12"));
+    assert_eq!(store.attachment("bob", file).await.expect("read"), None);
+    assert_eq!(
+        store.attachment("alice", file).await.expect("read"),
+        Some(stored)
+    );
+    for (seq, chunk) in chunks.iter().enumerate() {
+        let read = store
+            .attachment_chunk(file, seq as u64)
+            .await
+            .expect("chunk");
+        assert_eq!(read.as_ref(), Some(chunk));
+    }
+    assert_eq!(store.attachment_chunk(file, 2).await.expect("end"), None);
+    assert_eq!(store.attachment_bytes("alice").await.expect("bytes"), 260);
+
+    // Over the quota at the end: deleted, chunks and all.
+    let over = format!("att_{}", id());
+    let over = over.as_str();
+    store.begin_upload(&upload(over)).await.expect("begin");
+    store.put_chunk(over, 0, vec![9; 100]).await.expect("put");
+    assert_eq!(
+        store
+            .finish_upload("alice", over, 100, "cd", 300)
+            .await
+            .expect("finish"),
+        FinishedUpload::OverQuota { limit: 300 }
+    );
+    assert_eq!(store.attachment_chunk(over, 0).await.expect("chunk"), None);
+
+    // Abandoned: swept once older than the cut-off, and a chunk after it
+    // finds its upload gone.
+    let left = format!("att_{}", id());
+    let left = left.as_str();
+    store.begin_upload(&upload(left)).await.expect("begin");
+    store.put_chunk(left, 0, vec![1; 10]).await.expect("put");
+    assert_eq!(
+        store.sweep_uploads(now_ms() - 60_000).await.expect("sweep"),
+        0
+    );
+    assert_eq!(store.sweep_uploads(now_ms() + 1).await.expect("sweep"), 1);
+    assert!(!store.put_chunk(left, 1, vec![1]).await.expect("put"));
+    assert_eq!(store.uploads_in_progress().await.expect("count"), 0);
+
+    // Sent in a conversation: deleted with it.
+    let conversation = id();
+    let turn = start(&store, "alice", &conversation, true, None).await;
+    assert!(finish(&store, "alice", &conversation, &turn, "done").await);
+    sqlx::query("UPDATE attachments SET conversation_id = $1 WHERE id = $2")
+        .bind(conversation.as_str())
+        .bind(file)
+        .execute(&store.pool)
+        .await
+        .expect("link");
+    store.delete("alice", &conversation).await.expect("delete");
+    assert_eq!(store.attachment("alice", file).await.expect("read"), None);
+    assert_eq!(store.attachment_chunk(file, 0).await.expect("chunk"), None);
+}
 
 /// Each turn's end adds its usage, every count, to its conversation's
 /// total; an end without usage adds nothing, and a listing reads it too.

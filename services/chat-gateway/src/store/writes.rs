@@ -578,6 +578,17 @@ impl Write for DeleteWrite {
                 .await?;
             // The foreign keys cascade; these also clean up where they are off.
             sqlx::query(
+                "DELETE FROM attachment_chunks WHERE attachment_id IN \
+                 (SELECT id FROM attachments WHERE conversation_id = $1)",
+            )
+            .bind(self.conversation_id.as_str())
+            .execute(&mut *conn)
+            .await?;
+            sqlx::query("DELETE FROM attachments WHERE conversation_id = $1")
+                .bind(self.conversation_id.as_str())
+                .execute(&mut *conn)
+                .await?;
+            sqlx::query(
                 "DELETE FROM turn_events WHERE turn_id IN (SELECT id FROM turns WHERE conversation_id = $1)",
             )
             .bind(self.conversation_id.as_str())

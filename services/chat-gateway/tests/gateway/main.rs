@@ -4,6 +4,7 @@
 //! generated client.
 
 mod abandoned;
+mod attachments;
 mod auth;
 mod consent;
 mod control;

@@ -14,7 +14,42 @@ use crate::registry::templates::TemplateSet;
 /// Longest model name a page may list, in bytes.
 const MAX_MODEL_NAME: usize = 256;
 
+/// Longest media type pattern, in bytes.
+const MAX_MEDIA_TYPE: usize = 127;
+
 impl Validator {
+    /// A page's `attachments`: each `type/subtype` or `type/*` (RFC 6838
+    /// names), none twice.
+    fn attachment_types(&mut self, entry: &str, types: &[String]) {
+        let name_ok = |name: &str| {
+            !name.is_empty()
+                && name.bytes().all(|b| {
+                    b.is_ascii_alphanumeric()
+                        || matches!(
+                            b,
+                            b'!' | b'#' | b'$' | b'&' | b'-' | b'^' | b'_' | b'.' | b'+'
+                        )
+                })
+        };
+        for (i, pattern) in types.iter().enumerate() {
+            let at = format!("{entry}.attachments[{i}]");
+            let well_formed = pattern.len() <= MAX_MEDIA_TYPE
+                && pattern
+                    .split_once('/')
+                    .is_some_and(|(kind, sub)| name_ok(kind) && (sub == "*" || name_ok(sub)));
+            if !well_formed {
+                self.problem(
+                    at,
+                    format!(
+                        "`{pattern}` is not a media type (`image/png`) or a family (`image/*`)"
+                    ),
+                );
+            } else if types[..i].iter().any(|t| t.eq_ignore_ascii_case(pattern)) {
+                self.problem(at, format!("`{pattern}` is listed twice"));
+            }
+        }
+    }
+
     /// A page's `model` and `models_allowed`: each a route name or
     /// `provider/model` without spaces, none twice.
     fn models(&mut self, entry: &str, page: &PageEntry) {
@@ -66,6 +101,7 @@ impl Validator {
         for (name, p) in &map.0 {
             let entry = format!("pages.{name}");
             self.models(&entry, p);
+            self.attachment_types(&entry, &p.attachments);
             let scope = self.scope(&entry, p.scope(), refs, templates);
             self.names(&format!("{entry}.tabs"), &p.tabs, plain_id);
             let mut tabs = Vec::new();
@@ -93,6 +129,11 @@ impl Validator {
                 mid_answer_failover: p.mid_answer_failover,
                 model: p.model.clone(),
                 models_allowed: p.models_allowed.clone(),
+                attachments: p
+                    .attachments
+                    .iter()
+                    .map(|t| t.to_ascii_lowercase())
+                    .collect(),
             });
         }
         out

@@ -1,0 +1,453 @@
+//! `UploadAttachment` and `DownloadAttachment`: files streamed into and
+//! out of the store in chunks, so a file never sits in memory whole.
+//!
+//! An upload's media type is sniffed from its first bytes (magic numbers,
+//! else text), never taken from the client, and must be one its page
+//! allows; its size is held to `attachments.max_bytes` as the bytes
+//! arrive, and the owner's total to `attachments.per_user_bytes` when it
+//! ends. Whatever ends an upload early (a refusal, the client going away,
+//! `attachments.upload_timeout`) deletes what it stored.
+
+use std::sync::Arc;
+
+use parley_proto::gateway::v1::{
+    self as gw, download_attachment_response::Part as DownPart,
+    upload_attachment_request::Part as UpPart,
+};
+use sha2::{Digest, Sha256};
+use tokio::sync::mpsc;
+use tokio_stream::wrappers::ReceiverStream;
+use tonic::{Status, Streaming};
+
+pub use crate::config::AttachmentsConfig;
+use crate::{
+    auth::Principal,
+    engine::Engine,
+    error::GatewayError,
+    service::validate,
+    store::{
+        Store,
+        attachments::{FinishedUpload, NewUpload, StoredAttachment},
+    },
+};
+
+/// The size of the chunks an attachment is stored in.
+pub const CHUNK_BYTES: usize = 256 * 1024;
+
+/// How many first bytes the media type is sniffed from.
+const SNIFF_BYTES: usize = 8 * 1024;
+
+/// Longest file name, in bytes.
+const MAX_NAME: usize = 255;
+
+/// Download chunks read ahead of the client.
+const DOWNLOAD_AHEAD: usize = 2;
+
+/// The stream of a download.
+pub type DownloadStream = ReceiverStream<Result<gw::DownloadAttachmentResponse, Status>>;
+
+/// The media type of a file named `name` whose bytes begin with `head`
+/// (all of them when shorter than [`SNIFF_BYTES`]): its magic number's,
+/// else `text/csv` or `text/plain` for UTF-8 text without NUL bytes (by the
+/// name), else `application/octet-stream`.
+pub fn sniff(name: &str, head: &[u8]) -> String {
+    if let Some(kind) = infer::get(head) {
+        return kind.mime_type().to_owned();
+    }
+    let text = match std::str::from_utf8(head) {
+        Ok(_) => true,
+        // Cut inside a character at the end of the sniffed part: still text.
+        Err(error) => error.error_len().is_none() && head.len() >= SNIFF_BYTES,
+    };
+    if text && !head.contains(&0) && !head.is_empty() {
+        let lower = name.to_ascii_lowercase();
+        if lower.ends_with(".csv") {
+            return "text/csv".into();
+        }
+        if lower.ends_with(".md") || lower.ends_with(".markdown") {
+            return "text/markdown".into();
+        }
+        return "text/plain".into();
+    }
+    "application/octet-stream".into()
+}
+
+/// A file name checked: 1 to [`MAX_NAME`] bytes, no path separators or
+/// control characters.
+fn checked_name(name: &str) -> Result<&str, GatewayError> {
+    let name = name.trim();
+    let problem = if name.is_empty() {
+        Some("is empty".to_owned())
+    } else if name.len() > MAX_NAME {
+        Some(format!("is longer than {MAX_NAME} bytes"))
+    } else if name
+        .chars()
+        .any(|c| c == '/' || c == '\\' || c.is_control())
+    {
+        Some("must be a file name, without `/`, `\\` or control characters".to_owned())
+    } else {
+        None
+    };
+    match problem {
+        Some(problem) => Err(GatewayError::invalid(
+            "INVALID_ATTACHMENT",
+            "metadata.name",
+            problem,
+        )),
+        None => Ok(name),
+    }
+}
+
+/// The wire form of a stored attachment.
+pub fn to_wire(stored: &StoredAttachment) -> gw::Attachment {
+    gw::Attachment {
+        id: stored.id.clone(),
+        name: stored.name.clone(),
+        media_type: stored.media_type.clone(),
+        size_bytes: stored.size_bytes,
+        sha256: stored.sha256.clone(),
+        created_at: Some(crate::convert::timestamp(stored.created_at)),
+    }
+}
+
+/// A new attachment id: `att_` and 32 hex digits.
+fn new_id() -> String {
+    format!("att_{}", uuid::Uuid::new_v4().simple())
+}
+
+/// Deletes an upload unless disarmed: every early end of an upload (an
+/// error returned, the RPC's future dropped) goes through its drop.
+struct Cleanup {
+    store: Store,
+    id: Option<String>,
+}
+
+impl Drop for Cleanup {
+    fn drop(&mut self) {
+        if let Some(id) = self.id.take() {
+            let store = self.store.clone();
+            tokio::spawn(async move {
+                if let Err(error) = store.abort_upload(&id).await {
+                    // The sweep deletes it later.
+                    tracing::warn!(%error, attachment = %id, "cannot delete an unfinished upload");
+                }
+            });
+        }
+    }
+}
+
+/// What an upload has stored so far.
+struct Upload {
+    id: String,
+    pending: Vec<u8>,
+    seq: u64,
+    size: u64,
+    hash: Sha256,
+}
+
+impl Upload {
+    /// Takes `bytes`, storing every full chunk.
+    async fn take(&mut self, store: &Store, bytes: &[u8], max: u64) -> Result<(), GatewayError> {
+        self.size = self.size.saturating_add(bytes.len() as u64);
+        if self.size > max {
+            return Err(too_large(max));
+        }
+        self.hash.update(bytes);
+        self.pending.extend_from_slice(bytes);
+        while self.pending.len() >= CHUNK_BYTES {
+            let rest = self.pending.split_off(CHUNK_BYTES);
+            let chunk = std::mem::replace(&mut self.pending, rest);
+            self.store_chunk(store, chunk).await?;
+        }
+        Ok(())
+    }
+
+    async fn store_chunk(&mut self, store: &Store, chunk: Vec<u8>) -> Result<(), GatewayError> {
+        if !store.put_chunk(&self.id, self.seq, chunk).await? {
+            return Err(GatewayError::invalid(
+                "UPLOAD_EXPIRED",
+                "chunk",
+                "the upload took longer than attachments.upload_timeout",
+            ));
+        }
+        self.seq += 1;
+        Ok(())
+    }
+}
+
+fn too_large(max: u64) -> GatewayError {
+    GatewayError::invalid(
+        "ATTACHMENT_TOO_LARGE",
+        "chunk",
+        format!("the file is larger than attachments.max_bytes ({max} bytes)"),
+    )
+}
+
+/// `UploadAttachment` and `DownloadAttachment` on an engine's store.
+pub struct Attachments<'a>(pub &'a Engine);
+
+impl Attachments<'_> {
+    /// Stores the file `principal` streams, as its first message describes.
+    pub async fn upload(
+        &self,
+        principal: &Principal,
+        mut stream: Streaming<gw::UploadAttachmentRequest>,
+    ) -> Result<gw::Attachment, Status> {
+        let limits = *self.0.attachments();
+        let upload = self.receive(principal, &mut stream, limits);
+        match tokio::time::timeout(limits.upload_timeout, upload).await {
+            Ok(result) => result,
+            Err(_) => Err(Status::deadline_exceeded(format!(
+                "the upload took longer than attachments.upload_timeout ({} s)",
+                limits.upload_timeout.as_secs()
+            ))),
+        }
+    }
+
+    async fn receive(
+        &self,
+        principal: &Principal,
+        stream: &mut Streaming<gw::UploadAttachmentRequest>,
+        limits: AttachmentsConfig,
+    ) -> Result<gw::Attachment, Status> {
+        let store = self.0.store();
+        let metadata = match stream.message().await? {
+            Some(gw::UploadAttachmentRequest {
+                part: Some(UpPart::Metadata(metadata)),
+            }) => metadata,
+            _ => {
+                return Err(GatewayError::invalid(
+                    "INVALID_ATTACHMENT",
+                    "metadata",
+                    "the first message of an upload is its metadata",
+                )
+                .into());
+            }
+        };
+        let name = checked_name(&metadata.name)?.to_owned();
+        let page = validate::page(metadata.page.as_ref(), "metadata.page", self.0.config())?;
+        let resolved = self.0.registry().resolve(&validate::page_ref(&page));
+        if resolved.attachments.is_empty() {
+            return Err(GatewayError::invalid(
+                "ATTACHMENT_TYPE_NOT_ALLOWED",
+                "metadata.page",
+                format!("page `{}` takes no attachments", page.page),
+            )
+            .into());
+        }
+        if metadata.size_bytes > limits.max_bytes {
+            return Err(too_large(limits.max_bytes).into());
+        }
+        let owner = principal.owner();
+        if limits.per_user_bytes > 0 {
+            let used = store
+                .attachment_bytes(owner)
+                .await
+                .map_err(GatewayError::from)?;
+            if used.saturating_add(metadata.size_bytes) > limits.per_user_bytes {
+                return Err(GatewayError::AttachmentQuota {
+                    limit: limits.per_user_bytes,
+                }
+                .into());
+            }
+        }
+        // The first bytes, for the media type.
+        let mut head = Vec::new();
+        let mut ended = false;
+        while head.len() < SNIFF_BYTES {
+            match next_chunk(stream).await? {
+                Some(bytes) => {
+                    head.extend_from_slice(&bytes);
+                    if head.len() as u64 > limits.max_bytes {
+                        return Err(too_large(limits.max_bytes).into());
+                    }
+                }
+                None => {
+                    ended = true;
+                    break;
+                }
+            }
+        }
+        if head.is_empty() {
+            return Err(
+                GatewayError::invalid("INVALID_ATTACHMENT", "chunk", "the file is empty").into(),
+            );
+        }
+        let media_type = sniff(&name, &head[..head.len().min(SNIFF_BYTES)]);
+        if !resolved.allows_attachment(&media_type) {
+            return Err(GatewayError::invalid(
+                "ATTACHMENT_TYPE_NOT_ALLOWED",
+                "chunk",
+                format!(
+                    "the file's bytes are {media_type}, which page `{}` does not take (it takes {})",
+                    page.page,
+                    resolved.attachments.join(", ")
+                ),
+            )
+            .into());
+        }
+        let id = new_id();
+        store
+            .begin_upload(&NewUpload {
+                id: &id,
+                owner,
+                name: &name,
+                media_type: &media_type,
+            })
+            .await
+            .map_err(GatewayError::from)?;
+        let mut cleanup = Cleanup {
+            store: store.clone(),
+            id: Some(id.clone()),
+        };
+        let mut upload = Upload {
+            id: id.clone(),
+            pending: Vec::with_capacity(CHUNK_BYTES),
+            seq: 0,
+            size: 0,
+            hash: Sha256::new(),
+        };
+        upload.take(store, &head, limits.max_bytes).await?;
+        drop(head);
+        if !ended {
+            while let Some(bytes) = next_chunk(stream).await? {
+                upload.take(store, &bytes, limits.max_bytes).await?;
+            }
+        }
+        if metadata.size_bytes > 0 && upload.size != metadata.size_bytes {
+            return Err(GatewayError::invalid(
+                "INVALID_ATTACHMENT",
+                "metadata.size_bytes",
+                format!(
+                    "says {} bytes, but {} were sent",
+                    metadata.size_bytes, upload.size
+                ),
+            )
+            .into());
+        }
+        if !upload.pending.is_empty() {
+            let last = std::mem::take(&mut upload.pending);
+            upload.store_chunk(store, last).await?;
+        }
+        let sha256 = format!("{:x}", upload.hash.clone().finalize());
+        let finished = store
+            .finish_upload(owner, &id, upload.size, &sha256, limits.per_user_bytes)
+            .await
+            .map_err(GatewayError::from)?;
+        match finished {
+            FinishedUpload::Ready(stored) => {
+                cleanup.id = None;
+                tracing::info!(attachment = %stored.id, media_type = %stored.media_type, size = stored.size_bytes, "attachment stored");
+                Ok(to_wire(&stored))
+            }
+            FinishedUpload::OverQuota { limit } => {
+                cleanup.id = None;
+                Err(GatewayError::AttachmentQuota { limit }.into())
+            }
+            FinishedUpload::Missing => Err(GatewayError::invalid(
+                "UPLOAD_EXPIRED",
+                "chunk",
+                "the upload took longer than attachments.upload_timeout",
+            )
+            .into()),
+        }
+    }
+
+    /// Streams `principal`'s attachment `id`: its metadata, then its bytes.
+    pub async fn download(
+        &self,
+        principal: &Principal,
+        id: &str,
+    ) -> Result<DownloadStream, Status> {
+        validate::id(id, "attachment_id")?;
+        if id.is_empty() {
+            return Err(GatewayError::invalid("INVALID_ID", "attachment_id", "is empty").into());
+        }
+        let store = self.0.store().clone();
+        let stored = store
+            .attachment(principal.owner(), id)
+            .await
+            .map_err(GatewayError::from)?
+            .ok_or(GatewayError::AttachmentNotFound)?;
+        let (tx, rx) = mpsc::channel(DOWNLOAD_AHEAD);
+        let id = Arc::<str>::from(id);
+        tokio::spawn(async move {
+            let first = gw::DownloadAttachmentResponse {
+                part: Some(DownPart::Metadata(to_wire(&stored))),
+            };
+            if tx.send(Ok(first)).await.is_err() {
+                return;
+            }
+            let mut seq = 0;
+            loop {
+                let chunk = match store.attachment_chunk(&id, seq).await {
+                    Ok(Some(chunk)) => Ok(gw::DownloadAttachmentResponse {
+                        part: Some(DownPart::Chunk(chunk)),
+                    }),
+                    Ok(None) => return,
+                    Err(error) => Err(Status::from(GatewayError::from(error))),
+                };
+                let failed = chunk.is_err();
+                if tx.send(chunk).await.is_err() || failed {
+                    return;
+                }
+                seq += 1;
+            }
+        });
+        Ok(ReceiverStream::new(rx))
+    }
+}
+
+/// The next bytes of an upload; `None` at its end. A metadata message
+/// after the first is refused.
+async fn next_chunk(
+    stream: &mut Streaming<gw::UploadAttachmentRequest>,
+) -> Result<Option<Vec<u8>>, Status> {
+    match stream.message().await? {
+        None => Ok(None),
+        Some(gw::UploadAttachmentRequest {
+            part: Some(UpPart::Chunk(bytes)),
+        }) => Ok(Some(bytes)),
+        Some(_) => Err(GatewayError::invalid(
+            "INVALID_ATTACHMENT",
+            "metadata",
+            "only the first message of an upload is its metadata",
+        )
+        .into()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn types_come_from_the_bytes_not_the_name() {
+        let png = b"\x89PNG\r\n\x1a\n\0\0\0\rIHDR";
+        assert_eq!(sniff("photo.png", png), "image/png");
+        // A ZIP named .png is a ZIP.
+        assert_eq!(
+            sniff("photo.png", b"PK\x03\x04\x14\0\0\0"),
+            "application/zip"
+        );
+        assert_eq!(
+            sniff("report.pdf", b"%PDF-1.7\n%\xe2\xe3"),
+            "application/pdf"
+        );
+        assert_eq!(sniff("data.csv", b"name,age\nann,31\n"), "text/csv");
+        assert_eq!(sniff("notes.txt", "héllo\n".as_bytes()), "text/plain");
+        assert_eq!(sniff("notes.txt", b"bin\0ary"), "application/octet-stream");
+        assert_eq!(
+            sniff("x.txt", &[0xff, 0xfe, 0x00]),
+            "application/octet-stream"
+        );
+    }
+
+    #[test]
+    fn names_are_file_names() {
+        assert_eq!(checked_name(" a.png ").expect("valid"), "a.png");
+        for bad in ["", "../etc/passwd", "a\\b", "a\nb", &"x".repeat(256)] {
+            assert!(checked_name(bad).is_err(), "{bad:?}");
+        }
+    }
+}

@@ -1,0 +1,381 @@
+//! Files users upload, kept in the store in chunks (migration 15).
+//!
+//! An upload is an `uploading` row, then its chunks, each written on its
+//! own as it arrives (nothing holds a transaction, or the SQLite writer,
+//! while the client sends), then one transaction that checks the owner's
+//! quota and marks it `ready`. Readers see only ready rows, so an upload
+//! cut short is never half-read: the gateway deletes it when the stream
+//! fails, and the sweep ([`Store::sweep_uploads`]) deletes those whose
+//! gateway died before it could.
+
+use futures::future::BoxFuture;
+use sqlx::{AnyConnection, Row, any::AnyRow};
+
+use super::{Store, StoreError, batch::Write, group::is_sqlite, writes::to_i64};
+
+/// A stored attachment's metadata.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StoredAttachment {
+    /// Its id.
+    pub id: String,
+    /// The file's name.
+    pub name: String,
+    /// The sniffed media type.
+    pub media_type: String,
+    /// Its size in bytes.
+    pub size_bytes: u64,
+    /// The SHA-256 of its bytes, lowercase hex.
+    pub sha256: String,
+    /// When its upload completed, Unix ms.
+    pub created_at: i64,
+    /// The conversation it was first sent in, if any.
+    pub conversation_id: Option<String>,
+}
+
+/// How ending an upload went.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum FinishedUpload {
+    /// Stored and readable.
+    Ready(StoredAttachment),
+    /// The owner's ready attachments and this one would pass `limit`
+    /// bytes: nothing is kept.
+    OverQuota {
+        /// `attachments.per_user_bytes`.
+        limit: u64,
+    },
+    /// The upload is gone (swept, or never begun).
+    Missing,
+}
+
+/// A new upload of `owner`.
+#[derive(Debug, Clone)]
+pub struct NewUpload<'a> {
+    /// The attachment's id.
+    pub id: &'a str,
+    /// Its owner.
+    pub owner: &'a str,
+    /// The file's name.
+    pub name: &'a str,
+    /// The sniffed media type.
+    pub media_type: &'a str,
+}
+
+struct BeginUpload {
+    id: String,
+    owner: String,
+    name: String,
+    media_type: String,
+    now: i64,
+}
+
+impl Write for BeginUpload {
+    type Output = ();
+
+    fn autocommit(&self) -> bool {
+        true
+    }
+
+    fn run<'c>(&'c self, conn: &'c mut AnyConnection) -> BoxFuture<'c, Result<(), StoreError>> {
+        Box::pin(async move {
+            sqlx::query(
+                "INSERT INTO attachments (id, owner, conversation_id, name, media_type, size_bytes, sha256, state, created_at) \
+                 VALUES ($1, $2, NULL, $3, $4, 0, '', 'uploading', $5)",
+            )
+            .bind(self.id.as_str())
+            .bind(self.owner.as_str())
+            .bind(self.name.as_str())
+            .bind(self.media_type.as_str())
+            .bind(self.now)
+            .execute(&mut *conn)
+            .await?;
+            Ok(())
+        })
+    }
+}
+
+struct PutChunk {
+    id: String,
+    seq: i64,
+    data: Vec<u8>,
+}
+
+impl Write for PutChunk {
+    /// False when the upload is gone (swept).
+    type Output = bool;
+
+    fn run<'c>(&'c self, conn: &'c mut AnyConnection) -> BoxFuture<'c, Result<bool, StoreError>> {
+        Box::pin(async move {
+            let grown = sqlx::query(
+                "UPDATE attachments SET size_bytes = size_bytes + $2 WHERE id = $1 AND state = 'uploading'",
+            )
+            .bind(self.id.as_str())
+            .bind(i64::try_from(self.data.len()).unwrap_or(i64::MAX))
+            .execute(&mut *conn)
+            .await?
+            .rows_affected();
+            if grown == 0 {
+                return Ok(false);
+            }
+            sqlx::query(
+                "INSERT INTO attachment_chunks (attachment_id, seq, data) VALUES ($1, $2, $3)",
+            )
+            .bind(self.id.as_str())
+            .bind(self.seq)
+            .bind(self.data.as_slice())
+            .execute(&mut *conn)
+            .await?;
+            Ok(true)
+        })
+    }
+}
+
+struct FinishUpload {
+    id: String,
+    owner: String,
+    size: u64,
+    sha256: String,
+    limit: u64,
+    now: i64,
+}
+
+impl Write for FinishUpload {
+    type Output = FinishedUpload;
+
+    fn run<'c>(
+        &'c self,
+        conn: &'c mut AnyConnection,
+    ) -> BoxFuture<'c, Result<FinishedUpload, StoreError>> {
+        Box::pin(async move {
+            if !is_sqlite(conn) {
+                // One owner's uploads end one at a time across replicas, so
+                // two cannot both fit under the quota the pair passes.
+                sqlx::query("SELECT pg_advisory_xact_lock(hashtext($1))")
+                    .bind(format!("parley attachments {}", self.owner))
+                    .execute(&mut *conn)
+                    .await?;
+            }
+            let used: i64 = sqlx::query(
+                "SELECT CAST(coalesce(sum(size_bytes), 0) AS BIGINT) AS used FROM attachments WHERE owner = $1 AND state = 'ready'",
+            )
+            .bind(self.owner.as_str())
+            .fetch_one(&mut *conn)
+            .await?
+            .try_get("used")?;
+            if self.limit > 0
+                && u64::try_from(used).unwrap_or(0).saturating_add(self.size) > self.limit
+            {
+                delete_upload(conn, &self.id).await?;
+                return Ok(FinishedUpload::OverQuota { limit: self.limit });
+            }
+            let row = sqlx::query(
+                "UPDATE attachments SET state = 'ready', sha256 = $3, created_at = $4 \
+                 WHERE id = $1 AND owner = $2 AND state = 'uploading' AND size_bytes = $5 \
+                 RETURNING id, name, media_type, size_bytes, sha256, created_at, conversation_id",
+            )
+            .bind(self.id.as_str())
+            .bind(self.owner.as_str())
+            .bind(self.sha256.as_str())
+            .bind(self.now)
+            .bind(to_i64(self.size))
+            .fetch_optional(&mut *conn)
+            .await?;
+            match row {
+                Some(row) => Ok(FinishedUpload::Ready(attachment_from_row(&row)?)),
+                None => Ok(FinishedUpload::Missing),
+            }
+        })
+    }
+}
+
+/// Deletes upload `id` and its chunks (where foreign keys are off too).
+async fn delete_upload(conn: &mut AnyConnection, id: &str) -> Result<(), StoreError> {
+    sqlx::query("DELETE FROM attachment_chunks WHERE attachment_id = $1")
+        .bind(id)
+        .execute(&mut *conn)
+        .await?;
+    sqlx::query("DELETE FROM attachments WHERE id = $1")
+        .bind(id)
+        .execute(&mut *conn)
+        .await?;
+    Ok(())
+}
+
+struct AbortUpload {
+    id: String,
+}
+
+impl Write for AbortUpload {
+    type Output = ();
+
+    fn run<'c>(&'c self, conn: &'c mut AnyConnection) -> BoxFuture<'c, Result<(), StoreError>> {
+        Box::pin(delete_upload(conn, &self.id))
+    }
+}
+
+/// Most abandoned uploads one sweep deletes.
+const SWEEP_BATCH: i64 = 100;
+
+struct SweepUploads {
+    before: i64,
+}
+
+impl Write for SweepUploads {
+    /// How many uploads were deleted.
+    type Output = u64;
+
+    fn run<'c>(&'c self, conn: &'c mut AnyConnection) -> BoxFuture<'c, Result<u64, StoreError>> {
+        Box::pin(async move {
+            let ids: Vec<String> = sqlx::query(
+                "SELECT id FROM attachments WHERE state = 'uploading' AND created_at < $1 \
+                 ORDER BY created_at LIMIT $2",
+            )
+            .bind(self.before)
+            .bind(SWEEP_BATCH)
+            .fetch_all(&mut *conn)
+            .await?
+            .iter()
+            .map(|row| row.try_get("id"))
+            .collect::<Result<_, _>>()?;
+            for id in &ids {
+                delete_upload(conn, id).await?;
+            }
+            Ok(ids.len() as u64)
+        })
+    }
+}
+
+fn attachment_from_row(row: &AnyRow) -> Result<StoredAttachment, StoreError> {
+    Ok(StoredAttachment {
+        id: row.try_get("id")?,
+        name: row.try_get("name")?,
+        media_type: row.try_get("media_type")?,
+        size_bytes: u64::try_from(row.try_get::<i64, _>("size_bytes")?).unwrap_or(0),
+        sha256: row.try_get("sha256")?,
+        created_at: row.try_get("created_at")?,
+        conversation_id: row.try_get("conversation_id")?,
+    })
+}
+
+impl Store {
+    /// Starts an upload: its row, not yet readable.
+    pub async fn begin_upload(&self, upload: &NewUpload<'_>) -> Result<(), StoreError> {
+        self.write(BeginUpload {
+            id: upload.id.to_owned(),
+            owner: upload.owner.to_owned(),
+            name: upload.name.to_owned(),
+            media_type: upload.media_type.to_owned(),
+            now: super::now_ms(),
+        })
+        .await
+    }
+
+    /// Stores chunk `seq` of upload `id`; false when the upload is gone.
+    pub async fn put_chunk(&self, id: &str, seq: u64, data: Vec<u8>) -> Result<bool, StoreError> {
+        self.write(PutChunk {
+            id: id.to_owned(),
+            seq: to_i64(seq),
+            data,
+        })
+        .await
+    }
+
+    /// Ends upload `id` of `owner` as `size` bytes hashing to `sha256`,
+    /// unless the owner's ready attachments and it pass `limit` bytes (0:
+    /// none), which deletes it.
+    pub async fn finish_upload(
+        &self,
+        owner: &str,
+        id: &str,
+        size: u64,
+        sha256: &str,
+        limit: u64,
+    ) -> Result<FinishedUpload, StoreError> {
+        self.write(FinishUpload {
+            id: id.to_owned(),
+            owner: owner.to_owned(),
+            size,
+            sha256: sha256.to_owned(),
+            limit,
+            now: super::now_ms(),
+        })
+        .await
+    }
+
+    /// Deletes upload `id` and what it stored.
+    pub async fn abort_upload(&self, id: &str) -> Result<(), StoreError> {
+        self.write(AbortUpload { id: id.to_owned() }).await
+    }
+
+    /// Deletes the uploads begun before `before` (Unix ms) that never
+    /// ended (their gateway died), at most a batch; how many went.
+    pub async fn sweep_uploads(&self, before: i64) -> Result<u64, StoreError> {
+        self.write(SweepUploads { before }).await
+    }
+
+    /// The bytes of `owner`'s ready attachments.
+    pub async fn attachment_bytes(&self, owner: &str) -> Result<u64, StoreError> {
+        let used: i64 = sqlx::query(
+            "SELECT CAST(coalesce(sum(size_bytes), 0) AS BIGINT) AS used FROM attachments WHERE owner = $1 AND state = 'ready'",
+        )
+        .bind(owner)
+        .fetch_one(&self.pool)
+        .await?
+        .try_get("used")?;
+        Ok(u64::try_from(used).unwrap_or(0))
+    }
+
+    /// `owner`'s ready attachment `id`; `None` for an unknown id, another
+    /// owner's, or an upload not yet ended.
+    pub async fn attachment(
+        &self,
+        owner: &str,
+        id: &str,
+    ) -> Result<Option<StoredAttachment>, StoreError> {
+        let row = sqlx::query(
+            "SELECT id, name, media_type, size_bytes, sha256, created_at, conversation_id \
+             FROM attachments WHERE id = $1 AND owner = $2 AND state = 'ready'",
+        )
+        .bind(id)
+        .bind(owner)
+        .fetch_optional(&self.pool)
+        .await?;
+        row.as_ref().map(attachment_from_row).transpose()
+    }
+
+    /// Chunk `seq` of attachment `id` (read after [`Store::attachment`]
+    /// found it the caller's); `None` past its last.
+    pub async fn attachment_chunk(
+        &self,
+        id: &str,
+        seq: u64,
+    ) -> Result<Option<Vec<u8>>, StoreError> {
+        let row =
+            sqlx::query("SELECT data FROM attachment_chunks WHERE attachment_id = $1 AND seq = $2")
+                .bind(id)
+                .bind(to_i64(seq))
+                .fetch_optional(&self.pool)
+                .await?;
+        row.map(|row| row.try_get::<Vec<u8>, _>("data"))
+            .transpose()
+            .map_err(Into::into)
+    }
+
+    /// How many uploads have not ended (tests).
+    pub async fn uploads_in_progress(&self) -> Result<u64, StoreError> {
+        let count: i64 =
+            sqlx::query("SELECT count(*) AS n FROM attachments WHERE state = 'uploading'")
+                .fetch_one(&self.pool)
+                .await?
+                .try_get("n")?;
+        Ok(u64::try_from(count).unwrap_or(0))
+    }
+
+    /// How many chunk rows the store holds (tests: nothing left behind).
+    pub async fn attachment_chunk_rows(&self) -> Result<u64, StoreError> {
+        let count: i64 = sqlx::query("SELECT count(*) AS n FROM attachment_chunks")
+            .fetch_one(&self.pool)
+            .await?
+            .try_get("n")?;
+        Ok(u64::try_from(count).unwrap_or(0))
+    }
+}

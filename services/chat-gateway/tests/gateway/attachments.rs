@@ -1,0 +1,335 @@
+//! Attachments through the wire: uploaded in chunks and read back whole,
+//! typed by their bytes, held to the size limit and the owner's quota, and
+//! nothing left behind by an upload that was refused or cut short.
+
+use parley_proto::gateway::v1::{
+    self as gw, download_attachment_response::Part as DownPart,
+    upload_attachment_request::Part as UpPart,
+};
+use sha2::{Digest, Sha256};
+use tonic::{Code, Status, transport::Channel};
+use tonic_types::StatusExt;
+
+use crate::{
+    auth::{authenticator, hs256},
+    harness::{Harness, Options, reason, with_token},
+};
+
+/// A page that takes images, PDFs and CSV files.
+fn registry() -> chat_gateway::registry::Registry {
+    chat_gateway::registry::Registry::from_str(
+        "version: 1\npages:\n  files:\n    attachments: [image/*, application/pdf, text/csv]\n  plain: {}\n",
+        "files.yaml",
+    )
+    .expect("a valid registry")
+}
+
+/// `size` bytes that start as a PNG does (its signature and IHDR).
+fn png(size: usize) -> Vec<u8> {
+    let mut bytes = b"\x89PNG\r\n\x1a\n\0\0\0\rIHDR".to_vec();
+    let mut state: u32 = 0x9e37_79b9;
+    while bytes.len() < size {
+        state = state.wrapping_mul(1_664_525).wrapping_add(1_013_904_223);
+        bytes.push((state >> 24) as u8);
+    }
+    bytes
+}
+
+/// The upload stream of `bytes` named `name` on `page`, in `chunk`-byte
+/// messages, with `declared` as its size.
+fn upload(
+    name: &str,
+    page: &str,
+    bytes: &[u8],
+    chunk: usize,
+    declared: u64,
+) -> impl tokio_stream::Stream<Item = gw::UploadAttachmentRequest> + use<> {
+    let mut messages = vec![gw::UploadAttachmentRequest {
+        part: Some(UpPart::Metadata(gw::AttachmentMetadata {
+            name: name.into(),
+            page: Some(gw::PageContext {
+                page: page.into(),
+                ..Default::default()
+            }),
+            size_bytes: declared,
+        })),
+    }];
+    messages.extend(bytes.chunks(chunk).map(|part| gw::UploadAttachmentRequest {
+        part: Some(UpPart::Chunk(part.to_vec())),
+    }));
+    tokio_stream::iter(messages)
+}
+
+async fn send(
+    client: &mut parley_proto::gateway::v1::chat_gateway_client::ChatGatewayClient<Channel>,
+    token: Option<&str>,
+    stream: impl tokio_stream::Stream<Item = gw::UploadAttachmentRequest> + Send + 'static,
+) -> Result<gw::Attachment, Status> {
+    let mut request = tonic::Request::new(stream);
+    if let Some(token) = token {
+        request.metadata_mut().insert(
+            "authorization",
+            format!("Bearer {token}").parse().expect("header"),
+        );
+    }
+    client
+        .upload_attachment(request)
+        .await
+        .map(tonic::Response::into_inner)
+}
+
+/// The metadata and bytes of a download.
+async fn download(
+    client: &mut parley_proto::gateway::v1::chat_gateway_client::ChatGatewayClient<Channel>,
+    request: tonic::Request<gw::DownloadAttachmentRequest>,
+) -> Result<(gw::Attachment, Vec<u8>, usize), Status> {
+    let mut stream = client.download_attachment(request).await?.into_inner();
+    let mut metadata = None;
+    let mut bytes = Vec::new();
+    let mut chunks = 0;
+    while let Some(message) = stream.message().await? {
+        match message.part {
+            Some(DownPart::Metadata(first)) => {
+                assert!(metadata.is_none() && bytes.is_empty(), "metadata first");
+                metadata = Some(first);
+            }
+            Some(DownPart::Chunk(chunk)) => {
+                chunks += 1;
+                bytes.extend_from_slice(&chunk);
+            }
+            None => panic!("an empty message"),
+        }
+    }
+    Ok((metadata.expect("metadata"), bytes, chunks))
+}
+
+/// Rows an upload left behind: unfinished uploads and all chunk rows.
+async fn left_behind(stack: &Harness) -> (u64, u64) {
+    let store = chat_gateway::store::Store::open(&stack.database_url, &Default::default())
+        .await
+        .expect("open the store");
+    (
+        store.uploads_in_progress().await.expect("count"),
+        store.attachment_chunk_rows().await.expect("count"),
+    )
+}
+
+#[tokio::test]
+async fn a_file_uploaded_in_chunks_downloads_whole_and_only_for_its_owner() {
+    let mut stack = Harness::start(Options {
+        auth: authenticator(),
+        registry: Some(registry()),
+        ..Options::default()
+    })
+    .await;
+    let ann = hs256("ann", "parley", 600);
+    let bob = hs256("bob", "parley", 600);
+    // 1.5 MiB in uneven 100 000-byte messages: stored as 256 KiB chunks.
+    let bytes = png(1_572_864);
+    let stored = send(
+        &mut stack.client,
+        Some(&ann),
+        upload("screen.png", "files", &bytes, 100_000, bytes.len() as u64),
+    )
+    .await
+    .expect("stored");
+    let digest = format!("{:x}", Sha256::digest(&bytes));
+    assert_eq!(
+        (
+            stored.name.as_str(),
+            stored.media_type.as_str(),
+            stored.size_bytes,
+            stored.sha256.as_str()
+        ),
+        (
+            "screen.png",
+            "image/png",
+            bytes.len() as u64,
+            digest.as_str()
+        )
+    );
+    assert!(stored.id.starts_with("att_"), "{}", stored.id);
+
+    let (metadata, read, chunks) = download(
+        &mut stack.client,
+        with_token(
+            gw::DownloadAttachmentRequest {
+                attachment_id: stored.id.clone(),
+            },
+            &ann,
+        ),
+    )
+    .await
+    .expect("her file");
+    assert_eq!(metadata, stored);
+    assert_eq!(format!("{:x}", Sha256::digest(&read)), digest);
+    assert_eq!(chunks, 6, "1.5 MiB in 256 KiB chunks");
+
+    // Bob, an unknown id: the same NOT_FOUND.
+    for (token, id) in [(&bob, stored.id.as_str()), (&ann, "att_0000")] {
+        let refused = download(
+            &mut stack.client,
+            with_token(
+                gw::DownloadAttachmentRequest {
+                    attachment_id: id.into(),
+                },
+                token,
+            ),
+        )
+        .await
+        .expect_err("not found");
+        assert_eq!(refused.code(), Code::NotFound);
+        assert_eq!(reason(&refused), "ATTACHMENT_NOT_FOUND");
+    }
+    stack.stop().await;
+}
+
+#[tokio::test]
+async fn types_come_from_the_bytes_and_the_page_must_take_them() {
+    let mut stack = Harness::start(Options {
+        registry: Some(registry()),
+        ..Options::default()
+    })
+    .await;
+    // A ZIP named .png.
+    let mut zip = b"PK\x03\x04\x14\0\0\0\x08\0".to_vec();
+    zip.resize(4096, 7);
+    let refused = send(
+        &mut stack.client,
+        None,
+        upload("photo.png", "files", &zip, 1024, 0),
+    )
+    .await
+    .expect_err("a ZIP is not an image");
+    assert_eq!(refused.code(), Code::InvalidArgument);
+    assert_eq!(reason(&refused), "ATTACHMENT_TYPE_NOT_ALLOWED");
+    assert!(refused.message().contains("application/zip"), "{refused:?}");
+
+    // A page that takes no files refuses before any byte.
+    let refused = send(
+        &mut stack.client,
+        None,
+        upload("a.png", "plain", &png(100), 100, 0),
+    )
+    .await
+    .expect_err("no attachments here");
+    assert_eq!(reason(&refused), "ATTACHMENT_TYPE_NOT_ALLOWED");
+
+    // Text with a .csv name is CSV; a PDF is a PDF.
+    let csv = send(
+        &mut stack.client,
+        None,
+        upload("sales.csv", "files", b"month,total\njan,10\n", 7, 0),
+    )
+    .await
+    .expect("csv");
+    assert_eq!(csv.media_type, "text/csv");
+    let mut pdf = b"%PDF-1.7\n%\xe2\xe3\xcf\xd3\n".to_vec();
+    pdf.resize(20_000, b' ');
+    let pdf = send(
+        &mut stack.client,
+        None,
+        upload("q3.pdf", "files", &pdf, 8192, 0),
+    )
+    .await
+    .expect("pdf");
+    assert_eq!(pdf.media_type, "application/pdf");
+    assert_eq!(left_behind(&stack).await, (0, 2), "one chunk each");
+    stack.stop().await;
+}
+
+#[tokio::test]
+async fn a_file_past_the_limit_is_refused_and_leaves_nothing() {
+    let mut stack = Harness::start(Options {
+        registry: Some(registry()),
+        ..Options::default()
+    })
+    .await;
+    // 25 MiB against the default 20 MiB, its size not declared: refused
+    // once the bytes pass the limit, what was stored deleted.
+    let bytes = png(25 * 1024 * 1024);
+    let refused = send(
+        &mut stack.client,
+        None,
+        upload("huge.png", "files", &bytes, 1024 * 1024, 0),
+    )
+    .await
+    .expect_err("too large");
+    assert_eq!(refused.code(), Code::InvalidArgument);
+    assert_eq!(reason(&refused), "ATTACHMENT_TOO_LARGE");
+    // Declared: refused before a byte is stored.
+    let declared = send(
+        &mut stack.client,
+        None,
+        upload(
+            "huge.png",
+            "files",
+            &bytes[..1024],
+            1024,
+            bytes.len() as u64,
+        ),
+    )
+    .await
+    .expect_err("too large");
+    assert_eq!(reason(&declared), "ATTACHMENT_TOO_LARGE");
+    // The refused upload's rows go right after the refusal.
+    let cleaned = tokio::time::timeout(std::time::Duration::from_secs(10), async {
+        loop {
+            if left_behind(&stack).await == (0, 0) {
+                return;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        }
+    })
+    .await;
+    assert!(
+        cleaned.is_ok(),
+        "left behind: {:?}",
+        left_behind(&stack).await
+    );
+    stack.stop().await;
+}
+
+#[tokio::test]
+async fn the_owners_quota_holds_and_refuses_with_quota_failure() {
+    let mut stack = Harness::start(Options {
+        registry: Some(registry()),
+        tweak: |config| config.attachments.per_user_bytes = 1024 * 1024,
+        ..Options::default()
+    })
+    .await;
+    let bytes = png(600 * 1024);
+    send(
+        &mut stack.client,
+        None,
+        upload("one.png", "files", &bytes, 65_536, 0),
+    )
+    .await
+    .expect("within the quota");
+    // Undeclared: refused when it ends.
+    let refused = send(
+        &mut stack.client,
+        None,
+        upload("two.png", "files", &bytes, 65_536, 0),
+    )
+    .await
+    .expect_err("over the quota");
+    assert_eq!(refused.code(), Code::ResourceExhausted);
+    assert_eq!(reason(&refused), "QUOTA_EXCEEDED");
+    let failure = refused.get_details_quota_failure().expect("QuotaFailure");
+    assert_eq!(
+        failure.violations[0].description,
+        "attachments.per_user_bytes = 1048576"
+    );
+    // Declared: refused before any byte.
+    let declared = send(
+        &mut stack.client,
+        None,
+        upload("two.png", "files", &bytes[..10], 10, bytes.len() as u64),
+    )
+    .await
+    .expect_err("over the quota");
+    assert_eq!(reason(&declared), "QUOTA_EXCEEDED");
+    assert_eq!(left_behind(&stack).await, (0, 3), "the first file's chunks");
+    stack.stop().await;
+}
