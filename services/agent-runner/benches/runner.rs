@@ -129,7 +129,7 @@ fn request() -> RunRequest {
 fn turn() -> Turn {
     Turn {
         system: "".into(),
-        messages: vec![Message::User { text: "go".into() }],
+        messages: vec![Message::user("go")],
         tools: Vec::new(),
         model: ModelChoice {
             provider: String::new(),

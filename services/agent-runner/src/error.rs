@@ -50,6 +50,19 @@ pub enum RunError {
         /// The model.
         model: String,
     },
+    /// A file of a kind the turn's model does not take (and the request
+    /// did not ask for such files to be described instead).
+    #[error("model `{model}` of provider `{provider}` does not take {kind} input (`{media_type}`)")]
+    AttachmentUnsupported {
+        /// The provider.
+        provider: String,
+        /// The model.
+        model: String,
+        /// The kind of input (`image`, `pdf`).
+        kind: &'static str,
+        /// The file's media type.
+        media_type: String,
+    },
     /// The runner is at its concurrent turn limit.
     #[error("the runner is at its concurrent turn limit")]
     Busy,
@@ -85,9 +98,9 @@ impl ServiceError for RunError {
             Self::Invalid(_) | Self::UnknownProvider { .. } | Self::ModelNotAllowed { .. } => {
                 Code::InvalidArgument
             }
-            Self::StructuredOutputUnsupported { .. } | Self::ToolEndpointNotAllowed { .. } => {
-                Code::FailedPrecondition
-            }
+            Self::StructuredOutputUnsupported { .. }
+            | Self::ToolEndpointNotAllowed { .. }
+            | Self::AttachmentUnsupported { .. } => Code::FailedPrecondition,
             Self::Busy => Code::ResourceExhausted,
         }
     }
@@ -98,6 +111,7 @@ impl ServiceError for RunError {
             Self::UnknownProvider { .. } => "UNKNOWN_PROVIDER",
             Self::StructuredOutputUnsupported { .. } => "STRUCTURED_OUTPUT_UNSUPPORTED",
             Self::ToolEndpointNotAllowed { .. } => "TOOL_ENDPOINT_NOT_ALLOWED",
+            Self::AttachmentUnsupported { .. } => "ATTACHMENT_UNSUPPORTED",
             Self::ModelNotAllowed { .. } => "MODEL_NOT_ALLOWED",
             Self::Busy => "RUNNER_BUSY",
         }
@@ -118,6 +132,17 @@ impl ServiceError for RunError {
                 Details::metadata([("provider", provider.clone()), ("model", model.clone())])
             }
             Self::ToolEndpointNotAllowed { tool } => Details::metadata([("tool", tool.clone())]),
+            Self::AttachmentUnsupported {
+                provider,
+                model,
+                kind,
+                media_type,
+            } => Details::metadata([
+                ("provider", provider.clone()),
+                ("model", model.clone()),
+                ("kind", (*kind).to_owned()),
+                ("media_type", media_type.clone()),
+            ]),
             Self::Busy => Details::retry_after(Some(BUSY_RETRY_AFTER)),
         }
     }

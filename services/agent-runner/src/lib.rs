@@ -15,6 +15,7 @@
 pub mod agent_loop;
 pub mod allow;
 pub mod app;
+pub mod attachments;
 pub mod auth;
 pub mod config;
 pub mod convert;

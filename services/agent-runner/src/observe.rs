@@ -234,7 +234,7 @@ fn input_messages(messages: &[Message]) -> Value {
     let list: Vec<Value> = messages
         .iter()
         .map(|message| match message {
-            Message::User { text } => {
+            Message::User { text, .. } => {
                 json!({"role": "user", "parts": [{"type": "text", "content": text}]})
             }
             Message::Assistant {
@@ -332,7 +332,7 @@ mod tests {
     #[test]
     fn captured_messages_follow_the_genai_parts_format() {
         let messages = vec![
-            Message::User { text: "hi".into() },
+            Message::user("hi"),
             Message::Assistant {
                 reasoning: Vec::new(),
                 text: "let me look".into(),

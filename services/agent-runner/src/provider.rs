@@ -22,6 +22,7 @@ pub use configured::{ModelChoice, ProviderEntry, Providers, UnknownProvider};
 use std::{pin::Pin, sync::Arc, time::Duration};
 
 use futures::Stream;
+use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 /// A boxed stream of provider events.
@@ -98,8 +99,12 @@ pub struct ToolSpec {
 /// One message of the history, in provider-neutral form.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Message {
-    /// A user message.
-    User { text: String },
+    /// A user message: its text, and the files it carries (each provider
+    /// sends them in its own shape: see [`Attachment`]).
+    User {
+        text: String,
+        attachments: Vec<Arc<Attachment>>,
+    },
     /// A model message: reasoning blocks first (Anthropic requires thinking
     /// blocks before tool_use when replaying), then text, then tool calls.
     Assistant {
@@ -109,6 +114,97 @@ pub enum Message {
     },
     /// The results of an assistant message's tool calls, all together.
     ToolResults(Vec<ToolResult>),
+}
+
+impl Message {
+    /// A user message of `text` alone.
+    pub fn user(text: impl Into<String>) -> Self {
+        Self::User {
+            text: text.into(),
+            attachments: Vec::new(),
+        }
+    }
+}
+
+/// What a model takes as input besides text.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum InputKind {
+    /// Text (every model).
+    Text,
+    /// Images.
+    Image,
+    /// PDF documents.
+    Pdf,
+}
+
+impl InputKind {
+    /// Every kind.
+    pub const ALL: [InputKind; 3] = [InputKind::Text, InputKind::Image, InputKind::Pdf];
+
+    /// `text`, `image` or `pdf`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Text => "text",
+            Self::Image => "image",
+            Self::Pdf => "pdf",
+        }
+    }
+}
+
+/// A file a user message carries to the model.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Attachment {
+    /// The file's name, as the user gave it.
+    pub name: String,
+    /// Its media type, sniffed by the gateway (`image/png`,
+    /// `application/pdf`, `text/csv`).
+    pub media_type: String,
+    /// Its bytes.
+    pub data: Vec<u8>,
+}
+
+impl Attachment {
+    /// What the file is to a model's input: an image, a PDF, or text.
+    pub fn kind(&self) -> InputKind {
+        let media_type = self.media_type.to_ascii_lowercase();
+        if media_type.starts_with("image/") {
+            InputKind::Image
+        } else if media_type == "application/pdf" {
+            InputKind::Pdf
+        } else {
+            InputKind::Text
+        }
+    }
+
+    /// The file as text for the model (a text file's bytes, lossily
+    /// decoded), introduced by its name: `[file sales.csv, text/csv]`.
+    pub fn as_text(&self) -> String {
+        format!(
+            "[file {}, {}]\n{}",
+            self.name,
+            self.media_type,
+            String::from_utf8_lossy(&self.data)
+        )
+    }
+
+    /// The line that stands for a file the model cannot take:
+    /// `[file q3.pdf, application/pdf, 20480 bytes, not shown]`.
+    pub fn described(&self) -> String {
+        format!(
+            "[file {}, {}, {} bytes, not shown to this model]",
+            self.name,
+            self.media_type,
+            self.data.len()
+        )
+    }
+
+    /// Its bytes in base64 (standard alphabet, padded), as every provider
+    /// takes them.
+    pub fn base64(&self) -> String {
+        use base64::Engine as _;
+        base64::engine::general_purpose::STANDARD.encode(&self.data)
+    }
 }
 
 /// A reasoning block kept for replay within the turn.

@@ -35,17 +35,7 @@ use crate::{
 /// Longest route name, in bytes.
 pub const MAX_ROUTE_NAME: usize = 64;
 
-/// What a model takes as input besides text.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum InputKind {
-    /// Text (every model).
-    Text,
-    /// Images.
-    Image,
-    /// PDF documents.
-    Pdf,
-}
+pub use crate::provider::InputKind;
 
 /// One `[models.NAME]` entry as written.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -62,7 +52,8 @@ pub struct RouteConfig {
     /// The output token limit of a turn on this route that sets none.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_output_tokens: Option<u32>,
-    /// What the primary takes as input (`text` when unset).
+    /// What the primary takes as input; unset: what its provider's models
+    /// take (text, images and PDFs for every known provider).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub input: Vec<InputKind>,
     /// The primary's prices per million tokens, in `[pricing] currency`.
@@ -81,8 +72,8 @@ pub struct Route {
     pub context_window: Option<u64>,
     /// The output token limit when the turn sets none.
     pub max_output_tokens: Option<u32>,
-    /// What the primary takes as input (at least `text`).
-    pub input: Vec<InputKind>,
+    /// What the primary takes as input (at least `text`), when configured.
+    pub input: Option<Vec<InputKind>>,
     /// The primary's prices, when configured.
     pub prices: Option<Prices>,
 }
@@ -142,12 +133,15 @@ impl Routes {
                 .as_ref()
                 .map(|prices| Prices::from_config(prices, &format!("{field}.prices")))
                 .transpose()?;
-            let mut input = vec![InputKind::Text];
-            for kind in &route.input {
-                if !input.contains(kind) {
-                    input.push(*kind);
+            let input = (!route.input.is_empty()).then(|| {
+                let mut input = vec![InputKind::Text];
+                for kind in &route.input {
+                    if !input.contains(kind) {
+                        input.push(*kind);
+                    }
                 }
-            }
+                input
+            });
             routes.insert(
                 name.clone(),
                 Route {
@@ -193,6 +187,19 @@ impl Routes {
             }
         }
         Ok(table)
+    }
+
+    /// What `model` takes as input: the `input` of the route whose primary
+    /// it is, else [`InputKind::ALL`] (every known provider's models take
+    /// text, images and PDFs; a route says otherwise for one that does not).
+    pub fn input_of(&self, model: &ModelChoice) -> &[InputKind] {
+        self.routes
+            .values()
+            .filter(|route| {
+                route.primary.provider == model.provider && route.primary.model == model.model
+            })
+            .find_map(|route| route.input.as_deref())
+            .unwrap_or(&InputKind::ALL)
     }
 
     /// Every model a route may call, for the allow list.
@@ -385,13 +392,12 @@ mod tests {
         let smart = routes.get("smart").expect("smart");
         assert_eq!(smart.context_window, Some(1_047_576));
         assert_eq!(
-            smart.input,
-            [InputKind::Text, InputKind::Image, InputKind::Pdf]
+            smart.input.as_deref(),
+            Some(&[InputKind::Text, InputKind::Image, InputKind::Pdf][..])
         );
-        assert_eq!(
-            routes.get("claude").expect("claude").input,
-            [InputKind::Text]
-        );
+        assert_eq!(routes.get("claude").expect("claude").input, None);
+        // Unset: every kind, as the known providers' models take.
+        assert_eq!(routes.input_of(&smart.fallbacks[0]), InputKind::ALL);
         let table = routes.price_table("USD".into()).expect("one price each");
         let usage = crate::provider::Usage {
             input_tokens: 1_000_000,

@@ -128,6 +128,7 @@ impl RunnerService {
         let tools = self
             .tool_sets
             .prepare(std::mem::take(&mut request.tools), &self.runner.tools);
+        let describe_unsupported = request.describe_unsupported_attachments;
         let turn = convert::request::turn_from_request(request, &self.defaults, deadline);
         let (mut turn, tools) = match (turn, tools) {
             (Ok(turn), Ok(tools)) => (turn, tools),
@@ -145,6 +146,8 @@ impl RunnerService {
             &self.runner.providers,
             std::iter::once(&turn.model).chain(&turn.fallbacks),
         )?;
+        // Files only to models that take them (before any call).
+        crate::attachments::fit(&mut turn, &self.allowed.routes, describe_unsupported)?;
         turn.system = self.prompts.share(&turn.system);
         let turn_id = turn.turn_id.clone();
         let prepared = self.runner.prepare_with(turn, tools)?;

@@ -262,7 +262,7 @@ mod tests {
 
     #[test]
     fn pending_calls_are_the_last_answers_calls_without_a_result() {
-        let user = Message::User { text: "hi".into() };
+        let user = Message::user("hi");
         let history = vec![
             user.clone(),
             assistant(&["a", "b", "c"]),

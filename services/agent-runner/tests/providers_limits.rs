@@ -95,7 +95,7 @@ fn request() -> ChatRequest {
     ChatRequest {
         model: "m".into(),
         system: "".into(),
-        messages: vec![Message::User { text: "hi".into() }].into(),
+        messages: vec![Message::user("hi")].into(),
         tools: Vec::new().into(),
         output_schema: None,
         max_output_tokens: None,

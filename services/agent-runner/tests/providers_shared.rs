@@ -290,7 +290,7 @@ async fn with_failover_a_mid_stream_error_resets_the_step_and_the_retry_answers(
         };
         let turn = Turn {
             system: "".into(),
-            messages: vec![Message::User { text: "hi".into() }],
+            messages: vec![Message::user("hi")],
             tools: Vec::new(),
             model: ModelChoice {
                 provider: name.into(),

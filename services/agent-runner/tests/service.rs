@@ -683,3 +683,120 @@ async fn a_fenced_turn_starts_no_tool_its_client_did_not_allow() {
         other => panic!("expected the denial, got {other:?}"),
     }
 }
+
+#[tokio::test]
+async fn files_reach_the_model_and_one_that_takes_none_refuses_or_is_told_of_them() {
+    use agent_runner::routes::{InputKind, RouteConfig, Routes};
+    let provider = scripted("[default]\nsteps = [{ echo = \"attachments\" }]");
+    let runner = Runner {
+        providers: Arc::new(Providers::single(
+            "scripted",
+            provider.clone(),
+            "scripted-demo",
+        )),
+        tools: ToolRuntime::with_builtins(),
+        retry: retry(),
+        prices: Default::default(),
+    };
+    let routes = Routes::from_config(
+        &std::collections::BTreeMap::from([(
+            "plain".to_owned(),
+            RouteConfig {
+                primary: "scripted/text-only".into(),
+                fallbacks: Vec::new(),
+                context_window: None,
+                max_output_tokens: None,
+                input: vec![InputKind::Text],
+                prices: None,
+            },
+        )]),
+        &runner.providers,
+    )
+    .expect("routes");
+    let allowed = Allowed {
+        endpoints: AllowedEndpoints::none(),
+        models: AllowedModels::parse(["scripted/*"], &["scripted"]).expect("models"),
+        routes,
+        prices: Default::default(),
+    };
+    let svc = RunnerService::new(Arc::new(runner), Limits::default(), 4, 64).with_allowed(allowed);
+    let with_files = |model: &str, describe: bool| {
+        let mut message = user("What is this?");
+        message.attachments = vec![
+            pb::Attachment {
+                name: "a.png".into(),
+                media_type: "image/png".into(),
+                data: b"\x89PNG\r\n\x1a\n".to_vec(),
+            },
+            pb::Attachment {
+                name: "b.csv".into(),
+                media_type: "text/csv".into(),
+                data: b"x,y\n".to_vec(),
+            },
+        ];
+        RunRequest {
+            messages: vec![message],
+            model: Some(pb::ModelRef {
+                provider: "scripted".into(),
+                model: model.into(),
+                parameters: None,
+            }),
+            describe_unsupported_attachments: describe,
+            ..Default::default()
+        }
+    };
+    let text = |events: &[RunEvent]| {
+        events
+            .iter()
+            .find_map(|event| match &event.event {
+                Some(pb::run_event::Event::Finished(finished)) => Some(finished.text.clone()),
+                _ => None,
+            })
+            .expect("finished")
+    };
+
+    // A model that takes images gets both files, as they were sent.
+    let mut stream = svc
+        .run(Request::new(with_files("scripted-demo", false)))
+        .await
+        .expect("runs")
+        .into_inner();
+    let events = read_until(&mut stream, |event| {
+        matches!(event.event, Some(pb::run_event::Event::Finished(_)))
+    })
+    .await;
+    assert_eq!(
+        text(&events),
+        "a.png (image/png, 8 bytes, sha256 4c4b6a3be131)\nb.csv (text/csv, 4 bytes, sha256 9c6536d38fa3)"
+    );
+
+    // A text-only model: refused before any call...
+    let calls = provider.requests.lock().expect("requests").len();
+    let refused = svc
+        .run(Request::new(with_files("text-only", false)))
+        .await
+        .err()
+        .expect("refused");
+    assert_eq!(refused.code(), Code::FailedPrecondition);
+    assert_eq!(
+        parley_grpc::status::reason(&refused).as_deref(),
+        Some("ATTACHMENT_UNSUPPORTED")
+    );
+    assert!(refused.message().contains("text-only"), "{refused:?}");
+    assert_eq!(provider.requests.lock().expect("requests").len(), calls);
+
+    // ...or told of the image when the request asks for that.
+    let mut stream = svc
+        .run(Request::new(with_files("text-only", true)))
+        .await
+        .expect("runs")
+        .into_inner();
+    let events = read_until(&mut stream, |event| {
+        matches!(event.event, Some(pb::run_event::Event::Finished(_)))
+    })
+    .await;
+    assert_eq!(
+        text(&events),
+        "b.csv (text/csv, 4 bytes, sha256 9c6536d38fa3)\n[file a.png, image/png, 8 bytes, not shown to this model]"
+    );
+}

@@ -270,7 +270,7 @@ mod tests {
             tool_calls: vec![call("b"), call("a"), call("c")],
         };
         let mut history = vec![
-            Message::User { text: "hi".into() },
+            Message::user("hi"),
             answer.clone(),
             Message::ToolResults(vec![result("a")]),
         ];
@@ -278,7 +278,7 @@ mod tests {
         assert_eq!(history.len(), 3);
         assert_eq!(ids(&history[2]), ["b", "a", "c"]);
 
-        let mut history = vec![Message::User { text: "hi".into() }, answer];
+        let mut history = vec![Message::user("hi"), answer];
         join_results(&mut history, vec![result("c"), result("b")]);
         assert_eq!(history.len(), 3);
         assert_eq!(ids(&history[2]), ["b", "c"]);

@@ -113,9 +113,17 @@ pub fn messages(messages: &[Message]) -> Vec<pb::Message> {
     let mut out = Vec::with_capacity(messages.len());
     for message in messages {
         match message {
-            Message::User { text } => out.push(pb::Message {
+            Message::User { text, attachments } => out.push(pb::Message {
                 role: pb::Role::User as i32,
                 text: text.clone(),
+                attachments: attachments
+                    .iter()
+                    .map(|file| pb::Attachment {
+                        name: file.name.clone(),
+                        media_type: file.media_type.clone(),
+                        data: file.data.clone(),
+                    })
+                    .collect(),
                 ..Default::default()
             }),
             Message::Assistant {
@@ -128,6 +136,7 @@ pub fn messages(messages: &[Message]) -> Vec<pb::Message> {
                 tool_calls: tool_calls.iter().map(tool_call).collect(),
                 tool_result: None,
                 reasoning: reasoning.iter().map(reasoning_block).collect(),
+                attachments: Vec::new(),
             }),
             Message::ToolResults(results) => out.extend(results.iter().map(|result| pb::Message {
                 role: pb::Role::Tool as i32,

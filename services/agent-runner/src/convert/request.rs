@@ -243,7 +243,25 @@ fn messages(input: Vec<pb::Message>, violations: &mut Vec<Violation>) -> Vec<Mes
             Ok(Role::User) => {
                 has_user = true;
                 open_calls.clear();
-                out.push(Message::User { text: message.text });
+                let mut attachments = Vec::with_capacity(message.attachments.len());
+                for (j, file) in message.attachments.into_iter().enumerate() {
+                    if file.name.is_empty() || file.media_type.is_empty() || file.data.is_empty() {
+                        violations.push(Violation::new(
+                            field(&format!("attachments[{j}]")),
+                            "an attachment needs a name, a media type and bytes",
+                        ));
+                        continue;
+                    }
+                    attachments.push(std::sync::Arc::new(crate::provider::Attachment {
+                        name: file.name,
+                        media_type: file.media_type,
+                        data: file.data,
+                    }));
+                }
+                out.push(Message::User {
+                    text: message.text,
+                    attachments,
+                });
             }
             Ok(Role::Assistant) => {
                 let mut calls = Vec::with_capacity(message.tool_calls.len());

@@ -132,6 +132,10 @@ impl ScriptedProvider {
                     let text = last_tool_results(&request.messages);
                     output_chars += chunking.push(&mut actions, &text, StreamEvent::TextDelta);
                 }
+                Step::Echo(Echo::Attachments) => {
+                    let text = attachments_seen(&request.messages);
+                    output_chars += chunking.push(&mut actions, &text, StreamEvent::TextDelta);
+                }
                 Step::Delay(pause) => actions.push_back(Action::Sleep(*pause)),
                 Step::Fail(fail) => {
                     let key = (turn_index, position, step_index, user.to_owned());
@@ -302,10 +306,44 @@ fn last_user_text(messages: &[Message]) -> &str {
         .iter()
         .rev()
         .find_map(|message| match message {
-            Message::User { text } => Some(text.as_str()),
+            Message::User { text, .. } => Some(text.as_str()),
             _ => None,
         })
         .unwrap_or("")
+}
+
+/// The files the user messages gave the model, a line each (see
+/// [`Echo::Attachments`]).
+fn attachments_seen(messages: &[Message]) -> String {
+    use sha2::Digest as _;
+    let mut lines = Vec::new();
+    for message in messages {
+        let Message::User { text, attachments } = message else {
+            continue;
+        };
+        for file in attachments {
+            let digest = format!("{:x}", sha2::Sha256::digest(&file.data));
+            lines.push(format!(
+                "{} ({}, {} bytes, sha256 {})",
+                file.name,
+                file.media_type,
+                file.data.len(),
+                &digest[..12]
+            ));
+        }
+        lines.extend(
+            text.lines()
+                .filter(|line| {
+                    line.starts_with("[file ") && line.ends_with("not shown to this model]")
+                })
+                .map(str::to_owned),
+        );
+    }
+    if lines.is_empty() {
+        "no files".into()
+    } else {
+        lines.join("\n")
+    }
 }
 
 /// What the last tool results since the last user message told the model:
@@ -348,7 +386,7 @@ fn request_chars(request: &ChatRequest) -> usize {
         .messages
         .iter()
         .map(|message| match message {
-            Message::User { text } => text.len(),
+            Message::User { text, .. } => text.len(),
             Message::Assistant {
                 text, tool_calls, ..
             } => {

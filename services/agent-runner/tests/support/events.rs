@@ -112,10 +112,7 @@ pub fn request(model: &str) -> ChatRequest {
     ChatRequest {
         model: model.into(),
         system: "You are terse.".into(),
-        messages: vec![Message::User {
-            text: "What is the weather in Paris?".into(),
-        }]
-        .into(),
+        messages: vec![Message::user("What is the weather in Paris?")].into(),
         tools: vec![].into(),
         output_schema: None,
         max_output_tokens: None,

@@ -117,7 +117,7 @@ pub fn runner(provider: Arc<Recording>) -> Runner {
 pub fn turn(user: &str) -> Turn {
     Turn {
         system: "You are a test.".into(),
-        messages: vec![Message::User { text: user.into() }],
+        messages: vec![Message::user(user)],
         tools: Vec::new(),
         model: ModelChoice {
             provider: String::new(),

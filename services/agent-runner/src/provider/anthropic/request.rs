@@ -111,9 +111,41 @@ fn tool(spec: &ToolSpec) -> Value {
     json!({ "name": spec.name, "description": spec.description, "input_schema": parameters(spec) })
 }
 
+/// A user message with files, as content blocks: each file first (an
+/// image as an `image` block, a PDF as a `document` block, both base64; a
+/// text file as text), as Anthropic advises, then the text.
+fn user_blocks(
+    text: &str,
+    attachments: &[std::sync::Arc<crate::provider::Attachment>],
+) -> Vec<Value> {
+    use crate::provider::InputKind;
+    let mut blocks: Vec<Value> = attachments
+        .iter()
+        .map(|file| match file.kind() {
+            InputKind::Image => json!({
+                "type": "image",
+                "source": { "type": "base64", "media_type": file.media_type, "data": file.base64() },
+            }),
+            InputKind::Pdf => json!({
+                "type": "document",
+                "source": { "type": "base64", "media_type": file.media_type, "data": file.base64() },
+                "title": file.name,
+            }),
+            InputKind::Text => json!({ "type": "text", "text": file.as_text() }),
+        })
+        .collect();
+    if !text.is_empty() {
+        blocks.push(json!({ "type": "text", "text": text }));
+    }
+    blocks
+}
+
 fn messages(history: &[Message]) -> Vec<Value> {
     let turns = history.iter().map(|message| match message {
-        Message::User { text } => ("user", vec![json!({ "type": "text", "text": text })]),
+        Message::User { text, attachments } if attachments.is_empty() => {
+            ("user", vec![json!({ "type": "text", "text": text })])
+        }
+        Message::User { text, attachments } => ("user", user_blocks(text, attachments)),
         Message::Assistant {
             reasoning,
             text,
@@ -193,7 +225,7 @@ mod tests {
             model: "claude-sonnet-4-5".into(),
             system: "".into(),
             messages: vec![
-                Message::User { text: "hi".into() },
+                Message::user("hi"),
                 Message::Assistant {
                     reasoning: vec![
                         ReasoningBlock {
@@ -216,9 +248,7 @@ mod tests {
                     tool_calls: vec![call("a"), call("b")],
                 },
                 Message::ToolResults(vec![result("a", false), result("b", true)]),
-                Message::User {
-                    text: "and?".into(),
-                },
+                Message::user("and?"),
             ]
             .into(),
             tools: vec![].into(),
@@ -264,7 +294,7 @@ mod tests {
         let mut request = ChatRequest {
             model: "m".into(),
             system: "sys".into(),
-            messages: vec![Message::User { text: "x".into() }].into(),
+            messages: vec![Message::user("x")].into(),
             tools: vec![].into(),
             output_schema: Some(OutputSchema {
                 name: "n".into(),
@@ -306,9 +336,7 @@ mod tests {
             model: "claude-sonnet-4-5".into(),
             system: system.into(),
             messages: vec![
-                Message::User {
-                    text: "weather?".into(),
-                },
+                Message::user("weather?"),
                 Message::Assistant {
                     reasoning: vec![],
                     text: String::new(),

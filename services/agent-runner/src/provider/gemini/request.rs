@@ -114,7 +114,24 @@ fn contents(history: &[Message]) -> Vec<Value> {
     // call id → the provider's own function-call id, for the responses.
     let mut provider_ids: HashMap<&str, &str> = HashMap::new();
     let turns = history.iter().map(|message| match message {
-        Message::User { text } => ("user", vec![json!({ "text": text })]),
+        Message::User { text, attachments } => {
+            use crate::provider::InputKind;
+            // Each file first, as Gemini's examples do: images and PDFs as
+            // `inline_data`, text files as text; then the message's text.
+            let mut parts: Vec<Value> = attachments
+                .iter()
+                .map(|file| match file.kind() {
+                    InputKind::Image | InputKind::Pdf => json!({
+                        "inline_data": { "mime_type": file.media_type, "data": file.base64() },
+                    }),
+                    InputKind::Text => json!({ "text": file.as_text() }),
+                })
+                .collect();
+            if !text.is_empty() || parts.is_empty() {
+                parts.push(json!({ "text": text }));
+            }
+            ("user", parts)
+        }
         // Thought summaries are not sent back; the signatures that matter
         // ride on the function calls.
         Message::Assistant {
@@ -181,9 +198,7 @@ mod tests {
             model: "gemini-2.5-flash".into(),
             system: "".into(),
             messages: vec![
-                Message::User {
-                    text: "weather?".into(),
-                },
+                Message::user("weather?"),
                 Message::Assistant {
                     reasoning: vec![],
                     text: String::new(),

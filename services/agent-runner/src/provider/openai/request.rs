@@ -90,6 +90,34 @@ fn tool(spec: &ToolSpec) -> Value {
     })
 }
 
+/// A user message with files, as content parts: its text, then each file
+/// (an image as an `image_url` data URL, a PDF as a `file` part with its
+/// name, a text file as text).
+fn user_parts(text: &str, attachments: &[std::sync::Arc<crate::provider::Attachment>]) -> Value {
+    use crate::provider::InputKind;
+    let mut parts = Vec::with_capacity(attachments.len() + 1);
+    if !text.is_empty() {
+        parts.push(json!({ "type": "text", "text": text }));
+    }
+    for file in attachments {
+        parts.push(match file.kind() {
+            InputKind::Image => json!({
+                "type": "image_url",
+                "image_url": { "url": format!("data:{};base64,{}", file.media_type, file.base64()) },
+            }),
+            InputKind::Pdf => json!({
+                "type": "file",
+                "file": {
+                    "filename": file.name,
+                    "file_data": format!("data:{};base64,{}", file.media_type, file.base64()),
+                },
+            }),
+            InputKind::Text => json!({ "type": "text", "text": file.as_text() }),
+        });
+    }
+    Value::Array(parts)
+}
+
 fn messages(request: &ChatRequest) -> Vec<Value> {
     let mut out = Vec::with_capacity(request.messages.len() + 1);
     if !request.system.is_empty() {
@@ -97,7 +125,12 @@ fn messages(request: &ChatRequest) -> Vec<Value> {
     }
     for message in request.messages.iter() {
         match message {
-            Message::User { text } => out.push(json!({ "role": "user", "content": text })),
+            Message::User { text, attachments } if attachments.is_empty() => {
+                out.push(json!({ "role": "user", "content": text }));
+            }
+            Message::User { text, attachments } => {
+                out.push(json!({ "role": "user", "content": user_parts(text, attachments) }));
+            }
             // Chat Completions takes no reasoning back: it is dropped.
             Message::Assistant {
                 text, tool_calls, ..
@@ -160,9 +193,7 @@ mod tests {
             model: "gpt-4.1".into(),
             system: "be brief".into(),
             messages: vec![
-                Message::User {
-                    text: "weather?".into(),
-                },
+                Message::user("weather?"),
                 Message::Assistant {
                     reasoning: vec![],
                     text: String::new(),

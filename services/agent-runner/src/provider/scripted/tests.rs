@@ -21,7 +21,7 @@ fn request(messages: Vec<Message>) -> ChatRequest {
 }
 
 fn user(text: &str) -> Message {
-    Message::User { text: text.into() }
+    Message::user(text)
 }
 
 async fn collect(

@@ -1,0 +1,130 @@
+//! Files in a user message, as each provider's documentation shows them,
+//! asserted on the request bodies sent (our own contents): OpenAI Chat
+//! Completions `image_url` data URLs and `file` parts, Anthropic `image`
+//! and `document` blocks, Gemini `inline_data` parts; text files as text.
+
+mod support;
+
+use std::sync::Arc;
+
+use agent_runner::provider::{
+    Attachment, ChatRequest, Message, Provider, anthropic::AnthropicProvider,
+    gemini::GeminiProvider, http::HttpProviderConfig, openai::OpenAiProvider,
+};
+use serde_json::{Value, json};
+use support::{
+    events::{drain, request},
+    replay::{ReplayServer, Reply},
+};
+
+/// A tiny PNG's first bytes, a PDF's and a CSV, each short enough that the
+/// expected base64 is written out below.
+fn files() -> Vec<Arc<Attachment>> {
+    [
+        ("dot.png", "image/png", b"\x89PNG\r\n\x1a\n".to_vec()),
+        ("q3.pdf", "application/pdf", b"%PDF-1.7\n".to_vec()),
+        ("sales.csv", "text/csv", b"month,total\njan,10\n".to_vec()),
+    ]
+    .into_iter()
+    .map(|(name, media_type, data)| {
+        Arc::new(Attachment {
+            name: name.into(),
+            media_type: media_type.into(),
+            data,
+        })
+    })
+    .collect()
+}
+
+const PNG_B64: &str = "iVBORw0KGgo=";
+const PDF_B64: &str = "JVBERi0xLjcK";
+const CSV_TEXT: &str = "[file sales.csv, text/csv]\nmonth,total\njan,10\n";
+
+fn with_files(model: &str) -> ChatRequest {
+    let mut request = request(model);
+    request.messages = vec![Message::User {
+        text: "What do these show?".into(),
+        attachments: files(),
+    }]
+    .into();
+    request
+}
+
+/// The body `provider` sends for [`with_files`].
+async fn sent(fixture: &str, root: &str, provider: impl Fn(String) -> Box<dyn Provider>) -> Value {
+    let server = ReplayServer::start(vec![Reply::sse_fixture(fixture)]).await;
+    let provider = provider(server.url(root));
+    let stream = provider
+        .stream(with_files("m"))
+        .await
+        .expect("stream starts");
+    drain(stream).await;
+    server.single_request().json()
+}
+
+#[tokio::test]
+async fn openai_takes_image_urls_file_parts_and_text() {
+    let body = sent("openai/text.sse", "/v1", |url| {
+        let mut cfg = HttpProviderConfig::new("openai", url);
+        cfg.api_key = "sk-test-key".into();
+        Box::new(OpenAiProvider::new(cfg).expect("provider builds"))
+    })
+    .await;
+    assert_eq!(
+        body["messages"][1],
+        json!({
+            "role": "user",
+            "content": [
+                { "type": "text", "text": "What do these show?" },
+                { "type": "image_url", "image_url": { "url": format!("data:image/png;base64,{PNG_B64}") } },
+                { "type": "file", "file": { "filename": "q3.pdf", "file_data": format!("data:application/pdf;base64,{PDF_B64}") } },
+                { "type": "text", "text": CSV_TEXT },
+            ],
+        })
+    );
+}
+
+#[tokio::test]
+async fn anthropic_takes_image_and_document_blocks_before_the_text() {
+    let body = sent("anthropic/text.sse", "", |url| {
+        let mut cfg = HttpProviderConfig::new("anthropic", url);
+        cfg.api_key = "sk-ant-test".into();
+        cfg.prompt_cache = false;
+        Box::new(AnthropicProvider::new(cfg).expect("provider builds"))
+    })
+    .await;
+    assert_eq!(
+        body["messages"][0],
+        json!({
+            "role": "user",
+            "content": [
+                { "type": "image", "source": { "type": "base64", "media_type": "image/png", "data": PNG_B64 } },
+                { "type": "document", "source": { "type": "base64", "media_type": "application/pdf", "data": PDF_B64 }, "title": "q3.pdf" },
+                { "type": "text", "text": CSV_TEXT },
+                { "type": "text", "text": "What do these show?" },
+            ],
+        })
+    );
+}
+
+#[tokio::test]
+async fn gemini_takes_inline_data_parts_before_the_text() {
+    let body = sent("gemini/text.sse", "/v1beta", |url| {
+        let mut cfg = HttpProviderConfig::new("gemini", url);
+        cfg.api_key = "gemini-test-key".into();
+        Box::new(GeminiProvider::new(cfg).expect("provider builds"))
+    })
+    .await;
+    assert_eq!(
+        body["contents"][0],
+        json!({
+            "role": "user",
+            "parts": [
+                { "inline_data": { "mime_type": "image/png", "data": PNG_B64 } },
+                { "inline_data": { "mime_type": "application/pdf", "data": PDF_B64 } },
+                { "text": CSV_TEXT },
+                { "text": "What do these show?" },
+            ],
+        })
+    );
+}
