@@ -437,6 +437,7 @@ fn first_request(shared: &Shared, spec: &TurnSpec, history: History) -> runner::
         context: spec.start.page.state.as_ref().map(json::to_struct_wrapped),
         // The request or the page turns it on.
         mid_answer_failover: spec.start.mid_answer_failover || page.mid_answer_failover,
+        describe_unsupported_attachments: false,
         decisions: Vec::new(),
         iterations_done: 0,
     }

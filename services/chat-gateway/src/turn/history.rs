@@ -78,6 +78,7 @@ fn message(role: runner::Role, text: String) -> runner::Message {
         tool_calls: Vec::new(),
         tool_result: None,
         reasoning: Vec::new(),
+        attachments: Vec::new(),
     }
 }
 
