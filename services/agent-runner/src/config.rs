@@ -80,7 +80,7 @@ pub const DEMO_SCRIPT_PATH: &str = "deploy/config/demo-script.toml";
 
 /// The default `max_request_bytes`: the gateway's default
 /// `upstream.runner_max_request_bytes`.
-pub const DEFAULT_MAX_REQUEST_BYTES: usize = 8 * 1024 * 1024;
+pub const DEFAULT_MAX_REQUEST_BYTES: usize = 32 * 1024 * 1024;
 
 /// The name of the provider a configuration without providers gets.
 pub const SCRIPTED: &str = "scripted";

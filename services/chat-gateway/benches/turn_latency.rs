@@ -421,6 +421,7 @@ async fn store_writes(times: u32, concurrent: usize) {
             response_schema: None,
             request_id: None,
             action: None,
+            attachments: Vec::new(),
         };
         let (conversation, turn) = (format!("c{n}"), format!("t{n}"));
         let started = Instant::now();

@@ -52,6 +52,10 @@ pub struct AttachmentsConfig {
     pub max_bytes: u64,
     /// The most bytes of attachments one user may keep (0: no limit).
     pub per_user_bytes: u64,
+    /// The most bytes of files one message may carry to the model (they
+    /// travel in the runner request, so this counts toward
+    /// `upstream.runner_max_request_bytes`).
+    pub max_message_bytes: u64,
     /// The longest an upload may take; one older is deleted, and one whose
     /// gateway died is swept once this has passed.
     #[serde(with = "duration")]
@@ -63,6 +67,7 @@ impl Default for AttachmentsConfig {
         Self {
             max_bytes: 20 * 1024 * 1024,
             per_user_bytes: 1024 * 1024 * 1024,
+            max_message_bytes: 24 * 1024 * 1024,
             upload_timeout: Duration::from_secs(600),
         }
     }
@@ -245,7 +250,7 @@ impl Default for UpstreamConfig {
             connect_timeout: Duration::from_secs(2),
             parse_timeout: Duration::from_secs(2),
             parsing: Parsing::default(),
-            runner_max_request_bytes: 8 * 1024 * 1024,
+            runner_max_request_bytes: 32 * 1024 * 1024,
             runner_token_file: None,
             runner_token_env: None,
         }
@@ -432,7 +437,11 @@ impl ServiceConfig for GatewayConfig {
         positive("turns.max_message_bytes", turns.max_message_bytes as u64)?;
         positive("turns.max_answer_bytes", turns.max_answer_bytes as u64)?;
         positive("turns.history_max_bytes", turns.history_max_bytes as u64)?;
-        check_request_room(turns, self.upstream.runner_max_request_bytes)?;
+        check_request_room(
+            turns,
+            &self.attachments,
+            self.upstream.runner_max_request_bytes,
+        )?;
         positive_duration("turns.lease_renew", turns.lease_renew)?;
         positive("turns.sweep_batch", turns.sweep_batch as u64)?;
         if turns.stream_ahead > MAX_STREAM_AHEAD {
@@ -547,10 +556,17 @@ pub const REQUEST_RESERVE_BYTES: usize = 1024 * 1024;
 /// The largest runner request `turns` can make, history at its budget and
 /// every other part at its limit, must fit the runner's decode limit: no
 /// conversation can then grow into one the runner refuses on every turn.
-fn check_request_room(turns: &TurnConfig, runner_max: usize) -> Result<(), ConfigError> {
-    // The page state goes into the prompt and the request's context.
+fn check_request_room(
+    turns: &TurnConfig,
+    attachments: &AttachmentsConfig,
+    runner_max: usize,
+) -> Result<(), ConfigError> {
+    // The page state goes into the prompt and the request's context; the
+    // message's files go with it.
+    let files = usize::try_from(attachments.max_message_bytes).unwrap_or(usize::MAX);
     let largest = turns
         .history_max_bytes
+        .saturating_add(files)
         .saturating_add(turns.max_message_bytes)
         .saturating_add(turns.max_state_bytes.saturating_mul(2))
         .saturating_add(turns.max_schema_bytes)
@@ -559,7 +575,7 @@ fn check_request_room(turns: &TurnConfig, runner_max: usize) -> Result<(), Confi
         return Err(invalid(
             "turns.history_max_bytes",
             format!(
-                "a runner request could reach {largest} bytes (history, message, twice the state, schema and {REQUEST_RESERVE_BYTES} for the prompt), over upstream.runner_max_request_bytes ({runner_max})"
+                "a runner request could reach {largest} bytes (history, attachments.max_message_bytes, message, twice the state, schema and {REQUEST_RESERVE_BYTES} for the prompt), over upstream.runner_max_request_bytes ({runner_max})"
             ),
         ));
     }

@@ -197,6 +197,7 @@ impl Registry {
         out.model.clone_from(&def.model);
         out.models_allowed.clone_from(&def.models_allowed);
         out.attachments.clone_from(&def.attachments);
+        out.describe_unsupported_attachments = def.describe_unsupported_attachments;
         out.add_scope(&def.scope, &self.mcp);
         let Some((_, tab)) = def
             .tabs

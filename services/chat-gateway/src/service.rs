@@ -101,13 +101,18 @@ impl ChatGateway for GatewayService {
     ) -> Result<Response<Self::ChatStream>, Status> {
         let principal = principal(&request)?;
         let admitted = self.engine.admit_turn_stream(&principal)?;
-        let start = validate::chat(
+        let (mut start, attachment_ids) = validate::chat(
             principal,
             request,
             self.engine.config(),
             self.engine.registry(),
             self.engine.tenants(),
         )?;
+        if !attachment_ids.is_empty() {
+            start.attachments = attachments::Attachments(&self.engine)
+                .resolve(&start, &attachment_ids)
+                .await?;
+        }
         let stream = self.engine.start_turn(start).await?;
         Ok(Response::new(self.held(stream, admitted)))
     }

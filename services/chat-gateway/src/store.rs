@@ -50,8 +50,9 @@ use sqlx::{
 };
 
 pub use model::{
-    AssistantMessage, ConversationSummary, EventBody, StoredDecision, StoredEvent, StoredFeedback,
-    StoredPage, StoredPayload, StoredUsage, TurnPage, TurnRecord, TurnState, UserDecision,
+    AssistantMessage, ConversationSummary, EventBody, StoredAttachmentRef, StoredDecision,
+    StoredEvent, StoredFeedback, StoredPage, StoredPayload, StoredUsage, TurnPage, TurnRecord,
+    TurnState, UserDecision,
 };
 pub use reap::{Finalize, ReapIf, ReapInput, Reaped};
 pub use turns::HeldTurn;

@@ -82,6 +82,9 @@ pub struct StartTurn {
     /// Tools the application runs for this turn (`ChatRequest.client_tools`),
     /// as runner definitions (endpoint `client`).
     pub client_tools: Vec<runner::ToolDefinition>,
+    /// The files attached to the message, the caller's and of types the
+    /// page takes (checked by `service::attachments::resolve`).
+    pub attachments: Vec<crate::store::StoredAttachmentRef>,
     /// When the turn must end.
     pub deadline: Instant,
 }

@@ -103,8 +103,10 @@ fn unknown_keys_and_bad_values_are_named() {
         "{error}"
     );
 
-    let error = from_toml("[turns]\nhistory_max_bytes = 8388608\n")
-        .expect_err("a history budget the runner cannot take");
+    let error = from_toml(
+        "[turns]\nhistory_max_bytes = 8388608\n[upstream]\nrunner_max_request_bytes = 16777216\n",
+    )
+    .expect_err("a history budget the runner cannot take");
     assert!(
         error.to_string().contains("turns.history_max_bytes")
             && error
@@ -113,7 +115,7 @@ fn unknown_keys_and_bad_values_are_named() {
         "{error}"
     );
     from_toml(
-        "[turns]\nhistory_max_bytes = 8388608\n[upstream]\nrunner_max_request_bytes = 16777216\n",
+        "[turns]\nhistory_max_bytes = 8388608\n[upstream]\nrunner_max_request_bytes = 41943040\n",
     )
     .expect("room when the runner takes more");
 

@@ -160,6 +160,7 @@ mod tests {
             response_schema: None,
             request_id: None,
             action: None,
+            attachments: Vec::new(),
         };
         let begun = store
             .begin_turn(&NewTurn {

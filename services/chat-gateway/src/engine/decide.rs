@@ -295,6 +295,7 @@ impl Engine {
                 mid_answer_failover: continuation.mid_answer_failover,
                 action: Some(continuation.action.clone()).filter(|action| !action.is_empty()),
                 client_tools: Vec::new(),
+                attachments: Vec::new(),
                 deadline: tokio::time::Instant::now() + self.shared.config.max_duration,
             },
             turn_id: turn_id.to_owned(),

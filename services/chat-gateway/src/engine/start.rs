@@ -102,6 +102,7 @@ impl Engine {
             response_schema: start.response_schema.clone(),
             request_id: start.request_id.clone(),
             action: start.action.clone(),
+            attachments: start.attachments.clone(),
         };
         let title = title_from(&start.message, TITLE_CHARS);
         let admission = self.admission(&start.principal, true);
@@ -136,6 +137,24 @@ impl Engine {
             BeginTurn::NotFound => return Err(GatewayError::ConversationNotFound),
             BeginTurn::Busy { turn_id } => return Err(GatewayError::TurnInProgress { turn_id }),
             BeginTurn::OverQuota(refused) => return Err(GatewayError::OverQuota(refused)),
+        }
+        if !start.attachments.is_empty() {
+            // Deleted with the first conversation they are sent in.
+            // (The turn has begun: a failure here leaves them the user's
+            // until deleted with their upload's owner, and the turn runs.)
+            let ids = start
+                .attachments
+                .iter()
+                .map(|file| file.id.clone())
+                .collect();
+            if let Err(error) = self
+                .shared
+                .store
+                .link_attachments(start.principal.owner(), &conversation_id, ids)
+                .await
+            {
+                tracing::warn!(%error, "cannot tie the message's files to its conversation");
+            }
         }
         start.conversation_id = conversation_id;
         let spec = TurnSpec {

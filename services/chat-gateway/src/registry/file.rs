@@ -319,7 +319,11 @@ scope_entry!(
         models_allowed: Vec<String>,
         /// The media types of the files a user may attach on this page
         /// (`image/png`, or `image/*` for any image); empty: none.
-        attachments: Vec<String>
+        attachments: Vec<String>,
+        /// What a model that takes none of a file's kind gets: `fail` (the
+        /// turn fails, `ATTACHMENT_UNSUPPORTED`; the default) or `describe`
+        /// (a line naming the file instead).
+        attachments_unsupported: Option<String>
     }
 );
 

@@ -242,4 +242,6 @@ pub(crate) struct PageDef {
     pub models_allowed: Vec<String>,
     /// The media types a file attached on the page may have.
     pub attachments: Vec<String>,
+    /// Files a model cannot take are described to it, not refused.
+    pub describe_unsupported_attachments: bool,
 }

@@ -52,6 +52,8 @@ pub struct ResolvedPage {
     /// The media types (`image/png`) and families (`image/*`) a file
     /// attached on the page may have, lower-case.
     pub attachments: Vec<String>,
+    /// Files a model cannot take are described to it, not refused.
+    pub describe_unsupported_attachments: bool,
 }
 
 impl ResolvedPage {
@@ -100,6 +102,7 @@ impl ResolvedPage {
             model: None,
             models_allowed: Vec::new(),
             attachments: Vec::new(),
+            describe_unsupported_attachments: false,
         };
         extend(
             &mut out.payload_types,

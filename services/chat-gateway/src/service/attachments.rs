@@ -26,7 +26,7 @@ use crate::{
     error::GatewayError,
     service::validate,
     store::{
-        Store,
+        Store, StoredAttachmentRef,
         attachments::{FinishedUpload, NewUpload, StoredAttachment},
     },
 };
@@ -351,6 +351,56 @@ impl Attachments<'_> {
             )
             .into()),
         }
+    }
+
+    /// The files `ids` a message of `start` attaches: each the caller's
+    /// (`ATTACHMENT_NOT_FOUND` otherwise) and of a type the page takes
+    /// (`ATTACHMENT_TYPE_NOT_ALLOWED`).
+    pub async fn resolve(
+        &self,
+        start: &crate::turn::StartTurn,
+        ids: &[String],
+    ) -> Result<Vec<StoredAttachmentRef>, GatewayError> {
+        let mut out = Vec::with_capacity(ids.len());
+        let mut total: u64 = 0;
+        let budget = self.0.attachments().max_message_bytes;
+        for (i, id) in ids.iter().enumerate() {
+            let stored = self
+                .0
+                .store()
+                .attachment(start.principal.owner(), id)
+                .await?
+                .ok_or(GatewayError::AttachmentNotFound)?;
+            if !start.resolved.allows_attachment(&stored.media_type) {
+                return Err(GatewayError::invalid(
+                    "ATTACHMENT_TYPE_NOT_ALLOWED",
+                    &format!("attachments[{i}].id"),
+                    format!(
+                        "`{}` is {}, which page `{}` does not take",
+                        stored.name, stored.media_type, start.page.page
+                    ),
+                ));
+            }
+            total = total.saturating_add(stored.size_bytes);
+            if total > budget {
+                return Err(GatewayError::invalid(
+                    "ATTACHMENT_TOO_LARGE",
+                    "attachments",
+                    format!(
+                        "the files of one message may add up to attachments.max_message_bytes ({budget} bytes)"
+                    ),
+                ));
+            }
+            out.push(StoredAttachmentRef {
+                id: stored.id,
+                name: stored.name,
+                media_type: stored.media_type,
+                size_bytes: stored.size_bytes,
+                sha256: stored.sha256,
+                created_at: stored.created_at,
+            });
+        }
+        Ok(out)
     }
 
     /// Streams `principal`'s attachment `id`: its metadata, then its bytes.

@@ -144,12 +144,28 @@ pub fn messages(events: &[StoredEvent], turns: &[TurnRecord]) -> Vec<gw::Convers
         }
         last_at = event.created_at;
         match &event.body {
-            EventBody::UserMessage { text, page, .. } => out.push(gw::ConversationMessage {
+            EventBody::UserMessage {
+                text,
+                page,
+                attachments,
+                ..
+            } => out.push(gw::ConversationMessage {
                 turn_id: event.turn_id.clone(),
                 role: gw::MessageRole::User as i32,
                 text: text.clone(),
                 created_at: Some(convert::timestamp(event.created_at)),
                 page: Some(convert::page_to_wire(page)),
+                attachments: attachments
+                    .iter()
+                    .map(|file| gw::Attachment {
+                        id: file.id.clone(),
+                        name: file.name.clone(),
+                        media_type: file.media_type.clone(),
+                        size_bytes: file.size_bytes,
+                        sha256: file.sha256.clone(),
+                        created_at: Some(convert::timestamp(file.created_at)),
+                    })
+                    .collect(),
                 ..Default::default()
             }),
             EventBody::Reasoning { text } => reasoning.push_str(text),
@@ -301,6 +317,7 @@ mod tests {
             response_schema: None,
             request_id: None,
             action: None,
+            attachments: Vec::new(),
         };
         let event = |seq, turn: &str, body| StoredEvent {
             seq,

@@ -30,10 +30,11 @@ pub fn chat(
     config: &TurnConfig,
     registry: &Registry,
     tenants: &Tenants,
-) -> Result<StartTurn, GatewayError> {
+) -> Result<(StartTurn, Vec<String>), GatewayError> {
     let deadline = deadline(request.metadata(), config.max_duration);
     let request = request.into_inner();
     message(&request.message, "message", config)?;
+    let attachment_ids = attachment_ids(&request.attachments)?;
     id(&request.conversation_id, "conversation_id")?;
     id(&request.request_id, "request_id")?;
     let page = page(request.page.as_ref(), "page", config)?;
@@ -45,7 +46,7 @@ pub fn chat(
         tenant_models(&principal, tenants),
     )?;
     let client_tools = client_tools(&request.client_tools, &resolved, config)?;
-    Ok(StartTurn {
+    let start = StartTurn {
         principal,
         conversation_id: request.conversation_id,
         message: request.message,
@@ -58,8 +59,46 @@ pub fn chat(
         mid_answer_failover: request.mid_answer_failover,
         action: None,
         client_tools,
+        attachments: Vec::new(),
         deadline,
-    })
+    };
+    Ok((start, attachment_ids))
+}
+
+/// Most files one message may carry.
+pub const MAX_ATTACHMENTS: usize = 10;
+
+/// `ChatRequest.attachments` checked for form: at most
+/// [`MAX_ATTACHMENTS`], each a well-formed id, none twice.
+fn attachment_ids(refs: &[gw::AttachmentRef]) -> Result<Vec<String>, GatewayError> {
+    if refs.len() > MAX_ATTACHMENTS {
+        return Err(GatewayError::invalid(
+            "INVALID_ATTACHMENT",
+            "attachments",
+            format!("at most {MAX_ATTACHMENTS} files a message"),
+        ));
+    }
+    let mut ids: Vec<String> = Vec::with_capacity(refs.len());
+    for (i, attachment) in refs.iter().enumerate() {
+        let field = format!("attachments[{i}].id");
+        id(&attachment.id, &field)?;
+        if attachment.id.is_empty() {
+            return Err(GatewayError::invalid(
+                "INVALID_ATTACHMENT",
+                &field,
+                "is empty",
+            ));
+        }
+        if ids.contains(&attachment.id) {
+            return Err(GatewayError::invalid(
+                "INVALID_ATTACHMENT",
+                &field,
+                "the same file is attached twice",
+            ));
+        }
+        ids.push(attachment.id.clone());
+    }
+    Ok(ids)
 }
 
 /// Most tools one request may declare for the app to run.
@@ -233,6 +272,7 @@ pub fn execute_action(
         mid_answer_failover: false,
         action: Some(request.action),
         client_tools: Vec::new(),
+        attachments: Vec::new(),
         deadline,
     })
 }

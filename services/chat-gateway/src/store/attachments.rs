@@ -212,6 +212,37 @@ impl Write for AbortUpload {
     }
 }
 
+struct LinkAttachments {
+    owner: String,
+    conversation_id: String,
+    ids: Vec<String>,
+}
+
+impl Write for LinkAttachments {
+    type Output = ();
+
+    fn autocommit(&self) -> bool {
+        true
+    }
+
+    fn run<'c>(&'c self, conn: &'c mut AnyConnection) -> BoxFuture<'c, Result<(), StoreError>> {
+        Box::pin(async move {
+            for id in &self.ids {
+                sqlx::query(
+                    "UPDATE attachments SET conversation_id = $1 \
+                     WHERE id = $2 AND owner = $3 AND conversation_id IS NULL",
+                )
+                .bind(self.conversation_id.as_str())
+                .bind(id.as_str())
+                .bind(self.owner.as_str())
+                .execute(&mut *conn)
+                .await?;
+            }
+            Ok(())
+        })
+    }
+}
+
 /// Most abandoned uploads one sweep deletes.
 const SWEEP_BATCH: i64 = 100;
 
@@ -299,6 +330,41 @@ impl Store {
             now: super::now_ms(),
         })
         .await
+    }
+
+    /// Makes `owner`'s attachments `ids` belong to `conversation_id`, the
+    /// first conversation they are sent in: they are deleted with it.
+    pub async fn link_attachments(
+        &self,
+        owner: &str,
+        conversation_id: &str,
+        ids: Vec<String>,
+    ) -> Result<(), StoreError> {
+        if ids.is_empty() {
+            return Ok(());
+        }
+        self.write(LinkAttachments {
+            owner: owner.to_owned(),
+            conversation_id: conversation_id.to_owned(),
+            ids,
+        })
+        .await
+    }
+
+    /// The whole of attachment `id`, its chunks in order (read after
+    /// [`Store::attachment`] found it the caller's).
+    pub async fn attachment_data(&self, id: &str) -> Result<Vec<u8>, StoreError> {
+        let rows =
+            sqlx::query("SELECT data FROM attachment_chunks WHERE attachment_id = $1 ORDER BY seq")
+                .bind(id)
+                .fetch_all(&self.pool)
+                .await?;
+        let mut data = Vec::new();
+        for row in rows {
+            let chunk: Vec<u8> = row.try_get("data")?;
+            data.extend_from_slice(&chunk);
+        }
+        Ok(data)
     }
 
     /// Deletes upload `id` and what it stored.

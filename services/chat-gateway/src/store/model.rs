@@ -122,6 +122,23 @@ pub struct StoredStructured {
     pub error: String,
 }
 
+/// A file attached to a user message, as its event records it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StoredAttachmentRef {
+    /// The attachment's id.
+    pub id: String,
+    /// The file's name.
+    pub name: String,
+    /// Its sniffed media type.
+    pub media_type: String,
+    /// Its size in bytes.
+    pub size_bytes: u64,
+    /// Its SHA-256, lowercase hex.
+    pub sha256: String,
+    /// When it was uploaded, Unix ms.
+    pub created_at: i64,
+}
+
 /// Token usage of a turn. The parts (cache reads and writes, reasoning)
 /// read back as 0 from turns stored before they were kept.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -218,6 +235,10 @@ pub enum EventBody {
         /// The server action this message was rendered from, when any.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         action: Option<String>,
+        /// The files attached to it (their metadata; the bytes stay in the
+        /// attachments table).
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        attachments: Vec<StoredAttachmentRef>,
     },
     /// The model's reasoning during the turn.
     Reasoning {
@@ -415,6 +436,7 @@ mod tests {
                 response_schema: None,
                 request_id: Some("r1".into()),
                 action: None,
+                attachments: Vec::new(),
             },
             EventBody::ToolCall {
                 call_id: "c1".into(),

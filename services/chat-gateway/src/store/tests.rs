@@ -58,6 +58,7 @@ fn user_message(text: &str) -> EventBody {
         response_schema: None,
         request_id: None,
         action: None,
+        attachments: Vec::new(),
     }
 }
 

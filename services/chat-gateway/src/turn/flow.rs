@@ -437,7 +437,7 @@ fn first_request(shared: &Shared, spec: &TurnSpec, history: History) -> runner::
         context: spec.start.page.state.as_ref().map(json::to_struct_wrapped),
         // The request or the page turns it on.
         mid_answer_failover: spec.start.mid_answer_failover || page.mid_answer_failover,
-        describe_unsupported_attachments: false,
+        describe_unsupported_attachments: page.describe_unsupported_attachments,
         decisions: Vec::new(),
         iterations_done: 0,
     }
@@ -505,17 +505,66 @@ async fn open(
 }
 
 async fn load_history(shared: &Shared, spec: &TurnSpec) -> Result<History, Failure> {
+    let mut history = earlier_turns(shared, spec).await?;
+    if !spec.start.attachments.is_empty() {
+        attach_files(shared, spec, &mut history).await?;
+    }
+    Ok(history)
+}
+
+/// Gives the new user message (the history's last) the bytes of the files
+/// attached to it, read from the store.
+async fn attach_files(
+    shared: &Shared,
+    spec: &TurnSpec,
+    history: &mut History,
+) -> Result<(), Failure> {
+    let mut files = Vec::with_capacity(spec.start.attachments.len());
+    for file in &spec.start.attachments {
+        let data = shared
+            .store
+            .attachment_data(&file.id)
+            .await
+            .map_err(store_failure)?;
+        if data.is_empty() {
+            // Deleted since the request was checked (with its conversation).
+            return Err(Failure::new(
+                "ATTACHMENT_NOT_FOUND",
+                format!("the file `{}` is no longer stored", file.name),
+                false,
+            ));
+        }
+        files.push(runner::Attachment {
+            name: file.name.clone(),
+            media_type: file.media_type.clone(),
+            data,
+        });
+    }
+    if let Some(last) = history
+        .messages
+        .iter_mut()
+        .rev()
+        .find(|message| message.role == runner::Role::User as i32)
+    {
+        last.attachments = files;
+    }
+    Ok(())
+}
+
+fn store_failure(error: crate::store::StoreError) -> Failure {
+    tracing::error!(%error, "cannot read the conversation history");
+    Failure::new(
+        "STORE_UNAVAILABLE",
+        "the conversation history could not be read",
+        true,
+    )
+}
+
+/// The history the model sees before the new message, and the message.
+async fn earlier_turns(shared: &Shared, spec: &TurnSpec) -> Result<History, Failure> {
     if spec.new_conversation {
         return Ok(History::first_message(&spec.start.message));
     }
-    let store_failure = |error: crate::store::StoreError| {
-        tracing::error!(%error, "cannot read the conversation history");
-        Failure::new(
-            "STORE_UNAVAILABLE",
-            "the conversation history could not be read",
-            true,
-        )
-    };
     let events = shared
         .store
         .recent_events(

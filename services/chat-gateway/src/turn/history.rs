@@ -153,7 +153,19 @@ pub fn rebuild(events: &[StoredEvent], turns: &[TurnRecord], max_bytes: usize) -
         }
         let turn = parts.entry(event.turn_id.clone()).or_default();
         match &event.body {
-            EventBody::UserMessage { text, .. } => turn.user = Some(text.clone()),
+            EventBody::UserMessage {
+                text, attachments, ..
+            } => {
+                // An earlier message's files are named, not sent again.
+                let mut user = text.clone();
+                for file in attachments {
+                    user.push_str(&format!(
+                        "\n[attached: {}, {}, {} bytes]",
+                        file.name, file.media_type, file.size_bytes
+                    ));
+                }
+                turn.user = Some(user);
+            }
             EventBody::Reasoning { .. } => {}
             EventBody::ToolCall {
                 call_id,
@@ -266,6 +278,7 @@ mod tests {
             response_schema: None,
             request_id: None,
             action: None,
+            attachments: Vec::new(),
         }
     }
 

@@ -333,3 +333,163 @@ async fn the_owners_quota_holds_and_refuses_with_quota_failure() {
     assert_eq!(left_behind(&stack).await, (0, 3), "the first file's chunks");
     stack.stop().await;
 }
+
+/// A runner whose `files` provider echoes the files it was given, with a
+/// `plain` route to a model that takes text only.
+fn echoing_runner(dir: &std::path::Path) -> agent_runner::config::RunnerConfig {
+    use agent_runner::{
+        config::ProviderConfig,
+        routes::{InputKind, RouteConfig},
+    };
+    let script = dir.join("files.toml");
+    std::fs::write(
+        &script,
+        "model = \"vision\"\n[default]\nsteps = [{ echo = \"attachments\" }]\n",
+    )
+    .expect("write the script");
+    let mut config = crate::real_stack::runner_config();
+    config
+        .providers
+        .insert("files".into(), ProviderConfig::scripted(Some(script)));
+    for (name, primary, input) in [
+        ("vision", "files/vision", vec![]),
+        ("plain", "files/text-only", vec![InputKind::Text]),
+    ] {
+        config.models.routes.insert(
+            name.into(),
+            RouteConfig {
+                primary: primary.into(),
+                fallbacks: Vec::new(),
+                context_window: None,
+                max_output_tokens: None,
+                input,
+                prices: None,
+            },
+        );
+    }
+    config
+}
+
+fn message_with(conversation: &str, text: &str, page: &str, ids: &[&str]) -> gw::ChatRequest {
+    let mut request = crate::harness::chat_request(conversation, text, page);
+    request.attachments = ids
+        .iter()
+        .map(|id| gw::AttachmentRef { id: (*id).into() })
+        .collect();
+    request
+}
+
+#[tokio::test]
+async fn an_attached_file_reaches_the_model_once_and_a_model_without_eyes_refuses_or_is_told() {
+    let dir = tempfile::tempdir().expect("dir");
+    let runner_url = crate::real_stack::real_runner_with(echoing_runner(dir.path())).await;
+    let mut stack = Harness::start(Options {
+        runner_url: Some(runner_url),
+        registry: Some(
+            chat_gateway::registry::Registry::from_str(
+                "version: 1\npages:\n  files:\n    attachments: [image/*, text/csv]\n    model: vision\n    models_allowed: [vision, plain]\n  \
+                 told:\n    attachments: [image/*]\n    model: plain\n    attachments_unsupported: describe\n",
+                "files.yaml",
+            )
+            .expect("a valid registry"),
+        ),
+        ..Options::default()
+    })
+    .await;
+    let bytes = png(300_000);
+    let digest = format!("{:x}", Sha256::digest(&bytes));
+    let shown = format!(
+        "screen.png (image/png, 300000 bytes, sha256 {})",
+        &digest[..12]
+    );
+    let stored = send(
+        &mut stack.client,
+        None,
+        upload("screen.png", "files", &bytes, 64 * 1024, 0),
+    )
+    .await
+    .expect("stored");
+
+    // The model gets the file, whole.
+    let first = crate::harness::chat(
+        &mut stack.client,
+        message_with("", "What is on my screen?", "files", &[&stored.id]),
+    )
+    .await;
+    assert!(first.complete.success, "{:?}", first.complete);
+    assert_eq!(first.text, shown);
+    let conversation = first.conversation_id();
+
+    // The next turn names it in the history, and sends it no more.
+    let second = crate::harness::chat(
+        &mut stack.client,
+        message_with(&conversation, "And now?", "files", &[]),
+    )
+    .await;
+    assert_eq!(second.text, "no files");
+    let read = stack
+        .client
+        .get_conversation(gw::GetConversationRequest {
+            conversation_id: conversation.clone(),
+            ..Default::default()
+        })
+        .await
+        .expect("get")
+        .into_inner();
+    let attached: Vec<&str> = read.messages[0]
+        .attachments
+        .iter()
+        .map(|file| file.id.as_str())
+        .collect();
+    assert_eq!(attached, [stored.id.as_str()]);
+
+    // A text-only model: the turn fails before any call...
+    let mut plain = message_with("", "And this?", "files", &[&stored.id]);
+    plain.model = "plain".into();
+    let refused = crate::harness::chat(&mut stack.client, plain).await;
+    assert!(!refused.complete.success);
+    assert_eq!(
+        refused.error.as_ref().map(|e| e.reason.as_str()),
+        Some("ATTACHMENT_UNSUPPORTED"),
+        "{:?}",
+        refused.error
+    );
+    // ...unless the page has such files described.
+    let told = crate::harness::chat(
+        &mut stack.client,
+        message_with("", "And this?", "told", &[&stored.id]),
+    )
+    .await;
+    assert!(told.complete.success, "{:?}", told.complete);
+    assert_eq!(
+        told.text,
+        "[file screen.png, image/png, 300000 bytes, not shown to this model]"
+    );
+
+    // An unknown id: refused before the turn begins.
+    let refused = stack
+        .client
+        .chat(message_with("", "Read it", "files", &["att_unknown"]))
+        .await
+        .expect_err("unknown");
+    assert_eq!(reason(&refused), "ATTACHMENT_NOT_FOUND");
+
+    // Deleting the conversation deletes the file sent in it.
+    stack
+        .client
+        .delete_conversation(gw::DeleteConversationRequest {
+            conversation_id: conversation,
+        })
+        .await
+        .expect("deleted");
+    let gone = download(
+        &mut stack.client,
+        tonic::Request::new(gw::DownloadAttachmentRequest {
+            attachment_id: stored.id.clone(),
+        }),
+    )
+    .await
+    .expect_err("deleted with its conversation");
+    assert_eq!(gone.code(), Code::NotFound);
+    stack.stop().await;
+}

@@ -23,6 +23,7 @@ async fn runner_answering(answer_bytes: usize, dir: &std::path::Path) -> String 
     config
         .providers
         .insert("scripted".into(), ProviderConfig::scripted(Some(script)));
+    config.max_request_bytes = RUNNER_MAX;
     let app = RunnerApp::build(&config, |_| None).expect("runner");
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
         .await
@@ -38,17 +39,23 @@ async fn runner_answering(answer_bytes: usize, dir: &std::path::Path) -> String 
     format!("http://{addr}")
 }
 
+/// The runner's request limit in these tests: 8 MiB (its default before
+/// attachments made it 32).
+const RUNNER_MAX: usize = 8 * 1024 * 1024;
+
 #[tokio::test]
 async fn a_conversation_with_more_history_than_the_runner_takes_still_gets_answers() {
     let dir = tempfile::tempdir().expect("tempdir");
     // 50 answers of 200 KiB: 10 MiB of history, more than the runner
-    // decodes (8 MiB by default; tonic's 4 MiB before it was set).
+    // decodes (8 MiB here; tonic's 4 MiB before it was set).
     let runner_url = runner_answering(200 * 1024, dir.path()).await;
     let mut stack = Harness::start(Options {
         runner_url: Some(runner_url),
         tweak: |config| {
             config.turns.per_user = Quota::UNLIMITED;
             config.turns.per_tenant = Quota::UNLIMITED;
+            config.upstream.runner_max_request_bytes = RUNNER_MAX;
+            config.attachments.max_message_bytes = 2 * 1024 * 1024;
         },
         ..Options::default()
     })
@@ -69,10 +76,7 @@ async fn a_conversation_with_more_history_than_the_runner_takes_still_gets_answe
         stored += turn.complete.message.len();
         conversation = turn.conversation_id();
     }
-    assert!(
-        stored > agent_runner::config::DEFAULT_MAX_REQUEST_BYTES,
-        "{stored}"
-    );
+    assert!(stored > RUNNER_MAX, "{stored}");
     stack.stop().await;
 }
 

@@ -102,6 +102,14 @@ impl Validator {
             let entry = format!("pages.{name}");
             self.models(&entry, p);
             self.attachment_types(&entry, &p.attachments);
+            if let Some(choice) = &p.attachments_unsupported
+                && !matches!(choice.as_str(), "fail" | "describe")
+            {
+                self.problem(
+                    format!("{entry}.attachments_unsupported"),
+                    format!("`{choice}` is neither `fail` nor `describe`"),
+                );
+            }
             let scope = self.scope(&entry, p.scope(), refs, templates);
             self.names(&format!("{entry}.tabs"), &p.tabs, plain_id);
             let mut tabs = Vec::new();
@@ -134,6 +142,8 @@ impl Validator {
                     .iter()
                     .map(|t| t.to_ascii_lowercase())
                     .collect(),
+                describe_unsupported_attachments: p.attachments_unsupported.as_deref()
+                    == Some("describe"),
             });
         }
         out
