@@ -57,7 +57,7 @@ pub struct AttachmentsConfig {
     /// `upstream.runner_max_request_bytes`).
     pub max_message_bytes: u64,
     /// The longest an upload may take; one older is deleted, and one whose
-    /// gateway died is swept once this has passed.
+    /// gateway died is swept once twice this has passed.
     #[serde(with = "duration")]
     pub upload_timeout: Duration,
 }

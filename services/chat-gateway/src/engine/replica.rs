@@ -25,7 +25,7 @@ use crate::durable::manager::StopCause;
 use crate::store::{ReapIf, StoreError, listen::Notice, millis, now_ms};
 use crate::turn::recover;
 
-/// How often old wire logs are pruned.
+/// How often old wire logs, quota days and abandoned uploads are pruned.
 const PRUNE_EVERY: Duration = Duration::from_secs(60);
 
 /// What one sweep did.
@@ -270,11 +270,11 @@ impl Engine {
                     if let Err(error) = self.shared.store.prune_admissions(now_ms()).await {
                         tracing::warn!(%error, "cannot prune old quota admissions");
                     }
-                    // Uploads whose gateway died mid-stream: past their
-                    // timeout (and a minute for clocks), none is running.
-                    let abandoned = now_ms()
-                        - millis(self.shared.attachments.upload_timeout)
-                        - 60_000;
+                    // Uploads whose gateway died mid-stream: begun twice
+                    // their timeout ago (room for replicas' clocks), none
+                    // is still running.
+                    let abandoned =
+                        now_ms() - 2 * millis(self.shared.attachments.upload_timeout);
                     match self.shared.store.sweep_uploads(abandoned).await {
                         Ok(0) => {}
                         Ok(swept) => tracing::info!(swept, "deleted uploads their gateway left unfinished"),

@@ -7,6 +7,7 @@ use parley_proto::gateway::v1::{
     upload_attachment_request::Part as UpPart,
 };
 use sha2::{Digest, Sha256};
+use tokio_stream::StreamExt;
 use tonic::{Code, Status, transport::Channel};
 use tonic_types::StatusExt;
 
@@ -492,4 +493,135 @@ async fn an_attached_file_reaches_the_model_once_and_a_model_without_eyes_refuse
     .expect_err("deleted with its conversation");
     assert_eq!(gone.code(), Code::NotFound);
     stack.stop().await;
+}
+
+/// `left_behind` on a store at `url`.
+async fn left_behind_at(url: &str) -> (u64, u64) {
+    let store = chat_gateway::store::Store::open(url, &Default::default())
+        .await
+        .expect("open the store");
+    (
+        store.uploads_in_progress().await.expect("count"),
+        store.attachment_chunk_rows().await.expect("count"),
+    )
+}
+
+#[tokio::test]
+async fn a_gateway_killed_mid_upload_leaves_nothing_readable_and_a_file_from_one_replica_is_sent_by_another()
+ {
+    use crate::harness::process::{GatewayProcess, ProcessConfig};
+    let test = "attachments::a_gateway_killed_mid_upload_leaves_nothing_readable_and_a_file_from_one_replica_is_sent_by_another";
+    let Some((database_url, schema)) = crate::postgres::fresh_schema(test).await else {
+        return;
+    };
+    let options = Options::default();
+    let (runner, runner_addr, parser_addr, _parser) =
+        crate::harness::start_upstreams(&options).await;
+    let dir = tempfile::tempdir().expect("temp dir");
+    let registry = dir.path().join("files.yaml");
+    std::fs::write(
+        &registry,
+        "version: 1\npages:\n  files:\n    attachments: [image/*]\n",
+    )
+    .expect("write the registry");
+    let registry = registry.display().to_string();
+    let env = [
+        ("PARLEY_REGISTRY", registry.as_str()),
+        ("PARLEY_ATTACHMENTS__UPLOAD_TIMEOUT", "3s"),
+    ];
+    let config = ProcessConfig {
+        database_url: database_url.clone(),
+        runner: runner_addr,
+        parser: parser_addr,
+        lease_renew: std::time::Duration::from_millis(200),
+        lease_ttl: std::time::Duration::from_secs(2),
+        stream_ahead: 0,
+        per_user_concurrent_turns: 0,
+    };
+    let mut a = GatewayProcess::start_with(&config, dir.path(), "a", None, &env).await;
+    let mut b = GatewayProcess::start_with(&config, dir.path(), "b", None, &env).await;
+
+    // A file uploaded on A...
+    let bytes = png(700_000);
+    let stored = send(
+        &mut a.client,
+        None,
+        upload("shot.png", "files", &bytes, 100_000, 0),
+    )
+    .await
+    .expect("stored on A");
+
+    // ...and another whose upload A is killed in the middle of.
+    let (tx, rx) = tokio::sync::mpsc::channel(16);
+    for message in upload("half.png", "files", &png(600_000), 100_000, 0)
+        .collect::<Vec<_>>()
+        .await
+    {
+        tx.send(message).await.expect("queued");
+    }
+    let mut client = a.client.clone();
+    let cut = tokio::spawn(async move {
+        send(
+            &mut client,
+            None,
+            tokio_stream::wrappers::ReceiverStream::new(rx),
+        )
+        .await
+    });
+    let written = tokio::time::timeout(std::time::Duration::from_secs(10), async {
+        // Its first chunks are stored (256 KiB each), the stream still open.
+        while left_behind_at(&database_url).await.0 != 1 {
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        }
+    })
+    .await;
+    assert!(written.is_ok(), "the upload never began");
+    a.kill().await;
+    drop(tx);
+    assert!(
+        cut.await.expect("joined").is_err(),
+        "the upload was cut off"
+    );
+    let (uploading, _) = left_behind_at(&database_url).await;
+    assert_eq!(uploading, 1, "the killed gateway could not clean up");
+
+    // B sends A's file to the model, whole.
+    let turn = crate::harness::chat(
+        &mut b.client,
+        message_with("", "What is this?", "files", &[&stored.id]),
+    )
+    .await;
+    assert!(turn.complete.success, "{:?}", turn.complete);
+    let seen = runner.seen();
+    let sent = &seen.last().expect("a run").request.messages;
+    let files = &sent.last().expect("the message").attachments;
+    assert_eq!(files.len(), 1);
+    assert_eq!(
+        format!("{:x}", Sha256::digest(&files[0].data)),
+        stored.sha256
+    );
+    assert_eq!(files[0].media_type, "image/png");
+
+    // The cut upload was never readable, and a replica started once twice
+    // its timeout has passed sweeps it (A's file stays).
+    tokio::time::sleep(std::time::Duration::from_millis(6_500)).await;
+    let mut c = GatewayProcess::start_with(&config, dir.path(), "c", None, &env).await;
+    let swept = tokio::time::timeout(std::time::Duration::from_secs(20), async {
+        loop {
+            let left = left_behind_at(&database_url).await;
+            if left == (0, 3) {
+                return;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+        }
+    })
+    .await;
+    assert!(
+        swept.is_ok(),
+        "left behind: {:?}",
+        left_behind_at(&database_url).await
+    );
+    b.kill().await;
+    c.kill().await;
+    crate::postgres::drop_schema(&schema).await;
 }
