@@ -154,7 +154,8 @@ def check() -> int:
 
 def ids_of(printed: str) -> dict[str, str]:
     """The ids in grpcurl's output of a `Chat` (a JSON object per event):
-    `CONVERSATION_ID`, `TURN_ID` and, when the turn paused, `CALL_ID`."""
+    `CONVERSATION_ID`, `TURN_ID` and, when the turn paused, `CALL_ID`; of an
+    `UploadAttachment`, `ATTACHMENT_ID`."""
     decoder = json.JSONDecoder()
     position = 0
     found: dict[str, str] = {}
@@ -172,6 +173,8 @@ def ids_of(printed: str) -> dict[str, str]:
                 found["CONVERSATION_ID"] = event[kind]["conversationId"]
             if event.get(kind, {}).get("turnId"):
                 found["TURN_ID"] = event[kind]["turnId"]
+        if str(event.get("id", "")).startswith("att_"):
+            found["ATTACHMENT_ID"] = event["id"]
         for kind in ("approvalRequest", "clientToolCall"):
             if event.get(kind, {}).get("callId"):
                 found["CALL_ID"] = event[kind]["callId"]
@@ -191,7 +194,7 @@ def run_in(scratch: Path) -> int:
             if block.marker != ("run", SELF):
                 continue
             for command in commands(block.text):
-                for name in ("CONVERSATION_ID", "TURN_ID", "CALL_ID"):
+                for name in ("CONVERSATION_ID", "TURN_ID", "CALL_ID", "ATTACHMENT_ID"):
                     if name not in command:
                         continue
                     if name not in ids:
@@ -223,6 +226,8 @@ def run_in(scratch: Path) -> int:
                     if "CALL_ID" not in found:
                         ids.pop("CALL_ID", None)
                     ids.update(found)
+                if "ChatGateway/UploadAttachment" in command:
+                    ids.update(ids_of(done.stdout))
     print(f"doc_commands: ran {ran} documented commands")
     return 0
 

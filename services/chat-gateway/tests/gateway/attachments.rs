@@ -625,3 +625,44 @@ async fn a_gateway_killed_mid_upload_leaves_nothing_readable_and_a_file_from_one
     c.kill().await;
     crate::postgres::drop_schema(&schema).await;
 }
+
+#[tokio::test]
+async fn parley_chat_attaches_a_file_to_its_first_message() {
+    let dir = tempfile::tempdir().expect("dir");
+    let runner_url = crate::real_stack::real_runner_with(echoing_runner(dir.path())).await;
+    let stack = Harness::start(Options {
+        runner_url: Some(runner_url),
+        registry: Some(
+            chat_gateway::registry::Registry::from_str(
+                "version: 1\npages:\n  files:\n    attachments: [text/csv]\n    model: vision\n",
+                "files.yaml",
+            )
+            .expect("a valid registry"),
+        ),
+        ..Options::default()
+    })
+    .await;
+    let file = dir.path().join("sales.csv");
+    std::fs::write(&file, "month,total\njan,10\n").expect("write");
+    let output = tokio::process::Command::new(env!("CARGO_BIN_EXE_parley-chat"))
+        .arg("--gateway")
+        .arg(format!("http://{}", stack.addr))
+        .args(["--plain", "--page", "files", "--attach"])
+        .arg(&file)
+        .args(["What is this?", "And now?"])
+        .output()
+        .await
+        .expect("run parley-chat");
+    let printed = String::from_utf8_lossy(&output.stdout);
+    assert!(output.status.success(), "{printed}");
+    assert!(
+        printed.contains("attached sales.csv (text/csv, 19 bytes)"),
+        "{printed}"
+    );
+    // The first message carried it; the second did not.
+    let digest = format!("{:x}", Sha256::digest(b"month,total\njan,10\n"));
+    let line = format!("sales.csv (text/csv, 19 bytes, sha256 {})", &digest[..12]);
+    assert_eq!(printed.matches(&line).count(), 1, "{printed}");
+    assert!(printed.contains("no files"), "{printed}");
+    stack.stop().await;
+}

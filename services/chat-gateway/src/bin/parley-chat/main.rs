@@ -30,6 +30,9 @@
 //! A line `/accept` or `/dismiss` records what the user did with the last
 //! answer's proposal card, and `/rate N` rates the last answer (see
 //! [`verdict`]).
+//!
+//! `--attach FILE` (again for more) uploads files first and sends them with
+//! the first message (see [`attach`]).
 
 use std::{
     io::{BufRead, IsTerminal, Write},
@@ -39,8 +42,8 @@ use std::{
 use anyhow::{Context, Result};
 use clap::Parser;
 use parley_proto::gateway::v1::{
-    ChatEvent, ChatRequest, PageContext, ResumeTurnRequest, SubmitToolDecisionsRequest,
-    chat_event::Event, chat_gateway_client::ChatGatewayClient,
+    AttachmentRef, ChatEvent, ChatRequest, PageContext, ResumeTurnRequest,
+    SubmitToolDecisionsRequest, chat_event::Event, chat_gateway_client::ChatGatewayClient,
 };
 use tonic::{Code, Request, Status, Streaming, metadata::MetadataValue, transport::Channel};
 
@@ -149,6 +152,10 @@ struct Args {
     /// terminal (y/n; no terminal answers no), or `yes` / `no` to all.
     #[arg(long, value_enum, default_value_t = decide::Approve::Ask)]
     approve: decide::Approve,
+    /// A file to attach to the first message (uploaded first; the page
+    /// must take its type). Repeat for more.
+    #[arg(long = "attach", value_name = "FILE")]
+    attach: Vec<std::path::PathBuf>,
     /// Messages to send, one turn each. With none, read them from stdin.
     messages: Vec<String>,
 }
@@ -170,6 +177,24 @@ async fn main() -> Result<()> {
     };
     let mut conversation_id = args.conversation.clone().unwrap_or_default();
     let mut last = verdict::LastTurn::default();
+    let page = PageContext {
+        page: args.page.clone(),
+        tab: args.tab.clone(),
+        state: state.clone(),
+        ..Default::default()
+    };
+    let mut attachments = Vec::new();
+    for path in &args.attach {
+        let stored = attach::upload(&mut client, args.token.as_deref(), &page, path).await?;
+        println!(
+            "{}",
+            style.dim(&format!(
+                "attached {} ({}, {} bytes)",
+                stored.name, stored.media_type, stored.size_bytes
+            ))
+        );
+        attachments.push(AttachmentRef { id: stored.id });
+    }
 
     let mut send = async |message: String, conversation_id: &mut String| -> Result<()> {
         if let Some(command) = verdict::parse(&message) {
@@ -186,6 +211,8 @@ async fn main() -> Result<()> {
                 ..Default::default()
             }),
             mid_answer_failover: args.failover,
+            // The files go with the first message.
+            attachments: std::mem::take(&mut attachments),
             ..Default::default()
         };
         let request = ChatRequest {
@@ -322,6 +349,7 @@ fn describe_status(status: tonic::Status) -> anyhow::Error {
     anyhow::anyhow!("{:?}{reason}: {}", status.code(), status.message())
 }
 
+mod attach;
 mod decide;
 mod render;
 mod verdict;
