@@ -277,6 +277,10 @@ pub struct TurnConfig {
     /// Most bytes of earlier messages sent to the model: the newest turns
     /// are kept whole, the oldest dropped.
     pub history_max_bytes: usize,
+    /// Earlier turns whose files are sent to the model again with their
+    /// messages (newest first, within `attachments.max_message_bytes`
+    /// with the new message's); older files are named in their message.
+    pub history_attachment_turns: u32,
     /// Largest answer (text and structured text) a turn may stream; past
     /// it the turn fails with `ANSWER_TOO_LARGE`, its partial answer kept.
     pub max_answer_bytes: usize,
@@ -361,6 +365,7 @@ impl Default for TurnConfig {
             max_duration: Duration::from_secs(300),
             history_max_turns: 50,
             history_max_bytes: 4 * 1024 * 1024,
+            history_attachment_turns: 2,
             max_answer_bytes: 256 * 1024,
             max_message_bytes: 32 * 1024,
             max_state_bytes: 64 * 1024,

@@ -391,7 +391,11 @@ async fn open_calls(
     let request = match (history, &spec.resume) {
         (Some(history), _) => first_request(shared, spec, history),
         (None, Some(resume)) => resume.request.clone(),
-        (None, None) => first_request(shared, spec, History::first_message(&spec.start.message)),
+        (None, None) => first_request(
+            shared,
+            spec,
+            History::first_message(&spec.start.message, &[]),
+        ),
     };
     open(shared, spec, stop, request, profile).await
 }
@@ -506,47 +510,43 @@ async fn open(
 
 async fn load_history(shared: &Shared, spec: &TurnSpec) -> Result<History, Failure> {
     let mut history = earlier_turns(shared, spec).await?;
-    if !spec.start.attachments.is_empty() {
-        attach_files(shared, spec, &mut history).await?;
+    if !history.files.is_empty() {
+        attach_files(shared, &mut history).await?;
     }
     Ok(history)
 }
 
-/// Gives the new user message (the history's last) the bytes of the files
-/// attached to it, read from the store.
-async fn attach_files(
-    shared: &Shared,
-    spec: &TurnSpec,
-    history: &mut History,
-) -> Result<(), Failure> {
-    let mut files = Vec::with_capacity(spec.start.attachments.len());
-    for file in &spec.start.attachments {
-        let data = shared
-            .store
-            .attachment_data(&file.id)
-            .await
-            .map_err(store_failure)?;
-        if data.is_empty() {
-            // Deleted since the request was checked (with its conversation).
-            return Err(Failure::new(
-                "ATTACHMENT_NOT_FOUND",
-                format!("the file `{}` is no longer stored", file.name),
-                false,
-            ));
+/// Gives the user messages the bytes of the files the history sends with
+/// them (the new message's, and the latest earlier turns'), read from the
+/// store. A file deleted since (with the conversation it was first sent
+/// in) is named instead.
+async fn attach_files(shared: &Shared, history: &mut History) -> Result<(), Failure> {
+    for (index, refs) in std::mem::take(&mut history.files) {
+        let mut files = Vec::with_capacity(refs.len());
+        let mut gone = String::new();
+        for file in refs {
+            let data = shared
+                .store
+                .attachment_data(&file.id)
+                .await
+                .map_err(store_failure)?;
+            if data.is_empty() {
+                gone.push_str(&format!(
+                    "\n[attached: {}, {}, no longer stored]",
+                    file.name, file.media_type
+                ));
+                continue;
+            }
+            files.push(runner::Attachment {
+                name: file.name,
+                media_type: file.media_type,
+                data,
+            });
         }
-        files.push(runner::Attachment {
-            name: file.name.clone(),
-            media_type: file.media_type.clone(),
-            data,
-        });
-    }
-    if let Some(last) = history
-        .messages
-        .iter_mut()
-        .rev()
-        .find(|message| message.role == runner::Role::User as i32)
-    {
-        last.attachments = files;
+        if let Some(message) = history.messages.get_mut(index) {
+            message.attachments = files;
+            message.text.push_str(&gone);
+        }
     }
     Ok(())
 }
@@ -563,7 +563,10 @@ fn store_failure(error: crate::store::StoreError) -> Failure {
 /// The history the model sees before the new message, and the message.
 async fn earlier_turns(shared: &Shared, spec: &TurnSpec) -> Result<History, Failure> {
     if spec.new_conversation {
-        return Ok(History::first_message(&spec.start.message));
+        return Ok(History::first_message(
+            &spec.start.message,
+            &spec.start.attachments,
+        ));
     }
     let events = shared
         .store
@@ -583,10 +586,14 @@ async fn earlier_turns(shared: &Shared, spec: &TurnSpec) -> Result<History, Fail
         )
         .await
         .map_err(store_failure)?;
-    Ok(history::rebuild(
+    Ok(history::rebuild_with(
         &events,
         &turns,
         shared.config.history_max_bytes,
+        history::FileWindow {
+            turns: shared.config.history_attachment_turns as usize,
+            max_bytes: shared.attachments.max_message_bytes,
+        },
     ))
 }
 
@@ -657,11 +664,7 @@ async fn store_pause(
         None => {
             // The first run's request, as sent: built again from what the
             // turn read (a pause is rare; the runner call did not keep it).
-            let history = if spec.new_conversation {
-                Ok(History::first_message(&spec.start.message))
-            } else {
-                load_history(shared, spec).await
-            };
+            let history = load_history(shared, spec).await;
             match history {
                 Ok(history) => first_request(shared, spec, history),
                 Err(failure) => {

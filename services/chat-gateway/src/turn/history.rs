@@ -28,7 +28,10 @@ use parley_proto::runner::v1 as runner;
 
 use crate::{
     prompt::{Decision, HistoryPayload},
-    store::{EventBody, StoredDecision, StoredEvent, TurnRecord, TurnState, UserDecision},
+    store::{
+        EventBody, StoredAttachmentRef, StoredDecision, StoredEvent, TurnRecord, TurnState,
+        UserDecision,
+    },
 };
 
 /// Longest tool output quoted in a summary, in characters.
@@ -46,14 +49,51 @@ pub struct History {
     pub messages: Vec<runner::Message>,
     /// Payloads shown in earlier turns, for the prompt's manifest.
     pub payloads: Vec<HistoryPayload>,
+    /// The files to send with user messages: the index of the message in
+    /// `messages`, and its files (the current message's, and those of the
+    /// latest earlier turns within the [`FileWindow`]).
+    pub files: Vec<(usize, Vec<StoredAttachmentRef>)>,
+}
+
+/// Which turns' files go to the model again: the current message's and
+/// those of the `turns` turns before it, newest first, while their sizes
+/// add up to at most `max_bytes`; older files are named in their message.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FileWindow {
+    /// Earlier turns whose files are sent again.
+    pub turns: usize,
+    /// The most bytes of files one request carries.
+    pub max_bytes: u64,
+}
+
+impl FileWindow {
+    /// No file is sent; every one is named.
+    pub const NONE: FileWindow = FileWindow {
+        turns: 0,
+        max_bytes: 0,
+    };
+}
+
+/// The line that names a file the model is not sent again.
+fn named(file: &StoredAttachmentRef) -> String {
+    format!(
+        "\n[attached: {}, {}, {} bytes]",
+        file.name, file.media_type, file.size_bytes
+    )
 }
 
 impl History {
-    /// The history of a new conversation: its first user message.
-    pub fn first_message(text: &str) -> Self {
+    /// The history of a new conversation: its first user message, and
+    /// its `files`.
+    pub fn first_message(text: &str, files: &[StoredAttachmentRef]) -> Self {
         Self {
             messages: vec![message(runner::Role::User, text.to_owned())],
             payloads: Vec::new(),
+            files: if files.is_empty() {
+                Vec::new()
+            } else {
+                vec![(0, files.to_vec())]
+            },
         }
     }
 }
@@ -61,6 +101,7 @@ impl History {
 #[derive(Default)]
 struct TurnParts {
     user: Option<String>,
+    files: Vec<StoredAttachmentRef>,
     tools: Vec<String>,
     pending_calls: HashMap<String, (String, String)>,
     answer: Option<crate::store::AssistantMessage>,
@@ -141,8 +182,20 @@ fn cost(message: &runner::Message) -> usize {
 
 /// Rebuilds the history from the events of the last turns (oldest first)
 /// and the conversation's turns (for their positions), within `max_bytes`
-/// of message text: the newest earlier turns that fit, each whole.
+/// of message text: the newest earlier turns that fit, each whole. Every
+/// earlier message's files are named in it ([`rebuild_with`] sends some).
 pub fn rebuild(events: &[StoredEvent], turns: &[TurnRecord], max_bytes: usize) -> History {
+    rebuild_with(events, turns, max_bytes, FileWindow::NONE)
+}
+
+/// [`rebuild`], the files within `window` to be sent with their messages
+/// (`History::files`), the others named in them.
+pub fn rebuild_with(
+    events: &[StoredEvent],
+    turns: &[TurnRecord],
+    max_bytes: usize,
+    window: FileWindow,
+) -> History {
     let records: HashMap<&str, &TurnRecord> =
         turns.iter().map(|turn| (turn.id.as_str(), turn)).collect();
     let mut order: Vec<String> = Vec::new();
@@ -156,15 +209,8 @@ pub fn rebuild(events: &[StoredEvent], turns: &[TurnRecord], max_bytes: usize) -
             EventBody::UserMessage {
                 text, attachments, ..
             } => {
-                // An earlier message's files are named, not sent again.
-                let mut user = text.clone();
-                for file in attachments {
-                    user.push_str(&format!(
-                        "\n[attached: {}, {}, {} bytes]",
-                        file.name, file.media_type, file.size_bytes
-                    ));
-                }
-                turn.user = Some(user);
+                turn.user = Some(text.clone());
+                turn.files.clone_from(attachments);
             }
             EventBody::Reasoning { .. } => {}
             EventBody::ToolCall {
@@ -210,6 +256,7 @@ pub fn rebuild(events: &[StoredEvent], turns: &[TurnRecord], max_bytes: usize) -
     // Each turn's messages: a user message, then its answer (none for the
     // current turn, whose answer is what the model writes now).
     let mut exchanges: Vec<Vec<runner::Message>> = Vec::new();
+    let mut exchange_files: Vec<&[StoredAttachmentRef]> = Vec::new();
     let last = order.len().saturating_sub(1);
     for (position, turn_id) in order.iter().enumerate() {
         let Some(turn) = parts.get(turn_id) else {
@@ -217,6 +264,7 @@ pub fn rebuild(events: &[StoredEvent], turns: &[TurnRecord], max_bytes: usize) -
         };
         let Some(user) = &turn.user else { continue };
         let mut exchange = vec![message(runner::Role::User, user.clone())];
+        exchange_files.push(&turn.files);
         if position == last && turn.answer.is_none() {
             exchanges.push(exchange);
             break;
@@ -251,6 +299,44 @@ pub fn rebuild(events: &[StoredEvent], turns: &[TurnRecord], max_bytes: usize) -
         used += size;
         first_kept = index;
     }
+    // Files: the newest exchanges' within the window, while they fit;
+    // the others are named in their messages (a name's few bytes are left
+    // out of the text budget above).
+    let count = exchanges.len();
+    let mut sent_bytes: u64 = 0;
+    let mut sending = true;
+    for index in (0..count).rev() {
+        let files = exchange_files.get(index).copied().unwrap_or_default();
+        if files.is_empty() {
+            continue;
+        }
+        let size: u64 = files.iter().map(|file| file.size_bytes).sum();
+        let within = index + window.turns + 1 >= count;
+        sending = sending && within && sent_bytes.saturating_add(size) <= window.max_bytes;
+        if sending {
+            sent_bytes += size;
+            history.files.push((index, files.to_vec()));
+        } else if let Some(user) = exchanges[index].first_mut() {
+            for file in files {
+                user.text.push_str(&named(file));
+            }
+        }
+    }
+    // Message positions once the exchanges before `first_kept` are gone.
+    let mut offsets = Vec::with_capacity(count);
+    let mut at = 0;
+    for (index, exchange) in exchanges.iter().enumerate() {
+        offsets.push(at);
+        if index >= first_kept {
+            at += exchange.len();
+        }
+    }
+    history.files = history
+        .files
+        .drain(..)
+        .filter(|(index, _)| *index >= first_kept)
+        .map(|(index, files)| (offsets[index], files))
+        .collect();
     history.messages = exchanges.drain(first_kept..).flatten().collect();
     history
 }
@@ -317,6 +403,89 @@ mod tests {
             .iter()
             .map(|m| (m.role, m.text.clone()))
             .collect()
+    }
+
+    /// A user message with a file of `size` bytes named `name`.
+    fn with_file(text: &str, name: &str, size: u64) -> EventBody {
+        let EventBody::UserMessage {
+            text,
+            page,
+            response_schema,
+            request_id,
+            action,
+            ..
+        } = user(text)
+        else {
+            unreachable!("a user message");
+        };
+        EventBody::UserMessage {
+            text,
+            page,
+            response_schema,
+            request_id,
+            action,
+            attachments: vec![StoredAttachmentRef {
+                id: format!("att_{name}"),
+                name: name.into(),
+                media_type: "image/png".into(),
+                size_bytes: size,
+                sha256: String::new(),
+                created_at: 0,
+            }],
+        }
+    }
+
+    #[test]
+    fn the_latest_turns_files_are_sent_again_within_the_window_and_older_ones_named() {
+        let done = || EventBody::AssistantMessage(answer("ok", TurnState::Completed));
+        let events = vec![
+            event(1, "t1", with_file("one", "a.png", 100)),
+            event(2, "t1", done()),
+            event(3, "t2", with_file("two", "b.png", 100)),
+            event(4, "t2", done()),
+            event(5, "t3", with_file("three", "c.png", 100)),
+            event(6, "t3", done()),
+            event(7, "t4", with_file("four", "d.png", 100)),
+        ];
+        let window = |turns, max_bytes| FileWindow { turns, max_bytes };
+        let names = |history: &History| -> Vec<(usize, String)> {
+            history
+                .files
+                .iter()
+                .flat_map(|(index, files)| files.iter().map(move |f| (*index, f.name.clone())))
+                .collect()
+        };
+        // The new message's and the two turns' before it; the first named.
+        let history = rebuild_with(&events, &[], usize::MAX, window(2, 1_000));
+        let mut sent = names(&history);
+        sent.sort();
+        assert_eq!(
+            sent,
+            [
+                (2, "b.png".into()),
+                (4, "c.png".into()),
+                (6, "d.png".into())
+            ]
+        );
+        assert_eq!(
+            history.messages[0].text,
+            "one\n[attached: a.png, image/png, 100 bytes]"
+        );
+        assert_eq!(history.messages[6].text, "four");
+        // Within 250 bytes: the new message's and the turn's before it.
+        let history = rebuild_with(&events, &[], usize::MAX, window(2, 250));
+        let mut sent = names(&history);
+        sent.sort();
+        assert_eq!(sent, [(4, "c.png".into()), (6, "d.png".into())]);
+        assert!(
+            history.messages[2]
+                .text
+                .ends_with("[attached: b.png, image/png, 100 bytes]")
+        );
+        // Positions follow the turns the text budget drops.
+        let history = rebuild_with(&events, &[], 20, window(2, 1_000));
+        assert_eq!(history.messages.len(), 1);
+        assert_eq!(names(&history), [(0, "d.png".to_owned())]);
     }
 
     #[test]
@@ -457,7 +626,7 @@ mod tests {
             &[turn("t1", 0)],
             usize::MAX,
         );
-        assert_eq!(History::first_message("hello"), rebuilt);
+        assert_eq!(History::first_message("hello", &[]), rebuilt);
     }
 
     #[test]

@@ -381,7 +381,8 @@ fn message_with(conversation: &str, text: &str, page: &str, ids: &[&str]) -> gw:
 }
 
 #[tokio::test]
-async fn an_attached_file_reaches_the_model_once_and_a_model_without_eyes_refuses_or_is_told() {
+async fn an_attached_file_reaches_the_model_for_three_turns_and_a_model_without_eyes_refuses_or_is_told()
+ {
     let dir = tempfile::tempdir().expect("dir");
     let runner_url = crate::real_stack::real_runner_with(echoing_runner(dir.path())).await;
     let mut stack = Harness::start(Options {
@@ -421,13 +422,16 @@ async fn an_attached_file_reaches_the_model_once_and_a_model_without_eyes_refuse
     assert_eq!(first.text, shown);
     let conversation = first.conversation_id();
 
-    // The next turn names it in the history, and sends it no more.
-    let second = crate::harness::chat(
-        &mut stack.client,
-        message_with(&conversation, "And now?", "files", &[]),
-    )
-    .await;
-    assert_eq!(second.text, "no files");
+    // The next two turns send it again with its message
+    // (turns.history_attachment_turns = 2); the one after names it only.
+    for (number, seen) in [(2, shown.as_str()), (3, shown.as_str()), (4, "no files")] {
+        let next = crate::harness::chat(
+            &mut stack.client,
+            message_with(&conversation, &format!("Turn {number}?"), "files", &[]),
+        )
+        .await;
+        assert_eq!(next.text, seen, "turn {number}");
+    }
     let read = stack
         .client
         .get_conversation(gw::GetConversationRequest {
@@ -659,10 +663,10 @@ async fn parley_chat_attaches_a_file_to_its_first_message() {
         printed.contains("attached sales.csv (text/csv, 19 bytes)"),
         "{printed}"
     );
-    // The first message carried it; the second did not.
+    // The first message carried it, and the model saw it again with the
+    // second (the history sends the last turns' files).
     let digest = format!("{:x}", Sha256::digest(b"month,total\njan,10\n"));
     let line = format!("sales.csv (text/csv, 19 bytes, sha256 {})", &digest[..12]);
-    assert_eq!(printed.matches(&line).count(), 1, "{printed}");
-    assert!(printed.contains("no files"), "{printed}");
+    assert_eq!(printed.matches(&line).count(), 2, "{printed}");
     stack.stop().await;
 }
