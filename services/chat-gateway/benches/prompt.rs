@@ -45,6 +45,7 @@ fn bench(c: &mut Criterion) {
                 state: Some(&state),
                 history_payloads: &history,
                 response_schema: None,
+                attachments: &[],
             });
             black_box(prompt)
         })
@@ -59,6 +60,7 @@ fn bench(c: &mut Criterion) {
                 state: None,
                 history_payloads: &[],
                 response_schema: None,
+                attachments: &[],
             }))
         })
     });

@@ -388,6 +388,7 @@ fn per_turn_work(times: u32) {
             state: Some(&state),
             history_payloads: &[],
             response_schema: None,
+            attachments: &[],
         });
         std::hint::black_box(prompt);
     });

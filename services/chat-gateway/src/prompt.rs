@@ -40,6 +40,9 @@ pub struct PromptInput<'a> {
     pub history_payloads: &'a [HistoryPayload],
     /// The JSON schema of a structured answer requested for this turn.
     pub response_schema: Option<&'a serde_json::Value>,
+    /// The files attached to the new message, listed in the current
+    /// context.
+    pub attachments: &'a [crate::store::StoredAttachmentRef],
 }
 
 /// A payload shown in an earlier turn.

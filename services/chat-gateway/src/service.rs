@@ -333,6 +333,7 @@ impl ChatGateway for GatewayService {
                 state: page.state.as_ref(),
                 history_payloads: &[],
                 response_schema: None,
+                attachments: &[],
             });
         }
         Ok(Response::new(response))

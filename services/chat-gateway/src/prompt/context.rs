@@ -12,7 +12,7 @@ pub(super) fn current_context(input: &PromptInput) -> Option<String> {
     let location = location(input);
     let state = input.state.filter(|s| has_content(s));
     let body = state.map(|state| render_state(input, state));
-    if location.is_none() && body.is_none() {
+    if location.is_none() && body.is_none() && input.attachments.is_empty() {
         return None;
     }
     let mut out = String::from("## CURRENT CONTEXT");
@@ -23,6 +23,17 @@ pub(super) fn current_context(input: &PromptInput) -> Option<String> {
     if let Some(body) = body.filter(|b| !b.is_empty()) {
         out.push('\n');
         out.push_str(&bounded(&body, input.registry.limits().max_context_chars));
+    }
+    if !input.attachments.is_empty() {
+        out.push_str("\nFiles attached to this message (the model gets them with it):");
+        for file in input.attachments {
+            out.push_str(&format!(
+                "\n- {} ({}, {} bytes)",
+                truncate(&file.name, 120),
+                file.media_type,
+                file.size_bytes
+            ));
+        }
     }
     Some(out)
 }

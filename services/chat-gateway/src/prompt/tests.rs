@@ -70,6 +70,7 @@ fn prompt(
         state,
         history_payloads: history,
         response_schema,
+        attachments: &[],
     })
 }
 
@@ -90,6 +91,7 @@ fn turns_of_a_page_share_the_stable_part_of_their_prompt() {
         state: Some(&json!({"table": {"name": "Jobs", "row_count": 2}})),
         history_payloads: &history[..1],
         response_schema: None,
+        attachments: &[],
     });
     let second = build_system_prompt_parts(&PromptInput {
         registry: &registry,
@@ -98,6 +100,7 @@ fn turns_of_a_page_share_the_stable_part_of_their_prompt() {
         state: Some(&state),
         history_payloads: &history,
         response_schema: None,
+        attachments: &[],
     });
     assert_eq!(first.stable_bytes, second.stable_bytes);
     let stable = first.stable_bytes;
@@ -545,4 +548,33 @@ fn the_prompt_is_deterministic() {
         )
     };
     assert_eq!(build(), build());
+}
+
+#[test]
+fn the_current_context_lists_the_files_of_the_new_message() {
+    let registry = Registry::example();
+    let page = registry.resolve(&PageRef::new("tables_list", "", ""));
+    let files = [crate::store::StoredAttachmentRef {
+        id: "att_1".into(),
+        name: "sales.csv".into(),
+        media_type: "text/csv".into(),
+        size_bytes: 19,
+        sha256: String::new(),
+        created_at: 0,
+    }];
+    let prompt = build_system_prompt(&PromptInput {
+        registry: &registry,
+        page: &page,
+        stream_id: None,
+        state: None,
+        history_payloads: &[],
+        response_schema: None,
+        attachments: &files,
+    });
+    assert!(
+        prompt.contains(
+            "## CURRENT CONTEXT\nPage: tables_list\nFiles attached to this message (the model gets them with it):\n- sales.csv (text/csv, 19 bytes)"
+        ),
+        "{prompt}"
+    );
 }

@@ -413,6 +413,7 @@ fn first_request(shared: &Shared, spec: &TurnSpec, history: History) -> runner::
             state: spec.start.page.state.as_ref(),
             history_payloads: &history.payloads,
             response_schema: spec.start.response_schema.as_ref(),
+            attachments: &spec.start.attachments,
         })
     });
     let mut tools = page.runner_tools();
