@@ -756,17 +756,20 @@ async fn files_reach_the_model_and_one_that_takes_none_refuses_or_is_told_of_the
     };
 
     // A model that takes images gets both files, as they were sent.
-    let mut stream = svc
-        .run(Request::new(with_files("scripted-demo", false)))
-        .await
-        .expect("runs")
-        .into_inner();
-    let events = read_until(&mut stream, |event| {
-        matches!(event.event, Some(pb::run_event::Event::Finished(_)))
-    })
-    .await;
+    let answer = async |request: RunRequest| {
+        let mut stream = svc
+            .run(Request::new(request))
+            .await
+            .expect("runs")
+            .into_inner();
+        let events = read_until(&mut stream, |event| {
+            matches!(event.event, Some(pb::run_event::Event::Finished(_)))
+        })
+        .await;
+        text(&events)
+    };
     assert_eq!(
-        text(&events),
+        answer(with_files("scripted-demo", false)).await,
         "a.png (image/png, 8 bytes, sha256 4c4b6a3be131)\nb.csv (text/csv, 4 bytes, sha256 9c6536d38fa3)"
     );
 
@@ -786,17 +789,8 @@ async fn files_reach_the_model_and_one_that_takes_none_refuses_or_is_told_of_the
     assert_eq!(provider.requests.lock().expect("requests").len(), calls);
 
     // ...or told of the image when the request asks for that.
-    let mut stream = svc
-        .run(Request::new(with_files("text-only", true)))
-        .await
-        .expect("runs")
-        .into_inner();
-    let events = read_until(&mut stream, |event| {
-        matches!(event.event, Some(pb::run_event::Event::Finished(_)))
-    })
-    .await;
     assert_eq!(
-        text(&events),
+        answer(with_files("text-only", true)).await,
         "b.csv (text/csv, 4 bytes, sha256 9c6536d38fa3)\n[file a.png, image/png, 8 bytes, not shown to this model]"
     );
 }
