@@ -351,16 +351,18 @@ impl Store {
         .await
     }
 
-    /// The whole of attachment `id`, its chunks in order (read after
-    /// [`Store::attachment`] found it the caller's).
-    pub async fn attachment_data(&self, id: &str) -> Result<Vec<u8>, StoreError> {
-        let rows =
+    /// The whole of attachment `id` (of `size` bytes, as recorded), its
+    /// chunks read one at a time into one buffer of that size: reading a
+    /// file holds it once, and a chunk (read after [`Store::attachment`]
+    /// found it the caller's).
+    pub async fn attachment_data(&self, id: &str, size: u64) -> Result<Vec<u8>, StoreError> {
+        use futures::TryStreamExt as _;
+        let mut rows =
             sqlx::query("SELECT data FROM attachment_chunks WHERE attachment_id = $1 ORDER BY seq")
                 .bind(id)
-                .fetch_all(&self.pool)
-                .await?;
-        let mut data = Vec::new();
-        for row in rows {
+                .fetch(&self.pool);
+        let mut data = Vec::with_capacity(usize::try_from(size).unwrap_or(0));
+        while let Some(row) = rows.try_next().await? {
             let chunk: Vec<u8> = row.try_get("data")?;
             data.extend_from_slice(&chunk);
         }

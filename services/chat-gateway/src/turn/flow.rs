@@ -528,7 +528,7 @@ async fn attach_files(shared: &Shared, history: &mut History) -> Result<(), Fail
         for file in refs {
             let data = shared
                 .store
-                .attachment_data(&file.id)
+                .attachment_data(&file.id, file.size_bytes)
                 .await
                 .map_err(store_failure)?;
             if data.is_empty() {
