@@ -11,7 +11,7 @@
 use std::{
     io::Read,
     path::Path,
-    sync::{Arc, RwLock},
+    sync::{Arc, PoisonError, RwLock},
 };
 
 use secrecy::{ExposeSecret, SecretString};
@@ -154,9 +154,19 @@ pub fn serialize_redacted_opt<S: serde::Serializer>(
 
 /// A secret that SIGHUP may replace while the process runs: cheap to clone
 /// (every clone sees the replacement), `[REDACTED]` in `Debug`, zeroized
-/// when dropped. Clones are equal; two secrets made apart are not.
+/// when dropped. Clones are equal; two secrets made apart are not. Each
+/// [`SharedSecret::set`] counts one [`SharedSecret::generation`], so a
+/// holder can tell that the value was read again (a key a provider refused
+/// gets another chance once SIGHUP reloaded it).
 #[derive(Clone, Default)]
-pub struct SharedSecret(Arc<RwLock<Option<SecretString>>>);
+pub struct SharedSecret(Arc<RwLock<Slot>>);
+
+/// The value of a [`SharedSecret`] and how often it was set.
+#[derive(Default)]
+struct Slot {
+    value: Option<SecretString>,
+    generation: u64,
+}
 
 impl SharedSecret {
     /// A secret holding `value`.
@@ -169,21 +179,26 @@ impl SharedSecret {
     /// The current value, if any.
     pub fn get(&self) -> Option<SecretString> {
         // A writer cannot panic while holding the lock (it only assigns).
-        self.0.read().map_or(None, |value| value.clone())
+        self.0.read().map_or(None, |slot| slot.value.clone())
     }
 
     /// Whether a value is held.
     pub fn is_set(&self) -> bool {
-        self.0.read().is_ok_and(|value| value.is_some())
+        self.0.read().is_ok_and(|slot| slot.value.is_some())
+    }
+
+    /// How many times the value was set (read again): 0 for a secret never
+    /// set.
+    pub fn generation(&self) -> u64 {
+        self.0.read().map_or(0, |slot| slot.generation)
     }
 
     /// Replaces the value (`None` clears it; an empty string counts as none).
     pub fn set(&self, value: Option<String>) {
         let value = value.filter(|v| !v.is_empty()).map(SecretString::from);
-        match self.0.write() {
-            Ok(mut slot) => *slot = value,
-            Err(poisoned) => *poisoned.into_inner() = value,
-        }
+        let mut slot = self.0.write().unwrap_or_else(PoisonError::into_inner);
+        slot.value = value;
+        slot.generation = slot.generation.wrapping_add(1);
     }
 
     /// Runs `f` on the exposed value (the empty string when none is held).
@@ -324,6 +339,9 @@ mod tests {
         assert!(!clone.is_set());
         assert_eq!(format!("{clone:?}"), "None");
         assert_ne!(SharedSecret::new("a"), SharedSecret::new("a"));
+        let generation = clone.generation();
+        secret.set(Some("sk-three".into()));
+        assert_eq!(clone.generation(), generation + 1, "every set counts");
     }
 
     #[test]

@@ -105,6 +105,12 @@ pub struct Metrics {
     /// Attempts to start or connect an MCP server, by server and outcome
     /// (`ready` or `failed`).
     pub mcp_server_connects: IntCounterVec,
+    /// The runner's requests to a provider, by configured provider, API
+    /// key name and outcome.
+    pub provider_key_requests: IntCounterVec,
+    /// Times a provider's API key was set aside, by configured provider,
+    /// API key name and reason (`rate_limited`, `rejected`).
+    pub provider_key_cooldowns: IntCounterVec,
     /// Caps the tenant label values.
     pub tenants: LabelCap,
     /// Caps the model label values.
@@ -312,6 +318,29 @@ impl Metrics {
                 sc::METRIC_MCP_SERVER_CONNECTS,
                 "Attempts to start or connect each configured MCP server, by outcome (ready or failed).",
                 &[sc::LABEL_MCP_SERVER, sc::LABEL_OUTCOME],
+            ),
+            // Labelled by configured providers and key names only.
+            provider_key_requests: counter(
+                r,
+                sc::METRIC_PROVIDER_KEY_REQUESTS,
+                "Requests to each configured provider by the name of the API key sent (its variable or file \
+                 name) and the outcome (ok, rate_limited, rejected, error).",
+                &[
+                    sc::LABEL_CONFIGURED_PROVIDER,
+                    sc::LABEL_PROVIDER_KEY,
+                    sc::LABEL_OUTCOME,
+                ],
+            ),
+            provider_key_cooldowns: counter(
+                r,
+                sc::METRIC_PROVIDER_KEY_COOLDOWNS,
+                "Times an API key was set aside: rate_limited (cooling down for the provider's retry-after \
+                 or 30 s) or rejected (until SIGHUP reads it again or the runner restarts).",
+                &[
+                    sc::LABEL_CONFIGURED_PROVIDER,
+                    sc::LABEL_PROVIDER_KEY,
+                    sc::LABEL_REASON,
+                ],
             ),
             models: LabelCap::default(),
             tools: LabelCap::default(),

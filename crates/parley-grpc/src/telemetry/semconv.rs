@@ -148,6 +148,14 @@ pub const METRIC_PARSER_DIAGNOSTICS: &str = "parley_parser_diagnostics_total";
 pub const METRIC_MCP_SERVER_UP: &str = "parley_mcp_server_up";
 /// Attempts to start or connect each configured MCP server, by outcome.
 pub const METRIC_MCP_SERVER_CONNECTS: &str = "parley_mcp_server_connects_total";
+/// The runner's requests to a provider, by the configured provider, the
+/// name of the API key sent (its variable or file name, never its value)
+/// and the outcome (`ok`, `rate_limited`, `rejected`, `error`).
+pub const METRIC_PROVIDER_KEY_REQUESTS: &str = "parley_provider_key_requests_total";
+/// Times a provider's API key was set aside, by provider, key and reason
+/// (`rate_limited`: cooling down; `rejected`: out until SIGHUP reloads it
+/// or the runner restarts).
+pub const METRIC_PROVIDER_KEY_COOLDOWNS: &str = "parley_provider_key_cooldowns_total";
 
 /// Label: [`RPC_METHOD`].
 pub const LABEL_RPC_METHOD: &str = "rpc_method";
@@ -189,3 +197,8 @@ pub const LABEL_TURN_MODEL: &str = "model";
 pub const LABEL_CURRENCY: &str = "currency";
 /// Label: a configured MCP server's name (bounded by the configuration).
 pub const LABEL_MCP_SERVER: &str = "server";
+/// Label: a configured provider's name (bounded by the configuration).
+pub const LABEL_CONFIGURED_PROVIDER: &str = "provider";
+/// Label: the name of a provider's API key, its variable or file name
+/// (bounded by the configuration; never the key itself).
+pub const LABEL_PROVIDER_KEY: &str = "key";
