@@ -27,8 +27,11 @@
 //! kind = "openai"                       # openai | anthropic | gemini | scripted
 //! base_url = "https://api.openai.com/v1"
 //! api_key_env = "OPENAI_API_KEY"        # the key comes from the environment, never the file,
-//! # api_key_file = "/var/run/secrets/parley/providers/openai"  # or a file (one of the two),
-//! #                                     # read at start and again on SIGHUP
+//! # api_key_file = "/var/run/secrets/parley/providers/openai"  # or a file (read at start
+//! #                                     # and again on SIGHUP), or several keys taken in
+//! #                                     # turn (a 429 cools one down, a 401 sets it aside):
+//! # api_keys_env = ["OPENAI_KEY_1", "OPENAI_KEY_2"]
+//! # api_keys_file = ["keys/openai-1", "keys/openai-2"]   # one of the four
 //! default_model = "gpt-4.1-mini"
 //! structured_output = true
 //! no_structured_output_models = ["gpt-3.5*"]
@@ -48,10 +51,11 @@
 //! allowed = ["openai/gpt-4.1*"]         # unset: every provider's default_model
 //! ```
 //!
-//! SIGHUP reads the secret files again (`api_key_file`, `headers_files`,
-//! `auth.token_file`): model calls, MCP connections and calls checked
-//! from then on use the new values; a file that cannot be read is logged
-//! (without its content) and the value held stays.
+//! SIGHUP reads the secret files again (`api_key_file`, `api_keys_file`,
+//! `headers_files`, `auth.token_file`): model calls, MCP connections and
+//! calls checked from then on use the new values (a key the provider had
+//! refused is tried again); a file that cannot be read is logged (without
+//! its content) and the value held stays.
 //!
 //! A configuration that names no provider (no file, say) gets one: the
 //! scripted provider playing `--script` or the demo script.
@@ -300,6 +304,15 @@ pub struct ProviderConfig {
     /// the configuration file), read at start and again on SIGHUP.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub api_key_file: Option<PathBuf>,
+    /// Several variables, one API key each (instead of `api_key_env`):
+    /// requests take them in turn, skipping keys the provider rate-limited
+    /// or refused (see [`crate::provider::keys`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub api_keys_env: Option<Vec<String>>,
+    /// Several files, one API key each (instead of `api_key_file`; relative
+    /// to the configuration file), read at start and again on SIGHUP.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub api_keys_file: Option<Vec<PathBuf>>,
     /// The model used when a request names none.
     pub default_model: Option<String>,
     /// Whether the provider offers native structured output.
@@ -333,6 +346,8 @@ impl ProviderConfig {
             base_url: None,
             api_key_env: None,
             api_key_file: None,
+            api_keys_env: None,
+            api_keys_file: None,
             default_model: None,
             structured_output: true,
             no_structured_output_models: Vec::new(),
@@ -411,12 +426,7 @@ impl ServiceConfig for RunnerConfig {
         }
         self.validate_allow_lists()?;
         for (name, provider) in self.providers.iter() {
-            if provider.api_key_env.is_some() && provider.api_key_file.is_some() {
-                return Err(invalid(
-                    format!("providers.{name}"),
-                    "set only one of `api_key_env` and `api_key_file`",
-                ));
-            }
+            provider.key_specs(name)?;
             if provider.kind == ProviderKind::Scripted {
                 continue;
             }
@@ -514,6 +524,10 @@ impl RunnerConfig {
         }
     }
 }
+
+mod keys;
+
+pub use keys::{KeySource, KeySpec};
 
 #[cfg(test)]
 mod tests;

@@ -12,6 +12,7 @@ pub mod anthropic;
 mod configured;
 pub mod gemini;
 pub mod http;
+pub mod keys;
 pub mod openai;
 pub mod scripted;
 pub mod sse;

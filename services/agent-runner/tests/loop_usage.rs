@@ -94,7 +94,7 @@ async fn anthropic_cache_writes_and_reads_are_summed_over_three_calls() {
     let prices = [3.00, 0.30, 3.75, 15.00];
     let (calls, total) = three_calls("anthropic", "claude-sonnet-4-5", prices, |server| {
         let mut cfg = HttpProviderConfig::new("anthropic", server.url(""));
-        cfg.api_key = "sk-ant-test".into();
+        cfg.api_keys = "sk-ant-test".into();
         Arc::new(AnthropicProvider::new(cfg).expect("provider builds"))
     })
     .await;
@@ -148,7 +148,7 @@ async fn openai_cached_and_reasoning_tokens_are_summed_over_three_calls() {
     let prices = [1.10, 0.275, 1.10, 4.40];
     let (calls, total) = three_calls("openai", "o4-mini", prices, |server| {
         let mut cfg = HttpProviderConfig::new("openai", server.url("/v1"));
-        cfg.api_key = "sk-test-key".into();
+        cfg.api_keys = "sk-test-key".into();
         Arc::new(OpenAiProvider::new(cfg).expect("provider builds"))
     })
     .await;
@@ -187,7 +187,7 @@ async fn gemini_cached_and_thought_tokens_are_summed_over_three_calls() {
     let prices = [0.30, 0.03, 0.30, 2.50];
     let (calls, total) = three_calls("gemini", "gemini-2.5-flash", prices, |server| {
         let mut cfg = HttpProviderConfig::new("gemini", server.url("/v1beta"));
-        cfg.api_key = "gemini-test-key".into();
+        cfg.api_keys = "gemini-test-key".into();
         Arc::new(GeminiProvider::new(cfg).expect("provider builds"))
     })
     .await;

@@ -14,7 +14,7 @@ use support::{
 
 fn provider(server: &ReplayServer) -> AnthropicProvider {
     let mut cfg = HttpProviderConfig::new("anthropic", server.url(""));
-    cfg.api_key = "sk-ant-test".into();
+    cfg.api_keys = "sk-ant-test".into();
     AnthropicProvider::new(cfg).expect("provider builds")
 }
 

@@ -66,7 +66,7 @@ async fn sent(fixture: &str, root: &str, provider: impl Fn(String) -> Box<dyn Pr
 async fn openai_takes_image_urls_file_parts_and_text() {
     let body = sent("openai/text.sse", "/v1", |url| {
         let mut cfg = HttpProviderConfig::new("openai", url);
-        cfg.api_key = "sk-test-key".into();
+        cfg.api_keys = "sk-test-key".into();
         Box::new(OpenAiProvider::new(cfg).expect("provider builds"))
     })
     .await;
@@ -88,7 +88,7 @@ async fn openai_takes_image_urls_file_parts_and_text() {
 async fn anthropic_takes_image_and_document_blocks_before_the_text() {
     let body = sent("anthropic/text.sse", "", |url| {
         let mut cfg = HttpProviderConfig::new("anthropic", url);
-        cfg.api_key = "sk-ant-test".into();
+        cfg.api_keys = "sk-ant-test".into();
         cfg.prompt_cache = false;
         Box::new(AnthropicProvider::new(cfg).expect("provider builds"))
     })
@@ -111,7 +111,7 @@ async fn anthropic_takes_image_and_document_blocks_before_the_text() {
 async fn gemini_takes_inline_data_parts_before_the_text() {
     let body = sent("gemini/text.sse", "/v1beta", |url| {
         let mut cfg = HttpProviderConfig::new("gemini", url);
-        cfg.api_key = "gemini-test-key".into();
+        cfg.api_keys = "gemini-test-key".into();
         Box::new(GeminiProvider::new(cfg).expect("provider builds"))
     })
     .await;

@@ -16,7 +16,7 @@ use support::{
 
 fn provider(server: &ReplayServer) -> GeminiProvider {
     let mut cfg = HttpProviderConfig::new("gemini", server.url("/v1beta"));
-    cfg.api_key = "AIza-test".into();
+    cfg.api_keys = "AIza-test".into();
     GeminiProvider::new(cfg).expect("provider builds")
 }
 

@@ -17,7 +17,7 @@ use support::{
 
 fn provider(server: &ReplayServer) -> OpenAiProvider {
     let mut cfg = HttpProviderConfig::new("openai", server.url("/v1"));
-    cfg.api_key = "sk-test-key".into();
+    cfg.api_keys = "sk-test-key".into();
     OpenAiProvider::new(cfg).expect("provider builds")
 }
 

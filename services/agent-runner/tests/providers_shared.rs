@@ -78,7 +78,7 @@ fn cases() -> [ProviderCase; 3] {
             model: "gpt-4o",
             provider: |server| {
                 let mut cfg = HttpProviderConfig::new("openai", server.url("/v1"));
-                cfg.api_key = "sk-test-key".into();
+                cfg.api_keys = "sk-test-key".into();
                 Box::new(OpenAiProvider::new(cfg).expect("provider builds"))
             },
             answer: "Hello there, how can I help?",
@@ -123,7 +123,7 @@ fn cases() -> [ProviderCase; 3] {
             model: "claude-sonnet-4-5",
             provider: |server| {
                 let mut cfg = HttpProviderConfig::new("anthropic", server.url(""));
-                cfg.api_key = "sk-ant-test".into();
+                cfg.api_keys = "sk-ant-test".into();
                 Box::new(AnthropicProvider::new(cfg).expect("provider builds"))
             },
             answer: "Hello! It is sunny.",
@@ -164,7 +164,7 @@ fn cases() -> [ProviderCase; 3] {
             model: "gemini-2.5-flash",
             provider: |server| {
                 let mut cfg = HttpProviderConfig::new("gemini", server.url("/v1beta"));
-                cfg.api_key = "AIza-test".into();
+                cfg.api_keys = "AIza-test".into();
                 Box::new(GeminiProvider::new(cfg).expect("provider builds"))
             },
             answer: "The weather in Paris is mild and sunny.",

@@ -1,6 +1,6 @@
 //! Building the providers a configuration names: each one's HTTP
-//! configuration, its API key (from a variable, or from a file SIGHUP reads
-//! again) and, for the scripted provider, its script. The configuration
+//! configuration, its API keys (each from a variable, or from a file SIGHUP
+//! reads again) and, for the scripted provider, its script. The configuration
 //! says what; this is where the runner makes it.
 
 use std::{collections::BTreeMap, path::Path, sync::Arc};
@@ -10,13 +10,16 @@ use parley_grpc::{
     secret::{Reloadable, SharedSecret},
 };
 
-use crate::config::{DEMO_SCRIPT_PATH, ProviderConfig, ProviderKind, RunnerConfig};
+use crate::config::{
+    DEMO_SCRIPT_PATH, KeySource, KeySpec, ProviderConfig, ProviderKind, RunnerConfig,
+};
 use crate::provider::{
     Provider, ProviderEntry, Providers,
     anthropic::AnthropicProvider,
     gemini::GeminiProvider,
     http::HttpProviderConfig,
     http::ResponseLimits,
+    keys::{ApiKey, ApiKeys},
     openai::OpenAiProvider,
     scripted::{EMBEDDED_DEMO_SCRIPT, Script, ScriptedProvider},
 };
@@ -40,8 +43,8 @@ pub fn build_providers_reloadable(
     let mut entries = BTreeMap::new();
     let limits = config.providers.limits();
     for (name, provider) in config.providers.iter() {
-        let api_key = api_key(name, provider, &config.base_dir, &lookup, reloadable)?;
-        let entry = build_provider(name, provider, limits, &config.base_dir, api_key)?;
+        let keys = api_keys(name, provider, &config.base_dir, &lookup, reloadable)?;
+        let entry = build_provider(name, provider, limits, &config.base_dir, keys)?;
         entries.insert(name.clone(), entry);
     }
     Providers::new(entries, config.default_provider.clone()).map_err(|unknown| {
@@ -57,13 +60,13 @@ fn build_provider(
     config: &ProviderConfig,
     limits: ResponseLimits,
     base_dir: &Path,
-    api_key: SharedSecret,
+    api_keys: ApiKeys,
 ) -> Result<ProviderEntry, ConfigError> {
     let invalid = |message: String| invalid(format!("providers.{name}"), message);
     let http = || HttpProviderConfig {
         name: name.to_owned(),
         base_url: config.base_url.clone().unwrap_or_default(),
-        api_key: api_key.clone(),
+        api_keys: api_keys.clone(),
         extra_headers: config
             .headers
             .iter()
@@ -109,48 +112,68 @@ fn build_provider(
     })
 }
 
-/// The API key from the file the provider names (an error when it cannot
-/// be read; added to `reloadable`), else from its variable, if set.
-fn api_key(
+/// The provider's API keys ([`ProviderConfig::key_specs`]): each one from
+/// its file (added to `reloadable`; a file that exists but cannot be read
+/// is an error) or from its variable.
+fn api_keys(
     name: &str,
     config: &ProviderConfig,
     base_dir: &Path,
     lookup: &impl Fn(&str) -> Option<String>,
     reloadable: &mut Vec<Reloadable>,
+) -> Result<ApiKeys, ConfigError> {
+    let keys = config
+        .key_specs(name)?
+        .into_iter()
+        .map(|spec| {
+            let secret = match &spec.source {
+                KeySource::File(file) => key_file(name, &spec, &base_dir.join(file), lookup, reloadable)?,
+                KeySource::Env(variable) => {
+                    let key = lookup(variable).filter(|key| !key.is_empty());
+                    if key.is_none() {
+                        tracing::warn!(provider = name, variable = %variable, "api key variable is not set; the provider's other keys serve, or calls go unauthenticated");
+                    }
+                    let slot = SharedSecret::default();
+                    slot.set(key);
+                    slot
+                }
+            };
+            Ok(ApiKey {
+                name: spec.name,
+                secret,
+            })
+        })
+        .collect::<Result<Vec<_>, ConfigError>>()?;
+    Ok(ApiKeys::new(keys))
+}
+
+/// The key in `path`, read now and again on SIGHUP (added to
+/// `reloadable`).
+fn key_file(
+    name: &str,
+    spec: &KeySpec,
+    path: &Path,
+    lookup: &impl Fn(&str) -> Option<String>,
+    reloadable: &mut Vec<Reloadable>,
 ) -> Result<SharedSecret, ConfigError> {
-    if let Some(file) = &config.api_key_file {
-        let path = base_dir.join(file);
-        let key = Reloadable {
-            key: format!("providers.{name}.api_key_file"),
-            env: None,
-            file: Some(path.clone()),
-            slot: SharedSecret::default(),
-        };
-        // Like an unset variable: a key not (yet) in the mounted Secret
-        // (an optional volume leaves it out) lets the other providers
-        // serve; SIGHUP reads it once it is there. A file that exists
-        // but cannot be read is a deployment error.
-        if !path.exists() {
-            tracing::warn!(provider = name, file = %path.display(), "api key file does not exist; calls will be unauthenticated until it does and the runner gets SIGHUP");
-            let slot = key.slot.clone();
-            reloadable.push(key);
-            return Ok(slot);
-        }
-        key.load(lookup)
-            .map_err(|problem| invalid(format!("providers.{name}.api_key_file"), problem))?;
-        let slot = key.slot.clone();
-        reloadable.push(key);
-        return Ok(slot);
-    }
-    let Some(variable) = config.api_key_env.as_ref() else {
-        return Ok(SharedSecret::default());
+    let key = Reloadable {
+        key: spec.field.clone(),
+        env: None,
+        file: Some(path.to_path_buf()),
+        slot: SharedSecret::default(),
     };
-    let key = lookup(variable).filter(|key| !key.is_empty());
-    if key.is_none() {
-        tracing::warn!(provider = name, variable = %variable, "api key variable is not set; calls will be unauthenticated");
+    // Like an unset variable: a key not (yet) in the mounted Secret (an
+    // optional volume leaves it out) lets the other keys and providers
+    // serve; SIGHUP reads it once it is there. A file that exists but
+    // cannot be read is a deployment error.
+    if path.exists() {
+        key.load(lookup)
+            .map_err(|problem| invalid(spec.field.clone(), problem))?;
+    } else {
+        tracing::warn!(provider = name, file = %path.display(), "api key file does not exist; the provider's other keys serve, or calls go unauthenticated, until it does and the runner gets SIGHUP");
     }
-    let slot = SharedSecret::default();
-    slot.set(key);
+    let slot = key.slot.clone();
+    reloadable.push(key);
     Ok(slot)
 }
 
@@ -173,4 +196,108 @@ pub fn load_script(
         return Script::from_file(demo);
     }
     Script::from_toml(EMBEDDED_DEMO_SCRIPT)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn provider(toml: &str) -> ProviderConfig {
+        toml::from_str(&format!(
+            "kind = \"openai\"\nbase_url = \"http://127.0.0.1:9/v1\"\ndefault_model = \"m\"\n{toml}"
+        ))
+        .expect("a provider table")
+    }
+
+    /// The names of `count` picks of `keys`.
+    fn picks(keys: &ApiKeys, count: usize) -> Vec<String> {
+        (0..count)
+            .filter_map(|_| keys.pick(&[]))
+            .map(|key| keys.name(key.index()).to_owned())
+            .collect()
+    }
+
+    #[test]
+    fn keys_from_variables_are_named_by_them_and_unset_ones_skipped() {
+        let config = provider("api_keys_env = [\"OPENAI_KEY_1\", \"OPENAI_KEY_2\", \"UNSET\"]");
+        let keys = api_keys(
+            "openai",
+            &config,
+            Path::new("."),
+            &|name: &str| {
+                name.starts_with("OPENAI_KEY_")
+                    .then(|| format!("sk-{name}"))
+            },
+            &mut Vec::new(),
+        )
+        .expect("keys");
+        assert_eq!(
+            keys.names().collect::<Vec<_>>(),
+            ["OPENAI_KEY_1", "OPENAI_KEY_2", "UNSET"]
+        );
+        assert_eq!(
+            picks(&keys, 4),
+            [
+                "OPENAI_KEY_1",
+                "OPENAI_KEY_2",
+                "OPENAI_KEY_1",
+                "OPENAI_KEY_2"
+            ]
+        );
+        let shown = format!("{keys:?}");
+        assert!(!shown.contains("sk-"), "{shown}");
+    }
+
+    #[test]
+    fn key_files_are_read_again_on_reload_and_a_missing_one_waits_for_it() {
+        let dir = tempfile::tempdir().expect("dir");
+        std::fs::write(dir.path().join("openai-1"), "sk-one\n").expect("write");
+        let config = provider("api_keys_file = [\"openai-1\", \"openai-2\"]");
+        let mut reloadable = Vec::new();
+        let keys = api_keys(
+            "openai",
+            &config,
+            dir.path(),
+            &|_: &str| None,
+            &mut reloadable,
+        )
+        .expect("keys");
+        assert_eq!(keys.names().collect::<Vec<_>>(), ["openai-1", "openai-2"]);
+        assert_eq!(reloadable.len(), 2, "both files are read again on SIGHUP");
+        assert!(
+            reloadable
+                .iter()
+                .all(|r| r.key == "providers.openai.api_keys_file")
+        );
+        assert_eq!(picks(&keys, 2), ["openai-1", "openai-1"], "one key so far");
+
+        std::fs::write(dir.path().join("openai-2"), "sk-two\n").expect("write");
+        for secret in &reloadable {
+            assert!(secret.reload(|_| None));
+        }
+        let mut both = picks(&keys, 2);
+        both.sort();
+        assert_eq!(both, ["openai-1", "openai-2"]);
+        let key = keys.pick(&[]).expect("a key");
+        assert!(["sk-one", "sk-two"].contains(&key.expose()));
+    }
+
+    #[test]
+    fn a_key_file_that_cannot_be_read_is_an_error_naming_its_field() {
+        let dir = tempfile::tempdir().expect("dir");
+        std::fs::create_dir(dir.path().join("openai-1")).expect("a directory");
+        let config = provider("api_keys_file = [\"openai-1\"]");
+        let error = api_keys(
+            "openai",
+            &config,
+            dir.path(),
+            &|_: &str| None,
+            &mut Vec::new(),
+        )
+        .expect_err("unreadable");
+        assert!(
+            error.to_string().contains("providers.openai.api_keys_file"),
+            "{error}"
+        );
+    }
 }

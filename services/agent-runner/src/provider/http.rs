@@ -16,11 +16,10 @@ use std::{
 };
 
 use futures::StreamExt;
-use parley_grpc::secret::SharedSecret;
 use reqwest::header::{ACCEPT, CONTENT_TYPE, HeaderMap, HeaderName, HeaderValue};
 use serde_json::Value;
 
-use super::ProviderError;
+use super::{ProviderError, keys::ApiKeys};
 
 /// How much of a provider's error body (or raw stream text) an error keeps.
 pub const MAX_RAW_BYTES: usize = 4096;
@@ -41,11 +40,12 @@ pub struct HttpProviderConfig {
     /// `https://generativelanguage.googleapis.com/v1beta`. A query string
     /// (Azure's `?api-version=`) is kept after the endpoint path.
     pub base_url: String,
-    /// The API key; none for local servers that need none. Read at each
-    /// request (SIGHUP may replace it: `api_key_file`), exposed only where
-    /// the adapter builds its auth header; redacted in `Debug` and
-    /// zeroized on drop.
-    pub api_key: SharedSecret,
+    /// The API keys, taken in turn (see [`ApiKeys`]); none for local
+    /// servers that need none. Each is read at each request (SIGHUP may
+    /// replace it: `api_key_file`, `api_keys_file`), exposed only where
+    /// the adapter builds its auth header; `Debug` shows their names, and
+    /// they are zeroized on drop.
+    pub api_keys: ApiKeys,
     /// Headers sent with every request (OpenRouter's `HTTP-Referer`, ...).
     pub extra_headers: Vec<(String, String)>,
     /// Time allowed for the TCP + TLS connect.
@@ -69,7 +69,7 @@ impl HttpProviderConfig {
         Self {
             name: name.into(),
             base_url: base_url.into(),
-            api_key: SharedSecret::default(),
+            api_keys: ApiKeys::default(),
             extra_headers: Vec::new(),
             connect_timeout: Duration::from_secs(10),
             structured_output: true,
@@ -118,7 +118,7 @@ impl fmt::Debug for HttpProviderConfig {
         f.debug_struct("HttpProviderConfig")
             .field("name", &self.name)
             .field("base_url", &self.base_url)
-            .field("api_key", &self.api_key)
+            .field("api_keys", &self.api_keys)
             .field("extra_headers", &header_names)
             .field("connect_timeout", &self.connect_timeout)
             .field("structured_output", &self.structured_output)
@@ -478,7 +478,7 @@ mod tests {
     #[test]
     fn debug_redacts_the_key() {
         let mut cfg = HttpProviderConfig::new("openai", "https://api.openai.com/v1");
-        cfg.api_key = "sk-secret".into();
+        cfg.api_keys = "sk-secret".into();
         cfg.extra_headers = vec![("x-title".into(), "private".into())];
         let text = format!("{cfg:?}");
         assert!(

@@ -193,11 +193,12 @@ pub struct SseRequest<'a> {
     /// The model called, for logs.
     pub model: &'a str,
     /// The endpoint.
-    pub url: String,
+    pub url: &'a str,
     /// The adapter's headers (key, version); `post_json` adds the rest.
     pub headers: HeaderMap,
-    /// The request body.
-    pub body: Value,
+    /// The request body (kept by the caller: a request refused for its key
+    /// goes out again with the next one).
+    pub body: &'a Value,
     /// How much the answer may hold.
     pub limits: ResponseLimits,
 }
@@ -211,7 +212,7 @@ pub async fn stream_sse(
 ) -> Result<EventStream, ProviderError> {
     tracing::debug!(provider = %request.provider, model = %request.model, "starting provider stream");
     let response =
-        http::post_json(request.client, &request.url, request.headers, &request.body).await?;
+        http::post_json(request.client, request.url, request.headers, request.body).await?;
     Ok(decode(
         sse_events(response.bytes_stream(), request.limits),
         decoder,

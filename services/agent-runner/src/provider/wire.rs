@@ -7,8 +7,9 @@
 //! [`StreamEvent`](super::StreamEvent)s, and the models that never have
 //! native structured output. Everything else is here once: the HTTP client
 //! built from the provider's [`HttpProviderConfig`], the refusal of a schema
-//! the model cannot honour before anything is sent, the POST with the trace
-//! context, the error mapping of the HTTP status (with the provider's
+//! the model cannot honour before anything is sent, the API key of each
+//! request (the next key at once when one is rate-limited or refused:
+//! [`super::keys`]), the POST with the trace context, the error mapping of the HTTP status (with the provider's
 //! requested delay), and the limits on one event and one answer
 //! ([`sse::stream_sse`]). What the bodies and the decoders share around
 //! each API's own fields and events is in [`body`] and [`decode`].
@@ -19,12 +20,12 @@ pub mod decode;
 use std::{borrow::Cow, fmt};
 
 use reqwest::header::{HeaderMap, HeaderName};
-use secrecy::ExposeSecret;
 use serde_json::Value;
 
 use super::{
     ChatRequest, EventStream, Provider, ProviderError,
     http::{self, HttpProviderConfig},
+    keys::KeyOutcome,
     sse::{self, Decoder, SseRequest},
 };
 
@@ -114,25 +115,54 @@ impl<W: WireProtocol> Provider for SseProvider<W> {
         )
     }
 
+    /// Sends the request with the provider's next key; when the provider
+    /// rate-limits or refuses that key, sends it again at once with the
+    /// next ready key not tried yet (see [`super::keys`]), and returns the
+    /// last answer once none is left.
     async fn stream(&self, request: ChatRequest) -> Result<EventStream, ProviderError> {
         super::refuse_unsupported_schema(self, &request)?;
         let body = self.wire.body(&self.cfg, &request);
-        let mut headers = HeaderMap::new();
-        self.wire.fixed_headers(&mut headers);
-        if let Some(key) = self.cfg.api_key.get() {
-            let (name, value) = self.wire.key_header(key.expose_secret());
-            headers.insert(name, http::secret_header(&value)?);
+        let url = self.url(&request.model);
+        let keys = &self.cfg.api_keys;
+        let mut tried = Vec::new();
+        let mut key = keys.pick(&tried);
+        loop {
+            let mut headers = HeaderMap::new();
+            self.wire.fixed_headers(&mut headers);
+            if let Some(key) = &key {
+                let (name, value) = self.wire.key_header(key.expose());
+                headers.insert(name, http::secret_header(&value)?);
+            }
+            let sse_request = SseRequest {
+                client: &self.client,
+                provider: &self.cfg.name,
+                model: &request.model,
+                url: &url,
+                headers,
+                body: &body,
+                limits: self.cfg.limits,
+            };
+            let result = sse::stream_sse(sse_request, W::Decoder::default()).await;
+            let Some(sent) = key else {
+                return result;
+            };
+            let outcome = KeyOutcome::of(&result);
+            keys.record(&self.cfg.name, sent.index(), outcome);
+            if !outcome.moves_on() {
+                return result;
+            }
+            tried.push(sent.index());
+            key = keys.pick(&tried);
+            if key.is_none() {
+                return result;
+            }
+            tracing::info!(
+                provider = %self.cfg.name,
+                key = keys.name(sent.index()),
+                outcome = outcome.label(),
+                "sending the request again at once with the provider's next API key"
+            );
         }
-        let request = SseRequest {
-            client: &self.client,
-            provider: &self.cfg.name,
-            model: &request.model,
-            url: self.url(&request.model),
-            headers,
-            body,
-            limits: self.cfg.limits,
-        };
-        sse::stream_sse(request, W::Decoder::default()).await
     }
 }
 
