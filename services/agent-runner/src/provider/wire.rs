@@ -9,9 +9,9 @@
 //! built from the provider's [`HttpProviderConfig`], the refusal of a schema
 //! the model cannot honour before anything is sent, the API key of each
 //! request (the next key at once when one is rate-limited or refused:
-//! [`super::keys`]), the POST with the trace context, the error mapping of the HTTP status (with the provider's
-//! requested delay), and the limits on one event and one answer
-//! ([`sse::stream_sse`]). What the bodies and the decoders share around
+//! [`super::keys`]), the POST with the trace context, the error mapping of
+//! the HTTP status (with the provider's requested delay), and the limits on
+//! one event and one answer ([`sse::stream_sse`]). What the bodies and the decoders share around
 //! each API's own fields and events is in [`body`] and [`decode`].
 
 pub mod body;

@@ -20,6 +20,7 @@ mod harness;
 mod leases;
 mod overload;
 mod postgres;
+mod provider_keys;
 mod python_client;
 mod quotas;
 mod real_stack;
