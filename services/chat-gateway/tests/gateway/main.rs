@@ -24,6 +24,7 @@ mod provider_keys;
 mod python_client;
 mod quotas;
 mod real_stack;
+mod replayed_usage;
 mod secrets;
 mod streaming;
 mod unix_socket;
