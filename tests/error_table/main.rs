@@ -29,6 +29,11 @@ const GATEWAY_INVALID: &[&str] = &[
     "INVALID_CLIENT_TOOL",
     "INVALID_DECISIONS",
     "INVALID_TOOL_ARGUMENTS",
+    "MODEL_NOT_ALLOWED",
+    "INVALID_ATTACHMENT",
+    "ATTACHMENT_TYPE_NOT_ALLOWED",
+    "ATTACHMENT_TOO_LARGE",
+    "UPLOAD_EXPIRED",
 ];
 
 /// Every refusal the code builds: `(service, reason, code)`.
@@ -67,6 +72,12 @@ fn built() -> Vec<(&'static str, String, Code)> {
             page: "p".into(),
         },
         GatewayError::ActionTemplate("t".into()),
+        GatewayError::AttachmentNotFound,
+        GatewayError::AttachmentQuota { limit: 1 },
+        GatewayError::NoModelForTenant {
+            tenant: "t".into(),
+            page: "p".into(),
+        },
         GatewayError::Store(chat_gateway::store::StoreError::UnsupportedUrl(
             "mysql".into(),
         )),
@@ -97,6 +108,12 @@ fn built() -> Vec<(&'static str, String, Code)> {
         },
         RunError::Busy,
         RunError::ToolEndpointNotAllowed { tool: "t".into() },
+        RunError::AttachmentUnsupported {
+            provider: "p".into(),
+            model: "m".into(),
+            kind: "image",
+            media_type: "image/png".into(),
+        },
         RunError::ModelNotAllowed {
             field: "model".into(),
             model: "p/m".into(),

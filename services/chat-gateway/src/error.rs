@@ -139,7 +139,7 @@ impl GatewayError {
             Self::TurnAwaitingInput { .. } => "TURN_AWAITING_INPUT",
             Self::TurnNotFinished { .. } => "TURN_NOT_FINISHED",
             Self::NoPayload { .. } => "NO_PAYLOAD",
-            Self::NoModelForTenant { .. } => "MODEL_NOT_ALLOWED",
+            Self::NoModelForTenant { .. } => "NO_MODEL_FOR_TENANT",
             Self::AttachmentNotFound => "ATTACHMENT_NOT_FOUND",
             Self::AttachmentQuota { .. } => "QUOTA_EXCEEDED",
             Self::TooManyTurns => "TOO_MANY_TURNS",

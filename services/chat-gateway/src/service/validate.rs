@@ -459,7 +459,7 @@ pub fn tenant_models<'a>(
 /// when the tenant may use it, else on the first model the page allows
 /// and the tenant may use, else (a page without a default) on the
 /// tenant's first; a page whose default the tenant may not use and that
-/// allows it nothing else is `FAILED_PRECONDITION` (`MODEL_NOT_ALLOWED`).
+/// allows it nothing else is `FAILED_PRECONDITION` (`NO_MODEL_FOR_TENANT`).
 pub fn page_model(
     requested: &str,
     page: &ResolvedPage,
@@ -807,7 +807,7 @@ mod tests {
                 parley_grpc::status::ServiceError::code(&refused),
                 refused.reason()
             ),
-            (tonic::Code::FailedPrecondition, "MODEL_NOT_ALLOWED")
+            (tonic::Code::FailedPrecondition, "NO_MODEL_FOR_TENANT")
         );
         // Unrestricted: the page's default, as before.
         let default = page_model("", &page("pinned"), None).expect("default");
