@@ -73,7 +73,10 @@ fn built() -> Vec<(&'static str, String, Code)> {
         },
         GatewayError::ActionTemplate("t".into()),
         GatewayError::AttachmentNotFound,
-        GatewayError::AttachmentQuota { limit: 1 },
+        GatewayError::AttachmentQuota {
+            setting: "per_user_bytes",
+            limit: 1,
+        },
         GatewayError::NoModelForTenant {
             tenant: "t".into(),
             page: "p".into(),

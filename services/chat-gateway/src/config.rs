@@ -52,6 +52,9 @@ pub struct AttachmentsConfig {
     pub max_bytes: u64,
     /// The most bytes of attachments one user may keep (0: no limit).
     pub per_user_bytes: u64,
+    /// The most uploads one user may have running at once (across
+    /// replicas, as the store counts them).
+    pub uploads_per_user: u32,
     /// The most bytes of files one message may carry to the model (they
     /// travel in the runner request, so this counts toward
     /// `upstream.runner_max_request_bytes`).
@@ -67,6 +70,7 @@ impl Default for AttachmentsConfig {
         Self {
             max_bytes: 20 * 1024 * 1024,
             per_user_bytes: 1024 * 1024 * 1024,
+            uploads_per_user: 4,
             max_message_bytes: 24 * 1024 * 1024,
             upload_timeout: Duration::from_secs(600),
         }
@@ -500,6 +504,10 @@ impl ServiceConfig for GatewayConfig {
             }
         }
         positive("attachments.max_bytes", self.attachments.max_bytes)?;
+        positive(
+            "attachments.uploads_per_user",
+            u64::from(self.attachments.uploads_per_user),
+        )?;
         positive_duration(
             "attachments.upload_timeout",
             self.attachments.upload_timeout,

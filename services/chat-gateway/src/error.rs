@@ -91,10 +91,13 @@ pub enum GatewayError {
     /// The attachment does not exist for this caller.
     #[error("attachment not found")]
     AttachmentNotFound,
-    /// The caller's attachments would pass `attachments.per_user_bytes`.
-    #[error("your attachments would pass the limit of {limit} bytes; delete some first")]
+    /// The caller's attachments would pass a limit of `[attachments]`:
+    /// `per_user_bytes`, or `uploads_per_user` uploads at once.
+    #[error("your attachments would pass attachments.{setting} = {limit}")]
     AttachmentQuota {
-        /// The limit.
+        /// The setting's last part (`per_user_bytes`, `uploads_per_user`).
+        setting: &'static str,
+        /// Its value.
         limit: u64,
     },
     /// The action is not registered.
@@ -207,10 +210,10 @@ impl ServiceError for GatewayError {
                 Details::retry_after(Some(Duration::from_secs(1)))
             }
             Self::OverQuota(refused) => over_quota_details(refused),
-            Self::AttachmentQuota { limit } => Details {
+            Self::AttachmentQuota { setting, limit } => Details {
                 quota: vec![(
                     "user".to_owned(),
-                    format!("attachments.per_user_bytes = {limit}"),
+                    format!("attachments.{setting} = {limit}"),
                 )],
                 ..Details::default()
             },

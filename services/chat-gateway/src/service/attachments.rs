@@ -239,17 +239,28 @@ impl Attachments<'_> {
             return Err(too_large(limits.max_bytes).into());
         }
         let owner = principal.owner();
-        if limits.per_user_bytes > 0 {
-            let used = store
-                .attachment_bytes(owner)
-                .await
-                .map_err(GatewayError::from)?;
-            if used.saturating_add(metadata.size_bytes) > limits.per_user_bytes {
-                return Err(GatewayError::AttachmentQuota {
-                    limit: limits.per_user_bytes,
-                }
-                .into());
+        // What the owner keeps and is uploading now (each upload counts the
+        // bytes it stored so far): uploads at once are bounded, and the
+        // bytes checked again when this one ends.
+        let (used, uploading) = store
+            .attachment_use(owner)
+            .await
+            .map_err(GatewayError::from)?;
+        if uploading >= u64::from(limits.uploads_per_user) {
+            return Err(GatewayError::AttachmentQuota {
+                setting: "uploads_per_user",
+                limit: u64::from(limits.uploads_per_user),
             }
+            .into());
+        }
+        if limits.per_user_bytes > 0
+            && used.saturating_add(metadata.size_bytes) > limits.per_user_bytes
+        {
+            return Err(GatewayError::AttachmentQuota {
+                setting: "per_user_bytes",
+                limit: limits.per_user_bytes,
+            }
+            .into());
         }
         // The first bytes, for the media type.
         let mut head = Vec::new();
@@ -342,7 +353,11 @@ impl Attachments<'_> {
             }
             FinishedUpload::OverQuota { limit } => {
                 cleanup.id = None;
-                Err(GatewayError::AttachmentQuota { limit }.into())
+                Err(GatewayError::AttachmentQuota {
+                    setting: "per_user_bytes",
+                    limit,
+                }
+                .into())
             }
             FinishedUpload::Missing => Err(GatewayError::invalid(
                 "UPLOAD_EXPIRED",

@@ -392,6 +392,23 @@ impl Store {
         Ok(u64::try_from(used).unwrap_or(0))
     }
 
+    /// The bytes of all of `owner`'s attachments, ready or still uploading,
+    /// and how many uploads of theirs have not ended.
+    pub async fn attachment_use(&self, owner: &str) -> Result<(u64, u64), StoreError> {
+        let row = sqlx::query(
+            "SELECT CAST(coalesce(sum(size_bytes), 0) AS BIGINT) AS used, \
+             CAST(coalesce(sum(CASE WHEN state = 'uploading' THEN 1 ELSE 0 END), 0) AS BIGINT) AS uploading \
+             FROM attachments WHERE owner = $1",
+        )
+        .bind(owner)
+        .fetch_one(&self.pool)
+        .await?;
+        let count = |column: &str| -> Result<u64, StoreError> {
+            Ok(u64::try_from(row.try_get::<i64, _>(column)?).unwrap_or(0))
+        };
+        Ok((count("used")?, count("uploading")?))
+    }
+
     /// `owner`'s ready attachment `id`; `None` for an unknown id, another
     /// owner's, or an upload not yet ended.
     pub async fn attachment(

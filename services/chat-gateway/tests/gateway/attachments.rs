@@ -670,3 +670,62 @@ async fn parley_chat_attaches_a_file_to_its_first_message() {
     assert_eq!(printed.matches(&line).count(), 2, "{printed}");
     stack.stop().await;
 }
+
+#[tokio::test]
+async fn uploads_at_once_are_bounded_per_user() {
+    let mut stack = Harness::start(Options {
+        registry: Some(registry()),
+        tweak: |config| config.attachments.uploads_per_user = 1,
+        ..Options::default()
+    })
+    .await;
+    // One upload holds its stream open...
+    let (tx, rx) = tokio::sync::mpsc::channel(16);
+    for message in upload("slow.png", "files", &png(300_000), 100_000, 0)
+        .collect::<Vec<_>>()
+        .await
+    {
+        tx.send(message).await.expect("queued");
+    }
+    let mut client = stack.client.clone();
+    let slow = tokio::spawn(async move {
+        send(
+            &mut client,
+            None,
+            tokio_stream::wrappers::ReceiverStream::new(rx),
+        )
+        .await
+    });
+    let begun = tokio::time::timeout(std::time::Duration::from_secs(10), async {
+        while left_behind(&stack).await.0 != 1 {
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        }
+    })
+    .await;
+    assert!(begun.is_ok(), "the upload never began");
+    // ...so a second one is refused at once.
+    let refused = send(
+        &mut stack.client,
+        None,
+        upload("two.png", "files", &png(1000), 1000, 0),
+    )
+    .await
+    .expect_err("one upload at a time");
+    assert_eq!(reason(&refused), "QUOTA_EXCEEDED");
+    let failure = refused.get_details_quota_failure().expect("QuotaFailure");
+    assert_eq!(
+        failure.violations[0].description,
+        "attachments.uploads_per_user = 1"
+    );
+    // Once the first ends, another may start.
+    drop(tx);
+    slow.await.expect("joined").expect("the first is stored");
+    send(
+        &mut stack.client,
+        None,
+        upload("two.png", "files", &png(1000), 1000, 0),
+    )
+    .await
+    .expect("room again");
+    stack.stop().await;
+}
