@@ -151,6 +151,7 @@ fn turn() -> Turn {
         decisions: Vec::new(),
         iterations_done: 0,
         cache: Default::default(),
+        inputs: Vec::new(),
     }
 }
 

@@ -440,6 +440,7 @@ impl Runner {
             conversation_id: &turn.conversation_id,
             mid_answer_failover: turn.mid_answer_failover,
             prices: &self.prices,
+            inputs: &turn.inputs,
         }
     }
 

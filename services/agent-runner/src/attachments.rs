@@ -8,17 +8,58 @@
 //! out of the turn's candidates, so a failover never sends a file to a
 //! model that refuses it.
 
-use std::collections::BTreeSet;
+use std::{collections::BTreeSet, sync::Arc};
 
 use crate::{
     error::RunError,
-    provider::{Message, ModelChoice},
+    provider::{Attachment, Message, ModelChoice},
     routes::{InputKind, Routes},
     turn::Turn,
 };
 
-/// Fits `turn`'s files to its models (see the module documentation).
+/// Fits `turn`'s files to its models (see the module documentation), and
+/// records what each candidate takes ([`Turn::inputs`]) for the files its
+/// tools will return.
 pub fn fit(turn: &mut Turn, routes: &Routes, describe: bool) -> Result<(), RunError> {
+    user_files(turn, routes, describe)?;
+    turn.inputs = std::iter::once(&turn.model)
+        .chain(&turn.fallbacks)
+        .map(|model| routes.input_of(model).to_vec())
+        .collect();
+    Ok(())
+}
+
+/// The messages for the candidate that takes `takes`: the same, unless a
+/// tool result carries a file of a kind it does not take, which is then
+/// left out (the result's text names it).
+pub fn for_candidate(messages: &Arc<[Message]>, takes: &[InputKind]) -> Arc<[Message]> {
+    let refused = |file: &Arc<Attachment>| !takes.contains(&file.kind());
+    let any_refused = messages.iter().any(|message| {
+        matches!(message, Message::ToolResults(results)
+            if results.iter().any(|result| result.attachments.iter().any(refused)))
+    });
+    if !any_refused {
+        return messages.clone();
+    }
+    messages
+        .iter()
+        .map(|message| match message {
+            Message::ToolResults(results) => Message::ToolResults(
+                results
+                    .iter()
+                    .map(|result| {
+                        let mut result = result.clone();
+                        result.attachments.retain(|file| !refused(file));
+                        result
+                    })
+                    .collect(),
+            ),
+            other => other.clone(),
+        })
+        .collect()
+}
+
+fn user_files(turn: &mut Turn, routes: &Routes, describe: bool) -> Result<(), RunError> {
     if !turn.messages.iter().any(
         |message| matches!(message, Message::User { attachments, .. } if !attachments.is_empty()),
     ) {
@@ -75,10 +116,10 @@ fn unsupported(model: &ModelChoice, kind: InputKind, media_type: &str) -> RunErr
 
 #[cfg(test)]
 mod tests {
-    use std::{collections::BTreeMap, sync::Arc};
+    use std::collections::BTreeMap;
 
     use super::*;
-    use crate::{provider::Attachment, routes::RouteConfig};
+    use crate::{provider::ToolResult, routes::RouteConfig};
 
     fn file(name: &str, media_type: &str) -> Arc<Attachment> {
         Arc::new(Attachment {
@@ -166,6 +207,53 @@ mod tests {
             text,
             "look\n\n[file a.png, image/png, 3 bytes, not shown to this model]"
         );
+    }
+
+    #[test]
+    fn a_tools_image_goes_only_to_candidates_that_take_images() {
+        let routes = routes();
+        let mut turn = turn(
+            choice("scripted", "text-only"),
+            vec![choice("scripted", "vision")],
+        );
+        turn.messages = vec![Message::user("chart it")];
+        fit(&mut turn, &routes, false).expect("no user files");
+        assert_eq!(
+            turn.inputs,
+            vec![vec![InputKind::Text], InputKind::ALL.to_vec()]
+        );
+        let messages: Arc<[Message]> = vec![
+            Message::user("chart it"),
+            Message::ToolResults(vec![ToolResult {
+                call_id: "c1".into(),
+                name: "chart".into(),
+                text: "[image chart-1.png, image/png, 3 bytes, shown to the user]".into(),
+                is_error: false,
+                attachments: vec![
+                    file("chart-1.png", "image/png"),
+                    file("d.pdf", "application/pdf"),
+                ],
+            }]),
+        ]
+        .into();
+        let seen = |messages: &Arc<[Message]>| match &messages[1] {
+            Message::ToolResults(results) => results[0]
+                .attachments
+                .iter()
+                .map(|file| file.name.clone())
+                .collect::<Vec<_>>(),
+            _ => panic!("tool results"),
+        };
+        let text_only = for_candidate(&messages, &turn.inputs[0]);
+        assert!(seen(&text_only).is_empty());
+        let vision = for_candidate(&messages, &turn.inputs[1]);
+        assert!(
+            Arc::ptr_eq(&vision, &messages),
+            "nothing to leave out: the same messages"
+        );
+        assert_eq!(seen(&vision), ["chart-1.png", "d.pdf"]);
+        let images = for_candidate(&messages, &[InputKind::Text, InputKind::Image]);
+        assert_eq!(seen(&images), ["chart-1.png"]);
     }
 
     #[test]

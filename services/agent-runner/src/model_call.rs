@@ -119,6 +119,8 @@ pub struct ModelCaller<'a> {
     pub mid_answer_failover: bool,
     /// The models' prices, which give each call's usage its cost.
     pub prices: &'a PriceTable,
+    /// What each candidate takes as input ([`crate::turn::Turn::inputs`]).
+    pub inputs: &'a [Vec<crate::provider::InputKind>],
 }
 
 /// A provider that could not be reached is named by its configured name
@@ -175,6 +177,9 @@ impl ModelCaller<'_> {
             let mut request = request.clone();
             request.model = candidate.model.clone();
             request.params = candidate.params.clone();
+            if let Some(takes) = self.inputs.get(index) {
+                request.messages = crate::attachments::for_candidate(&request.messages, takes);
+            }
             let max_attempts = self.policy.max_attempts.max(1);
             for attempt in 1..=max_attempts {
                 out.begin_call();

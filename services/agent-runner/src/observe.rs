@@ -348,6 +348,7 @@ mod tests {
                 name: "lookup".into(),
                 text: "found".into(),
                 is_error: false,
+                attachments: Vec::new(),
             }]),
         ];
         let value = input_messages(&messages);

@@ -240,6 +240,9 @@ pub struct ToolResult {
     pub name: String,
     pub text: String,
     pub is_error: bool,
+    /// The images and documents the tool returned, for models that take
+    /// them (`text` names each, for those that do not).
+    pub attachments: Vec<Arc<Attachment>>,
 }
 
 /// What a provider stream yields.

@@ -39,6 +39,9 @@ pub struct ToolOutput {
     pub text: String,
     /// A typed payload for the UI, passed through unchanged.
     pub payload: Option<Payload>,
+    /// Images and documents for the model, after `text` (which names
+    /// them, for models that take none).
+    pub attachments: Vec<std::sync::Arc<crate::provider::Attachment>>,
 }
 
 /// Why a tool call failed; the model sees the message as a tool error.

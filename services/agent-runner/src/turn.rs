@@ -8,7 +8,7 @@ use std::{sync::Arc, time::Duration};
 
 use serde_json::Value;
 
-use crate::provider::{Message, ModelChoice, PromptCache, ToolCall, ToolResult};
+use crate::provider::{InputKind, Message, ModelChoice, PromptCache, ToolCall, ToolResult};
 
 /// A fully assembled turn.
 #[derive(Debug, Clone)]
@@ -57,6 +57,11 @@ pub struct Turn {
     /// What prompt-caching providers may reuse (the stable part of
     /// `system`, the cache key).
     pub cache: PromptCache,
+    /// What `model`, then each of `fallbacks`, takes as input
+    /// ([`crate::attachments::fit`] sets it; a model past its end takes
+    /// every kind). Files a tool returns are given only to models that take
+    /// them.
+    pub inputs: Vec<Vec<InputKind>>,
 }
 
 /// The user's (or the app's) decision on one pending tool call.
@@ -245,6 +250,7 @@ mod tests {
             name: "t".into(),
             text: String::new(),
             is_error: false,
+            attachments: Vec::new(),
         }
     }
 

@@ -125,6 +125,7 @@ impl LocalTool for DeleteRows {
         Ok(ToolOutput {
             text: format!("deleted {}", input["ids"]),
             payload: None,
+            attachments: Vec::new(),
         })
     }
 }

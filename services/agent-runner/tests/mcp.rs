@@ -104,7 +104,7 @@ steps = [
 match = { contains = "chart" }
 steps = [
   { tool_call = { name = "fixture__chart", input = {} } },
-  { text = "Charted." },
+  { echo = "attachments" },
 ]
 
 [[turns]]
@@ -400,7 +400,7 @@ async fn calls_map_progress_errors_and_structured_results(transport: Transport) 
     assert!(complete.success, "{complete:?}");
     assert_eq!(
         complete.result_text,
-        "a chart\n[image image/png, 12 bytes of base64, shown to the user]"
+        "a chart\n[image chart-1.png, image/png, 8 bytes, shown to the user]"
     );
     let payload = complete.payload.expect("a payload");
     assert_eq!(payload.r#type, "mcp_content");
@@ -409,7 +409,12 @@ async fn calls_map_progress_errors_and_structured_results(transport: Transport) 
     assert_eq!(data["content"][0]["type"], "image");
     assert_eq!(data["content"][0]["mimeType"], "image/png");
     assert_eq!(data["content"][0]["data"], "iVBORw0KGgo=");
-    finished(&mut stream).await;
+    // ... and the model gets the image itself (the scripted model echoes
+    // the files it was given).
+    assert_eq!(
+        finished(&mut stream).await.text,
+        "chart-1.png (image/png, 8 bytes, sha256 4c4b6a3be131) from the tool fixture__chart"
+    );
 
     // A result over max_output_bytes fails the call, not the turn.
     let mut stream = stack.run("big please").await;

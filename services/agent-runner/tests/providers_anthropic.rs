@@ -303,6 +303,7 @@ async fn tool_calls_from_history_keep_their_ids() {
         name: "get_weather".into(),
         text: "18°C".into(),
         is_error: false,
+        attachments: Vec::new(),
     }]));
     req.messages = messages.into();
     let (_, server) = replay(Reply::sse_fixture("anthropic/text.sse"), req).await;

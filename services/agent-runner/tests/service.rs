@@ -602,6 +602,7 @@ impl LocalTool for Count {
         Ok(ToolOutput {
             text: format!("call {calls}"),
             payload: None,
+            attachments: Vec::new(),
         })
     }
 }

@@ -180,6 +180,7 @@ impl Settle<'_> {
             Ok(()) => Ok(ToolOutput {
                 text: output.to_string(),
                 payload: None,
+                attachments: Vec::new(),
             }),
             Err(problem) => Err(ToolFailure::new(
                 FailureReason::InvalidOutput,
@@ -252,6 +253,7 @@ mod tests {
             name: "t".into(),
             text: id.into(),
             is_error: false,
+            attachments: Vec::new(),
         }
     }
 

@@ -9,7 +9,7 @@ use parley_proto::{
 
 use crate::{
     events::{CallSource, Event, EventKind, PendingReason, Phase, StopReason},
-    provider::{Message, ModelChoice, ReasoningBlock, ToolCall, ToolResult, Usage},
+    provider::{Attachment, Message, ModelChoice, ReasoningBlock, ToolCall, ToolResult, Usage},
 };
 
 /// The wire form of an event; its usage's costs are in `currency` (""
@@ -116,14 +116,7 @@ pub fn messages(messages: &[Message]) -> Vec<pb::Message> {
             Message::User { text, attachments } => out.push(pb::Message {
                 role: pb::Role::User as i32,
                 text: text.clone(),
-                attachments: attachments
-                    .iter()
-                    .map(|file| pb::Attachment {
-                        name: file.name.clone(),
-                        media_type: file.media_type.clone(),
-                        data: file.data.clone(),
-                    })
-                    .collect(),
+                attachments: attachments.iter().map(|file| attachment(file)).collect(),
                 ..Default::default()
             }),
             Message::Assistant {
@@ -163,6 +156,19 @@ fn tool_result(result: &ToolResult) -> pb::ToolResult {
         name: result.name.clone(),
         text: result.text.clone(),
         is_error: result.is_error,
+        attachments: result
+            .attachments
+            .iter()
+            .map(|file| attachment(file))
+            .collect(),
+    }
+}
+
+fn attachment(file: &Attachment) -> pb::Attachment {
+    pb::Attachment {
+        name: file.name.clone(),
+        media_type: file.media_type.clone(),
+        data: file.data.clone(),
     }
 }
 

@@ -105,6 +105,7 @@ pub fn turn_from_request(
         decisions,
         iterations_done: request.iterations_done,
         cache,
+        inputs: Vec::new(),
     })
 }
 
@@ -226,6 +227,31 @@ fn decisions(
     out
 }
 
+/// A message's files; one without a name, a media type or bytes is a
+/// violation at `field[j]`.
+fn attachments(
+    files: Vec<pb::Attachment>,
+    field: &str,
+    violations: &mut Vec<Violation>,
+) -> Vec<std::sync::Arc<crate::provider::Attachment>> {
+    let mut out = Vec::with_capacity(files.len());
+    for (j, file) in files.into_iter().enumerate() {
+        if file.name.is_empty() || file.media_type.is_empty() || file.data.is_empty() {
+            violations.push(Violation::new(
+                format!("{field}[{j}]"),
+                "an attachment needs a name, a media type and bytes",
+            ));
+            continue;
+        }
+        out.push(std::sync::Arc::new(crate::provider::Attachment {
+            name: file.name,
+            media_type: file.media_type,
+            data: file.data,
+        }));
+    }
+    out
+}
+
 fn messages(input: Vec<pb::Message>, violations: &mut Vec<Violation>) -> Vec<Message> {
     if input.is_empty() {
         violations.push(Violation::new(
@@ -243,24 +269,13 @@ fn messages(input: Vec<pb::Message>, violations: &mut Vec<Violation>) -> Vec<Mes
             Ok(Role::User) => {
                 has_user = true;
                 open_calls.clear();
-                let mut attachments = Vec::with_capacity(message.attachments.len());
-                for (j, file) in message.attachments.into_iter().enumerate() {
-                    if file.name.is_empty() || file.media_type.is_empty() || file.data.is_empty() {
-                        violations.push(Violation::new(
-                            field(&format!("attachments[{j}]")),
-                            "an attachment needs a name, a media type and bytes",
-                        ));
-                        continue;
-                    }
-                    attachments.push(std::sync::Arc::new(crate::provider::Attachment {
-                        name: file.name,
-                        media_type: file.media_type,
-                        data: file.data,
-                    }));
-                }
                 out.push(Message::User {
                     text: message.text,
-                    attachments,
+                    attachments: attachments(
+                        message.attachments,
+                        &field("attachments"),
+                        violations,
+                    ),
                 });
             }
             Ok(Role::Assistant) => {
@@ -313,6 +328,11 @@ fn messages(input: Vec<pb::Message>, violations: &mut Vec<Violation>) -> Vec<Mes
                     name: result.name,
                     text: result.text,
                     is_error: result.is_error,
+                    attachments: attachments(
+                        result.attachments,
+                        &field("tool_result.attachments"),
+                        violations,
+                    ),
                 };
                 match out.as_mut_slice() {
                     [

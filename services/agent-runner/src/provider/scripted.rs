@@ -22,7 +22,7 @@ use futures::stream;
 use self::script::{Echo, Selected, Step};
 pub use self::script::{Script, ScriptError};
 use super::{
-    ChatRequest, EventStream, Finish, FinishReason, Message, Provider, ProviderError,
+    Attachment, ChatRequest, EventStream, Finish, FinishReason, Message, Provider, ProviderError,
     ReasoningBlock, StreamEvent, ToolCall, Usage,
 };
 
@@ -316,21 +316,34 @@ fn last_user_text(messages: &[Message]) -> &str {
 /// [`Echo::Attachments`]).
 fn attachments_seen(messages: &[Message]) -> String {
     use sha2::Digest as _;
+    let line = |file: &Attachment| {
+        let digest = format!("{:x}", sha2::Sha256::digest(&file.data));
+        format!(
+            "{} ({}, {} bytes, sha256 {})",
+            file.name,
+            file.media_type,
+            file.data.len(),
+            &digest[..12]
+        )
+    };
     let mut lines = Vec::new();
     for message in messages {
-        let Message::User { text, attachments } = message else {
-            continue;
+        let (text, attachments) = match message {
+            Message::User { text, attachments } => (text, attachments),
+            Message::ToolResults(results) => {
+                for result in results {
+                    lines.extend(
+                        result
+                            .attachments
+                            .iter()
+                            .map(|file| format!("{} from the tool {}", line(file), result.name)),
+                    );
+                }
+                continue;
+            }
+            Message::Assistant { .. } => continue,
         };
-        for file in attachments {
-            let digest = format!("{:x}", sha2::Sha256::digest(&file.data));
-            lines.push(format!(
-                "{} ({}, {} bytes, sha256 {})",
-                file.name,
-                file.media_type,
-                file.data.len(),
-                &digest[..12]
-            ));
-        }
+        lines.extend(attachments.iter().map(|file| line(file)));
         lines.extend(
             text.lines()
                 .filter(|line| {

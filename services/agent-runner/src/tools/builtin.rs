@@ -91,6 +91,7 @@ impl LocalTool for CurrentTime {
         Ok(ToolOutput {
             text: clock::now(offset),
             payload: None,
+            attachments: Vec::new(),
         })
     }
 }
@@ -148,6 +149,7 @@ impl LocalTool for Calculator {
         Ok(ToolOutput {
             text: format!("{expression} = {}", calculator::format_number(value)),
             payload: None,
+            attachments: Vec::new(),
         })
     }
 }

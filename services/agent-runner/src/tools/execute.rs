@@ -208,6 +208,7 @@ impl Round<'_> {
                     name: pending.call.name.clone(),
                     text: "Error (TOOL_ERROR): the call produced no result".into(),
                     is_error: true,
+                    attachments: Vec::new(),
                 })
             })
             .collect())
@@ -300,6 +301,7 @@ impl Round<'_> {
                     name: call.name.clone(),
                     text: output.text,
                     is_error: false,
+                    attachments: output.attachments,
                 },
             ),
             Err(failure) => {
@@ -320,6 +322,7 @@ impl Round<'_> {
                         name: call.name.clone(),
                         text,
                         is_error: true,
+                        attachments: Vec::new(),
                     },
                 )
             }

@@ -30,7 +30,9 @@
 //! turn) sends `notifications/cancelled`. Results: `structuredContent` is
 //! the tool's JSON result, text blocks its text, `isError` a tool error the
 //! model sees; images, audio and resources stay typed in the tool's payload
-//! (`mcp_content`).
+//! (`mcp_content`) for the UI, and images and image or PDF resources also
+//! go to the model as files of the result (`ToolOutput::attachments`), to
+//! the models that take them.
 //!
 //! **Names.** The model calls an MCP tool `SERVER__TOOL` (characters other
 //! than letters, digits, `_` and `-` become `_`); requests name it by its

@@ -175,6 +175,7 @@ pub async fn execute(
                     return Ok(ToolOutput {
                         text: result.text,
                         payload: result.payload,
+                        attachments: Vec::new(),
                     });
                 }
                 None => {}

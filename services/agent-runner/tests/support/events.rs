@@ -138,6 +138,7 @@ pub fn follow_up(model: &str, out: &Drained, text: &str, is_error: bool) -> Chat
         name: "get_weather".into(),
         text: text.into(),
         is_error,
+        attachments: Vec::new(),
     }]));
     next.messages = messages.into();
     next

@@ -139,6 +139,7 @@ pub fn turn(user: &str) -> Turn {
         decisions: Vec::new(),
         iterations_done: 0,
         cache: Default::default(),
+        inputs: Vec::new(),
     }
 }
 

@@ -314,6 +314,7 @@ impl LocalTool for CountedClock {
         Ok(ToolOutput {
             text: "2030-01-01T00:00:00Z".into(),
             payload: None,
+            attachments: Vec::new(),
         })
     }
 }

@@ -102,6 +102,7 @@ fn tool_results_join_and_defaults_apply() {
             name: "calc".into(),
             text: "2".into(),
             is_error: false,
+            attachments: Vec::new(),
         }),
         ..Default::default()
     };
@@ -203,6 +204,7 @@ fn tool_result(id: &str) -> pb::Message {
             name: "t".into(),
             text: id.into(),
             is_error: false,
+            attachments: Vec::new(),
         }),
         ..Default::default()
     }

@@ -118,26 +118,48 @@ fn user_blocks(
     text: &str,
     attachments: &[std::sync::Arc<crate::provider::Attachment>],
 ) -> Vec<Value> {
-    use crate::provider::InputKind;
-    let mut blocks: Vec<Value> = attachments
-        .iter()
-        .map(|file| match file.kind() {
-            InputKind::Image => json!({
-                "type": "image",
-                "source": { "type": "base64", "media_type": file.media_type, "data": file.base64() },
-            }),
-            InputKind::Pdf => json!({
-                "type": "document",
-                "source": { "type": "base64", "media_type": file.media_type, "data": file.base64() },
-                "title": file.name,
-            }),
-            InputKind::Text => json!({ "type": "text", "text": file.as_text() }),
-        })
-        .collect();
+    let mut blocks: Vec<Value> = attachments.iter().map(|file| file_block(file)).collect();
     if !text.is_empty() {
         blocks.push(json!({ "type": "text", "text": text }));
     }
     blocks
+}
+
+fn file_block(file: &crate::provider::Attachment) -> Value {
+    use crate::provider::InputKind;
+    match file.kind() {
+        InputKind::Image => json!({
+            "type": "image",
+            "source": { "type": "base64", "media_type": file.media_type, "data": file.base64() },
+        }),
+        InputKind::Pdf => json!({
+            "type": "document",
+            "source": { "type": "base64", "media_type": file.media_type, "data": file.base64() },
+            "title": file.name,
+        }),
+        InputKind::Text => json!({ "type": "text", "text": file.as_text() }),
+    }
+}
+
+/// A tool result: its text, and with files, content blocks (the text,
+/// then each file, which a `tool_result` may hold).
+fn tool_result(result: &crate::provider::ToolResult) -> Value {
+    let content = if result.attachments.is_empty() {
+        json!(result.text)
+    } else {
+        let mut blocks = vec![json!({ "type": "text", "text": result.text })];
+        blocks.extend(result.attachments.iter().map(|file| file_block(file)));
+        Value::Array(blocks)
+    };
+    let mut block = json!({
+        "type": "tool_result",
+        "tool_use_id": result.call_id,
+        "content": content,
+    });
+    if result.is_error {
+        block["is_error"] = json!(true);
+    }
+    block
 }
 
 fn messages(history: &[Message]) -> Vec<Value> {
@@ -165,23 +187,7 @@ fn messages(history: &[Message]) -> Vec<Value> {
             }));
             ("assistant", blocks)
         }
-        Message::ToolResults(results) => (
-            "user",
-            results
-                .iter()
-                .map(|r| {
-                    let mut block = json!({
-                        "type": "tool_result",
-                        "tool_use_id": r.call_id,
-                        "content": r.text,
-                    });
-                    if r.is_error {
-                        block["is_error"] = json!(true);
-                    }
-                    block
-                })
-                .collect(),
-        ),
+        Message::ToolResults(results) => ("user", results.iter().map(tool_result).collect()),
     });
     alternating(turns, "content")
 }
@@ -216,6 +222,7 @@ mod tests {
             name: "get_weather".into(),
             text: format!("result {id}"),
             is_error,
+            attachments: Vec::new(),
         }
     }
 

@@ -115,18 +115,9 @@ fn contents(history: &[Message]) -> Vec<Value> {
     let mut provider_ids: HashMap<&str, &str> = HashMap::new();
     let turns = history.iter().map(|message| match message {
         Message::User { text, attachments } => {
-            use crate::provider::InputKind;
             // Each file first, as Gemini's examples do: images and PDFs as
             // `inline_data`, text files as text; then the message's text.
-            let mut parts: Vec<Value> = attachments
-                .iter()
-                .map(|file| match file.kind() {
-                    InputKind::Image | InputKind::Pdf => json!({
-                        "inline_data": { "mime_type": file.media_type, "data": file.base64() },
-                    }),
-                    InputKind::Text => json!({ "text": file.as_text() }),
-                })
-                .collect();
+            let mut parts: Vec<Value> = attachments.iter().map(|file| file_part(file)).collect();
             if !text.is_empty() || parts.is_empty() {
                 parts.push(json!({ "text": text }));
             }
@@ -165,10 +156,27 @@ fn contents(history: &[Message]) -> Vec<Value> {
                     }
                     json!({ "functionResponse": call })
                 })
+                // The files the calls returned, after the responses.
+                .chain(
+                    results
+                        .iter()
+                        .flat_map(|r| r.attachments.iter().map(|file| file_part(file))),
+                )
                 .collect(),
         ),
     });
     alternating(turns, "parts")
+}
+
+/// A file as a part: an image or a PDF as `inline_data`, text as text.
+fn file_part(file: &crate::provider::Attachment) -> Value {
+    use crate::provider::InputKind;
+    match file.kind() {
+        InputKind::Image | InputKind::Pdf => json!({
+            "inline_data": { "mime_type": file.media_type, "data": file.base64() },
+        }),
+        InputKind::Text => json!({ "text": file.as_text() }),
+    }
 }
 
 fn provider_data_str<'a>(call: &'a ToolCall, key: &str) -> Option<&'a str> {
@@ -223,12 +231,14 @@ mod tests {
                         name: "get_weather".into(),
                         text: "sunny".into(),
                         is_error: false,
+                        attachments: Vec::new(),
                     },
                     ToolResult {
                         call_id: "call_b".into(),
                         name: "get_time".into(),
                         text: "clock broken".into(),
                         is_error: true,
+                        attachments: Vec::new(),
                     },
                 ]),
             ]

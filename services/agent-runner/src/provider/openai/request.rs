@@ -94,28 +94,45 @@ fn tool(spec: &ToolSpec) -> Value {
 /// (an image as an `image_url` data URL, a PDF as a `file` part with its
 /// name, a text file as text).
 fn user_parts(text: &str, attachments: &[std::sync::Arc<crate::provider::Attachment>]) -> Value {
-    use crate::provider::InputKind;
     let mut parts = Vec::with_capacity(attachments.len() + 1);
     if !text.is_empty() {
         parts.push(json!({ "type": "text", "text": text }));
     }
-    for file in attachments {
-        parts.push(match file.kind() {
-            InputKind::Image => json!({
-                "type": "image_url",
-                "image_url": { "url": format!("data:{};base64,{}", file.media_type, file.base64()) },
-            }),
-            InputKind::Pdf => json!({
-                "type": "file",
-                "file": {
-                    "filename": file.name,
-                    "file_data": format!("data:{};base64,{}", file.media_type, file.base64()),
-                },
-            }),
-            InputKind::Text => json!({ "type": "text", "text": file.as_text() }),
-        });
-    }
+    parts.extend(attachments.iter().map(|file| file_part(file)));
     Value::Array(parts)
+}
+
+fn file_part(file: &crate::provider::Attachment) -> Value {
+    use crate::provider::InputKind;
+    match file.kind() {
+        InputKind::Image => json!({
+            "type": "image_url",
+            "image_url": { "url": format!("data:{};base64,{}", file.media_type, file.base64()) },
+        }),
+        InputKind::Pdf => json!({
+            "type": "file",
+            "file": {
+                "filename": file.name,
+                "file_data": format!("data:{};base64,{}", file.media_type, file.base64()),
+            },
+        }),
+        InputKind::Text => json!({ "type": "text", "text": file.as_text() }),
+    }
+}
+
+/// The files tool calls returned, as one user message after the tool
+/// messages (a tool message's content is text only in Chat Completions):
+/// for each call with files, a text part naming the call, then its files.
+fn tool_files(results: &[crate::provider::ToolResult]) -> Option<Value> {
+    let mut parts = Vec::new();
+    for result in results.iter().filter(|r| !r.attachments.is_empty()) {
+        parts.push(json!({
+            "type": "text",
+            "text": format!("The files the tool call {} ({}) returned:", result.call_id, result.name),
+        }));
+        parts.extend(result.attachments.iter().map(|file| file_part(file)));
+    }
+    (!parts.is_empty()).then(|| json!({ "role": "user", "content": parts }))
 }
 
 fn messages(request: &ChatRequest) -> Vec<Value> {
@@ -177,6 +194,7 @@ fn messages(request: &ChatRequest) -> Vec<Value> {
                         "content": content,
                     }));
                 }
+                out.extend(tool_files(results));
             }
         }
     }
@@ -209,6 +227,7 @@ mod tests {
                     name: "get_weather".into(),
                     text: "no data".into(),
                     is_error: true,
+                    attachments: Vec::new(),
                 }]),
             ]
             .into(),

@@ -33,9 +33,9 @@
 //! results since the user's message told the model: one `NAME: TEXT` line
 //! per result, `NAME (error): TEXT` for a failed one; so a test sees what
 //! the model saw), `echo = "attachments"` (one line per file the user
-//! messages carried: `NAME (MEDIA_TYPE, N bytes, sha256 PREFIX)`, and each
-//! file line a message's text holds in place of a file the model does not
-//! take), `structured` (a JSON string streamed verbatim, or a
+//! messages and tool results carried: `NAME (MEDIA_TYPE, N bytes, sha256
+//! PREFIX)`, `… from the tool NAME` for a tool's, and each file line a
+//! message's text holds in place of a file the model does not take), `structured` (a JSON string streamed verbatim, or a
 //! TOML value serialised to JSON),
 //! `delay` (`"3s"`), `fail` (an HTTP-like error: `status` (absent means a
 //! connection error), `message`, `retry_after`, `should_retry`, `times`)
@@ -227,9 +227,10 @@ pub enum Echo {
     /// TEXT` for a failed call); nothing when it has none.
     ToolResults,
     /// The files the model was given: one line per file of every user
-    /// message, oldest first, `NAME (MEDIA_TYPE, N bytes, sha256 PREFIX)`
-    /// (the first 12 hex digits), or `no files`; a file described instead
-    /// reads as the line in its message's text does.
+    /// message and tool result, oldest first, `NAME (MEDIA_TYPE, N bytes,
+    /// sha256 PREFIX)` (the first 12 hex digits; a tool's file ends with
+    /// `from the tool NAME`), or `no files`; a user's file described
+    /// instead reads as the line in its message's text does.
     Attachments,
 }
 

@@ -104,6 +104,7 @@ async fn continues_after_tool_results() {
                     name: c.name.clone(),
                     text: "ok".into(),
                     is_error: false,
+                    attachments: Vec::new(),
                 })
                 .collect(),
         ),
@@ -263,6 +264,7 @@ async fn an_echo_step_says_what_the_last_tool_results_told_the_model() {
         name: "delete_rows".into(),
         text: text.into(),
         is_error,
+        attachments: Vec::new(),
     };
     let history = vec![
         user("delete"),

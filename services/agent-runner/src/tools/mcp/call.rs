@@ -5,7 +5,7 @@ use parley_proto::parser::v1::Payload;
 use rmcp::{
     model::{
         CallToolRequest, CallToolRequestParams, CallToolResult, CancelledNotificationParam,
-        ClientRequest, ContentBlock, RequestId, RequestMetaObject, ServerResult,
+        ClientRequest, ContentBlock, RequestId, RequestMetaObject, ResourceContents, ServerResult,
     },
     service::{Peer, PeerRequestOptions, RoleClient, ServiceError},
 };
@@ -13,6 +13,7 @@ use serde_json::{Map, Value, json};
 use std::sync::{Arc, atomic::Ordering};
 
 use super::server::{McpServer, ServerState, Snapshot};
+use crate::provider::Attachment;
 use crate::tools::{
     CallContext, FailureReason, ProgressSender, ToolFailure, ToolOutput, ToolSource,
 };
@@ -237,6 +238,7 @@ pub fn output(
 ) -> Result<ToolOutput, ToolFailure> {
     let mut texts: Vec<String> = Vec::new();
     let mut others: Vec<Value> = Vec::new();
+    let mut files: Vec<Arc<Attachment>> = Vec::new();
     let mut size = 0usize;
     for block in result.content {
         match block {
@@ -247,7 +249,13 @@ pub fn output(
             other => {
                 let value = serde_json::to_value(&other).unwrap_or(Value::Null);
                 size = size.saturating_add(value.to_string().len());
-                texts.push(describe(&other));
+                match for_the_model(tool, files.len() + 1, &other) {
+                    Some(file) => {
+                        texts.push(file_line(&other, &file));
+                        files.push(Arc::new(file));
+                    }
+                    None => texts.push(describe(&other)),
+                }
                 others.push(value);
             }
         }
@@ -290,7 +298,72 @@ pub fn output(
             typed: None,
         }
     });
-    Ok(ToolOutput { text, payload })
+    Ok(ToolOutput {
+        text,
+        payload,
+        attachments: files,
+    })
+}
+
+/// The file an image block, or an image or PDF resource, gives the model
+/// (named `{tool}-{n}.{ext}`, or after the resource's URI); `None` for
+/// other blocks and for data that is not base64.
+fn for_the_model(tool: &str, n: usize, block: &ContentBlock) -> Option<Attachment> {
+    use base64::Engine as _;
+    let (data, media_type, name) = match block {
+        ContentBlock::Image(image) => {
+            let extension = image.mime_type.rsplit('/').next().unwrap_or("bin");
+            (
+                &image.data,
+                image.mime_type.as_str(),
+                format!("{tool}-{n}.{extension}"),
+            )
+        }
+        ContentBlock::Resource(embedded) => match &embedded.resource {
+            ResourceContents::BlobResourceContents {
+                uri,
+                mime_type: Some(mime_type),
+                blob,
+                ..
+            } => {
+                let name = uri
+                    .rsplit('/')
+                    .find(|segment| !segment.is_empty())
+                    .unwrap_or(uri);
+                (blob, mime_type.as_str(), name.to_owned())
+            }
+            _ => return None,
+        },
+        _ => return None,
+    };
+    let media_type = media_type.to_ascii_lowercase();
+    if !(media_type.starts_with("image/") || media_type == "application/pdf") {
+        return None;
+    }
+    let data = base64::engine::general_purpose::STANDARD
+        .decode(data.trim())
+        .ok()
+        .filter(|data| !data.is_empty())?;
+    Some(Attachment {
+        name,
+        media_type,
+        data,
+    })
+}
+
+/// How a block given to the model as a file is named in its text.
+fn file_line(block: &ContentBlock, file: &Attachment) -> String {
+    let kind = if matches!(block, ContentBlock::Image(_)) {
+        "image"
+    } else {
+        "file"
+    };
+    format!(
+        "[{kind} {}, {}, {} bytes, shown to the user]",
+        file.name,
+        file.media_type,
+        file.data.len()
+    )
 }
 
 /// How a non-text block is named in the model's text.
@@ -369,13 +442,47 @@ mod tests {
         .expect("ok");
         assert_eq!(
             out.text,
-            "a chart\n[image image/png, 8 bytes of base64, shown to the user]"
+            "a chart\n[image t-1.png, image/png, 5 bytes, shown to the user]"
         );
         let payload = out.payload.expect("a payload");
         assert_eq!(payload.r#type, CONTENT_PAYLOAD);
         let data = parley_proto::json::from_struct(&payload.data.expect("data"));
         assert_eq!(data["content"][0]["mimeType"], "image/png");
         assert_eq!(data["content"][0]["data"], "aGVsbG8=");
+        // The model gets the image itself too.
+        assert_eq!(out.attachments.len(), 1);
+        assert_eq!(out.attachments[0].name, "t-1.png");
+        assert_eq!(out.attachments[0].media_type, "image/png");
+        assert_eq!(out.attachments[0].data, b"hello");
+    }
+
+    #[test]
+    fn pdf_resources_reach_the_model_and_other_blocks_are_named() {
+        let out = output(
+            "s",
+            "report",
+            result(json!({"content": [
+                {"type": "resource", "resource": {"uri": "file:///tmp/q3.pdf", "mimeType": "application/pdf", "blob": "JVBERi0="}},
+                {"type": "resource", "resource": {"uri": "file:///tmp/a.txt", "mimeType": "text/plain", "text": "hi"}},
+                {"type": "image", "data": "not base64!", "mimeType": "image/png"},
+                {"type": "audio", "data": "aGVsbG8=", "mimeType": "audio/wav"}
+            ]})),
+            10_000,
+        )
+        .expect("ok");
+        assert_eq!(
+            out.text,
+            "[file q3.pdf, application/pdf, 5 bytes, shown to the user]\n\
+             [an embedded resource, given to the user]\n\
+             [image image/png, 11 bytes of base64, shown to the user]\n\
+             [audio audio/wav, 8 bytes of base64, given to the user]"
+        );
+        assert_eq!(out.attachments.len(), 1, "the PDF alone");
+        assert_eq!(out.attachments[0].data, b"%PDF-");
+        assert_eq!(
+            out.payload.expect("the UI keeps all four").r#type,
+            CONTENT_PAYLOAD
+        );
     }
 
     #[test]
