@@ -329,6 +329,9 @@ impl Runner {
             consent::join_results(&mut history, results.clone());
             Some(results)
         };
+        // Images over what the models take are downscaled (the tools' too,
+        // as they come).
+        crate::attachments::images::fit_messages(&mut history, turn.image_limits).await;
         // What this run adds to the conversation starts here.
         let added_from = history.len();
         let mut messages: Arc<[Message]> = history.into();
@@ -390,7 +393,9 @@ impl Runner {
                 Vec::new()
             } else {
                 permit(out, &run, iteration, cancel, deadline).await?;
-                run_tools(&round, &run, out, iteration, model).await?
+                let mut results = run_tools(&round, &run, out, iteration, model).await?;
+                crate::attachments::images::fit_results(&mut results, turn.image_limits).await;
+                results
             };
             if !waiting.is_empty() {
                 let mut added: Vec<Message> = settled

@@ -8,24 +8,39 @@
 //! out of the turn's candidates, so a failover never sends a file to a
 //! model that refuses it.
 
+pub mod images;
+
 use std::{collections::BTreeSet, sync::Arc};
 
 use crate::{
     error::RunError,
-    provider::{Attachment, Message, ModelChoice},
-    routes::{InputKind, Routes},
+    provider::{Attachment, Message, ModelChoice, Providers},
+    routes::{ImageLimits, InputKind, Routes},
     turn::Turn,
 };
 
 /// Fits `turn`'s files to its models (see the module documentation), and
 /// records what each candidate takes ([`Turn::inputs`]) for the files its
 /// tools will return.
-pub fn fit(turn: &mut Turn, routes: &Routes, describe: bool) -> Result<(), RunError> {
+pub fn fit(
+    turn: &mut Turn,
+    routes: &Routes,
+    providers: &Providers,
+    describe: bool,
+) -> Result<(), RunError> {
     user_files(turn, routes, describe)?;
-    turn.inputs = std::iter::once(&turn.model)
-        .chain(&turn.fallbacks)
+    let candidates = || std::iter::once(&turn.model).chain(&turn.fallbacks);
+    turn.inputs = candidates()
         .map(|model| routes.input_of(model).to_vec())
         .collect();
+    turn.image_limits = candidates()
+        .map(|model| {
+            let api = providers
+                .get(&model.provider)
+                .map_or(ImageLimits::NONE, |provider| provider.image_limits());
+            routes.image_limits_of(model, api)
+        })
+        .fold(ImageLimits::NONE, ImageLimits::stricter);
     Ok(())
 }
 
@@ -137,16 +152,20 @@ mod tests {
         }
     }
 
-    /// Routes where `scripted/text-only` takes text alone.
-    fn routes() -> Routes {
-        let providers = crate::provider::Providers::single(
+    fn providers() -> Providers {
+        Providers::single(
             "scripted",
             Arc::new(crate::provider::scripted::ScriptedProvider::new(
                 "scripted",
                 crate::provider::scripted::Script::from_toml("model = \"m\"").expect("script"),
             )),
             "m",
-        );
+        )
+    }
+
+    /// Routes where `scripted/text-only` takes text alone.
+    fn routes() -> Routes {
+        let providers = providers();
         Routes::from_config(
             &BTreeMap::from([(
                 "plain".to_owned(),
@@ -157,6 +176,8 @@ mod tests {
                     max_output_tokens: None,
                     input: vec![InputKind::Text],
                     prices: None,
+                    max_image_bytes: None,
+                    max_image_edge: None,
                 },
             )]),
             &providers,
@@ -191,14 +212,14 @@ mod tests {
     fn a_model_that_takes_no_images_refuses_or_gets_them_described() {
         let routes = routes();
         let mut refused = turn(choice("scripted", "text-only"), Vec::new());
-        let error = fit(&mut refused, &routes, false).expect_err("no images");
+        let error = fit(&mut refused, &routes, &providers(), false).expect_err("no images");
         assert!(
             matches!(&error, RunError::AttachmentUnsupported { kind: "image", media_type, .. } if media_type == "image/png"),
             "{error:?}"
         );
 
         let mut described = turn(choice("scripted", "text-only"), Vec::new());
-        fit(&mut described, &routes, true).expect("described");
+        fit(&mut described, &routes, &providers(), true).expect("described");
         let Message::User { text, attachments } = &described.messages[0] else {
             panic!("a user message");
         };
@@ -217,7 +238,7 @@ mod tests {
             vec![choice("scripted", "vision")],
         );
         turn.messages = vec![Message::user("chart it")];
-        fit(&mut turn, &routes, false).expect("no user files");
+        fit(&mut turn, &routes, &providers(), false).expect("no user files");
         assert_eq!(
             turn.inputs,
             vec![vec![InputKind::Text], InputKind::ALL.to_vec()]
@@ -263,7 +284,7 @@ mod tests {
             choice("scripted", "vision"),
             vec![choice("scripted", "text-only"), choice("scripted", "other")],
         );
-        fit(&mut any, &routes, false).expect("the primary takes images");
+        fit(&mut any, &routes, &providers(), false).expect("the primary takes images");
         let kept: Vec<&str> = any.fallbacks.iter().map(|f| f.model.as_str()).collect();
         assert_eq!(kept, ["other"]);
     }

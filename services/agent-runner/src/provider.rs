@@ -127,6 +127,43 @@ impl Message {
     }
 }
 
+/// The largest image a model takes, on each measure (`None`: no limit).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct ImageLimits {
+    /// The most bytes of one image.
+    pub max_bytes: Option<u64>,
+    /// The most pixels of its longer side.
+    pub max_edge: Option<u32>,
+}
+
+impl ImageLimits {
+    /// No limit.
+    pub const NONE: Self = Self {
+        max_bytes: None,
+        max_edge: None,
+    };
+
+    /// The stricter of `self` and `other` on each measure.
+    pub fn stricter(self, other: Self) -> Self {
+        fn least<T: Ord>(a: Option<T>, b: Option<T>) -> Option<T> {
+            match (a, b) {
+                (Some(a), Some(b)) => Some(a.min(b)),
+                (a, b) => a.or(b),
+            }
+        }
+        Self {
+            max_bytes: least(self.max_bytes, other.max_bytes),
+            max_edge: least(self.max_edge, other.max_edge),
+        }
+    }
+
+    /// Whether an image of `bytes` bytes and `edge` pixels on its longer
+    /// side is within the limits.
+    pub fn fits(self, bytes: u64, edge: u32) -> bool {
+        self.max_bytes.is_none_or(|max| bytes <= max) && self.max_edge.is_none_or(|max| edge <= max)
+    }
+}
+
 /// What a model takes as input besides text.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -387,6 +424,12 @@ pub trait Provider: Send + Sync + std::fmt::Debug {
     /// Whether `model` supports native structured output; when false a request
     /// with a schema fails with `FAILED_PRECONDITION` naming the model.
     fn supports_structured_output(&self, model: &str) -> bool;
+
+    /// The largest image the API takes; larger ones are downscaled first
+    /// ([`crate::attachments::images`]). No limit by default.
+    fn image_limits(&self) -> ImageLimits {
+        ImageLimits::NONE
+    }
 
     /// Sends the request and returns the event stream. Errors before the
     /// stream starts (HTTP status, connection) are returned here; errors

@@ -35,7 +35,7 @@ use crate::{
 /// Longest route name, in bytes.
 pub const MAX_ROUTE_NAME: usize = 64;
 
-pub use crate::provider::InputKind;
+pub use crate::provider::{ImageLimits, InputKind};
 
 /// One `[models.NAME]` entry as written.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -59,6 +59,16 @@ pub struct RouteConfig {
     /// The primary's prices per million tokens, in `[pricing] currency`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub prices: Option<PricesConfig>,
+    /// The most bytes of an image the primary takes; larger ones are
+    /// downscaled. Unset: its provider's limit (Anthropic 5 MB, OpenAI 20
+    /// MB, Gemini 7 MB; none for the scripted provider).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_image_bytes: Option<u64>,
+    /// The most pixels of an image's longer side the primary takes; larger
+    /// ones are downscaled. Unset: its provider's limit (Anthropic 8 000;
+    /// none for the others, which scale large images themselves).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_image_edge: Option<u32>,
 }
 
 /// A route, its models resolved against the configured providers.
@@ -76,6 +86,9 @@ pub struct Route {
     pub input: Option<Vec<InputKind>>,
     /// The primary's prices, when configured.
     pub prices: Option<Prices>,
+    /// The largest image the primary takes, where configured (each
+    /// measure left `None` is its provider's).
+    pub images: ImageLimits,
 }
 
 /// Every configured route, by name.
@@ -122,6 +135,18 @@ impl Routes {
                     "must be at least 1",
                 ));
             }
+            if route.max_image_bytes == Some(0) {
+                return Err(invalid(
+                    format!("{field}.max_image_bytes"),
+                    "must be at least 1",
+                ));
+            }
+            if route.max_image_edge == Some(0) {
+                return Err(invalid(
+                    format!("{field}.max_image_edge"),
+                    "must be at least 1",
+                ));
+            }
             if route.context_window == Some(0) {
                 return Err(invalid(
                     format!("{field}.context_window"),
@@ -151,6 +176,10 @@ impl Routes {
                     max_output_tokens: route.max_output_tokens,
                     input,
                     prices,
+                    images: ImageLimits {
+                        max_bytes: route.max_image_bytes,
+                        max_edge: route.max_image_edge,
+                    },
                 },
             );
         }
@@ -200,6 +229,23 @@ impl Routes {
             })
             .find_map(|route| route.input.as_deref())
             .unwrap_or(&InputKind::ALL)
+    }
+
+    /// The largest image `model` takes: what the route whose primary it is
+    /// sets, each measure it leaves unset from `provider` (the API's own
+    /// limits).
+    pub fn image_limits_of(&self, model: &ModelChoice, provider: ImageLimits) -> ImageLimits {
+        let configured = self
+            .routes
+            .values()
+            .find(|route| {
+                route.primary.provider == model.provider && route.primary.model == model.model
+            })
+            .map_or(ImageLimits::NONE, |route| route.images);
+        ImageLimits {
+            max_bytes: configured.max_bytes.or(provider.max_bytes),
+            max_edge: configured.max_edge.or(provider.max_edge),
+        }
     }
 
     /// Every model a route may call, for the allow list.
@@ -319,6 +365,8 @@ mod tests {
             max_output_tokens: Some(8192),
             input: Vec::new(),
             prices: None,
+            max_image_bytes: None,
+            max_image_edge: None,
         }
     }
 

@@ -147,7 +147,12 @@ impl RunnerService {
             std::iter::once(&turn.model).chain(&turn.fallbacks),
         )?;
         // Files only to models that take them (before any call).
-        crate::attachments::fit(&mut turn, &self.allowed.routes, describe_unsupported)?;
+        crate::attachments::fit(
+            &mut turn,
+            &self.allowed.routes,
+            &self.runner.providers,
+            describe_unsupported,
+        )?;
         turn.system = self.prompts.share(&turn.system);
         let turn_id = turn.turn_id.clone();
         let prepared = self.runner.prepare_with(turn, tools)?;

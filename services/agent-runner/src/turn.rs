@@ -8,7 +8,9 @@ use std::{sync::Arc, time::Duration};
 
 use serde_json::Value;
 
-use crate::provider::{InputKind, Message, ModelChoice, PromptCache, ToolCall, ToolResult};
+use crate::provider::{
+    ImageLimits, InputKind, Message, ModelChoice, PromptCache, ToolCall, ToolResult,
+};
 
 /// A fully assembled turn.
 #[derive(Debug, Clone)]
@@ -62,6 +64,9 @@ pub struct Turn {
     /// every kind). Files a tool returns are given only to models that take
     /// them.
     pub inputs: Vec<Vec<InputKind>>,
+    /// The largest image every candidate takes: larger ones, the user's
+    /// and the tools', are downscaled ([`crate::attachments::images`]).
+    pub image_limits: ImageLimits,
 }
 
 /// The user's (or the app's) decision on one pending tool call.

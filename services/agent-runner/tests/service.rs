@@ -709,6 +709,8 @@ async fn files_reach_the_model_and_one_that_takes_none_refuses_or_is_told_of_the
                 max_output_tokens: None,
                 input: vec![InputKind::Text],
                 prices: None,
+                max_image_bytes: None,
+                max_image_edge: None,
             },
         )]),
         &runner.providers,

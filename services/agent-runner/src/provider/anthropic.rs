@@ -52,6 +52,11 @@ impl AnthropicProvider {
 impl WireProtocol for Anthropic {
     type Decoder = stream::AnthropicDecoder;
     const SYSTEM: &'static str = "anthropic";
+    /// Anthropic refuses an image over 5 MB or 8 000 pixels a side.
+    const IMAGE_LIMITS: super::ImageLimits = super::ImageLimits {
+        max_bytes: Some(5 * 1000 * 1000),
+        max_edge: Some(8000),
+    };
     const NO_STRUCTURED_OUTPUT: &'static [&'static str] = NO_STRUCTURED_OUTPUT;
 
     fn new(_cfg: &HttpProviderConfig) -> Self {

@@ -45,6 +45,11 @@ impl GeminiProvider {
 impl WireProtocol for Gemini {
     type Decoder = stream::GeminiDecoder;
     const SYSTEM: &'static str = "gcp.gemini";
+    /// Gemini takes inline images up to 7 MB (and scales large ones itself).
+    const IMAGE_LIMITS: super::ImageLimits = super::ImageLimits {
+        max_bytes: Some(7 * 1000 * 1000),
+        max_edge: None,
+    };
     const NO_STRUCTURED_OUTPUT: &'static [&'static str] = NO_STRUCTURED_OUTPUT;
 
     fn new(_cfg: &HttpProviderConfig) -> Self {

@@ -94,6 +94,11 @@ impl OpenAiProvider {
 impl WireProtocol for OpenAi {
     type Decoder = stream::OpenAiDecoder;
     const SYSTEM: &'static str = "openai";
+    /// OpenAI takes images up to 20 MB (and scales large ones itself).
+    const IMAGE_LIMITS: super::ImageLimits = super::ImageLimits {
+        max_bytes: Some(20 * 1000 * 1000),
+        max_edge: None,
+    };
     const NO_STRUCTURED_OUTPUT: &'static [&'static str] = NO_STRUCTURED_OUTPUT;
 
     fn new(cfg: &HttpProviderConfig) -> Self {

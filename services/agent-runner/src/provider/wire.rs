@@ -42,6 +42,9 @@ pub trait WireProtocol: Send + Sync + fmt::Debug + 'static {
     /// the configured list): exact names, or prefixes ending in `*`.
     const NO_STRUCTURED_OUTPUT: &'static [&'static str];
 
+    /// The largest image the API takes (its documented limits).
+    const IMAGE_LIMITS: super::ImageLimits;
+
     /// The protocol of one configured provider.
     fn new(cfg: &HttpProviderConfig) -> Self;
 
@@ -106,6 +109,10 @@ impl<W: WireProtocol> Provider for SseProvider<W> {
 
     fn system(&self) -> &'static str {
         W::SYSTEM
+    }
+
+    fn image_limits(&self) -> super::ImageLimits {
+        W::IMAGE_LIMITS
     }
 
     fn supports_structured_output(&self, model: &str) -> bool {

@@ -336,7 +336,8 @@ async fn the_owners_quota_holds_and_refuses_with_quota_failure() {
 }
 
 /// A runner whose `files` provider echoes the files it was given, with a
-/// `plain` route to a model that takes text only.
+/// `plain` route to a model that takes text only and a `thumb` route to
+/// one that takes images up to 100 pixels a side.
 fn echoing_runner(dir: &std::path::Path) -> agent_runner::config::RunnerConfig {
     use agent_runner::{
         config::ProviderConfig,
@@ -352,9 +353,10 @@ fn echoing_runner(dir: &std::path::Path) -> agent_runner::config::RunnerConfig {
     config
         .providers
         .insert("files".into(), ProviderConfig::scripted(Some(script)));
-    for (name, primary, input) in [
-        ("vision", "files/vision", vec![]),
-        ("plain", "files/text-only", vec![InputKind::Text]),
+    for (name, primary, input, max_image_edge) in [
+        ("vision", "files/vision", vec![], None),
+        ("plain", "files/text-only", vec![InputKind::Text], None),
+        ("thumb", "files/thumb", vec![], Some(100)),
     ] {
         config.models.routes.insert(
             name.into(),
@@ -365,6 +367,8 @@ fn echoing_runner(dir: &std::path::Path) -> agent_runner::config::RunnerConfig {
                 max_output_tokens: None,
                 input,
                 prices: None,
+                max_image_bytes: None,
+                max_image_edge,
             },
         );
     }
@@ -727,5 +731,75 @@ async fn uploads_at_once_are_bounded_per_user() {
     )
     .await
     .expect("room again");
+    stack.stop().await;
+}
+
+#[tokio::test]
+async fn an_image_over_the_models_limit_is_downscaled_for_it_and_kept_whole() {
+    let dir = tempfile::tempdir().expect("dir");
+    let runner_url = crate::real_stack::real_runner_with(echoing_runner(dir.path())).await;
+    let mut stack = Harness::start(Options {
+        runner_url: Some(runner_url),
+        registry: Some(
+            chat_gateway::registry::Registry::from_str(
+                "version: 1\npages:\n  thumbs:\n    attachments: [image/*]\n    model: thumb\n",
+                "thumbs.yaml",
+            )
+            .expect("a valid registry"),
+        ),
+        ..Options::default()
+    })
+    .await;
+    // A real 640 × 480 photo-like PNG.
+    let photo = image::RgbImage::from_fn(640, 480, |x, y| {
+        image::Rgb([(x % 251) as u8, (y % 241) as u8, ((x * y) % 239) as u8])
+    });
+    let mut bytes = std::io::Cursor::new(Vec::new());
+    photo
+        .write_to(&mut bytes, image::ImageFormat::Png)
+        .expect("encode");
+    let bytes = bytes.into_inner();
+    let stored = send(
+        &mut stack.client,
+        None,
+        upload("photo.png", "thumbs", &bytes, 64 * 1024, 0),
+    )
+    .await
+    .expect("stored");
+    assert_eq!(stored.media_type, "image/png");
+
+    // The model gets a 100-pixel JPEG of it...
+    let turn = crate::harness::chat(
+        &mut stack.client,
+        message_with("", "What is this?", "thumbs", &[&stored.id]),
+    )
+    .await;
+    assert!(turn.complete.success, "{:?}", turn.complete);
+    let seen = turn.text.clone();
+    assert!(
+        seen.starts_with("photo.png (image/jpeg, "),
+        "downscaled and encoded again: {seen}"
+    );
+    let sent: usize = seen["photo.png (image/jpeg, ".len()..]
+        .split(' ')
+        .next()
+        .and_then(|n| n.parse().ok())
+        .expect("a size");
+    assert!(sent < bytes.len() / 10, "{sent} bytes of {}", bytes.len());
+
+    // ...and the stored original is untouched.
+    let (metadata, back, _) = download(
+        &mut stack.client,
+        tonic::Request::new(gw::DownloadAttachmentRequest {
+            attachment_id: stored.id.clone(),
+        }),
+    )
+    .await
+    .expect("download");
+    assert_eq!(metadata.media_type, "image/png");
+    assert_eq!(
+        format!("{:x}", Sha256::digest(&back)),
+        format!("{:x}", Sha256::digest(&bytes))
+    );
     stack.stop().await;
 }

@@ -383,6 +383,8 @@ fn routed_runner(dir: &std::path::Path) -> RunnerConfig {
                     cache_write: None,
                     output: 8.0,
                 }),
+                max_image_bytes: None,
+                max_image_edge: None,
             },
         );
     }

@@ -110,6 +110,8 @@ async fn replayed(kind: &str, root: &str, model: &str, prices: [f64; 4]) -> gw::
                 cache_write: Some(write),
                 output,
             }),
+            max_image_bytes: None,
+            max_image_edge: None,
         },
     );
     let mut stack = Harness::start(Options {
