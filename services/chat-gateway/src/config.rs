@@ -59,6 +59,10 @@ pub struct AttachmentsConfig {
     /// travel in the runner request, so this counts toward
     /// `upstream.runner_max_request_bytes`).
     pub max_message_bytes: u64,
+    /// The most bytes of files one `Chat` request may carry inline
+    /// (`AttachmentRef.inline`), all of them together; under the 4 MiB a
+    /// request may be.
+    pub max_inline_bytes: u64,
     /// The longest an upload may take; one older is deleted, and one whose
     /// gateway died is swept once twice this has passed.
     #[serde(with = "duration")]
@@ -72,10 +76,15 @@ impl Default for AttachmentsConfig {
             per_user_bytes: 1024 * 1024 * 1024,
             uploads_per_user: 4,
             max_message_bytes: 24 * 1024 * 1024,
+            max_inline_bytes: 1024 * 1024,
             upload_timeout: Duration::from_secs(600),
         }
     }
 }
+
+/// The largest `attachments.max_inline_bytes`: room in a 4 MiB `Chat`
+/// request for the message, the page state and the schema.
+pub const MAX_INLINE_BYTES: u64 = 3 * 1024 * 1024;
 
 /// Each tenant's restrictions, by the tenant key its tokens carry.
 pub type Tenants = std::collections::BTreeMap<String, TenantConfig>;
@@ -504,6 +513,14 @@ impl ServiceConfig for GatewayConfig {
             }
         }
         positive("attachments.max_bytes", self.attachments.max_bytes)?;
+        if self.attachments.max_inline_bytes > MAX_INLINE_BYTES {
+            return Err(invalid(
+                "attachments.max_inline_bytes",
+                format!(
+                    "must be at most {MAX_INLINE_BYTES} bytes (a Chat request is at most 4 MiB with its message and state)"
+                ),
+            ));
+        }
         positive(
             "attachments.uploads_per_user",
             u64::from(self.attachments.uploads_per_user),

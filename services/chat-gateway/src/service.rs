@@ -101,17 +101,18 @@ impl ChatGateway for GatewayService {
     ) -> Result<Response<Self::ChatStream>, Status> {
         let principal = principal(&request)?;
         let admitted = self.engine.admit_turn_stream(&principal)?;
-        let (mut start, attachment_ids) = validate::chat(
+        let (mut start, files) = validate::chat(
             principal,
             request,
             self.engine.config(),
             self.engine.registry(),
             self.engine.tenants(),
+            self.engine.attachments().max_inline_bytes,
         )?;
-        if !attachment_ids.is_empty() {
-            start.attachments = attachments::Attachments(&self.engine)
-                .resolve(&start, &attachment_ids)
-                .await?;
+        if !files.is_empty() {
+            let attachments = attachments::Attachments(&self.engine);
+            let ids = attachments.store_inline(&start, files).await?;
+            start.attachments = attachments.resolve(&start, &ids).await?;
         }
         let stream = self.engine.start_turn(start).await?;
         Ok(Response::new(self.held(stream, admitted)))

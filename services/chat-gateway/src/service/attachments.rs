@@ -194,7 +194,30 @@ impl Attachments<'_> {
         mut stream: Streaming<gw::UploadAttachmentRequest>,
     ) -> Result<gw::Attachment, Status> {
         let limits = *self.0.attachments();
-        let upload = self.receive(principal, &mut stream, limits);
+        let upload = async {
+            let metadata = match stream.message().await? {
+                Some(gw::UploadAttachmentRequest {
+                    part: Some(UpPart::Metadata(metadata)),
+                }) => metadata,
+                _ => {
+                    return Err(GatewayError::invalid(
+                        "INVALID_ATTACHMENT",
+                        "metadata",
+                        "the first message of an upload is its metadata",
+                    )
+                    .into());
+                }
+            };
+            let page = validate::page(metadata.page.as_ref(), "metadata.page", self.0.config())?;
+            let resolved = self.0.registry().resolve(&validate::page_ref(&page));
+            let file = NewFile {
+                name: &metadata.name,
+                declared_size: metadata.size_bytes,
+                page: &page.page,
+                resolved: &resolved,
+            };
+            self.receive(principal, file, &mut stream, limits).await
+        };
         match tokio::time::timeout(limits.upload_timeout, upload).await {
             Ok(result) => result,
             Err(_) => Err(Status::deadline_exceeded(format!(
@@ -204,38 +227,55 @@ impl Attachments<'_> {
         }
     }
 
+    /// Stores the files a message of `start` sends inline, as uploads
+    /// would be, and returns every file it attaches by id, in order.
+    pub async fn store_inline(
+        &self,
+        start: &crate::turn::StartTurn,
+        files: Vec<validate::AttachmentInput>,
+    ) -> Result<Vec<String>, Status> {
+        let limits = *self.0.attachments();
+        let mut ids = Vec::with_capacity(files.len());
+        for input in files {
+            match input {
+                validate::AttachmentInput::Stored(id) => ids.push(id),
+                validate::AttachmentInput::Inline { name, data } => {
+                    let file = NewFile {
+                        name: &name,
+                        declared_size: data.len() as u64,
+                        page: &start.page.page,
+                        resolved: &start.resolved,
+                    };
+                    let mut bytes = Inline(Some(data));
+                    let stored = self
+                        .receive(&start.principal, file, &mut bytes, limits)
+                        .await?;
+                    ids.push(stored.id);
+                }
+            }
+        }
+        Ok(ids)
+    }
+
     async fn receive(
         &self,
         principal: &Principal,
-        stream: &mut Streaming<gw::UploadAttachmentRequest>,
+        file: NewFile<'_>,
+        stream: &mut impl Chunks,
         limits: AttachmentsConfig,
     ) -> Result<gw::Attachment, Status> {
         let store = self.0.store();
-        let metadata = match stream.message().await? {
-            Some(gw::UploadAttachmentRequest {
-                part: Some(UpPart::Metadata(metadata)),
-            }) => metadata,
-            _ => {
-                return Err(GatewayError::invalid(
-                    "INVALID_ATTACHMENT",
-                    "metadata",
-                    "the first message of an upload is its metadata",
-                )
-                .into());
-            }
-        };
-        let name = checked_name(&metadata.name)?.to_owned();
-        let page = validate::page(metadata.page.as_ref(), "metadata.page", self.0.config())?;
-        let resolved = self.0.registry().resolve(&validate::page_ref(&page));
+        let name = checked_name(file.name)?.to_owned();
+        let resolved = file.resolved;
         if resolved.attachments.is_empty() {
             return Err(GatewayError::invalid(
                 "ATTACHMENT_TYPE_NOT_ALLOWED",
                 "metadata.page",
-                format!("page `{}` takes no attachments", page.page),
+                format!("page `{}` takes no attachments", file.page),
             )
             .into());
         }
-        if metadata.size_bytes > limits.max_bytes {
+        if file.declared_size > limits.max_bytes {
             return Err(too_large(limits.max_bytes).into());
         }
         let owner = principal.owner();
@@ -254,7 +294,7 @@ impl Attachments<'_> {
             .into());
         }
         if limits.per_user_bytes > 0
-            && used.saturating_add(metadata.size_bytes) > limits.per_user_bytes
+            && used.saturating_add(file.declared_size) > limits.per_user_bytes
         {
             return Err(GatewayError::AttachmentQuota {
                 setting: "per_user_bytes",
@@ -266,7 +306,7 @@ impl Attachments<'_> {
         let mut head = Vec::new();
         let mut ended = false;
         while head.len() < SNIFF_BYTES {
-            match next_chunk(stream).await? {
+            match stream.next().await? {
                 Some(bytes) => {
                     head.extend_from_slice(&bytes);
                     if head.len() as u64 > limits.max_bytes {
@@ -291,7 +331,7 @@ impl Attachments<'_> {
                 "chunk",
                 format!(
                     "the file's bytes are {media_type}, which page `{}` does not take (it takes {})",
-                    page.page,
+                    file.page,
                     resolved.attachments.join(", ")
                 ),
             )
@@ -321,17 +361,17 @@ impl Attachments<'_> {
         upload.take(store, &head, limits.max_bytes).await?;
         drop(head);
         if !ended {
-            while let Some(bytes) = next_chunk(stream).await? {
+            while let Some(bytes) = stream.next().await? {
                 upload.take(store, &bytes, limits.max_bytes).await?;
             }
         }
-        if metadata.size_bytes > 0 && upload.size != metadata.size_bytes {
+        if file.declared_size > 0 && upload.size != file.declared_size {
             return Err(GatewayError::invalid(
                 "INVALID_ATTACHMENT",
-                "metadata.size_bytes",
+                "file.declared_size",
                 format!(
                     "says {} bytes, but {} were sent",
-                    metadata.size_bytes, upload.size
+                    file.declared_size, upload.size
                 ),
             )
             .into());
@@ -463,22 +503,47 @@ impl Attachments<'_> {
     }
 }
 
-/// The next bytes of an upload; `None` at its end. A metadata message
-/// after the first is refused.
-async fn next_chunk(
-    stream: &mut Streaming<gw::UploadAttachmentRequest>,
-) -> Result<Option<Vec<u8>>, Status> {
-    match stream.message().await? {
-        None => Ok(None),
-        Some(gw::UploadAttachmentRequest {
-            part: Some(UpPart::Chunk(bytes)),
-        }) => Ok(Some(bytes)),
-        Some(_) => Err(GatewayError::invalid(
-            "INVALID_ATTACHMENT",
-            "metadata",
-            "only the first message of an upload is its metadata",
-        )
-        .into()),
+/// A file about to be stored: its name, the size its sender declared (0:
+/// not declared), and the page it is for.
+struct NewFile<'a> {
+    name: &'a str,
+    declared_size: u64,
+    page: &'a str,
+    resolved: &'a crate::registry::ResolvedPage,
+}
+
+/// Where a file's bytes come from: an upload's messages, or a message's
+/// inline file.
+trait Chunks: Send {
+    /// The next bytes; `None` at the end.
+    fn next(&mut self) -> impl Future<Output = Result<Option<Vec<u8>>, Status>> + Send;
+}
+
+impl Chunks for Streaming<gw::UploadAttachmentRequest> {
+    /// The next bytes of an upload; `None` at its end. A metadata message
+    /// after the first is refused.
+    async fn next(&mut self) -> Result<Option<Vec<u8>>, Status> {
+        match self.message().await? {
+            None => Ok(None),
+            Some(gw::UploadAttachmentRequest {
+                part: Some(UpPart::Chunk(bytes)),
+            }) => Ok(Some(bytes)),
+            Some(_) => Err(GatewayError::invalid(
+                "INVALID_ATTACHMENT",
+                "metadata",
+                "only the first message of an upload is its metadata",
+            )
+            .into()),
+        }
+    }
+}
+
+/// A file sent inline: its bytes in one piece.
+struct Inline(Option<Vec<u8>>);
+
+impl Chunks for Inline {
+    async fn next(&mut self) -> Result<Option<Vec<u8>>, Status> {
+        Ok(self.0.take())
     }
 }
 

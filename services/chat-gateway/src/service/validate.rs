@@ -30,11 +30,12 @@ pub fn chat(
     config: &TurnConfig,
     registry: &Registry,
     tenants: &Tenants,
-) -> Result<(StartTurn, Vec<String>), GatewayError> {
+    max_inline: u64,
+) -> Result<(StartTurn, Vec<AttachmentInput>), GatewayError> {
     let deadline = deadline(request.metadata(), config.max_duration);
     let request = request.into_inner();
     message(&request.message, "message", config)?;
-    let attachment_ids = attachment_ids(&request.attachments)?;
+    let attachments = attachment_refs(request.attachments, max_inline)?;
     id(&request.conversation_id, "conversation_id")?;
     id(&request.request_id, "request_id")?;
     let page = page(request.page.as_ref(), "page", config)?;
@@ -62,15 +63,33 @@ pub fn chat(
         attachments: Vec::new(),
         deadline,
     };
-    Ok((start, attachment_ids))
+    Ok((start, attachments))
 }
 
 /// Most files one message may carry.
 pub const MAX_ATTACHMENTS: usize = 10;
 
+/// A file a message attaches: stored already, or sent inline.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum AttachmentInput {
+    /// The id `UploadAttachment` returned.
+    Stored(String),
+    /// A small file's name and bytes, stored before the turn starts.
+    Inline {
+        /// The file's name.
+        name: String,
+        /// Its bytes.
+        data: Vec<u8>,
+    },
+}
+
 /// `ChatRequest.attachments` checked for form: at most
-/// [`MAX_ATTACHMENTS`], each a well-formed id, none twice.
-fn attachment_ids(refs: &[gw::AttachmentRef]) -> Result<Vec<String>, GatewayError> {
+/// [`MAX_ATTACHMENTS`], each a well-formed id or an inline file (not both),
+/// no id twice, the inline bytes together within `max_inline`.
+fn attachment_refs(
+    refs: Vec<gw::AttachmentRef>,
+    max_inline: u64,
+) -> Result<Vec<AttachmentInput>, GatewayError> {
     if refs.len() > MAX_ATTACHMENTS {
         return Err(GatewayError::invalid(
             "INVALID_ATTACHMENT",
@@ -78,27 +97,64 @@ fn attachment_ids(refs: &[gw::AttachmentRef]) -> Result<Vec<String>, GatewayErro
             format!("at most {MAX_ATTACHMENTS} files a message"),
         ));
     }
-    let mut ids: Vec<String> = Vec::with_capacity(refs.len());
-    for (i, attachment) in refs.iter().enumerate() {
-        let field = format!("attachments[{i}].id");
-        id(&attachment.id, &field)?;
-        if attachment.id.is_empty() {
-            return Err(GatewayError::invalid(
-                "INVALID_ATTACHMENT",
-                &field,
-                "is empty",
-            ));
+    let mut out: Vec<AttachmentInput> = Vec::with_capacity(refs.len());
+    let mut inline_bytes: u64 = 0;
+    for (i, attachment) in refs.into_iter().enumerate() {
+        match attachment.inline {
+            Some(inline) => {
+                let field = format!("attachments[{i}].inline");
+                if !attachment.id.is_empty() {
+                    return Err(GatewayError::invalid(
+                        "INVALID_ATTACHMENT",
+                        &format!("attachments[{i}]"),
+                        "set `id` or `inline`, not both",
+                    ));
+                }
+                inline_bytes = inline_bytes.saturating_add(inline.data.len() as u64);
+                if inline_bytes > max_inline {
+                    return Err(GatewayError::invalid(
+                        "ATTACHMENT_TOO_LARGE",
+                        &field,
+                        format!(
+                            "the inline files of one message may add up to attachments.max_inline_bytes ({max_inline} bytes); upload larger ones with UploadAttachment"
+                        ),
+                    ));
+                }
+                if inline.data.is_empty() {
+                    return Err(GatewayError::invalid(
+                        "INVALID_ATTACHMENT",
+                        &format!("{field}.data"),
+                        "the file is empty",
+                    ));
+                }
+                out.push(AttachmentInput::Inline {
+                    name: inline.name,
+                    data: inline.data,
+                });
+            }
+            None => {
+                let field = format!("attachments[{i}].id");
+                id(&attachment.id, &field)?;
+                if attachment.id.is_empty() {
+                    return Err(GatewayError::invalid(
+                        "INVALID_ATTACHMENT",
+                        &field,
+                        "is empty",
+                    ));
+                }
+                let stored = AttachmentInput::Stored(attachment.id);
+                if out.contains(&stored) {
+                    return Err(GatewayError::invalid(
+                        "INVALID_ATTACHMENT",
+                        &field,
+                        "the same file is attached twice",
+                    ));
+                }
+                out.push(stored);
+            }
         }
-        if ids.contains(&attachment.id) {
-            return Err(GatewayError::invalid(
-                "INVALID_ATTACHMENT",
-                &field,
-                "the same file is attached twice",
-            ));
-        }
-        ids.push(attachment.id.clone());
     }
-    Ok(ids)
+    Ok(out)
 }
 
 /// Most tools one request may declare for the app to run.

@@ -379,7 +379,10 @@ fn message_with(conversation: &str, text: &str, page: &str, ids: &[&str]) -> gw:
     let mut request = crate::harness::chat_request(conversation, text, page);
     request.attachments = ids
         .iter()
-        .map(|id| gw::AttachmentRef { id: (*id).into() })
+        .map(|id| gw::AttachmentRef {
+            id: (*id).into(),
+            inline: None,
+        })
         .collect();
     request
 }
@@ -801,5 +804,92 @@ async fn an_image_over_the_models_limit_is_downscaled_for_it_and_kept_whole() {
         format!("{:x}", Sha256::digest(&back)),
         format!("{:x}", Sha256::digest(&bytes))
     );
+    stack.stop().await;
+}
+
+#[tokio::test]
+async fn a_small_file_sent_inline_is_stored_typed_and_reaches_the_model() {
+    let dir = tempfile::tempdir().expect("dir");
+    let runner_url = crate::real_stack::real_runner_with(echoing_runner(dir.path())).await;
+    let mut stack = Harness::start(Options {
+        runner_url: Some(runner_url),
+        registry: Some(
+            chat_gateway::registry::Registry::from_str(
+                "version: 1\npages:\n  files:\n    attachments: [image/*, text/csv]\n    model: vision\n",
+                "files.yaml",
+            )
+            .expect("a valid registry"),
+        ),
+        ..Options::default()
+    })
+    .await;
+    let inline = |name: &str, data: &[u8]| gw::AttachmentRef {
+        id: String::new(),
+        inline: Some(gw::InlineAttachment {
+            name: name.into(),
+            data: data.to_vec(),
+        }),
+    };
+    let csv = b"month,total\njan,10\n";
+    let digest = format!("{:x}", Sha256::digest(csv));
+
+    // Stored as an upload would be, and given to the model.
+    let mut request = crate::harness::chat_request("", "Sum it", "files");
+    request.attachments = vec![inline("sales.csv", csv)];
+    let turn = crate::harness::chat(&mut stack.client, request).await;
+    assert!(turn.complete.success, "{:?}", turn.complete);
+    assert_eq!(
+        turn.text,
+        format!("sales.csv (text/csv, 19 bytes, sha256 {})", &digest[..12])
+    );
+    let read = stack
+        .client
+        .get_conversation(gw::GetConversationRequest {
+            conversation_id: turn.conversation_id(),
+            ..Default::default()
+        })
+        .await
+        .expect("get")
+        .into_inner();
+    let attached = &read.messages[0].attachments;
+    assert_eq!(attached.len(), 1);
+    assert_eq!(attached[0].media_type, "text/csv");
+    assert_eq!(attached[0].sha256, digest);
+    let (_, back, _) = download(
+        &mut stack.client,
+        tonic::Request::new(gw::DownloadAttachmentRequest {
+            attachment_id: attached[0].id.clone(),
+        }),
+    )
+    .await
+    .expect("download");
+    assert_eq!(back, csv);
+
+    // Its bytes decide its type, as for an upload.
+    let mut zip = crate::harness::chat_request("", "Open it", "files");
+    zip.attachments = vec![inline("photo.png", b"PK\x03\x04\x14\0\0\0rest")];
+    let refused = stack.client.chat(zip).await.expect_err("a ZIP");
+    assert_eq!(reason(&refused), "ATTACHMENT_TYPE_NOT_ALLOWED");
+
+    // Inline files are small: past attachments.max_inline_bytes, upload.
+    let mut big = crate::harness::chat_request("", "Look", "files");
+    big.attachments = vec![inline("big.csv", &vec![b'a'; 1024 * 1024 + 1])];
+    let refused = stack.client.chat(big).await.expect_err("too large");
+    assert_eq!(reason(&refused), "ATTACHMENT_TOO_LARGE");
+    assert!(
+        refused.message().contains("attachments.max_inline_bytes"),
+        "{}",
+        refused.message()
+    );
+
+    // An id and bytes at once is one too many.
+    let mut both = crate::harness::chat_request("", "Look", "files");
+    let mut twice = inline("a.csv", csv);
+    twice.id = "att_0123456789abcdef0123456789abcdef".into();
+    both.attachments = vec![twice];
+    let refused = stack.client.chat(both).await.expect_err("both");
+    assert_eq!(reason(&refused), "INVALID_ATTACHMENT");
+    // Nothing of the refused ones was kept.
+    assert_eq!(left_behind(&stack).await, (0, 1));
     stack.stop().await;
 }

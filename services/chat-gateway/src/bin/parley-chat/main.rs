@@ -193,7 +193,10 @@ async fn main() -> Result<()> {
                 stored.name, stored.media_type, stored.size_bytes
             ))
         );
-        attachments.push(AttachmentRef { id: stored.id });
+        attachments.push(AttachmentRef {
+            id: stored.id,
+            inline: None,
+        });
     }
 
     let mut send = async |message: String, conversation_id: &mut String| -> Result<()> {
