@@ -130,13 +130,23 @@ impl Gateway {
             upstreams.runner.clone(),
             registry.limits().mcp_tools_refresh,
         );
+        let blobs = if config.attachments.s3.is_unset() {
+            crate::blobs::Blobs::db(store.clone())
+        } else {
+            let s3 = crate::blobs::s3::S3Blobs::new(&config.attachments.s3, store.clone())?;
+            crate::blobs::Blobs::with_s3(
+                store.clone(),
+                s3,
+                config.attachments.store == crate::config::AttachmentStore::S3,
+            )
+        };
         let engine = Arc::new(Engine::new(
-            store,
+            blobs,
             Arc::new(registry),
             upstreams,
             config.turns.clone(),
             config.tenants.clone(),
-            config.attachments,
+            config.attachments.clone(),
             engine::replica_id(),
         ));
         if engine.store().backend() == Backend::Sqlite {
@@ -186,6 +196,7 @@ impl Gateway {
                 ),
             }
         }
+        self.engine.blobs().reload_secrets();
         if config.store.database_url_file.is_some() {
             match config.store.url() {
                 Ok(url) => match self.engine.store().set_url(&url) {

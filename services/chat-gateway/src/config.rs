@@ -44,48 +44,6 @@ pub struct GatewayConfig {
     pub attachments: AttachmentsConfig,
 }
 
-/// `[attachments]`: the limits of uploaded files.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields, default)]
-pub struct AttachmentsConfig {
-    /// The largest file, in bytes.
-    pub max_bytes: u64,
-    /// The most bytes of attachments one user may keep (0: no limit).
-    pub per_user_bytes: u64,
-    /// The most uploads one user may have running at once (across
-    /// replicas, as the store counts them).
-    pub uploads_per_user: u32,
-    /// The most bytes of files one message may carry to the model (they
-    /// travel in the runner request, so this counts toward
-    /// `upstream.runner_max_request_bytes`).
-    pub max_message_bytes: u64,
-    /// The most bytes of files one `Chat` request may carry inline
-    /// (`AttachmentRef.inline`), all of them together; under the 4 MiB a
-    /// request may be.
-    pub max_inline_bytes: u64,
-    /// The longest an upload may take; one older is deleted, and one whose
-    /// gateway died is swept once twice this has passed.
-    #[serde(with = "duration")]
-    pub upload_timeout: Duration,
-}
-
-impl Default for AttachmentsConfig {
-    fn default() -> Self {
-        Self {
-            max_bytes: 20 * 1024 * 1024,
-            per_user_bytes: 1024 * 1024 * 1024,
-            uploads_per_user: 4,
-            max_message_bytes: 24 * 1024 * 1024,
-            max_inline_bytes: 1024 * 1024,
-            upload_timeout: Duration::from_secs(600),
-        }
-    }
-}
-
-/// The largest `attachments.max_inline_bytes`: room in a 4 MiB `Chat`
-/// request for the message, the page state and the schema.
-pub const MAX_INLINE_BYTES: u64 = 3 * 1024 * 1024;
-
 /// Each tenant's restrictions, by the tenant key its tokens carry.
 pub type Tenants = std::collections::BTreeMap<String, TenantConfig>;
 
@@ -417,8 +375,10 @@ impl Default for TurnConfig {
     }
 }
 
+pub mod attachments;
 mod auth;
 
+pub use attachments::{AttachmentStore, AttachmentsConfig, S3Config};
 pub use auth::{AdminClaim, AuthConfig, JwtAlgorithm, JwtConfig, StaticTokenConfig};
 
 impl ServiceConfig for GatewayConfig {
@@ -512,23 +472,7 @@ impl ServiceConfig for GatewayConfig {
                 }
             }
         }
-        positive("attachments.max_bytes", self.attachments.max_bytes)?;
-        if self.attachments.max_inline_bytes > MAX_INLINE_BYTES {
-            return Err(invalid(
-                "attachments.max_inline_bytes",
-                format!(
-                    "must be at most {MAX_INLINE_BYTES} bytes (a Chat request is at most 4 MiB with its message and state)"
-                ),
-            ));
-        }
-        positive(
-            "attachments.uploads_per_user",
-            u64::from(self.attachments.uploads_per_user),
-        )?;
-        positive_duration(
-            "attachments.upload_timeout",
-            self.attachments.upload_timeout,
-        )?;
+        self.attachments.validate()?;
         positive_duration("auth.jwks_timeout", self.auth.jwks_timeout)?;
         positive("auth.jwks_max_bytes", self.auth.jwks_max_bytes as u64)?;
         for (index, token) in self.auth.static_tokens.iter().enumerate() {

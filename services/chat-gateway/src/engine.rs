@@ -74,9 +74,10 @@ pub struct Followed {
 }
 
 impl Engine {
-    /// An engine for `replica`.
+    /// An engine for `replica`, on the conversation store of `blobs` (and
+    /// where they keep attachment bytes).
     pub fn new(
-        store: Store,
+        blobs: crate::blobs::Blobs,
         registry: Arc<Registry>,
         upstreams: Upstreams,
         config: TurnConfig,
@@ -84,6 +85,7 @@ impl Engine {
         attachments: crate::config::AttachmentsConfig,
         replica: String,
     ) -> Self {
+        let store = blobs.store().clone();
         let closing = CancellationToken::new();
         let log = config.event_log.then(|| {
             EventLog::start(
@@ -110,6 +112,7 @@ impl Engine {
                 replica,
                 tenants,
                 attachments,
+                blobs,
             }),
             watchers: Arc::default(),
             log,
@@ -140,6 +143,11 @@ impl Engine {
     /// The limits of uploaded files (`[attachments]`).
     pub fn attachments(&self) -> &crate::config::AttachmentsConfig {
         &self.shared.attachments
+    }
+
+    /// Where attachment bytes are kept (`attachments.store`).
+    pub fn blobs(&self) -> &crate::blobs::Blobs {
+        &self.shared.blobs
     }
 
     /// The tenants' restrictions (`[tenants.NAME]`).

@@ -11,6 +11,7 @@
 
 pub mod app;
 pub mod auth;
+pub mod blobs;
 pub mod clients;
 pub mod config;
 pub mod convert;

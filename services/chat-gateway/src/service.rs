@@ -287,6 +287,11 @@ impl ChatGateway for GatewayService {
                 return Err(GatewayError::TurnInProgress { turn_id }.into());
             }
         }
+        // Its attachments' objects, once the rows are gone (a failure is
+        // kept for the prune tick to retry).
+        if let Err(error) = self.engine.blobs().purge_pending().await {
+            tracing::warn!(%error, "cannot read the attachment objects to delete; the prune tick retries");
+        }
         tracing::info!(conversation = %id, "conversation deleted");
         Ok(Response::new(gw::DeleteConversationResponse {}))
     }

@@ -125,6 +125,16 @@ pub enum StoreError {
     /// A write was refused by the fault injection of a test.
     #[error("injected store fault: {0}")]
     Injected(&'static str),
+    /// The object store holding attachment bytes failed
+    /// ([`crate::blobs`]); `detail` names the failure, never a credential
+    /// or a signed URL.
+    #[error("object store: {action} failed: {detail}")]
+    ObjectStore {
+        /// What was asked (`PutObject`, `GetObject`...).
+        action: &'static str,
+        /// What went wrong.
+        detail: String,
+    },
 }
 
 /// Which database a store talks to.
@@ -389,6 +399,11 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
         15,
         "attachments",
         include_str!("store/migrations/0015_attachments.sql"),
+    ),
+    (
+        16,
+        "attachment objects",
+        include_str!("store/migrations/0016_attachment_objects.sql"),
     ),
 ];
 

@@ -50,6 +50,8 @@ pub struct Shared {
     pub tenants: crate::config::Tenants,
     /// `[attachments]`: the limits of uploaded files.
     pub attachments: crate::config::AttachmentsConfig,
+    /// Where attachment bytes are kept.
+    pub blobs: crate::blobs::Blobs,
 }
 
 /// A request to start a turn, validated, with the page it resolved to.

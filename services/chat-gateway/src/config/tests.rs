@@ -234,3 +234,61 @@ fn auth_sections_parse() {
         "{printed}"
     );
 }
+
+#[test]
+fn the_object_store_is_checked_at_start_and_takes_no_inline_secret() {
+    let s3 = |extra: &str| {
+        from_toml(&format!(
+            "[attachments]\nstore = \"s3\"\n[attachments.s3]\nendpoint = \"http://127.0.0.1:9000\"\nbucket = \"parley-files\"\npath_style = true\n{extra}"
+        ))
+    };
+    let config = s3("access_key_id_env = \"KEY\"\nsecret_access_key_file = \"/run/s3-secret\"\n")
+        .expect("valid");
+    assert_eq!(config.attachments.store, AttachmentStore::S3);
+    let (key, secret, token) = config.attachments.s3.credentials();
+    assert_eq!(key.env.as_deref(), Some("KEY"));
+    assert_eq!(secret.file.as_deref(), Some(Path::new("/run/s3-secret")));
+    assert!(token.is_none());
+    // The variables AWS's tools read, unless told otherwise.
+    let (key, secret, _) = s3("").expect("valid").attachments.s3.credentials();
+    assert_eq!(
+        (key.env.as_deref(), secret.env.as_deref()),
+        (Some("AWS_ACCESS_KEY_ID"), Some("AWS_SECRET_ACCESS_KEY"))
+    );
+    for (extra, key) in [
+        ("secret_access_key = \"abc\"\n", "secret_access_key"),
+        ("path_style = false\n", "attachments.s3.path_style"),
+        ("bucket = \"Bad_Bucket\"\n", "attachments.s3.bucket"),
+        ("prefix = \"/x\"\n", "attachments.s3.prefix"),
+        (
+            "access_key_id_env = \"K\"\naccess_key_id_file = \"/k\"\n",
+            "access_key_id_file",
+        ),
+    ] {
+        // Later keys of the same name are refused by TOML itself; write
+        // the table again with the change.
+        let text = format!(
+            "[attachments]\nstore = \"s3\"\n[attachments.s3]\nendpoint = \"http://127.0.0.1:9000\"\n{}{extra}",
+            if extra.starts_with("bucket") {
+                ""
+            } else {
+                "bucket = \"parley-files\"\n"
+            },
+        );
+        let text = if extra.starts_with("path_style") {
+            text
+        } else {
+            text.replace(
+                "[attachments.s3]\n",
+                "[attachments.s3]\npath_style = true\n",
+            )
+        };
+        let error = from_toml(&text).expect_err(extra);
+        assert!(error.to_string().contains(key), "{extra}: {error}");
+    }
+    let error = from_toml("[attachments]\nstore = \"s3\"\n").expect_err("no bucket");
+    assert!(
+        error.to_string().contains("attachments.s3.bucket"),
+        "{error}"
+    );
+}

@@ -280,6 +280,12 @@ impl Engine {
                         Ok(swept) => tracing::info!(swept, "deleted uploads their gateway left unfinished"),
                         Err(error) => tracing::warn!(%error, "cannot delete unfinished uploads"),
                     }
+                    // Their objects, and those whose deletion failed before.
+                    match self.shared.blobs.purge_pending().await {
+                        Ok(0) => {}
+                        Ok(purged) => tracing::info!(purged, "deleted the objects of deleted attachments"),
+                        Err(error) => tracing::warn!(%error, "cannot read the attachment objects to delete"),
+                    }
                 }
             }
         }

@@ -1,5 +1,7 @@
 //! `UploadAttachment` and `DownloadAttachment`: files streamed into and
-//! out of the store in chunks, so a file never sits in memory whole.
+//! out of the store in chunks, so a file never sits in memory whole (the
+//! bytes go where `attachments.store` says, [`crate::blobs`]; the rows
+//! are the conversation store's either way).
 //!
 //! An upload's media type is sniffed from its first bytes (magic numbers,
 //! else text), never taken from the client, and must be one its page
@@ -8,8 +10,7 @@
 //! ends. Whatever ends an upload early (a refusal, the client going away,
 //! `attachments.upload_timeout`) deletes what it stored.
 
-use std::sync::Arc;
-
+use futures::StreamExt as _;
 use parley_proto::gateway::v1::{
     self as gw, download_attachment_response::Part as DownPart,
     upload_attachment_request::Part as UpPart,
@@ -19,20 +20,19 @@ use tokio::sync::mpsc;
 use tokio_stream::wrappers::ReceiverStream;
 use tonic::{Status, Streaming};
 
+pub use crate::blobs::CHUNK_BYTES;
 pub use crate::config::AttachmentsConfig;
 use crate::{
     auth::Principal,
+    blobs::{BlobWriter, Blobs},
     engine::Engine,
     error::GatewayError,
     service::validate,
     store::{
-        Store, StoredAttachmentRef,
+        StoredAttachmentRef,
         attachments::{FinishedUpload, NewUpload, StoredAttachment},
     },
 };
-
-/// The size of the chunks an attachment is stored in.
-pub const CHUNK_BYTES: usize = 256 * 1024;
 
 /// How many first bytes the media type is sniffed from.
 const SNIFF_BYTES: usize = 8 * 1024;
@@ -115,39 +115,40 @@ fn new_id() -> String {
     format!("att_{}", uuid::Uuid::new_v4().simple())
 }
 
-/// Deletes an upload unless disarmed: every early end of an upload (an
-/// error returned, the RPC's future dropped) goes through its drop.
-struct Cleanup {
-    store: Store,
-    id: Option<String>,
-}
-
-impl Drop for Cleanup {
-    fn drop(&mut self) {
-        if let Some(id) = self.id.take() {
-            let store = self.store.clone();
-            tokio::spawn(async move {
-                if let Err(error) = store.abort_upload(&id).await {
-                    // The sweep deletes it later.
-                    tracing::warn!(%error, attachment = %id, "cannot delete an unfinished upload");
-                }
-            });
-        }
-    }
-}
-
-/// What an upload has stored so far.
+/// What an upload has written so far. Dropped before it ends (an error
+/// returned, the RPC's future dropped), it deletes what it wrote: its row,
+/// chunks and object.
 struct Upload {
+    blobs: Blobs,
     id: String,
+    writer: Box<dyn BlobWriter>,
     pending: Vec<u8>,
-    seq: u64,
     size: u64,
     hash: Sha256,
+    /// Stored (or deleted already): nothing to clean up.
+    ended: bool,
+}
+
+impl Drop for Upload {
+    fn drop(&mut self) {
+        if self.ended {
+            return;
+        }
+        let blobs = self.blobs.clone();
+        let id = std::mem::take(&mut self.id);
+        let object = self.writer.object();
+        tokio::spawn(async move {
+            if let Err(error) = blobs.abort(&id, object).await {
+                // The sweep deletes it later.
+                tracing::warn!(%error, attachment = %id, "cannot delete an unfinished upload");
+            }
+        });
+    }
 }
 
 impl Upload {
     /// Takes `bytes`, storing every full chunk.
-    async fn take(&mut self, store: &Store, bytes: &[u8], max: u64) -> Result<(), GatewayError> {
+    async fn take(&mut self, bytes: &[u8], max: u64) -> Result<(), GatewayError> {
         self.size = self.size.saturating_add(bytes.len() as u64);
         if self.size > max {
             return Err(too_large(max));
@@ -157,22 +158,25 @@ impl Upload {
         while self.pending.len() >= CHUNK_BYTES {
             let rest = self.pending.split_off(CHUNK_BYTES);
             let chunk = std::mem::replace(&mut self.pending, rest);
-            self.store_chunk(store, chunk).await?;
+            self.store_chunk(chunk).await?;
         }
         Ok(())
     }
 
-    async fn store_chunk(&mut self, store: &Store, chunk: Vec<u8>) -> Result<(), GatewayError> {
-        if !store.put_chunk(&self.id, self.seq, chunk).await? {
-            return Err(GatewayError::invalid(
-                "UPLOAD_EXPIRED",
-                "chunk",
-                "the upload took longer than attachments.upload_timeout",
-            ));
+    async fn store_chunk(&mut self, chunk: Vec<u8>) -> Result<(), GatewayError> {
+        if !self.writer.put(chunk).await? {
+            return Err(expired());
         }
-        self.seq += 1;
         Ok(())
     }
+}
+
+fn expired() -> GatewayError {
+    GatewayError::invalid(
+        "UPLOAD_EXPIRED",
+        "chunk",
+        "the upload took longer than attachments.upload_timeout",
+    )
 }
 
 fn too_large(max: u64) -> GatewayError {
@@ -193,7 +197,7 @@ impl Attachments<'_> {
         principal: &Principal,
         mut stream: Streaming<gw::UploadAttachmentRequest>,
     ) -> Result<gw::Attachment, Status> {
-        let limits = *self.0.attachments();
+        let limits = self.0.attachments();
         let upload = async {
             let metadata = match stream.message().await? {
                 Some(gw::UploadAttachmentRequest {
@@ -234,7 +238,7 @@ impl Attachments<'_> {
         start: &crate::turn::StartTurn,
         files: Vec<validate::AttachmentInput>,
     ) -> Result<Vec<String>, Status> {
-        let limits = *self.0.attachments();
+        let limits = self.0.attachments();
         let mut ids = Vec::with_capacity(files.len());
         for input in files {
             match input {
@@ -262,7 +266,7 @@ impl Attachments<'_> {
         principal: &Principal,
         file: NewFile<'_>,
         stream: &mut impl Chunks,
-        limits: AttachmentsConfig,
+        limits: &AttachmentsConfig,
     ) -> Result<gw::Attachment, Status> {
         let store = self.0.store();
         let name = checked_name(file.name)?.to_owned();
@@ -338,37 +342,38 @@ impl Attachments<'_> {
             .into());
         }
         let id = new_id();
+        let blobs = self.0.blobs();
+        let object_key = blobs.uploads().object_key(&id);
         store
             .begin_upload(&NewUpload {
                 id: &id,
                 owner,
                 name: &name,
                 media_type: &media_type,
+                object_key: object_key.as_deref(),
             })
             .await
             .map_err(GatewayError::from)?;
-        let mut cleanup = Cleanup {
-            store: store.clone(),
-            id: Some(id.clone()),
-        };
         let mut upload = Upload {
+            blobs: blobs.clone(),
             id: id.clone(),
+            writer: blobs.uploads().writer(&id, object_key),
             pending: Vec::with_capacity(CHUNK_BYTES),
-            seq: 0,
             size: 0,
             hash: Sha256::new(),
+            ended: false,
         };
-        upload.take(store, &head, limits.max_bytes).await?;
+        upload.take(&head, limits.max_bytes).await?;
         drop(head);
         if !ended {
             while let Some(bytes) = stream.next().await? {
-                upload.take(store, &bytes, limits.max_bytes).await?;
+                upload.take(&bytes, limits.max_bytes).await?;
             }
         }
         if file.declared_size > 0 && upload.size != file.declared_size {
             return Err(GatewayError::invalid(
                 "INVALID_ATTACHMENT",
-                "file.declared_size",
+                "metadata.size_bytes",
                 format!(
                     "says {} bytes, but {} were sent",
                     file.declared_size, upload.size
@@ -378,8 +383,10 @@ impl Attachments<'_> {
         }
         if !upload.pending.is_empty() {
             let last = std::mem::take(&mut upload.pending);
-            upload.store_chunk(store, last).await?;
+            upload.store_chunk(last).await?;
         }
+        // The bytes are whole and durable before the row says ready.
+        upload.writer.finish().await.map_err(GatewayError::from)?;
         let sha256 = format!("{:x}", upload.hash.clone().finalize());
         let finished = store
             .finish_upload(owner, &id, upload.size, &sha256, limits.per_user_bytes)
@@ -387,24 +394,22 @@ impl Attachments<'_> {
             .map_err(GatewayError::from)?;
         match finished {
             FinishedUpload::Ready(stored) => {
-                cleanup.id = None;
+                upload.ended = true;
                 tracing::info!(attachment = %stored.id, media_type = %stored.media_type, size = stored.size_bytes, "attachment stored");
                 Ok(to_wire(&stored))
             }
             FinishedUpload::OverQuota { limit } => {
-                cleanup.id = None;
+                // The row is gone; its object, if any, goes now.
+                upload.ended = true;
+                blobs.purge_attachment(&id).await;
                 Err(GatewayError::AttachmentQuota {
                     setting: "per_user_bytes",
                     limit,
                 }
                 .into())
             }
-            FinishedUpload::Missing => Err(GatewayError::invalid(
-                "UPLOAD_EXPIRED",
-                "chunk",
-                "the upload took longer than attachments.upload_timeout",
-            )
-            .into()),
+            // Swept meanwhile: the drop deletes what was written.
+            FinishedUpload::Missing => Err(expired().into()),
         }
     }
 
@@ -468,14 +473,20 @@ impl Attachments<'_> {
         if id.is_empty() {
             return Err(GatewayError::invalid("INVALID_ID", "attachment_id", "is empty").into());
         }
-        let store = self.0.store().clone();
-        let stored = store
+        let stored = self
+            .0
+            .store()
             .attachment(principal.owner(), id)
             .await
             .map_err(GatewayError::from)?
             .ok_or(GatewayError::AttachmentNotFound)?;
+        let mut chunks = self
+            .0
+            .blobs()
+            .read(&stored.id, stored.object_key.as_deref(), stored.size_bytes)
+            .await
+            .map_err(GatewayError::from)?;
         let (tx, rx) = mpsc::channel(DOWNLOAD_AHEAD);
-        let id = Arc::<str>::from(id);
         tokio::spawn(async move {
             let first = gw::DownloadAttachmentResponse {
                 part: Some(DownPart::Metadata(to_wire(&stored))),
@@ -483,20 +494,16 @@ impl Attachments<'_> {
             if tx.send(Ok(first)).await.is_err() {
                 return;
             }
-            let mut seq = 0;
-            loop {
-                let chunk = match store.attachment_chunk(&id, seq).await {
-                    Ok(Some(chunk)) => Ok(gw::DownloadAttachmentResponse {
+            while let Some(chunk) = chunks.next().await {
+                let chunk = chunk
+                    .map(|chunk| gw::DownloadAttachmentResponse {
                         part: Some(DownPart::Chunk(chunk)),
-                    }),
-                    Ok(None) => return,
-                    Err(error) => Err(Status::from(GatewayError::from(error))),
-                };
+                    })
+                    .map_err(|error| Status::from(GatewayError::from(error)));
                 let failed = chunk.is_err();
                 if tx.send(chunk).await.is_err() || failed {
                     return;
                 }
-                seq += 1;
             }
         });
         Ok(ReceiverStream::new(rx))

@@ -7,6 +7,13 @@
 //! cut short is never half-read: the gateway deletes it when the stream
 //! fails, and the sweep ([`Store::sweep_uploads`]) deletes those whose
 //! gateway died before it could.
+//!
+//! The rows are the same when the bytes are an object in an object store
+//! (migration 16, [`crate::blobs`]): the row then names the object
+//! (`object_key`, and the multipart upload while one is open), only its
+//! size grows with each chunk, and every transaction that deletes such a
+//! row writes an [`ObjectPurge`] that the gateway carries out once it has
+//! committed (and every replica retries until it succeeds).
 
 use futures::future::BoxFuture;
 use sqlx::{AnyConnection, Row, any::AnyRow};
@@ -30,6 +37,22 @@ pub struct StoredAttachment {
     pub created_at: i64,
     /// The conversation it was first sent in, if any.
     pub conversation_id: Option<String>,
+    /// The object holding its bytes; `None`: they are in the store's
+    /// chunks.
+    pub object_key: Option<String>,
+}
+
+/// An object to delete: the bytes of an attachment row that is gone.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ObjectPurge {
+    /// The attachment the object held.
+    pub attachment_id: String,
+    /// The object's key.
+    pub object_key: String,
+    /// The multipart upload to abort, when one may still be open.
+    pub upload_ref: Option<String>,
+    /// Failed tries so far.
+    pub attempts: u64,
 }
 
 /// How ending an upload went.
@@ -58,6 +81,8 @@ pub struct NewUpload<'a> {
     pub name: &'a str,
     /// The sniffed media type.
     pub media_type: &'a str,
+    /// The object its bytes go to; `None`: the store's chunks.
+    pub object_key: Option<&'a str>,
 }
 
 struct BeginUpload {
@@ -65,6 +90,7 @@ struct BeginUpload {
     owner: String,
     name: String,
     media_type: String,
+    object_key: Option<String>,
     now: i64,
 }
 
@@ -78,14 +104,15 @@ impl Write for BeginUpload {
     fn run<'c>(&'c self, conn: &'c mut AnyConnection) -> BoxFuture<'c, Result<(), StoreError>> {
         Box::pin(async move {
             sqlx::query(
-                "INSERT INTO attachments (id, owner, conversation_id, name, media_type, size_bytes, sha256, state, created_at) \
-                 VALUES ($1, $2, NULL, $3, $4, 0, '', 'uploading', $5)",
+                "INSERT INTO attachments (id, owner, conversation_id, name, media_type, size_bytes, sha256, state, created_at, object_key) \
+                 VALUES ($1, $2, NULL, $3, $4, 0, '', 'uploading', $5, $6)",
             )
             .bind(self.id.as_str())
             .bind(self.owner.as_str())
             .bind(self.name.as_str())
             .bind(self.media_type.as_str())
             .bind(self.now)
+            .bind(self.object_key.as_deref())
             .execute(&mut *conn)
             .await?;
             Ok(())
@@ -96,7 +123,10 @@ impl Write for BeginUpload {
 struct PutChunk {
     id: String,
     seq: i64,
-    data: Vec<u8>,
+    len: usize,
+    /// The chunk's bytes; `None` when they go to an object (only the size
+    /// grows).
+    data: Option<Vec<u8>>,
 }
 
 impl Write for PutChunk {
@@ -109,19 +139,22 @@ impl Write for PutChunk {
                 "UPDATE attachments SET size_bytes = size_bytes + $2 WHERE id = $1 AND state = 'uploading'",
             )
             .bind(self.id.as_str())
-            .bind(i64::try_from(self.data.len()).unwrap_or(i64::MAX))
+            .bind(i64::try_from(self.len).unwrap_or(i64::MAX))
             .execute(&mut *conn)
             .await?
             .rows_affected();
             if grown == 0 {
                 return Ok(false);
             }
+            let Some(data) = &self.data else {
+                return Ok(true);
+            };
             sqlx::query(
                 "INSERT INTO attachment_chunks (attachment_id, seq, data) VALUES ($1, $2, $3)",
             )
             .bind(self.id.as_str())
             .bind(self.seq)
-            .bind(self.data.as_slice())
+            .bind(data.as_slice())
             .execute(&mut *conn)
             .await?;
             Ok(true)
@@ -164,13 +197,13 @@ impl Write for FinishUpload {
             if self.limit > 0
                 && u64::try_from(used).unwrap_or(0).saturating_add(self.size) > self.limit
             {
-                delete_upload(conn, &self.id).await?;
+                delete_upload(conn, &self.id, None, self.now).await?;
                 return Ok(FinishedUpload::OverQuota { limit: self.limit });
             }
             let row = sqlx::query(
                 "UPDATE attachments SET state = 'ready', sha256 = $3, created_at = $4 \
                  WHERE id = $1 AND owner = $2 AND state = 'uploading' AND size_bytes = $5 \
-                 RETURNING id, name, media_type, size_bytes, sha256, created_at, conversation_id",
+                 RETURNING id, name, media_type, size_bytes, sha256, created_at, conversation_id, object_key",
             )
             .bind(self.id.as_str())
             .bind(self.owner.as_str())
@@ -187,8 +220,50 @@ impl Write for FinishUpload {
     }
 }
 
-/// Deletes upload `id` and its chunks (where foreign keys are off too).
-async fn delete_upload(conn: &mut AnyConnection, id: &str) -> Result<(), StoreError> {
+/// Deletes upload `id` and its chunks (where foreign keys are off too);
+/// when its bytes are an object (as its row says, or `known` when the row
+/// is gone already), writes the purge of that object. Whether a purge was
+/// written.
+async fn delete_upload(
+    conn: &mut AnyConnection,
+    id: &str,
+    known: Option<&UploadObject>,
+    now: i64,
+) -> Result<bool, StoreError> {
+    let row = sqlx::query("SELECT object_key, upload_ref FROM attachments WHERE id = $1")
+        .bind(id)
+        .fetch_optional(&mut *conn)
+        .await?;
+    let mut object = match row {
+        Some(row) => row
+            .try_get::<Option<String>, _>("object_key")?
+            .map(|key| -> Result<UploadObject, StoreError> {
+                Ok(UploadObject {
+                    key,
+                    upload_ref: row.try_get("upload_ref")?,
+                })
+            })
+            .transpose()?,
+        None => None,
+    };
+    if let Some(known) = known {
+        let object = object.get_or_insert_with(|| known.clone());
+        if object.upload_ref.is_none() {
+            object.upload_ref.clone_from(&known.upload_ref);
+        }
+    }
+    if let Some(object) = &object {
+        sqlx::query(
+            "INSERT INTO attachment_purges (attachment_id, object_key, upload_ref, created_at) \
+             VALUES ($1, $2, $3, $4) ON CONFLICT (attachment_id) DO NOTHING",
+        )
+        .bind(id)
+        .bind(object.key.as_str())
+        .bind(object.upload_ref.as_deref())
+        .bind(now)
+        .execute(&mut *conn)
+        .await?;
+    }
     sqlx::query("DELETE FROM attachment_chunks WHERE attachment_id = $1")
         .bind(id)
         .execute(&mut *conn)
@@ -197,18 +272,87 @@ async fn delete_upload(conn: &mut AnyConnection, id: &str) -> Result<(), StoreEr
         .bind(id)
         .execute(&mut *conn)
         .await?;
-    Ok(())
+    Ok(object.is_some())
+}
+
+/// The object an upload writes, as its writer knows it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UploadObject {
+    /// The object's key.
+    pub key: String,
+    /// The multipart upload, once created.
+    pub upload_ref: Option<String>,
 }
 
 struct AbortUpload {
     id: String,
+    known: Option<UploadObject>,
+    now: i64,
 }
 
 impl Write for AbortUpload {
+    /// Whether an object purge was written.
+    type Output = bool;
+
+    fn run<'c>(&'c self, conn: &'c mut AnyConnection) -> BoxFuture<'c, Result<bool, StoreError>> {
+        Box::pin(delete_upload(conn, &self.id, self.known.as_ref(), self.now))
+    }
+}
+
+struct RecordUploadRef {
+    id: String,
+    upload_ref: String,
+}
+
+impl Write for RecordUploadRef {
+    /// False when the upload is gone (swept).
+    type Output = bool;
+
+    fn autocommit(&self) -> bool {
+        true
+    }
+
+    fn run<'c>(&'c self, conn: &'c mut AnyConnection) -> BoxFuture<'c, Result<bool, StoreError>> {
+        Box::pin(async move {
+            let recorded = sqlx::query(
+                "UPDATE attachments SET upload_ref = $2 WHERE id = $1 AND state = 'uploading'",
+            )
+            .bind(self.id.as_str())
+            .bind(self.upload_ref.as_str())
+            .execute(&mut *conn)
+            .await?
+            .rows_affected();
+            Ok(recorded > 0)
+        })
+    }
+}
+
+struct PurgeDone {
+    attachment_id: String,
+    /// The purge failed: count the try instead.
+    failed: bool,
+}
+
+impl Write for PurgeDone {
     type Output = ();
 
+    fn autocommit(&self) -> bool {
+        true
+    }
+
     fn run<'c>(&'c self, conn: &'c mut AnyConnection) -> BoxFuture<'c, Result<(), StoreError>> {
-        Box::pin(delete_upload(conn, &self.id))
+        Box::pin(async move {
+            let sql = if self.failed {
+                "UPDATE attachment_purges SET attempts = attempts + 1 WHERE attachment_id = $1"
+            } else {
+                "DELETE FROM attachment_purges WHERE attachment_id = $1"
+            };
+            sqlx::query(sql)
+                .bind(self.attachment_id.as_str())
+                .execute(&mut *conn)
+                .await?;
+            Ok(())
+        })
     }
 }
 
@@ -248,6 +392,7 @@ const SWEEP_BATCH: i64 = 100;
 
 struct SweepUploads {
     before: i64,
+    now: i64,
 }
 
 impl Write for SweepUploads {
@@ -268,7 +413,7 @@ impl Write for SweepUploads {
             .map(|row| row.try_get("id"))
             .collect::<Result<_, _>>()?;
             for id in &ids {
-                delete_upload(conn, id).await?;
+                delete_upload(conn, id, None, self.now).await?;
             }
             Ok(ids.len() as u64)
         })
@@ -284,6 +429,7 @@ fn attachment_from_row(row: &AnyRow) -> Result<StoredAttachment, StoreError> {
         sha256: row.try_get("sha256")?,
         created_at: row.try_get("created_at")?,
         conversation_id: row.try_get("conversation_id")?,
+        object_key: row.try_get("object_key")?,
     })
 }
 
@@ -295,6 +441,7 @@ impl Store {
             owner: upload.owner.to_owned(),
             name: upload.name.to_owned(),
             media_type: upload.media_type.to_owned(),
+            object_key: upload.object_key.map(str::to_owned),
             now: super::now_ms(),
         })
         .await
@@ -305,7 +452,30 @@ impl Store {
         self.write(PutChunk {
             id: id.to_owned(),
             seq: to_i64(seq),
-            data,
+            len: data.len(),
+            data: Some(data),
+        })
+        .await
+    }
+
+    /// Counts `len` more bytes of upload `id`, whose bytes go to an
+    /// object; false when the upload is gone.
+    pub async fn grow_upload(&self, id: &str, len: usize) -> Result<bool, StoreError> {
+        self.write(PutChunk {
+            id: id.to_owned(),
+            seq: 0,
+            len,
+            data: None,
+        })
+        .await
+    }
+
+    /// Records the multipart upload that writes upload `id`'s object;
+    /// false when the upload is gone.
+    pub async fn record_upload_ref(&self, id: &str, upload_ref: &str) -> Result<bool, StoreError> {
+        self.write(RecordUploadRef {
+            id: id.to_owned(),
+            upload_ref: upload_ref.to_owned(),
         })
         .await
     }
@@ -351,33 +521,97 @@ impl Store {
         .await
     }
 
-    /// The whole of attachment `id` (of `size` bytes, as recorded), its
-    /// chunks read one at a time into one buffer of that size: reading a
-    /// file holds it once, and a chunk (read after [`Store::attachment`]
-    /// found it the caller's).
-    pub async fn attachment_data(&self, id: &str, size: u64) -> Result<Vec<u8>, StoreError> {
-        use futures::TryStreamExt as _;
-        let mut rows =
-            sqlx::query("SELECT data FROM attachment_chunks WHERE attachment_id = $1 ORDER BY seq")
+    /// Where the bytes of ready attachment `id` are, whoever owns it (the
+    /// turn reads the files of a message already checked): `Some(None)`
+    /// in the store's chunks, `Some(Some(key))` in that object; `None` for
+    /// an attachment that is gone.
+    pub async fn attachment_location(
+        &self,
+        id: &str,
+    ) -> Result<Option<Option<String>>, StoreError> {
+        let row =
+            sqlx::query("SELECT object_key FROM attachments WHERE id = $1 AND state = 'ready'")
                 .bind(id)
-                .fetch(&self.pool);
-        let mut data = Vec::with_capacity(usize::try_from(size).unwrap_or(0));
-        while let Some(row) = rows.try_next().await? {
-            let chunk: Vec<u8> = row.try_get("data")?;
-            data.extend_from_slice(&chunk);
-        }
-        Ok(data)
+                .fetch_optional(&self.pool)
+                .await?;
+        row.map(|row| row.try_get::<Option<String>, _>("object_key"))
+            .transpose()
+            .map_err(Into::into)
     }
 
-    /// Deletes upload `id` and what it stored.
-    pub async fn abort_upload(&self, id: &str) -> Result<(), StoreError> {
-        self.write(AbortUpload { id: id.to_owned() }).await
+    /// Deletes upload `id` and what it stored; when its bytes are an
+    /// object (its row says so, or `known` does for a row already gone),
+    /// writes that object's purge, and says whether it did.
+    pub async fn abort_upload(
+        &self,
+        id: &str,
+        known: Option<UploadObject>,
+    ) -> Result<bool, StoreError> {
+        self.write(AbortUpload {
+            id: id.to_owned(),
+            known,
+            now: super::now_ms(),
+        })
+        .await
     }
 
     /// Deletes the uploads begun before `before` (Unix ms) that never
-    /// ended (their gateway died), at most a batch; how many went.
+    /// ended (their gateway died), at most a batch, writing the purges of
+    /// their objects; how many went.
     pub async fn sweep_uploads(&self, before: i64) -> Result<u64, StoreError> {
-        self.write(SweepUploads { before }).await
+        self.write(SweepUploads {
+            before,
+            now: super::now_ms(),
+        })
+        .await
+    }
+
+    /// The object purges waiting, oldest first, at most `limit`; with
+    /// `id`, only that attachment's.
+    pub async fn object_purges(
+        &self,
+        id: Option<&str>,
+        limit: u32,
+    ) -> Result<Vec<ObjectPurge>, StoreError> {
+        const COLUMNS: &str =
+            "SELECT attachment_id, object_key, upload_ref, attempts FROM attachment_purges";
+        let rows = match id {
+            Some(id) => {
+                sqlx::query(sqlx::AssertSqlSafe(format!(
+                    "{COLUMNS} WHERE attachment_id = $1"
+                )))
+                .bind(id)
+                .fetch_all(&self.pool)
+                .await?
+            }
+            None => {
+                sqlx::query(sqlx::AssertSqlSafe(format!(
+                    "{COLUMNS} ORDER BY created_at LIMIT $1"
+                )))
+                .bind(i64::from(limit))
+                .fetch_all(&self.pool)
+                .await?
+            }
+        };
+        rows.iter()
+            .map(|row| {
+                Ok(ObjectPurge {
+                    attachment_id: row.try_get("attachment_id")?,
+                    object_key: row.try_get("object_key")?,
+                    upload_ref: row.try_get("upload_ref")?,
+                    attempts: u64::try_from(row.try_get::<i64, _>("attempts")?).unwrap_or(0),
+                })
+            })
+            .collect()
+    }
+
+    /// Records how a purge went: done deletes it, failed counts the try.
+    pub async fn purge_done(&self, attachment_id: &str, failed: bool) -> Result<(), StoreError> {
+        self.write(PurgeDone {
+            attachment_id: attachment_id.to_owned(),
+            failed,
+        })
+        .await
     }
 
     /// The bytes of `owner`'s ready attachments.
@@ -417,7 +651,7 @@ impl Store {
         id: &str,
     ) -> Result<Option<StoredAttachment>, StoreError> {
         let row = sqlx::query(
-            "SELECT id, name, media_type, size_bytes, sha256, created_at, conversation_id \
+            "SELECT id, name, media_type, size_bytes, sha256, created_at, conversation_id, object_key \
              FROM attachments WHERE id = $1 AND owner = $2 AND state = 'ready'",
         )
         .bind(id)

@@ -1975,6 +1975,7 @@ async fn attachments_are_stored_in_chunks_read_by_their_owner_and_swept_when_aba
             owner: "alice",
             name: "a.bin",
             media_type: "application/pdf",
+            object_key: None,
         }
     }
     let file = format!("att_{}", id());

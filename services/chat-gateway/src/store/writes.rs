@@ -571,6 +571,18 @@ impl Write for DeleteWrite {
                     turn_id: row.try_get("id")?,
                 });
             }
+            // The objects of its attachments are deleted once this
+            // commits (before the rows go: the foreign key cascades).
+            sqlx::query(
+                "INSERT INTO attachment_purges (attachment_id, object_key, upload_ref, created_at) \
+                 SELECT id, object_key, upload_ref, $2 FROM attachments \
+                 WHERE conversation_id = $1 AND object_key IS NOT NULL \
+                 ON CONFLICT (attachment_id) DO NOTHING",
+            )
+            .bind(self.conversation_id.as_str())
+            .bind(super::now_ms())
+            .execute(&mut *conn)
+            .await?;
             sqlx::query("DELETE FROM conversations WHERE id = $1 AND owner = $2")
                 .bind(self.conversation_id.as_str())
                 .bind(self.owner.as_str())

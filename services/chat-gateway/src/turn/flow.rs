@@ -527,8 +527,8 @@ async fn attach_files(shared: &Shared, history: &mut History) -> Result<(), Fail
         let mut gone = String::new();
         for file in refs {
             let data = shared
-                .store
-                .attachment_data(&file.id, file.size_bytes)
+                .blobs
+                .read_all(&file.id, file.size_bytes)
                 .await
                 .map_err(store_failure)?;
             if data.is_empty() {
