@@ -144,23 +144,42 @@ impl S3Blobs {
         }
     }
 
-    /// Sends a signed request; a status other than 2xx (or `allow`) is an
-    /// error naming the action, the status and S3's error code.
+    /// Sends a signed request; a status other than 2xx is an error naming
+    /// the action, the status and S3's error code, except a 404 whose code
+    /// is one of `gone` (what was asked for is not there): `None`. A
+    /// missing bucket is always an error.
     async fn send(
         &self,
         action: &'static str,
         request: reqwest::RequestBuilder,
-        allow: Option<reqwest::StatusCode>,
-    ) -> Result<reqwest::Response, StoreError> {
+        gone: &[&str],
+    ) -> Result<Option<reqwest::Response>, StoreError> {
         let response = request
             .send()
             .await
             .map_err(|error| failed(action, error.without_url().to_string()))?;
         let status = response.status();
-        if status.is_success() || Some(status) == allow {
-            return Ok(response);
+        if status.is_success() {
+            return Ok(Some(response));
         }
-        Err(failed(action, error_of(status, response).await))
+        let (detail, code) = error_of(status, response).await;
+        if status == reqwest::StatusCode::NOT_FOUND
+            && code.as_deref().is_some_and(|code| gone.contains(&code))
+        {
+            return Ok(None);
+        }
+        Err(failed(action, detail))
+    }
+
+    /// [`S3Blobs::send`] for a request that must find what it asks for.
+    async fn sent(
+        &self,
+        action: &'static str,
+        request: reqwest::RequestBuilder,
+    ) -> Result<reqwest::Response, StoreError> {
+        self.send(action, request, &[])
+            .await?
+            .ok_or_else(|| failed(action, "not found"))
     }
 
     fn timed(&self, request: reqwest::RequestBuilder) -> reqwest::RequestBuilder {
@@ -173,12 +192,8 @@ impl S3Blobs {
             .bucket
             .put_object(Some(&credentials), key)
             .sign(SIGNED_FOR);
-        self.send(
-            "PutObject",
-            self.timed(self.client.put(url).body(body)),
-            None,
-        )
-        .await?;
+        self.sent("PutObject", self.timed(self.client.put(url).body(body)))
+            .await?;
         Ok(())
     }
 
@@ -189,9 +204,7 @@ impl S3Blobs {
             .bucket
             .create_multipart_upload(Some(&credentials), key)
             .sign(SIGNED_FOR);
-        let response = self
-            .send(ACTION, self.timed(self.client.post(url)), None)
-            .await?;
+        let response = self.sent(ACTION, self.timed(self.client.post(url))).await?;
         let body = response
             .text()
             .await
@@ -215,7 +228,7 @@ impl S3Blobs {
             .upload_part(Some(&credentials), key, number, upload_id)
             .sign(SIGNED_FOR);
         let response = self
-            .send(ACTION, self.timed(self.client.put(url).body(body)), None)
+            .sent(ACTION, self.timed(self.client.put(url).body(body)))
             .await?;
         response
             .headers()
@@ -242,19 +255,21 @@ impl S3Blobs {
         let url = complete.sign(SIGNED_FOR);
         let body = complete.body();
         let response = self
-            .send(ACTION, self.timed(self.client.post(url).body(body)), None)
+            .sent(ACTION, self.timed(self.client.post(url).body(body)))
             .await?;
-        // S3 may answer 200 and still fail, with an error document.
+        // S3 may answer 200 and still fail, with an error document (the
+        // success document's root is named differently by S3-compatible
+        // servers, so only the error is looked for).
         let body = response
             .text()
             .await
             .map_err(|error| failed(ACTION, error.without_url().to_string()))?;
-        if rusty_s3::actions::CompleteMultipartUploadResponse::parse(&body).is_err() {
+        if body.contains("<Error>") {
             return Err(failed(
                 ACTION,
                 format!(
                     "refused: {}",
-                    error_code(&body).unwrap_or("unreadable response")
+                    error_code(&body).unwrap_or("an error document")
                 ),
             ));
         }
@@ -271,7 +286,7 @@ impl S3Blobs {
         self.send(
             "AbortMultipartUpload",
             self.timed(self.client.delete(url)),
-            Some(reqwest::StatusCode::NOT_FOUND),
+            &["NoSuchUpload"],
         )
         .await?;
         Ok(())
@@ -286,15 +301,19 @@ impl S3Blobs {
         self.send(
             "DeleteObject",
             self.timed(self.client.delete(url)),
-            Some(reqwest::StatusCode::NOT_FOUND),
+            &["NoSuchKey"],
         )
         .await?;
         Ok(())
     }
 }
 
-/// `HTTP <status>: <S3 error code>`, from an error response.
-async fn error_of(status: reqwest::StatusCode, response: reqwest::Response) -> String {
+/// `HTTP <status>: <S3 error code>`, from an error response, and the
+/// code.
+async fn error_of(
+    status: reqwest::StatusCode,
+    response: reqwest::Response,
+) -> (String, Option<String>) {
     let mut body = Vec::new();
     let mut stream = response.bytes_stream();
     while let Some(Ok(bytes)) = stream.next().await {
@@ -305,8 +324,11 @@ async fn error_of(status: reqwest::StatusCode, response: reqwest::Response) -> S
     }
     let text = String::from_utf8_lossy(&body);
     match error_code(&text) {
-        Some(code) => format!("HTTP {}: {code}", status.as_u16()),
-        None => format!("HTTP {}", status.as_u16()),
+        Some(code) => (
+            format!("HTTP {}: {code}", status.as_u16()),
+            Some(code.to_owned()),
+        ),
+        None => (format!("HTTP {}", status.as_u16()), None),
     }
 }
 
@@ -503,16 +525,12 @@ impl BlobStore for std::sync::Arc<S3Blobs> {
                 .sign(SIGNED_FOR);
             // No total timeout: the bytes flow as the reader takes them,
             // each read bounded by the client's read timeout.
-            let response = blobs
-                .send(
-                    "GetObject",
-                    blobs.client.get(url),
-                    Some(reqwest::StatusCode::NOT_FOUND),
-                )
-                .await?;
-            if response.status() == reqwest::StatusCode::NOT_FOUND {
+            let Some(response) = blobs
+                .send("GetObject", blobs.client.get(url), &["NoSuchKey"])
+                .await?
+            else {
                 return Ok(futures::stream::empty().boxed());
-            }
+            };
             let download = Download {
                 body: response.bytes_stream().boxed(),
                 pending: Vec::new(),

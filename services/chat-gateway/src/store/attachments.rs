@@ -689,6 +689,18 @@ impl Store {
         Ok(u64::try_from(count).unwrap_or(0))
     }
 
+    /// How many uploads have an object store's multipart upload recorded
+    /// (tests: one cut short is swept with its parts).
+    pub async fn uploads_with_parts(&self) -> Result<u64, StoreError> {
+        let count: i64 = sqlx::query(
+            "SELECT count(*) AS n FROM attachments WHERE state = 'uploading' AND upload_ref IS NOT NULL",
+        )
+        .fetch_one(&self.pool)
+        .await?
+        .try_get("n")?;
+        Ok(u64::try_from(count).unwrap_or(0))
+    }
+
     /// How many chunk rows the store holds (tests: nothing left behind).
     pub async fn attachment_chunk_rows(&self) -> Result<u64, StoreError> {
         let count: i64 = sqlx::query("SELECT count(*) AS n FROM attachment_chunks")

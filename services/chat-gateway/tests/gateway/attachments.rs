@@ -1,6 +1,10 @@
 //! Attachments through the wire: uploaded in chunks and read back whole,
 //! typed by their bytes, held to the size limit and the owner's quota, and
 //! nothing left behind by an upload that was refused or cut short.
+//!
+//! The scenarios about where bytes are kept run twice: with the bytes in
+//! the conversation store (`attachments.store = "db"`) and in an S3 object
+//! store (`"s3"`, a local moto server, [`crate::moto`]).
 
 use parley_proto::gateway::v1::{
     self as gw, download_attachment_response::Part as DownPart,
@@ -104,29 +108,127 @@ async fn download(
     Ok((metadata.expect("metadata"), bytes, chunks))
 }
 
+/// Where a scenario's gateway keeps attachment bytes.
+enum Bytes {
+    /// The conversation store's chunks.
+    Db,
+    /// An S3 bucket.
+    S3(Box<crate::moto::Moto>),
+}
+
+impl Bytes {
+    /// The object store, or `None` after `not_run` without moto.
+    async fn s3(test: &str) -> Option<Self> {
+        crate::moto::Moto::start(&format!("attachments::{test}"))
+            .await
+            .map(|moto| Self::S3(Box::new(moto)))
+    }
+
+    /// `options` writing the bytes here.
+    fn options(&self, options: Options) -> Options {
+        match self {
+            Self::Db => options,
+            Self::S3(moto) => Options {
+                s3: Some(moto.config()),
+                ..options
+            },
+        }
+    }
+
+    /// What holds the bytes of `files` of these sizes: chunk rows, or one
+    /// object each.
+    fn units(&self, files: &[usize]) -> u64 {
+        match self {
+            Self::Db => files
+                .iter()
+                .map(|size| size.div_ceil(chat_gateway::blobs::CHUNK_BYTES) as u64)
+                .sum(),
+            Self::S3(_) => files.len() as u64,
+        }
+    }
+
+    /// The `PARLEY_ATTACHMENTS__...` variables of a gateway process.
+    fn env(&self) -> Vec<(String, String)> {
+        match self {
+            Self::Db => Vec::new(),
+            Self::S3(moto) => moto.env(),
+        }
+    }
+
+    /// What the store at `url` and the bucket hold: unfinished uploads, and
+    /// chunk rows or objects (a multipart upload left open counts as one).
+    async fn left_at(&self, url: &str) -> (u64, u64) {
+        let store = chat_gateway::store::Store::open(url, &Default::default())
+            .await
+            .expect("open the store");
+        let uploading = store.uploads_in_progress().await.expect("count");
+        let chunks = store.attachment_chunk_rows().await.expect("count");
+        match self {
+            Self::Db => (uploading, chunks),
+            Self::S3(moto) => {
+                assert_eq!(chunks, 0, "no chunk rows with the bytes in S3");
+                (
+                    uploading,
+                    (moto.objects().await + moto.open_uploads().await) as u64,
+                )
+            }
+        }
+    }
+
+    async fn left(&self, stack: &Harness) -> (u64, u64) {
+        self.left_at(&stack.database_url).await
+    }
+
+    /// Waits (at most 10 s) for `left` to be `expected`.
+    async fn settles(&self, stack: &Harness, expected: (u64, u64)) {
+        let settled = tokio::time::timeout(std::time::Duration::from_secs(10), async {
+            while self.left(stack).await != expected {
+                tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+            }
+        })
+        .await;
+        assert!(
+            settled.is_ok(),
+            "left behind: {:?}, expected {expected:?}",
+            self.left(stack).await
+        );
+    }
+}
+
 /// Rows an upload left behind: unfinished uploads and all chunk rows.
 async fn left_behind(stack: &Harness) -> (u64, u64) {
-    let store = chat_gateway::store::Store::open(&stack.database_url, &Default::default())
-        .await
-        .expect("open the store");
-    (
-        store.uploads_in_progress().await.expect("count"),
-        store.attachment_chunk_rows().await.expect("count"),
-    )
+    Bytes::Db.left(stack).await
 }
 
 #[tokio::test]
 async fn a_file_uploaded_in_chunks_downloads_whole_and_only_for_its_owner() {
-    let mut stack = Harness::start(Options {
+    // 1.5 MiB: six 256 KiB chunks.
+    uploaded_in_chunks_and_downloaded_whole(Bytes::Db, 1_572_864).await;
+}
+
+#[tokio::test]
+async fn a_file_uploaded_to_s3_downloads_whole_and_only_for_its_owner() {
+    let Some(bytes) =
+        Bytes::s3("a_file_uploaded_to_s3_downloads_whole_and_only_for_its_owner").await
+    else {
+        return;
+    };
+    // 12 MiB: a multipart upload of three parts (5, 5 and 2 MiB), read
+    // back in 48 chunks.
+    uploaded_in_chunks_and_downloaded_whole(bytes, 12 * 1024 * 1024).await;
+}
+
+async fn uploaded_in_chunks_and_downloaded_whole(place: Bytes, size: usize) {
+    let mut stack = Harness::start(place.options(Options {
         auth: authenticator(),
         registry: Some(registry()),
         ..Options::default()
-    })
+    }))
     .await;
     let ann = hs256("ann", "parley", 600);
     let bob = hs256("bob", "parley", 600);
-    // 1.5 MiB in uneven 100 000-byte messages: stored as 256 KiB chunks.
-    let bytes = png(1_572_864);
+    // In uneven 100 000-byte messages: stored as 256 KiB chunks.
+    let bytes = png(size);
     let stored = send(
         &mut stack.client,
         Some(&ann),
@@ -164,7 +266,12 @@ async fn a_file_uploaded_in_chunks_downloads_whole_and_only_for_its_owner() {
     .expect("her file");
     assert_eq!(metadata, stored);
     assert_eq!(format!("{:x}", Sha256::digest(&read)), digest);
-    assert_eq!(chunks, 6, "1.5 MiB in 256 KiB chunks");
+    assert_eq!(
+        chunks,
+        size.div_ceil(chat_gateway::blobs::CHUNK_BYTES),
+        "in 256 KiB chunks"
+    );
+    assert_eq!(place.left(&stack).await, (0, place.units(&[size])));
 
     // Bob, an unknown id: the same NOT_FOUND.
     for (token, id) in [(&bob, stored.id.as_str()), (&ann, "att_0000")] {
@@ -241,10 +348,21 @@ async fn types_come_from_the_bytes_and_the_page_must_take_them() {
 
 #[tokio::test]
 async fn a_file_past_the_limit_is_refused_and_leaves_nothing() {
-    let mut stack = Harness::start(Options {
+    past_the_limit_leaves_nothing(Bytes::Db).await;
+}
+
+#[tokio::test]
+async fn a_file_past_the_limit_leaves_no_object() {
+    if let Some(bytes) = Bytes::s3("a_file_past_the_limit_leaves_no_object").await {
+        past_the_limit_leaves_nothing(bytes).await;
+    }
+}
+
+async fn past_the_limit_leaves_nothing(place: Bytes) {
+    let mut stack = Harness::start(place.options(Options {
         registry: Some(registry()),
         ..Options::default()
-    })
+    }))
     .await;
     // 25 MiB against the default 20 MiB, its size not declared: refused
     // once the bytes pass the limit, what was stored deleted.
@@ -273,31 +391,30 @@ async fn a_file_past_the_limit_is_refused_and_leaves_nothing() {
     .await
     .expect_err("too large");
     assert_eq!(reason(&declared), "ATTACHMENT_TOO_LARGE");
-    // The refused upload's rows go right after the refusal.
-    let cleaned = tokio::time::timeout(std::time::Duration::from_secs(10), async {
-        loop {
-            if left_behind(&stack).await == (0, 0) {
-                return;
-            }
-            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
-        }
-    })
-    .await;
-    assert!(
-        cleaned.is_ok(),
-        "left behind: {:?}",
-        left_behind(&stack).await
-    );
+    // The refused upload's rows go right after the refusal, and its
+    // object's parts (four were sent) with them.
+    place.settles(&stack, (0, 0)).await;
     stack.stop().await;
 }
 
 #[tokio::test]
 async fn the_owners_quota_holds_and_refuses_with_quota_failure() {
-    let mut stack = Harness::start(Options {
+    quota_holds(Bytes::Db).await;
+}
+
+#[tokio::test]
+async fn the_owners_quota_holds_with_the_bytes_in_s3() {
+    if let Some(bytes) = Bytes::s3("the_owners_quota_holds_with_the_bytes_in_s3").await {
+        quota_holds(bytes).await;
+    }
+}
+
+async fn quota_holds(place: Bytes) {
+    let mut stack = Harness::start(place.options(Options {
         registry: Some(registry()),
         tweak: |config| config.attachments.per_user_bytes = 1024 * 1024,
         ..Options::default()
-    })
+    }))
     .await;
     let bytes = png(600 * 1024);
     send(
@@ -331,7 +448,87 @@ async fn the_owners_quota_holds_and_refuses_with_quota_failure() {
     .await
     .expect_err("over the quota");
     assert_eq!(reason(&declared), "QUOTA_EXCEEDED");
-    assert_eq!(left_behind(&stack).await, (0, 3), "the first file's chunks");
+    // The first file's bytes only: the refused one's object went too.
+    place
+        .settles(&stack, (0, place.units(&[bytes.len()])))
+        .await;
+    stack.stop().await;
+}
+
+#[tokio::test]
+async fn deleting_a_conversation_deletes_its_files_bytes() {
+    deleting_the_conversation_deletes_the_bytes(Bytes::Db).await;
+}
+
+#[tokio::test]
+async fn deleting_a_conversation_deletes_its_files_objects() {
+    if let Some(bytes) = Bytes::s3("deleting_a_conversation_deletes_its_files_objects").await {
+        deleting_the_conversation_deletes_the_bytes(bytes).await;
+    }
+}
+
+async fn deleting_the_conversation_deletes_the_bytes(place: Bytes) {
+    let mut stack = Harness::start(place.options(Options {
+        registry: Some(registry()),
+        ..Options::default()
+    }))
+    .await;
+    let (sent, kept) = (png(300_000), png(1000));
+    let mut ids = Vec::new();
+    for (name, bytes) in [("sent.png", &sent), ("kept.png", &kept)] {
+        let stored = send(
+            &mut stack.client,
+            None,
+            upload(name, "files", bytes, 64 * 1024, 0),
+        )
+        .await
+        .expect("stored");
+        ids.push(stored.id);
+    }
+    // The first is sent in a conversation (and so belongs to it); the
+    // second never is.
+    let turn = crate::harness::chat(
+        &mut stack.client,
+        message_with("", "What is this?", "files", &[&ids[0]]),
+    )
+    .await;
+    assert!(turn.complete.success, "{:?}", turn.complete);
+    let seen = stack.runner.seen();
+    let messages = &seen.last().expect("a run").request.messages;
+    let files = &messages.last().expect("the message").attachments;
+    assert_eq!(files[0].data, sent, "the model got the bytes");
+    assert_eq!(
+        place.left(&stack).await,
+        (0, place.units(&[sent.len(), kept.len()]))
+    );
+    stack
+        .client
+        .delete_conversation(gw::DeleteConversationRequest {
+            conversation_id: turn.conversation_id(),
+        })
+        .await
+        .expect("deleted");
+    // Its file's bytes are gone with it (the object right after the
+    // deletion committed); the other file stays.
+    assert_eq!(place.left(&stack).await, (0, place.units(&[kept.len()])));
+    let gone = download(
+        &mut stack.client,
+        tonic::Request::new(gw::DownloadAttachmentRequest {
+            attachment_id: ids[0].clone(),
+        }),
+    )
+    .await
+    .expect_err("deleted with its conversation");
+    assert_eq!(gone.code(), Code::NotFound);
+    let (_, read, _) = download(
+        &mut stack.client,
+        tonic::Request::new(gw::DownloadAttachmentRequest {
+            attachment_id: ids[1].clone(),
+        }),
+    )
+    .await
+    .expect("kept");
+    assert_eq!(read, kept);
     stack.stop().await;
 }
 
@@ -506,23 +703,82 @@ async fn an_attached_file_reaches_the_model_for_three_turns_and_a_model_without_
     stack.stop().await;
 }
 
-/// `left_behind` on a store at `url`.
-async fn left_behind_at(url: &str) -> (u64, u64) {
-    let store = chat_gateway::store::Store::open(url, &Default::default())
+#[tokio::test]
+async fn an_object_that_cannot_be_deleted_yet_is_kept_for_a_later_try() {
+    use chat_gateway::{
+        blobs::{Blobs, s3::S3Blobs},
+        store::attachments::UploadObject,
+    };
+    let Some(Bytes::S3(moto)) =
+        Bytes::s3("an_object_that_cannot_be_deleted_yet_is_kept_for_a_later_try").await
+    else {
+        return;
+    };
+    let dir = tempfile::tempdir().expect("dir");
+    let url = format!("sqlite://{}?mode=rwc", dir.path().join("g.db").display());
+    let store = chat_gateway::store::Store::open(&url, &Default::default())
         .await
         .expect("open the store");
-    (
-        store.uploads_in_progress().await.expect("count"),
-        store.attachment_chunk_rows().await.expect("count"),
-    )
+    // A bucket that does not exist (yet): every request fails.
+    let mut config = moto.config();
+    config.bucket = "parley-late".into();
+    let blobs = Blobs::with_s3(
+        store.clone(),
+        S3Blobs::new(&config, store.clone()).expect("a client"),
+        true,
+    );
+    // An upload cut short whose row is gone already: its writer knows
+    // its object.
+    let object = UploadObject {
+        key: "attachments/att_late".into(),
+        upload_ref: None,
+    };
+    blobs
+        .abort("att_late", Some(object))
+        .await
+        .expect("aborted");
+    let waiting = store.object_purges(None, 10).await.expect("purges");
+    assert_eq!(waiting.len(), 1, "kept, not forgotten");
+    assert_eq!(waiting[0].attempts, 1, "tried once");
+    // Once the bucket answers, a later try (the prune tick's) deletes it.
+    moto.put("parley-late", "", Vec::new()).await;
+    moto.put("parley-late", "attachments/att_late", b"bytes".to_vec())
+        .await;
+    assert_eq!(moto.objects_in("parley-late").await, 1);
+    assert_eq!(blobs.purge_pending().await.expect("purged"), 1);
+    assert_eq!(moto.objects_in("parley-late").await, 0);
+    assert!(
+        store
+            .object_purges(None, 10)
+            .await
+            .expect("purges")
+            .is_empty()
+    );
 }
 
 #[tokio::test]
 async fn a_gateway_killed_mid_upload_leaves_nothing_readable_and_a_file_from_one_replica_is_sent_by_another()
  {
+    killed_mid_upload(
+        "a_gateway_killed_mid_upload_leaves_nothing_readable_and_a_file_from_one_replica_is_sent_by_another",
+        Bytes::Db,
+    )
+    .await;
+}
+
+#[tokio::test]
+async fn a_gateway_killed_mid_upload_to_s3_leaves_no_object_after_the_sweep() {
+    let test = "a_gateway_killed_mid_upload_to_s3_leaves_no_object_after_the_sweep";
+    if let Some(bytes) = Bytes::s3(test).await {
+        killed_mid_upload(test, bytes).await;
+    }
+}
+
+async fn killed_mid_upload(test: &str, place: Bytes) {
     use crate::harness::process::{GatewayProcess, ProcessConfig};
-    let test = "attachments::a_gateway_killed_mid_upload_leaves_nothing_readable_and_a_file_from_one_replica_is_sent_by_another";
-    let Some((database_url, schema)) = crate::postgres::fresh_schema(test).await else {
+    let Some((database_url, schema)) =
+        crate::postgres::fresh_schema(&format!("attachments::{test}")).await
+    else {
         return;
     };
     let options = Options::default();
@@ -536,10 +792,18 @@ async fn a_gateway_killed_mid_upload_leaves_nothing_readable_and_a_file_from_one
     )
     .expect("write the registry");
     let registry = registry.display().to_string();
-    let env = [
-        ("PARLEY_REGISTRY", registry.as_str()),
-        ("PARLEY_ATTACHMENTS__UPLOAD_TIMEOUT", "3s"),
+    let mut env = vec![
+        ("PARLEY_REGISTRY".to_owned(), registry),
+        (
+            "PARLEY_ATTACHMENTS__UPLOAD_TIMEOUT".to_owned(),
+            "3s".to_owned(),
+        ),
     ];
+    env.extend(place.env());
+    let env: Vec<(&str, &str)> = env
+        .iter()
+        .map(|(name, value)| (name.as_str(), value.as_str()))
+        .collect();
     let config = ProcessConfig {
         database_url: database_url.clone(),
         runner: runner_addr,
@@ -562,9 +826,15 @@ async fn a_gateway_killed_mid_upload_leaves_nothing_readable_and_a_file_from_one
     .await
     .expect("stored on A");
 
-    // ...and another whose upload A is killed in the middle of.
+    // ...and another whose upload A is killed in the middle of: in the
+    // store, its first chunks; in S3, a multipart upload whose first part
+    // (5 MiB) is on its way.
+    let (cut_size, message) = match place {
+        Bytes::Db => (600_000, 100_000),
+        Bytes::S3(_) => (8 * 1024 * 1024, 1024 * 1024),
+    };
     let (tx, rx) = tokio::sync::mpsc::channel(16);
-    for message in upload("half.png", "files", &png(600_000), 100_000, 0)
+    for message in upload("half.png", "files", &png(cut_size), message, 0)
         .collect::<Vec<_>>()
         .await
     {
@@ -580,8 +850,18 @@ async fn a_gateway_killed_mid_upload_leaves_nothing_readable_and_a_file_from_one
         .await
     });
     let written = tokio::time::timeout(std::time::Duration::from_secs(10), async {
-        // Its first chunks are stored (256 KiB each), the stream still open.
-        while left_behind_at(&database_url).await.0 != 1 {
+        let store = chat_gateway::store::Store::open(&database_url, &Default::default())
+            .await
+            .expect("open the store");
+        loop {
+            let begun = match place {
+                Bytes::Db => store.uploads_in_progress().await.expect("count") == 1,
+                // Its multipart upload created and recorded.
+                Bytes::S3(_) => store.uploads_with_parts().await.expect("count") == 1,
+            };
+            if begun {
+                return;
+            }
             tokio::time::sleep(std::time::Duration::from_millis(20)).await;
         }
     })
@@ -593,7 +873,7 @@ async fn a_gateway_killed_mid_upload_leaves_nothing_readable_and_a_file_from_one
         cut.await.expect("joined").is_err(),
         "the upload was cut off"
     );
-    let (uploading, _) = left_behind_at(&database_url).await;
+    let (uploading, _) = place.left_at(&database_url).await;
     assert_eq!(uploading, 1, "the killed gateway could not clean up");
 
     // B sends A's file to the model, whole.
@@ -614,13 +894,14 @@ async fn a_gateway_killed_mid_upload_leaves_nothing_readable_and_a_file_from_one
     assert_eq!(files[0].media_type, "image/png");
 
     // The cut upload was never readable, and a replica started once twice
-    // its timeout has passed sweeps it (A's file stays).
+    // its timeout has passed sweeps it, its object's multipart upload
+    // aborted (A's file stays).
     tokio::time::sleep(std::time::Duration::from_millis(6_500)).await;
     let mut c = GatewayProcess::start_with(&config, dir.path(), "c", None, &env).await;
+    let expected = (0, place.units(&[bytes.len()]));
     let swept = tokio::time::timeout(std::time::Duration::from_secs(20), async {
         loop {
-            let left = left_behind_at(&database_url).await;
-            if left == (0, 3) {
+            if place.left_at(&database_url).await == expected {
                 return;
             }
             tokio::time::sleep(std::time::Duration::from_millis(100)).await;
@@ -629,8 +910,8 @@ async fn a_gateway_killed_mid_upload_leaves_nothing_readable_and_a_file_from_one
     .await;
     assert!(
         swept.is_ok(),
-        "left behind: {:?}",
-        left_behind_at(&database_url).await
+        "left behind: {:?}, expected {expected:?}",
+        place.left_at(&database_url).await
     );
     b.kill().await;
     c.kill().await;

@@ -18,6 +18,7 @@ mod history;
 #[allow(dead_code)]
 mod harness;
 mod leases;
+mod moto;
 mod overload;
 mod postgres;
 mod provider_keys;

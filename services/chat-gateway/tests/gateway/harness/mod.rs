@@ -51,6 +51,8 @@ pub struct Options {
     pub tweak: fn(&mut GatewayConfig),
     /// The page registry (the example's when `None`).
     pub registry: Option<Registry>,
+    /// An object store for attachment bytes (`attachments.store = "s3"`).
+    pub s3: Option<chat_gateway::config::S3Config>,
 }
 
 impl Default for Options {
@@ -64,6 +66,7 @@ impl Default for Options {
             runner_token_file: None,
             tweak: |_| {},
             registry: None,
+            s3: None,
         }
     }
 }
@@ -171,6 +174,10 @@ impl Harness {
             .clone()
             .unwrap_or_else(|| format!("http://{parser_addr}"));
         config.upstream.runner_token_file = options.runner_token_file.clone();
+        if let Some(s3) = options.s3.clone() {
+            config.attachments.store = chat_gateway::config::AttachmentStore::S3;
+            config.attachments.s3 = s3;
+        }
         (options.tweak)(&mut config);
         let registry = options.registry.unwrap_or_else(Registry::example);
         let gateway = Gateway::build(&config, registry, options.auth)
