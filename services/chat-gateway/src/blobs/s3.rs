@@ -29,9 +29,7 @@ use crate::{
     },
 };
 
-/// The size of a multipart upload's parts (S3's smallest, but for the
-/// last): the most an upload holds in memory.
-pub const PART_BYTES: usize = 5 * 1024 * 1024;
+pub use crate::config::attachments::PART_BYTES;
 
 /// How long a signed request stays valid (it is sent at once).
 const SIGNED_FOR: Duration = Duration::from_secs(15 * 60);

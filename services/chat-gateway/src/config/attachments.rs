@@ -14,6 +14,10 @@ pub const MAX_INLINE_BYTES: u64 = 3 * 1024 * 1024;
 /// The most parts of an S3 multipart upload.
 const MAX_PARTS: u64 = 10_000;
 
+/// The size of an S3 multipart upload's parts (S3's smallest, but for the
+/// last): the most an upload holds in memory ([`crate::blobs::s3`]).
+pub const PART_BYTES: usize = 5 * 1024 * 1024;
+
 /// `[attachments]`: the limits of uploaded files and where they are kept.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
@@ -280,13 +284,12 @@ impl S3Config {
             }
         }
         positive_duration("attachments.s3.timeout", self.timeout)?;
-        let largest = crate::blobs::s3::PART_BYTES as u64 * MAX_PARTS;
+        let largest = PART_BYTES as u64 * MAX_PARTS;
         if max_bytes > largest {
             return Err(invalid(
                 "attachments.max_bytes",
                 format!(
-                    "an object of {MAX_PARTS} parts of {} bytes holds at most {largest} bytes",
-                    crate::blobs::s3::PART_BYTES
+                    "an object of {MAX_PARTS} parts of {PART_BYTES} bytes holds at most {largest} bytes"
                 ),
             ));
         }
