@@ -192,7 +192,8 @@ impl RunnerApp {
             config.max_concurrent_runs,
             config.event_buffer,
         )
-        .with_allowed(allowed);
+        .with_allowed(allowed)
+        .with_max_streamed_bytes(config.max_request_bytes);
         Self {
             runner,
             service,

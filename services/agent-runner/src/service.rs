@@ -53,6 +53,9 @@ pub struct RunnerService {
     tool_sets: Arc<ToolSets>,
     /// The tool endpoints and models requests may name.
     allowed: Arc<Allowed>,
+    /// The most bytes of files a `RunFenced` start may have follow it
+    /// (the runner's `max_request_bytes`, as if they were inline).
+    max_streamed_bytes: usize,
 }
 
 impl RunnerService {
@@ -74,8 +77,16 @@ impl RunnerService {
             prompts: Arc::default(),
             tool_sets: Arc::default(),
             allowed: Arc::new(Allowed::defaults_of(&runner.providers)),
+            max_streamed_bytes: crate::config::DEFAULT_MAX_REQUEST_BYTES,
             runner,
         }
+    }
+
+    /// With `max` as the most bytes of files a `RunFenced` start may have
+    /// follow it.
+    pub fn with_max_streamed_bytes(mut self, max: usize) -> Self {
+        self.max_streamed_bytes = max;
+        self
     }
 
     /// With `allowed` as the tool endpoints and models requests may name.
@@ -103,6 +114,79 @@ impl Stream for RunEventStream {
             .poll_recv(cx)
             .map(|event| event.map(|event| Ok(convert::event::to_proto(*event, &self.currency))))
     }
+}
+
+/// Fills the files `start` sent without their bytes
+/// (`Attachment.size_bytes`) from the `attachment_data` messages that
+/// follow it: in order, each exactly its size, all of them together within
+/// `max` bytes.
+async fn receive_files(
+    start: &mut RunRequest,
+    incoming: &mut tonic::Streaming<RunFencedRequest>,
+    max: usize,
+) -> Result<(), Status> {
+    let invalid = |field: String, description: String| {
+        Status::from(RunError::Invalid(vec![crate::turn::Violation {
+            field,
+            description,
+        }]))
+    };
+    let mut total: u64 = 0;
+    let mut pending: Option<Vec<u8>> = None;
+    for (i, message) in start.messages.iter_mut().enumerate() {
+        for (j, file) in message.attachments.iter_mut().enumerate() {
+            if !file.data.is_empty() || file.size_bytes == 0 {
+                continue;
+            }
+            let field = format!("messages[{i}].attachments[{j}].size_bytes");
+            total = total.saturating_add(file.size_bytes);
+            if total > max as u64 {
+                return Err(invalid(
+                    field,
+                    format!(
+                        "the files that follow the request add up to more than max_request_bytes ({max})"
+                    ),
+                ));
+            }
+            let size = usize::try_from(file.size_bytes).unwrap_or(usize::MAX);
+            let mut data = Vec::with_capacity(size);
+            while data.len() < size {
+                let part = match pending.take() {
+                    Some(part) => part,
+                    None => match incoming.message().await? {
+                        Some(RunFencedRequest {
+                            message: Some(run_fenced_request::Message::AttachmentData(part)),
+                        }) => part.data,
+                        _ => {
+                            return Err(invalid(
+                                field,
+                                format!(
+                                    "the file's bytes ended after {} of {size}: attachment_data must follow the start",
+                                    data.len()
+                                ),
+                            ));
+                        }
+                    },
+                };
+                let room = size - data.len();
+                if part.len() > room {
+                    // The rest begins the next file.
+                    data.extend_from_slice(&part[..room]);
+                    pending = Some(part[room..].to_vec());
+                } else {
+                    data.extend_from_slice(&part);
+                }
+            }
+            file.data = data;
+        }
+    }
+    if pending.is_some_and(|rest| !rest.is_empty()) {
+        return Err(invalid(
+            "attachment_data".into(),
+            "more bytes than the files' size_bytes".into(),
+        ));
+    }
+    Ok(())
 }
 
 /// Decisions a fenced turn's client may send ahead of the turn reading
@@ -226,7 +310,7 @@ impl AgentRunner for RunnerService {
         let deadline = parley_grpc::deadline::grpc_timeout(request.metadata());
         let mut incoming = request.into_inner();
         let Some(RunFencedRequest {
-            message: Some(run_fenced_request::Message::Start(start)),
+            message: Some(run_fenced_request::Message::Start(mut start)),
         }) = incoming.message().await?
         else {
             return Err(RunError::Invalid(vec![crate::turn::Violation {
@@ -235,6 +319,7 @@ impl AgentRunner for RunnerService {
             }])
             .into());
         };
+        receive_files(&mut start, &mut incoming, self.max_streamed_bytes).await?;
         let (decided, decisions) = mpsc::channel(DECISIONS_AHEAD);
         // Until the client closes its side or the turn no longer reads.
         tokio::spawn(async move {

@@ -730,11 +730,13 @@ async fn files_reach_the_model_and_one_that_takes_none_refuses_or_is_told_of_the
                 name: "a.png".into(),
                 media_type: "image/png".into(),
                 data: b"\x89PNG\r\n\x1a\n".to_vec(),
+                ..Default::default()
             },
             pb::Attachment {
                 name: "b.csv".into(),
                 media_type: "text/csv".into(),
                 data: b"x,y\n".to_vec(),
+                ..Default::default()
             },
         ];
         RunRequest {
@@ -795,5 +797,69 @@ async fn files_reach_the_model_and_one_that_takes_none_refuses_or_is_told_of_the
     assert_eq!(
         answer(with_files("text-only", true)).await,
         "b.csv (text/csv, 4 bytes, sha256 9c6536d38fa3)\n[file a.png, image/png, 8 bytes, not shown to this model]"
+    );
+
+    // Over RunFenced the bytes may follow the request, cut anywhere: the
+    // turn starts once each file is whole.
+    let streamed = |parts: Vec<Vec<u8>>| {
+        let mut request = with_files("scripted-demo", false);
+        for file in &mut request.messages[0].attachments {
+            file.size_bytes = file.data.len() as u64;
+            file.data.clear();
+        }
+        let mut messages = vec![pb::RunFencedRequest {
+            message: Some(pb::run_fenced_request::Message::Start(request)),
+        }];
+        messages.extend(parts.into_iter().map(|data| pb::RunFencedRequest {
+            message: Some(pb::run_fenced_request::Message::AttachmentData(
+                pb::AttachmentData { data },
+            )),
+        }));
+        messages
+    };
+    let mut client = serve(svc.clone()).await;
+    let (send, requests) = tokio::sync::mpsc::channel(8);
+    for message in streamed(vec![
+        b"\x89PNG\r".to_vec(),
+        b"\n\x1a\nx,".to_vec(),
+        b"y\n".to_vec(),
+    ]) {
+        send.send(message).await.expect("send");
+    }
+    let mut stream = client
+        .run_fenced(tokio_stream::wrappers::ReceiverStream::new(requests))
+        .await
+        .expect("runs")
+        .into_inner();
+    let mut finished = None;
+    while let Some(item) = stream.next().await {
+        if let Some(pb::run_event::Event::Finished(done)) = item.expect("event").event {
+            finished = Some(done.text);
+        }
+    }
+    drop(send);
+    assert_eq!(
+        finished.as_deref(),
+        Some(
+            "a.png (image/png, 8 bytes, sha256 4c4b6a3be131)\nb.csv (text/csv, 4 bytes, sha256 9c6536d38fa3)"
+        )
+    );
+
+    // Fewer bytes than the sizes say: refused, the turn never starts.
+    let (send, requests) = tokio::sync::mpsc::channel(8);
+    for message in streamed(vec![b"\x89PNG".to_vec()]) {
+        send.send(message).await.expect("send");
+    }
+    drop(send);
+    let Err(refused) = client
+        .run_fenced(tokio_stream::wrappers::ReceiverStream::new(requests))
+        .await
+    else {
+        panic!("a file short of its size is refused");
+    };
+    assert_eq!(refused.code(), Code::InvalidArgument);
+    assert!(
+        refused.message().contains("ended after 4 of 8"),
+        "{refused:?}"
     );
 }

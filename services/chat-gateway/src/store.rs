@@ -125,6 +125,9 @@ pub enum StoreError {
     /// A write was refused by the fault injection of a test.
     #[error("injected store fault: {0}")]
     Injected(&'static str),
+    /// An attachment a turn sends was deleted before its bytes were read.
+    #[error("attachment {0} is no longer stored")]
+    AttachmentGone(String),
     /// The object store holding attachment bytes failed
     /// ([`crate::blobs`]); `detail` names the failure, never a credential
     /// or a signed URL.

@@ -169,6 +169,7 @@ fn attachment(file: &Attachment) -> pb::Attachment {
         name: file.name.clone(),
         media_type: file.media_type.clone(),
         data: file.data.clone(),
+        ..Default::default()
     }
 }
 

@@ -463,9 +463,11 @@ async fn open(
         .deadline
         .saturating_duration_since(Instant::now());
     let mut runner_client = shared.upstreams.runner.clone();
+    // Files go after the request, over the fenced call.
+    let files = streamed_files(&request);
     // A fence costs a bidirectional call and a task on the runner: only a
-    // turn whose tools can have effects pays for it.
-    let (fence, call) = if !page.has_tools_with_effects() {
+    // turn whose tools can have effects, or that sends files, pays for it.
+    let (fence, call) = if !page.has_tools_with_effects() && files.is_empty() {
         let mut call = tonic::Request::new(request);
         call.set_timeout(timeout);
         (
@@ -478,6 +480,16 @@ async fn open(
         let _ = decisions.try_send(runner::RunFencedRequest {
             message: Some(runner::run_fenced_request::Message::Start(request)),
         });
+        if !files.is_empty() {
+            let sender = decisions.clone();
+            let (blobs, stop) = (shared.blobs.clone(), stop.clone());
+            tokio::spawn(async move {
+                if let Err(error) = stream_files(&blobs, files, &sender).await {
+                    tracing::error!(%error, "cannot send a file to the runner; the turn stops");
+                    stop.cancel();
+                }
+            });
+        }
         let mut call = tonic::Request::new(tokio_stream::wrappers::ReceiverStream::new(messages));
         call.set_timeout(timeout);
         let fence = Fence {
@@ -517,21 +529,22 @@ async fn load_history(shared: &Shared, spec: &TurnSpec) -> Result<History, Failu
     Ok(history)
 }
 
-/// Gives the user messages the bytes of the files the history sends with
-/// them (the new message's, and the latest earlier turns'), read from the
-/// store. A file deleted since (with the conversation it was first sent
-/// in) is named instead.
+/// Gives the user messages the files the history sends with them (the new
+/// message's, and the latest earlier turns'), without their bytes: the
+/// runner call streams those after the request ([`stream_files`]), so
+/// the gateway never holds a file whole. A file deleted since (with the
+/// conversation it was first sent in) is named instead.
 async fn attach_files(shared: &Shared, history: &mut History) -> Result<(), Failure> {
     for (index, refs) in std::mem::take(&mut history.files) {
         let mut files = Vec::with_capacity(refs.len());
         let mut gone = String::new();
         for file in refs {
-            let data = shared
-                .blobs
-                .read_all(&file.id, file.size_bytes)
+            let stored = shared
+                .store
+                .attachment_location(&file.id)
                 .await
                 .map_err(store_failure)?;
-            if data.is_empty() {
+            if stored.is_none() || file.size_bytes == 0 {
                 gone.push_str(&format!(
                     "\n[attached: {}, {}, no longer stored]",
                     file.name, file.media_type
@@ -541,12 +554,57 @@ async fn attach_files(shared: &Shared, history: &mut History) -> Result<(), Fail
             files.push(runner::Attachment {
                 name: file.name,
                 media_type: file.media_type,
-                data,
+                data: Vec::new(),
+                size_bytes: file.size_bytes,
+                id: file.id,
             });
         }
         if let Some(message) = history.messages.get_mut(index) {
             message.attachments = files;
             message.text.push_str(&gone);
+        }
+    }
+    Ok(())
+}
+
+/// The files `request` sends without their bytes, in order: their ids
+/// and sizes.
+fn streamed_files(request: &runner::RunRequest) -> Vec<(String, u64)> {
+    request
+        .messages
+        .iter()
+        .flat_map(|message| &message.attachments)
+        .filter(|file| file.data.is_empty() && file.size_bytes > 0)
+        .map(|file| (file.id.clone(), file.size_bytes))
+        .collect()
+}
+
+/// Sends the bytes of `files` to the runner after the fenced call's start,
+/// a stored chunk at a time (the channel and HTTP/2 flow control hold the
+/// pace): `attachment_data` messages, in order. Ends early, without error,
+/// when the call is gone.
+async fn stream_files(
+    blobs: &crate::blobs::Blobs,
+    files: Vec<(String, u64)>,
+    sender: &tokio::sync::mpsc::Sender<runner::RunFencedRequest>,
+) -> Result<(), crate::store::StoreError> {
+    use futures::StreamExt as _;
+    for (id, size) in files {
+        let location = blobs
+            .store()
+            .attachment_location(&id)
+            .await?
+            .ok_or_else(|| crate::store::StoreError::AttachmentGone(id.clone()))?;
+        let mut chunks = blobs.read(&id, location.as_deref(), size).await?;
+        while let Some(chunk) = chunks.next().await {
+            let message = runner::RunFencedRequest {
+                message: Some(runner::run_fenced_request::Message::AttachmentData(
+                    runner::AttachmentData { data: chunk? },
+                )),
+            };
+            if sender.send(message).await.is_err() {
+                return Ok(());
+            }
         }
     }
     Ok(())

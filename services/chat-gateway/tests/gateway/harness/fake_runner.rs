@@ -214,11 +214,32 @@ impl AgentRunner for FakeRunner {
         let metadata = request.metadata().clone();
         let mut messages = request.into_inner();
         let Some(runner::RunFencedRequest {
-            message: Some(runner::run_fenced_request::Message::Start(start)),
+            message: Some(runner::run_fenced_request::Message::Start(mut start)),
         }) = messages.message().await?
         else {
             return Err(Status::invalid_argument("the first message is the request"));
         };
+        // The files whose bytes follow, filled in order as the runner does
+        // (what `seen` records is what a runner would have).
+        let mut parts: Vec<u8> = Vec::new();
+        for file in start
+            .messages
+            .iter_mut()
+            .flat_map(|message| message.attachments.iter_mut())
+            .filter(|file| file.data.is_empty() && file.size_bytes > 0)
+        {
+            let size = usize::try_from(file.size_bytes).expect("a size");
+            while parts.len() < size {
+                match messages.message().await? {
+                    Some(runner::RunFencedRequest {
+                        message: Some(runner::run_fenced_request::Message::AttachmentData(part)),
+                    }) => parts.extend_from_slice(&part.data),
+                    _ => return Err(Status::invalid_argument("a file's bytes ended early")),
+                }
+            }
+            let rest = parts.split_off(size);
+            file.data = std::mem::replace(&mut parts, rest);
+        }
         let mut call = Request::new(start);
         *call.metadata_mut() = metadata;
         self.run(call).await
