@@ -5,7 +5,9 @@
 //! `tests/python` hold the conversation of `tests/clients/scenario.json`
 //! and must print the same transcript; two of its turns pause (an approval
 //! of `lookup_rows`, rejected, and the app-run `ask_user_to_pick_rows`) and
-//! continue with `SubmitToolDecisions`.
+//! continue with `SubmitToolDecisions`, and one sends a PNG and a PDF
+//! uploaded in chunks, which the scripted model echoes (name, media type,
+//! size, SHA-256) so the clients check that it received both.
 //!
 //! The binaries come from this build's target directory (`cargo test
 //! --workspace` builds them; otherwise `cargo build --bins`). Without Go or

@@ -163,11 +163,12 @@ pub fn assert_same_transcript(python: &Run, go: &Run) {
         python.transcript
     );
     assert_paused_and_continued(python);
+    assert_attachments(python);
     assert_eq!(
         python.transcript, go.transcript,
         "the Python and Go clients disagree on the scenario (left Python, right Go)"
     );
-    // `<language> client: conversation ID: 2 turns, ...`: all but the id.
+    // `<language> client: conversation ID: 5 turns, ...`: all but the id.
     let counts = |run: &Run| {
         run.summary
             .rsplit_once(": ")
@@ -217,5 +218,43 @@ fn assert_paused_and_continued(run: &Run) {
             "{turn} does not continue to its complete:\n{}",
             run.transcript
         );
+    }
+}
+
+/// The scenario's files: uploaded, one of them in several chunks, sent with
+/// a turn whose scripted model received each of them, one downloaded back,
+/// and a ZIP named `.png` refused (the clients check the rest against the
+/// scenario: media types, sizes, SHA-256s, what the model echoed).
+fn assert_attachments(run: &Run) {
+    let lines: Vec<&str> = run.transcript.lines().collect();
+    let chunks: Vec<u64> = lines
+        .iter()
+        .filter_map(|line| line.strip_prefix("upload "))
+        .filter_map(|rest| rest.split_once(": ")?.1.split_once(" chunks, "))
+        .filter_map(|(count, _)| count.parse().ok())
+        .collect();
+    assert!(
+        chunks.len() >= 2 && chunks.iter().any(|&count| count >= 2),
+        "the transcript misses two uploads, one of them in several chunks:\n{}",
+        run.transcript
+    );
+    let has = |start: &str, end: &str| {
+        lines
+            .iter()
+            .any(|line| line.starts_with(start) && line.ends_with(end))
+    };
+    let refused =
+        "refused UploadAttachment: INVALID_ARGUMENT, ErrorInfo ATTACHMENT_TYPE_NOT_ALLOWED ";
+    for (what, found) in [
+        (
+            "a turn whose model received the files",
+            lines
+                .iter()
+                .any(|line| line.contains(": the model received [")),
+        ),
+        ("a download", has("download ", ", sha256 as uploaded")),
+        ("the refused upload", has(refused, "")),
+    ] {
+        assert!(found, "the transcript misses {what}:\n{}", run.transcript);
     }
 }

@@ -2,11 +2,13 @@
 //! `tests/clients/go`, generated from `proto/` with protoc-gen-go and
 //! protoc-gen-go-grpc and built in GOPATH mode against Debian's Go
 //! packages, holds the conversation of `tests/clients/scenario.json`
-//! through the gateway's published port (four turns, two of which pause for
+//! through the gateway's published port (five turns, two of which pause for
 //! an approval and a tool the app runs and continue with
-//! `SubmitToolDecisions`, a `ResumeTurn` replay, refused calls with their
-//! `google.rpc` details), and the Python client holding the same scenario
-//! prints the same transcript.
+//! `SubmitToolDecisions` and one of which sends a PNG and a PDF uploaded in
+//! chunks to the scripted model, which echoes what it received; a download,
+//! a `ResumeTurn` replay, refused calls with their `google.rpc` details),
+//! and the Python client holding the same scenario prints the same
+//! transcript.
 
 use crate::support::{
     gate,

@@ -1,8 +1,10 @@
 //! An application backend in another language against the containers: the
 //! Python client of `tests/python/chat_client.py` generates its stubs from
 //! `proto/` with grpcio-tools and holds the conversation of
-//! `tests/clients/scenario.json` (four turns, two of which pause and continue
-//! with `SubmitToolDecisions`) through the gateway's published port.
+//! `tests/clients/scenario.json` (a PNG and a PDF uploaded in chunks; five
+//! turns, two of which pause and continue with `SubmitToolDecisions` and one
+//! of which sends the files to the scripted model, which says it received
+//! each) through the gateway's published port.
 
 use std::{path::PathBuf, process::Command};
 
@@ -48,7 +50,9 @@ async fn a_generated_python_client_holds_a_conversation_with_the_containers() {
                 "python client failed:\n{stdout}\n{stderr}"
             );
             assert!(
-                stdout.contains(": 4 turns, 2 paused, payload schema_proposal, 0 suggested values"),
+                stdout.contains(
+                    ": 5 turns, 2 paused, payload schema_proposal, 0 suggested values, 2 files uploaded"
+                ),
                 "{stdout}"
             );
         })

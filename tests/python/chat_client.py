@@ -17,6 +17,14 @@ TURN_PHASE_AWAITING_INPUT, and ends without `complete`. The client answers
 every call with SubmitToolDecisions (the scenario's decisions) and reads
 the continuation, whose seqs follow the pause's, to its `complete`.
 
+Before the turns it uploads the scenario's files (UploadAttachment: the
+metadata, then the bytes in chunks) and checks each stored Attachment (the
+media type the gateway sniffed, the size, the SHA-256 of what was sent); a
+turn that sends files checks that the scripted model received each of them
+(its `echo = "attachments"` step names each file with its media type, size
+and the start of its SHA-256), and one file is downloaded back and compared
+by SHA-256.
+
 It also shows what a UI does with the events sent while the model writes
 (`Turn` below): a `payload_partial` card is replaced by each newer revision
 and removed when its data is unset; `suggested_values` / `suggested_actions`
@@ -32,6 +40,7 @@ transcripts do not compare.
 Exits non-zero with a message on the first violated expectation.
 """
 
+import hashlib
 import importlib
 import json
 import os
@@ -236,6 +245,79 @@ def chat(stub, pb, scenario, number, request, pause):
     return turn, lines
 
 
+def read_fixture(base, name):
+    """The bytes of a scenario file, relative to the scenario's directory."""
+    with open(os.path.join(base, name), "rb") as file:
+        return file.read()
+
+
+def upload_messages(pb, first, data, chunk_bytes):
+    """An upload's messages: `first` (the metadata), then the bytes in chunks of chunk_bytes."""
+    chunks = [data[start : start + chunk_bytes] for start in range(0, len(data), chunk_bytes)]
+    return [first] + [pb.UploadAttachmentRequest(chunk=chunk) for chunk in chunks], len(chunks)
+
+
+def upload(stub, pb, base, uploads):
+    """Uploads the scenario's files in chunks and checks what the gateway stored.
+
+    Each Attachment must name the file, carry the media type the scenario
+    expects (the gateway sniffs it from the bytes), the file's size and the
+    SHA-256 of the bytes sent. Returns the Attachments by name, with the
+    files' bytes.
+    """
+    from google.protobuf import json_format
+
+    chunk_bytes = uploads["chunk_bytes"]
+    if chunk_bytes < 1:
+        fail(f"scenario: chunk_bytes {chunk_bytes}")
+    files = {}
+    for entry in uploads["files"]:
+        data = read_fixture(base, entry["file"])
+        metadata = json_format.ParseDict(entry["metadata"], pb.AttachmentMetadata())
+        metadata.size_bytes = len(data)
+        messages, chunks = upload_messages(pb, pb.UploadAttachmentRequest(metadata=metadata), data, chunk_bytes)
+        attachment = stub.UploadAttachment(iter(messages), timeout=TIMEOUT)
+        sent = (metadata.name, entry["expect"]["media_type"], len(data), hashlib.sha256(data).hexdigest())
+        got = (attachment.name, attachment.media_type, attachment.size_bytes, attachment.sha256)
+        if got != sent:
+            fail(f"upload {metadata.name}: stored as {got}, sent {sent}")
+        if not attachment.id.startswith("att_") or not attachment.HasField("created_at"):
+            fail(f"upload {metadata.name}: no id or no creation time: {attachment}")
+        files[metadata.name] = (attachment, data)
+        print(f"upload {metadata.name}: {chunks} chunks, {attachment.media_type}, {attachment.size_bytes} bytes, sha256 as sent")
+    return files
+
+
+def model_file_line(attachment, data):
+    """How the scripted model's `echo = "attachments"` names a file it received."""
+    return f"{attachment.name} ({attachment.media_type}, {len(data)} bytes, sha256 {hashlib.sha256(data).hexdigest()[:12]})"
+
+
+def check_received(number, text, names, files):
+    """The scripted model echoed exactly these files, in order: the model got each, whole."""
+    expected = [model_file_line(*files[name]) for name in names]
+    received = [line for line in text.split("\n") if " bytes, sha256 " in line]
+    if received != expected:
+        fail(f"turn {number}: the model received {received}, the scenario expects {expected}")
+
+
+def download(stub, pb, attachment, data):
+    """Downloads an uploaded file: its metadata first, as stored, then bytes equal to the file's by SHA-256."""
+    request = pb.DownloadAttachmentRequest(attachment_id=attachment.id)
+    responses = list(stub.DownloadAttachment(request, timeout=TIMEOUT))
+    if not responses or responses[0].WhichOneof("part") != "metadata":
+        fail(f"download {attachment.name}: the first message is not the metadata")
+    if responses[0].metadata != attachment:
+        fail(f"download {attachment.name}: metadata {responses[0].metadata}, uploaded as {attachment}")
+    if any(response.WhichOneof("part") != "chunk" for response in responses[1:]):
+        fail(f"download {attachment.name}: metadata again after the first message")
+    body = b"".join(response.chunk for response in responses[1:])
+    digest = hashlib.sha256(body).hexdigest()
+    if digest != attachment.sha256 or digest != hashlib.sha256(data).hexdigest():
+        fail(f"download {attachment.name}: {len(body)} bytes, sha256 {digest}, uploaded {attachment.sha256}")
+    print(f"download {attachment.name}: {attachment.media_type}, {len(body)} bytes, sha256 as uploaded")
+
+
 def resume(stub, pb, original, after_seq):
     """Replays a turn after a seq with ResumeTurn; the events must be exactly the ones first sent after it."""
     request = pb.ResumeTurnRequest(
@@ -252,17 +334,30 @@ def resume(stub, pb, original, after_seq):
             fail(f"ResumeTurn event seq {first.seq} differs:\n{again}\nfirst sent as:\n{first}")
 
 
-def refuse(stub, pb, rpc, request):
-    """Makes a call the gateway refuses; returns its grpc.RpcError."""
+def refuse(stub, pb, refusal, base, chunk_bytes):
+    """Makes a call the gateway refuses; returns its grpc.RpcError.
+
+    An UploadAttachment's `request` is its first message (the metadata),
+    followed by the refusal's `file` in chunks.
+    """
     import grpc
     from google.protobuf import json_format
 
+    rpc, request = refusal["rpc"], refusal["request"]
     try:
         if rpc == "Chat":
             # A streaming call's status arrives with its first read.
             list(stub.Chat(json_format.ParseDict(request, pb.ChatRequest()), timeout=TIMEOUT))
         elif rpc == "GetConversation":
             stub.GetConversation(json_format.ParseDict(request, pb.GetConversationRequest()), timeout=TIMEOUT)
+        elif rpc == "UploadAttachment":
+            first = json_format.ParseDict(request, pb.UploadAttachmentRequest())
+            data = read_fixture(base, refusal["file"])
+            messages, _ = upload_messages(pb, first, data, chunk_bytes)
+            stub.UploadAttachment(iter(messages), timeout=TIMEOUT)
+        elif rpc == "DownloadAttachment":
+            request = json_format.ParseDict(request, pb.DownloadAttachmentRequest())
+            list(stub.DownloadAttachment(request, timeout=TIMEOUT))
         else:
             fail(f"scenario: no refusal of {rpc!r} is known to this client")
     except grpc.RpcError as error:
@@ -305,8 +400,10 @@ def main():
     if not 2 <= len(sys.argv) <= 3:
         raise SystemExit("usage: chat_client.py HOST:PORT [SCENARIO.json]")
     address = sys.argv[1]
-    with open(sys.argv[2] if len(sys.argv) > 2 else SCENARIO, encoding="utf-8") as file:
+    scenario_path = sys.argv[2] if len(sys.argv) > 2 else SCENARIO
+    with open(scenario_path, encoding="utf-8") as file:
         scenario = json.load(file)
+    base = os.path.dirname(os.path.abspath(scenario_path))
     with tempfile.TemporaryDirectory() as out_dir:
         generate_stubs(out_dir)
         import grpc
@@ -316,10 +413,16 @@ def main():
         rpc = importlib.import_module("parley.gateway.v1.gateway_pb2_grpc")
         with grpc.insecure_channel(address) as channel:
             stub = rpc.ChatGatewayStub(channel)
+            uploads = scenario["uploads"]
+            files = upload(stub, pb, base, uploads)
             turns, conversation_id = [], ""
             for number, step in enumerate(scenario["turns"], start=1):
                 request = json_format.ParseDict(step["request"], pb.ChatRequest())
                 request.conversation_id = conversation_id
+                for name in step.get("attach", []):
+                    if name not in files:
+                        fail(f"scenario: turn {number} attaches {name!r}, which is not uploaded")
+                    request.attachments.add(id=files[name][0].id)
                 turn, lines = chat(stub, pb, scenario, number, request, step.get("pause"))
                 if not turn.conversation_id:
                     fail(f"turn {number} did not say which conversation it is in")
@@ -333,12 +436,17 @@ def main():
                         f"turn {number}: {len(complete.suggested_values)} suggested values, "
                         f"the scenario expects {expect['suggested_values']}"
                     )
+                received = expect.get("model_received")
+                if received is not None:
+                    check_received(number, turn.text, received, files)
                 labels = [value.label for value in complete.suggested_values]
                 actions = [action.action for action in complete.suggested_actions]
                 for line in lines:
                     print(line)
                 print(f"turn {number}: text {quoted(turn.text)}")
                 print(f"turn {number}: payload {quoted(payload)}, suggested values {quoted(labels)}, actions {quoted(actions)}")
+                if received is not None:
+                    print(f"turn {number}: the model received {quoted(received)}: name, type, size, sha256")
                 turns.append(turn)
 
             which, after_seq = scenario["resume"]["turn"], scenario["resume"]["after_seq"]
@@ -346,6 +454,10 @@ def main():
                 fail(f"scenario: resume names turn {which} of {len(turns)}")
             resume(stub, pb, turns[which - 1], after_seq)
             print(f"resume turn {which} after seq {after_seq}: the same events through its complete")
+
+            if uploads["download"] not in files:
+                fail(f"scenario: download {uploads['download']!r} is not uploaded")
+            download(stub, pb, *files[uploads["download"]])
 
             # The conversation comes a page of turns at a time, the newest page first;
             # a client that needs all of it follows next_page_token (one turn a page
@@ -364,9 +476,18 @@ def main():
             if roles != ["MESSAGE_ROLE_USER", "MESSAGE_ROLE_ASSISTANT"] * len(turns):
                 fail(f"the conversation reads back as {roles}")
             print(f"conversation: {' '.join(roles)}")
+            # Each user message lists the files sent with it, as they were uploaded.
+            for number, step in enumerate(scenario["turns"], start=1):
+                listed = list(stored[2 * (number - 1)].attachments)
+                sent = [files[name][0] for name in step.get("attach", [])]
+                if listed != sent:
+                    fail(f"turn {number}: the user message lists attachments {listed}, the turn sent {sent}")
+                if sent:
+                    described = ", ".join(f"{file.name} {file.media_type}" for file in listed)
+                    print(f"conversation: turn {number}'s message lists {described}")
 
             for refusal in scenario["refusals"]:
-                error = refuse(stub, pb, refusal["rpc"], refusal["request"])
+                error = refuse(stub, pb, refusal, base, uploads["chunk_bytes"])
                 line, reason, domain, violations = describe_refusal(refusal["rpc"], error)
                 expect = refusal["expect"]
                 if (error.code().name, reason, domain, violations) != (
@@ -385,7 +506,8 @@ def main():
                 f"python client: conversation {conversation_id}: {len(turns)} turns, "
                 f"{sum(1 for step in scenario['turns'] if 'pause' in step)} paused, "
                 f"payload {turns[0].complete.custom_payload.type}, "
-                f"{len(turns[-1].complete.suggested_values)} suggested values"
+                f"{len(turns[-1].complete.suggested_values)} suggested values, "
+                f"{len(files)} files uploaded"
             )
 
 

@@ -15,6 +15,14 @@
 // every call with SubmitToolDecisions (the scenario's decisions) and reads
 // the continuation, whose seqs follow the pause's, to its complete.
 //
+// Before the turns it uploads the scenario's files (UploadAttachment: the
+// metadata, then the bytes in chunks) and checks each stored Attachment
+// (the media type the gateway sniffed, the size, the SHA-256 of what was
+// sent); a turn that sends files checks that the scripted model received
+// each of them (its `echo = "attachments"` step names each file with its
+// media type, size and the start of its SHA-256), and one file is
+// downloaded back and compared by SHA-256.
+//
 //	parley-go-client 127.0.0.1:50051 tests/clients/scenario.json
 //
 // It exits non-zero with a message on the first violated expectation.
@@ -22,10 +30,13 @@ package main
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -47,13 +58,19 @@ const callTimeout = 60 * time.Second
 // scenario is tests/clients/scenario.json.
 type scenario struct {
 	Markers []string `json:"markers_never_streamed"`
+	Uploads uploads  `json:"uploads"`
 	Turns   []struct {
 		Request json.RawMessage `json:"request"`
+		// Attach names the uploaded files the turn sends.
+		Attach []string `json:"attach"`
 		// Pause, when set: the turn pauses for these decisions.
 		Pause  *pause `json:"pause"`
 		Expect struct {
 			Payload         string `json:"payload"`
 			SuggestedValues int    `json:"suggested_values"`
+			// ModelReceived, when set: the files the scripted model must
+			// have received (its echo of them), in order.
+			ModelReceived []string `json:"model_received"`
 		} `json:"expect"`
 	} `json:"turns"`
 	Resume struct {
@@ -63,13 +80,37 @@ type scenario struct {
 	Refusals []struct {
 		RPC     string          `json:"rpc"`
 		Request json.RawMessage `json:"request"`
-		Expect  struct {
+		// File is what a refused UploadAttachment sends after its request
+		// (the metadata).
+		File   string `json:"file"`
+		Expect struct {
 			Code            string   `json:"code"`
 			Reason          string   `json:"reason"`
 			Domain          string   `json:"domain"`
 			FieldViolations []string `json:"field_violations"`
 		} `json:"expect"`
 	} `json:"refusals"`
+}
+
+// uploads are the files the scenario uploads before its turns.
+type uploads struct {
+	ChunkBytes int `json:"chunk_bytes"`
+	Files      []struct {
+		// File is relative to the scenario's directory.
+		File     string          `json:"file"`
+		Metadata json.RawMessage `json:"metadata"`
+		Expect   struct {
+			MediaType string `json:"media_type"`
+		} `json:"expect"`
+	} `json:"files"`
+	// Download names the uploaded file read back with DownloadAttachment.
+	Download string `json:"download"`
+}
+
+// uploaded is a file the gateway stored, with its bytes.
+type uploaded struct {
+	attachment *gatewayv1.Attachment
+	data       []byte
 }
 
 // pause is what a turn that pauses asks for, and the answers: one request
@@ -335,6 +376,151 @@ func idsOf(events []*gatewayv1.ChatEvent) turn {
 	return ids
 }
 
+// sha256Hex is the SHA-256 of data, lowercase hex.
+func sha256Hex(data []byte) string {
+	sum := sha256.Sum256(data)
+	return hex.EncodeToString(sum[:])
+}
+
+// readFixture reads a scenario file, relative to the scenario's directory.
+func readFixture(base, name string) []byte {
+	data, err := os.ReadFile(filepath.Join(base, name))
+	if err != nil {
+		fail("scenario: %v", err)
+	}
+	return data
+}
+
+// sendUpload sends an upload's messages, first (the metadata), then data
+// in chunks of chunkBytes, and returns the stored Attachment, the number of
+// chunks and the call's error.
+func sendUpload(client gatewayv1.ChatGatewayClient, first *gatewayv1.UploadAttachmentRequest, data []byte, chunkBytes int) (*gatewayv1.Attachment, int, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), callTimeout)
+	defer cancel()
+	stream, err := client.UploadAttachment(ctx)
+	if err != nil {
+		return nil, 0, err
+	}
+	messages := []*gatewayv1.UploadAttachmentRequest{first}
+	for start := 0; start < len(data); start += chunkBytes {
+		end := start + chunkBytes
+		if end > len(data) {
+			end = len(data)
+		}
+		messages = append(messages, &gatewayv1.UploadAttachmentRequest{
+			Part: &gatewayv1.UploadAttachmentRequest_Chunk{Chunk: data[start:end]},
+		})
+	}
+	for _, message := range messages {
+		// io.EOF: the gateway has already answered (a refusal), which
+		// CloseAndRecv returns.
+		if err := stream.Send(message); err != nil {
+			break
+		}
+	}
+	attachment, err := stream.CloseAndRecv()
+	return attachment, len(messages) - 1, err
+}
+
+// upload uploads the scenario's files in chunks and checks what the
+// gateway stored: the file's name, the media type the scenario expects
+// (sniffed from the bytes), its size and the SHA-256 of the bytes sent. It
+// returns the files by name.
+func upload(client gatewayv1.ChatGatewayClient, base string, u *uploads) map[string]uploaded {
+	if u.ChunkBytes < 1 {
+		fail("scenario: chunk_bytes %d", u.ChunkBytes)
+	}
+	files := map[string]uploaded{}
+	for _, entry := range u.Files {
+		data := readFixture(base, entry.File)
+		metadata := &gatewayv1.AttachmentMetadata{}
+		if err := protojson.Unmarshal(entry.Metadata, metadata); err != nil {
+			fail("scenario: metadata of %s: %v", entry.File, err)
+		}
+		metadata.SizeBytes = uint64(len(data))
+		first := &gatewayv1.UploadAttachmentRequest{Part: &gatewayv1.UploadAttachmentRequest_Metadata{Metadata: metadata}}
+		attachment, chunks, err := sendUpload(client, first, data, u.ChunkBytes)
+		if err != nil {
+			fail("UploadAttachment %s: %v", metadata.Name, err)
+		}
+		got := fmt.Sprintf("%s %s %d bytes sha256 %s", attachment.Name, attachment.MediaType, attachment.SizeBytes, attachment.Sha256)
+		sent := fmt.Sprintf("%s %s %d bytes sha256 %s", metadata.Name, entry.Expect.MediaType, len(data), sha256Hex(data))
+		if got != sent {
+			fail("upload %s: stored as %s, sent %s", metadata.Name, got, sent)
+		}
+		if !strings.HasPrefix(attachment.Id, "att_") || attachment.CreatedAt == nil {
+			fail("upload %s: no id or no creation time: %v", metadata.Name, attachment)
+		}
+		files[metadata.Name] = uploaded{attachment, data}
+		fmt.Printf("upload %s: %d chunks, %s, %d bytes, sha256 as sent\n", metadata.Name, chunks, attachment.MediaType, attachment.SizeBytes)
+	}
+	return files
+}
+
+// modelFileLine is how the scripted model's `echo = "attachments"` names a
+// file it received.
+func modelFileLine(file uploaded) string {
+	return fmt.Sprintf("%s (%s, %d bytes, sha256 %s)", file.attachment.Name, file.attachment.MediaType, len(file.data), sha256Hex(file.data)[:12])
+}
+
+// checkReceived checks that the scripted model echoed exactly these files,
+// in order: the model got each, whole.
+func checkReceived(number int, text string, names []string, files map[string]uploaded) {
+	expected := []string{}
+	for _, name := range names {
+		expected = append(expected, modelFileLine(files[name]))
+	}
+	received := []string{}
+	for _, line := range strings.Split(text, "\n") {
+		if strings.Contains(line, " bytes, sha256 ") {
+			received = append(received, line)
+		}
+	}
+	if quoted(received) != quoted(expected) {
+		fail("turn %d: the model received %s, the scenario expects %s", number, quoted(received), quoted(expected))
+	}
+}
+
+// download downloads an uploaded file: its metadata first, as stored, then
+// bytes equal to the file's by SHA-256.
+func download(client gatewayv1.ChatGatewayClient, file uploaded) {
+	ctx, cancel := context.WithTimeout(context.Background(), callTimeout)
+	defer cancel()
+	name := file.attachment.Name
+	stream, err := client.DownloadAttachment(ctx, &gatewayv1.DownloadAttachmentRequest{AttachmentId: file.attachment.Id})
+	if err != nil {
+		fail("DownloadAttachment %s: %v", name, err)
+	}
+	var body []byte
+	for first := true; ; first = false {
+		response, err := stream.Recv()
+		if err == io.EOF {
+			if first {
+				fail("download %s: no metadata", name)
+			}
+			break
+		}
+		if err != nil {
+			fail("DownloadAttachment %s stream: %v", name, err)
+		}
+		if first {
+			if !proto.Equal(response.GetMetadata(), file.attachment) {
+				fail("download %s: metadata %v, uploaded as %v", name, response.GetMetadata(), file.attachment)
+			}
+			continue
+		}
+		if response.GetMetadata() != nil {
+			fail("download %s: metadata again after the first message", name)
+		}
+		body = append(body, response.GetChunk()...)
+	}
+	digest := sha256Hex(body)
+	if digest != file.attachment.Sha256 || digest != sha256Hex(file.data) {
+		fail("download %s: %d bytes, sha256 %s, uploaded %s", name, len(body), digest, file.attachment.Sha256)
+	}
+	fmt.Printf("download %s: %s, %d bytes, sha256 as uploaded\n", name, file.attachment.MediaType, len(body))
+}
+
 // resume replays a turn after a seq with ResumeTurn and checks that the
 // events are exactly the ones the turn first sent after it.
 func resume(client gatewayv1.ChatGatewayClient, original turn, afterSeq uint64) {
@@ -366,8 +552,10 @@ func resume(client gatewayv1.ChatGatewayClient, original turn, afterSeq uint64) 
 	}
 }
 
-// refuse makes a call the gateway refuses and returns its status.
-func refuse(client gatewayv1.ChatGatewayClient, rpc string, request json.RawMessage) *status.Status {
+// refuse makes a call the gateway refuses and returns its status. An
+// UploadAttachment's request is its first message (the metadata), followed
+// by file (relative to base) in chunks of chunkBytes.
+func refuse(client gatewayv1.ChatGatewayClient, rpc string, request json.RawMessage, file, base string, chunkBytes int) *status.Status {
 	ctx, cancel := context.WithTimeout(context.Background(), callTimeout)
 	defer cancel()
 	var err error
@@ -389,6 +577,26 @@ func refuse(client gatewayv1.ChatGatewayClient, rpc string, request json.RawMess
 			fail("scenario: refused GetConversation request: %v", err)
 		}
 		_, err = client.GetConversation(ctx, message)
+	case "UploadAttachment":
+		first := &gatewayv1.UploadAttachmentRequest{}
+		if err := protojson.Unmarshal(request, first); err != nil {
+			fail("scenario: refused UploadAttachment request: %v", err)
+		}
+		_, _, err = sendUpload(client, first, readFixture(base, file), chunkBytes)
+	case "DownloadAttachment":
+		message := &gatewayv1.DownloadAttachmentRequest{}
+		if err := protojson.Unmarshal(request, message); err != nil {
+			fail("scenario: refused DownloadAttachment request: %v", err)
+		}
+		var stream gatewayv1.ChatGateway_DownloadAttachmentClient
+		stream, err = client.DownloadAttachment(ctx, message)
+		for err == nil {
+			// A streaming call's status arrives with its first read.
+			_, err = stream.Recv()
+		}
+		if err == io.EOF {
+			err = nil
+		}
 	default:
 		fail("scenario: no refusal of %q is known to this client", rpc)
 	}
@@ -445,6 +653,8 @@ func main() {
 	}
 	defer connection.Close()
 	client := gatewayv1.NewChatGatewayClient(connection)
+	base := filepath.Dir(scenarioPath)
+	files := upload(client, base, &s.Uploads)
 
 	var turns []turn
 	conversationID := ""
@@ -454,6 +664,13 @@ func main() {
 			fail("scenario: turn %d request: %v", i+1, err)
 		}
 		request.ConversationId = conversationID
+		for _, name := range step.Attach {
+			file, ok := files[name]
+			if !ok {
+				fail("scenario: turn %d attaches %q, which is not uploaded", i+1, name)
+			}
+			request.Attachments = append(request.Attachments, &gatewayv1.AttachmentRef{Id: file.attachment.Id})
+		}
 		result, lines := chat(client, &s, i+1, request, step.Pause)
 		if result.conversationID == "" {
 			fail("turn %d did not say which conversation it is in", i+1)
@@ -466,6 +683,9 @@ func main() {
 		}
 		if len(complete.SuggestedValues) != step.Expect.SuggestedValues {
 			fail("turn %d: %d suggested values, the scenario expects %d", i+1, len(complete.SuggestedValues), step.Expect.SuggestedValues)
+		}
+		if step.Expect.ModelReceived != nil {
+			checkReceived(i+1, result.text, step.Expect.ModelReceived, files)
 		}
 		labels := []string{}
 		for _, value := range complete.SuggestedValues {
@@ -480,6 +700,9 @@ func main() {
 		}
 		fmt.Printf("turn %d: text %s\n", i+1, quoted(result.text))
 		fmt.Printf("turn %d: payload %s, suggested values %s, actions %s\n", i+1, quoted(payload), quoted(labels), quoted(actions))
+		if step.Expect.ModelReceived != nil {
+			fmt.Printf("turn %d: the model received %s: name, type, size, sha256\n", i+1, quoted(step.Expect.ModelReceived))
+		}
 		turns = append(turns, result)
 	}
 
@@ -488,6 +711,12 @@ func main() {
 	}
 	resume(client, turns[s.Resume.Turn-1], s.Resume.AfterSeq)
 	fmt.Printf("resume turn %d after seq %d: the same events through its complete\n", s.Resume.Turn, s.Resume.AfterSeq)
+
+	downloaded, ok := files[s.Uploads.Download]
+	if !ok {
+		fail("scenario: download %q is not uploaded", s.Uploads.Download)
+	}
+	download(client, downloaded)
 
 	// The conversation comes a page of turns at a time, the newest page
 	// first; a client that needs all of it follows next_page_token (one turn
@@ -523,9 +752,26 @@ func main() {
 		fail("the conversation reads back as %v, expected %v", roles, expectedRoles)
 	}
 	fmt.Printf("conversation: %s\n", strings.Join(roles, " "))
+	// Each user message lists the files sent with it, as they were uploaded.
+	for i, step := range s.Turns {
+		listed := stored[2*i].Attachments
+		if len(listed) != len(step.Attach) {
+			fail("turn %d: the user message lists %d attachments, the turn sent %d", i+1, len(listed), len(step.Attach))
+		}
+		described := []string{}
+		for j, name := range step.Attach {
+			if !proto.Equal(listed[j], files[name].attachment) {
+				fail("turn %d: the user message lists %v, the turn sent %v", i+1, listed[j], files[name].attachment)
+			}
+			described = append(described, listed[j].Name+" "+listed[j].MediaType)
+		}
+		if len(described) > 0 {
+			fmt.Printf("conversation: turn %d's message lists %s\n", i+1, strings.Join(described, ", "))
+		}
+	}
 
 	for _, refusal := range s.Refusals {
-		refused := refuse(client, refusal.RPC, refusal.Request)
+		refused := refuse(client, refusal.RPC, refusal.Request, refusal.File, base, s.Uploads.ChunkBytes)
 		line, reason, domain, violations := describeRefusal(refusal.RPC, refused)
 		expect := refusal.Expect
 		if code.Code_name[int32(refused.Code())] != expect.Code || reason != expect.Reason ||
@@ -543,6 +789,6 @@ func main() {
 		}
 	}
 	last := turns[len(turns)-1].complete
-	fmt.Printf("go client: conversation %s: %d turns, %d paused, payload %s, %d suggested values\n",
-		conversationID, len(turns), paused, turns[0].complete.GetCustomPayload().GetType(), len(last.SuggestedValues))
+	fmt.Printf("go client: conversation %s: %d turns, %d paused, payload %s, %d suggested values, %d files uploaded\n",
+		conversationID, len(turns), paused, turns[0].complete.GetCustomPayload().GetType(), len(last.SuggestedValues), len(files))
 }

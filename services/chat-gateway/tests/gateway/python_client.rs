@@ -2,8 +2,10 @@
 //! `tests/python/chat_client.py` generates its stubs from `proto/` with
 //! grpcio-tools and holds the conversation of `tests/clients/scenario.json`
 //! with the whole stack (gateway, real parser, real runner on the scripted
-//! demo): four turns, two of which pause (an approval, a tool the app runs)
-//! and continue with `SubmitToolDecisions`.
+//! demo): a PNG and a PDF uploaded in chunks, then five turns, two of which
+//! pause (an approval, a tool the app runs) and continue with
+//! `SubmitToolDecisions`, and one of which sends the two files to the
+//! scripted model, which says it received each.
 //!
 //! Needs `python3` with `grpcio-tools` (scripts/setup.sh installs it). Without
 //! it the test fails under `CI=true` and prints a loud NOT RUN line elsewhere.
@@ -52,7 +54,9 @@ async fn a_generated_python_client_holds_the_scenario_with_its_pauses() {
         "python client failed:\n{stdout}\n{stderr}"
     );
     assert!(
-        stdout.contains("4 turns, 2 paused, payload schema_proposal"),
+        stdout.contains(
+            "5 turns, 2 paused, payload schema_proposal, 0 suggested values, 2 files uploaded"
+        ),
         "{stdout}"
     );
 }
