@@ -7,7 +7,8 @@
 //! of `lookup_rows`, rejected, and the app-run `ask_user_to_pick_rows`) and
 //! continue with `SubmitToolDecisions`, and one sends a PNG and a PDF
 //! uploaded in chunks, which the scripted model echoes (name, media type,
-//! size, SHA-256) so the clients check that it received both.
+//! size, SHA-256) so the clients check that it received both. README.md's
+//! Python block of "Attachments" runs against the same stack.
 //!
 //! The binaries come from this build's target directory (`cargo test
 //! --workspace` builds them; otherwise `cargo build --bins`). Without Go or
@@ -20,6 +21,8 @@ mod support;
 #[path = "../trace/support/stack.rs"]
 #[allow(dead_code)]
 mod stack;
+
+use std::process::Command;
 
 use parley_testkit::process::repo_root;
 use stack::{Stack, Tracing};
@@ -47,4 +50,79 @@ async fn generated_go_and_python_clients_hold_the_same_conversation_with_the_loc
     let go_run = go.run(&address).await;
     let python_run = support::run_python(&address).await;
     support::assert_same_transcript(&python_run, &go_run);
+    readme_python_attachment(&address).await;
+}
+
+/// README.md's Python block of "Attachments", run as written but for the
+/// gateway's address, in a directory holding `gen/` (the stubs, generated
+/// as docs/clients.md says) and `chart.png` (the scenario's fixture): it
+/// prints the stored file's media type, size and SHA-256, then the scripted
+/// model's answer, which names the file it received.
+async fn readme_python_attachment(address: &str) {
+    let readme = std::fs::read_to_string(repo_root().join("README.md")).expect("README.md");
+    let section = readme
+        .split_once("\n## Attachments\n")
+        .and_then(|(_, rest)| rest.split("\n## ").next())
+        .expect("README.md has an Attachments section");
+    let block = section
+        .split_once("\n```python\n")
+        .and_then(|(_, rest)| rest.split_once("\n```\n"))
+        .map(|(block, _)| block)
+        .expect("README.md's Attachments section has a Python block");
+    assert!(
+        block.contains("\"127.0.0.1:50051\"") && block.contains("\"chart.png\""),
+        "README.md's Python block of Attachments no longer names the demo gateway and chart.png:\n{block}"
+    );
+    let dir = tempfile::tempdir().expect("a scratch directory");
+    let fixture = repo_root().join("tests/clients/fixtures/chart.png");
+    let size = std::fs::metadata(&fixture).expect("the fixture").len();
+    std::fs::copy(&fixture, dir.path().join("chart.png")).expect("copy chart.png");
+    std::fs::write(
+        dir.path().join("snippet.py"),
+        block.replace("127.0.0.1:50051", address),
+    )
+    .expect("write the snippet");
+    let proto = repo_root().join("proto");
+    let generate = format!(
+        "mkdir -p gen && python3 -m grpc_tools.protoc -I'{proto}' \
+         -I\"$(python3 -c 'import grpc_tools,os;print(os.path.dirname(grpc_tools.__file__))')/_proto\" \
+         --python_out=gen --grpc_python_out=gen $(find '{proto}' -name '*.proto') && python3 snippet.py",
+        proto = proto.display()
+    );
+    let cwd = dir.path().to_path_buf();
+    let output = tokio::task::spawn_blocking(move || {
+        Command::new("sh")
+            .arg("-c")
+            .arg(generate)
+            .current_dir(cwd)
+            .output()
+    })
+    .await
+    .expect("join")
+    .expect("run sh");
+    let printed = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        output.status.success(),
+        "README.md's Python block of Attachments fails ({}):\n{printed}\n{}",
+        output.status,
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let mut lines = printed.lines();
+    let stored: Vec<&str> = lines.next().unwrap_or_default().split(' ').collect();
+    let [media_type, stored_size, sha256] = stored[..] else {
+        panic!("the snippet's first line is not `TYPE SIZE SHA256`:\n{printed}");
+    };
+    assert_eq!(
+        (media_type, stored_size),
+        ("image/png", size.to_string().as_str()),
+        "{printed}"
+    );
+    let echoed = format!(
+        "chart.png (image/png, {size} bytes, sha256 {})",
+        sha256.get(..12).unwrap_or(sha256)
+    );
+    assert!(
+        lines.any(|line| line == echoed),
+        "the scripted model does not say it received `{echoed}`:\n{printed}"
+    );
 }
