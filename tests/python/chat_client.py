@@ -295,6 +295,9 @@ def model_file_line(attachment, data):
 
 def check_received(number, text, names, files):
     """The scripted model echoed exactly these files, in order: the model got each, whole."""
+    for name in names:
+        if name not in files:
+            fail(f"scenario: turn {number} expects the model to receive {name!r}, which is not uploaded")
     expected = [model_file_line(*files[name]) for name in names]
     received = [line for line in text.split("\n") if " bytes, sha256 " in line]
     if received != expected:

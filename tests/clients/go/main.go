@@ -468,7 +468,11 @@ func modelFileLine(file uploaded) string {
 func checkReceived(number int, text string, names []string, files map[string]uploaded) {
 	expected := []string{}
 	for _, name := range names {
-		expected = append(expected, modelFileLine(files[name]))
+		file, ok := files[name]
+		if !ok {
+			fail("scenario: turn %d expects the model to receive %q, which is not uploaded", number, name)
+		}
+		expected = append(expected, modelFileLine(file))
 	}
 	received := []string{}
 	for _, line := range strings.Split(text, "\n") {
