@@ -41,6 +41,11 @@ pub struct AttachmentsConfig {
     /// gateway died is swept once twice this has passed.
     #[serde(with = "duration")]
     pub upload_timeout: Duration,
+    /// How long a finished file may wait to be sent with a message; one
+    /// never sent is deleted after this (it holds its owner's quota, and
+    /// no call lists it).
+    #[serde(with = "duration")]
+    pub unattached_ttl: Duration,
     /// Where new uploads' bytes go: `db` (the conversation store) or `s3`
     /// (`[attachments.s3]`). Files already stored are read from where
     /// they were written.
@@ -60,6 +65,7 @@ impl Default for AttachmentsConfig {
             max_message_bytes: 24 * 1024 * 1024,
             max_inline_bytes: 1024 * 1024,
             upload_timeout: Duration::from_secs(600),
+            unattached_ttl: Duration::from_secs(24 * 3600),
             store: AttachmentStore::Db,
             s3: S3Config::default(),
         }
@@ -314,6 +320,7 @@ impl AttachmentsConfig {
             u64::from(self.uploads_per_user),
         )?;
         positive_duration("attachments.upload_timeout", self.upload_timeout)?;
+        positive_duration("attachments.unattached_ttl", self.unattached_ttl)?;
         if self.s3.is_unset() {
             if self.store == AttachmentStore::S3 {
                 return Err(invalid(

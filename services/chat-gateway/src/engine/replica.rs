@@ -280,6 +280,13 @@ impl Engine {
                         Ok(swept) => tracing::info!(swept, "deleted uploads their gateway left unfinished"),
                         Err(error) => tracing::warn!(%error, "cannot delete unfinished uploads"),
                     }
+                    // Files never sent with a message, past their time.
+                    let idle = now_ms() - millis(self.shared.attachments.unattached_ttl);
+                    match self.shared.store.sweep_unattached(idle).await {
+                        Ok(0) => {}
+                        Ok(swept) => tracing::info!(swept, "deleted attachments never sent (attachments.unattached_ttl)"),
+                        Err(error) => tracing::warn!(%error, "cannot delete attachments never sent"),
+                    }
                     // Their objects, and those whose deletion failed before.
                     match self.shared.blobs.purge_pending().await {
                         Ok(0) => {}

@@ -420,6 +420,39 @@ impl Write for SweepUploads {
     }
 }
 
+/// Deletes finished attachments never sent with a message (no
+/// conversation) created before `before`, a batch at a time, their objects
+/// purged as an abandoned upload's are.
+struct SweepUnattached {
+    before: i64,
+    now: i64,
+}
+
+impl Write for SweepUnattached {
+    /// How many attachments were deleted.
+    type Output = u64;
+
+    fn run<'c>(&'c self, conn: &'c mut AnyConnection) -> BoxFuture<'c, Result<u64, StoreError>> {
+        Box::pin(async move {
+            let ids: Vec<String> = sqlx::query(
+                "SELECT id FROM attachments WHERE state = 'ready' AND conversation_id IS NULL \
+                 AND created_at < $1 ORDER BY created_at LIMIT $2",
+            )
+            .bind(self.before)
+            .bind(SWEEP_BATCH)
+            .fetch_all(&mut *conn)
+            .await?
+            .iter()
+            .map(|row| row.try_get("id"))
+            .collect::<Result<_, _>>()?;
+            for id in &ids {
+                delete_upload(conn, id, None, self.now).await?;
+            }
+            Ok(ids.len() as u64)
+        })
+    }
+}
+
 fn attachment_from_row(row: &AnyRow) -> Result<StoredAttachment, StoreError> {
     Ok(StoredAttachment {
         id: row.try_get("id")?,
@@ -560,6 +593,18 @@ impl Store {
     /// their objects; how many went.
     pub async fn sweep_uploads(&self, before: i64) -> Result<u64, StoreError> {
         self.write(SweepUploads {
+            before,
+            now: super::now_ms(),
+        })
+        .await
+    }
+
+    /// Deletes finished attachments created before `before` (Unix ms) that
+    /// no message ever carried (`attachments.unattached_ttl`): they would
+    /// hold their owner's quota for good, and nothing lists them. A batch
+    /// at a time; returns how many.
+    pub async fn sweep_unattached(&self, before: i64) -> Result<u64, StoreError> {
+        self.write(SweepUnattached {
             before,
             now: super::now_ms(),
         })

@@ -2046,6 +2046,24 @@ async fn attachments_are_stored_in_chunks_read_by_their_owner_and_swept_when_aba
     assert!(!store.put_chunk(left, 1, vec![1]).await.expect("put"));
     assert_eq!(store.uploads_in_progress().await.expect("count"), 0);
 
+    // Finished but never sent: swept once older than the cut-off; one
+    // sent with a message is not.
+    let idle = format!("att_{}", id());
+    let idle = idle.as_str();
+    store.begin_upload(&upload(idle)).await.expect("begin");
+    store.put_chunk(idle, 0, vec![2; 10]).await.expect("put");
+    store
+        .finish_upload("alice", idle, 10, "ef", 0)
+        .await
+        .expect("finish");
+    assert_eq!(
+        store
+            .sweep_unattached(now_ms() - 60_000)
+            .await
+            .expect("sweep"),
+        0
+    );
+
     // Sent in a conversation: deleted with it.
     let conversation = id();
     let turn = start(&store, "alice", &conversation, true, None).await;
@@ -2056,6 +2074,20 @@ async fn attachments_are_stored_in_chunks_read_by_their_owner_and_swept_when_aba
         .execute(&store.pool)
         .await
         .expect("link");
+    assert_eq!(
+        store.sweep_unattached(now_ms() + 1).await.expect("sweep"),
+        1,
+        "the idle file alone"
+    );
+    assert_eq!(store.attachment("alice", idle).await.expect("read"), None);
+    assert_eq!(store.attachment_chunk(idle, 0).await.expect("chunk"), None);
+    assert!(
+        store
+            .attachment("alice", file)
+            .await
+            .expect("read")
+            .is_some()
+    );
     store.delete("alice", &conversation).await.expect("delete");
     assert_eq!(store.attachment("alice", file).await.expect("read"), None);
     assert_eq!(store.attachment_chunk(file, 0).await.expect("chunk"), None);
