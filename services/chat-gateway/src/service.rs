@@ -109,7 +109,19 @@ impl ChatGateway for GatewayService {
             self.engine.tenants(),
             self.engine.attachments().max_inline_bytes,
         )?;
-        if !files.is_empty() {
+        // A retried request (its request_id known) joins its turn, which
+        // has its files already: nothing is stored or resolved again.
+        let retried = match (&start.request_id, files.is_empty()) {
+            (Some(request_id), false) => self
+                .engine
+                .store()
+                .turn_by_request(start.principal.owner(), request_id)
+                .await
+                .map_err(GatewayError::from)?
+                .is_some(),
+            _ => false,
+        };
+        if !files.is_empty() && !retried {
             let attachments = attachments::Attachments(&self.engine);
             let ids = attachments.store_inline(&start, files).await?;
             start.attachments = attachments.resolve(&start, &ids).await?;

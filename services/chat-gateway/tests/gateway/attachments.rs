@@ -1172,5 +1172,17 @@ async fn a_small_file_sent_inline_is_stored_typed_and_reaches_the_model() {
     assert_eq!(reason(&refused), "INVALID_ATTACHMENT");
     // Nothing of the refused ones was kept.
     assert_eq!(left_behind(&stack).await, (0, 1));
+
+    // A retried request (the same request_id) joins its turn: its inline
+    // file is not stored a second time.
+    let mut first = crate::harness::chat_request("", "Sum it again", "files");
+    first.request_id = "req-inline-1".into();
+    first.attachments = vec![inline("again.csv", csv)];
+    let turn = crate::harness::chat(&mut stack.client, first.clone()).await;
+    assert!(turn.complete.success, "{:?}", turn.complete);
+    assert_eq!(left_behind(&stack).await, (0, 2));
+    let retried = crate::harness::chat(&mut stack.client, first).await;
+    assert_eq!(retried.complete.turn_id, turn.complete.turn_id);
+    assert_eq!(left_behind(&stack).await, (0, 2), "stored once");
     stack.stop().await;
 }
