@@ -1186,3 +1186,84 @@ async fn a_small_file_sent_inline_is_stored_typed_and_reaches_the_model() {
     assert_eq!(left_behind(&stack).await, (0, 2), "stored once");
     stack.stop().await;
 }
+
+#[tokio::test]
+async fn an_upload_onto_a_full_disk_is_refused_leaves_nothing_readable_and_is_swept() {
+    use crate::harness::process::{GatewayProcess, ProcessConfig};
+    const TEST: &str =
+        "attachments::an_upload_onto_a_full_disk_is_refused_leaves_nothing_readable_and_is_swept";
+    // Room for the migrated database and little more: a 3 MiB file does
+    // not fit (the turns' full-disk test sizes it the same way).
+    let disk = match crate::durable::Tmpfs::mount("832k") {
+        Ok(disk) => disk,
+        Err(why) => return parley_testkit::not_run(TEST, &why),
+    };
+    let options = Options::default();
+    let (_runner, runner_addr, parser_addr, _parser) =
+        crate::harness::start_upstreams(&options).await;
+    let dir = tempfile::tempdir().expect("temp dir");
+    let registry = dir.path().join("files.yaml");
+    std::fs::write(
+        &registry,
+        "version: 1\npages:\n  files:\n    attachments: [image/*]\n",
+    )
+    .expect("write the registry");
+    let registry = registry.display().to_string();
+    let env = [
+        ("PARLEY_REGISTRY", registry.as_str()),
+        ("PARLEY_ATTACHMENTS__UPLOAD_TIMEOUT", "1s"),
+    ];
+    let database_url = format!(
+        "sqlite://{}?mode=rwc",
+        disk.dir.path().join("g.db").display()
+    );
+    let config = ProcessConfig {
+        database_url: database_url.clone(),
+        runner: runner_addr,
+        parser: parser_addr,
+        lease_renew: std::time::Duration::from_secs(2),
+        lease_ttl: std::time::Duration::from_secs(10),
+        stream_ahead: 32,
+        per_user_concurrent_turns: 0,
+    };
+    let mut gateway = GatewayProcess::start_with(&config, dir.path(), "full", None, &env).await;
+    let bytes = png(3 * 1024 * 1024);
+    let refused = send(
+        &mut gateway.client,
+        None,
+        upload("big.png", "files", &bytes, 64 * 1024, 0),
+    )
+    .await
+    .expect_err("the disk is full");
+    assert_eq!(refused.code(), Code::Unavailable, "{refused:?}");
+    assert_eq!(reason(&refused), "STORE_UNAVAILABLE", "{refused:?}");
+
+    // Room again, and past twice the upload time-out: the next gateway's
+    // sweep (at its start) deletes whatever the refused upload left.
+    gateway.kill().await;
+    disk.resize("32m");
+    tokio::time::sleep(std::time::Duration::from_millis(2_500)).await;
+    let mut gateway = GatewayProcess::start_with(&config, dir.path(), "freed", None, &env).await;
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    loop {
+        let left = Bytes::Db.left_at(&database_url).await;
+        if left == (0, 0) {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the refused upload was not swept: {left:?}"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    }
+    // And a file fits now, whole.
+    let stored = send(
+        &mut gateway.client,
+        None,
+        upload("big.png", "files", &bytes, 64 * 1024, 0),
+    )
+    .await
+    .expect("stored");
+    assert_eq!(stored.sha256, format!("{:x}", Sha256::digest(&bytes)));
+    gateway.kill().await;
+}

@@ -468,13 +468,13 @@ async fn a_failing_store_never_acknowledges_an_unstored_turn() {
 }
 
 /// A tmpfs of `size` mounted on a temp dir, unmounted on drop.
-struct Tmpfs {
-    dir: tempfile::TempDir,
+pub(crate) struct Tmpfs {
+    pub(crate) dir: tempfile::TempDir,
 }
 
 impl Tmpfs {
     /// Mounts one, or says why it cannot.
-    fn mount(size: &str) -> Result<Self, String> {
+    pub(crate) fn mount(size: &str) -> Result<Self, String> {
         let dir = tempfile::tempdir().map_err(|error| error.to_string())?;
         let output = std::process::Command::new("mount")
             .args(["-t", "tmpfs", "-o", &format!("size={size}"), "tmpfs"])
@@ -490,7 +490,7 @@ impl Tmpfs {
         Ok(Self { dir })
     }
 
-    fn resize(&self, size: &str) {
+    pub(crate) fn resize(&self, size: &str) {
         let status = std::process::Command::new("mount")
             .args(["-o", &format!("remount,size={size}")])
             .arg(self.dir.path())
