@@ -387,64 +387,40 @@ impl Write for LinkAttachments {
     }
 }
 
-/// Most abandoned uploads one sweep deletes.
+/// Most attachments one sweep deletes.
 const SWEEP_BATCH: i64 = 100;
 
-struct SweepUploads {
+/// Deletes the attachments `select` picks (their ids, oldest first, given
+/// `$1` = `before` and `$2` = the batch size), a batch at a time, each as
+/// an abandoned upload is: row, chunks, and its object purged.
+struct SweepAttachments {
+    select: &'static str,
     before: i64,
     now: i64,
 }
 
-impl Write for SweepUploads {
-    /// How many uploads were deleted.
-    type Output = u64;
+/// Uploads never finished, begun before `$1`.
+const ABANDONED_UPLOADS: &str = "SELECT id FROM attachments WHERE state = 'uploading' \
+     AND created_at < $1 ORDER BY created_at LIMIT $2";
 
-    fn run<'c>(&'c self, conn: &'c mut AnyConnection) -> BoxFuture<'c, Result<u64, StoreError>> {
-        Box::pin(async move {
-            let ids: Vec<String> = sqlx::query(
-                "SELECT id FROM attachments WHERE state = 'uploading' AND created_at < $1 \
-                 ORDER BY created_at LIMIT $2",
-            )
-            .bind(self.before)
-            .bind(SWEEP_BATCH)
-            .fetch_all(&mut *conn)
-            .await?
-            .iter()
-            .map(|row| row.try_get("id"))
-            .collect::<Result<_, _>>()?;
-            for id in &ids {
-                delete_upload(conn, id, None, self.now).await?;
-            }
-            Ok(ids.len() as u64)
-        })
-    }
-}
+/// Finished attachments no message carries, created before `$1`.
+const UNATTACHED: &str = "SELECT id FROM attachments WHERE state = 'ready' \
+     AND conversation_id IS NULL AND created_at < $1 ORDER BY created_at LIMIT $2";
 
-/// Deletes finished attachments never sent with a message (no
-/// conversation) created before `before`, a batch at a time, their objects
-/// purged as an abandoned upload's are.
-struct SweepUnattached {
-    before: i64,
-    now: i64,
-}
-
-impl Write for SweepUnattached {
+impl Write for SweepAttachments {
     /// How many attachments were deleted.
     type Output = u64;
 
     fn run<'c>(&'c self, conn: &'c mut AnyConnection) -> BoxFuture<'c, Result<u64, StoreError>> {
         Box::pin(async move {
-            let ids: Vec<String> = sqlx::query(
-                "SELECT id FROM attachments WHERE state = 'ready' AND conversation_id IS NULL \
-                 AND created_at < $1 ORDER BY created_at LIMIT $2",
-            )
-            .bind(self.before)
-            .bind(SWEEP_BATCH)
-            .fetch_all(&mut *conn)
-            .await?
-            .iter()
-            .map(|row| row.try_get("id"))
-            .collect::<Result<_, _>>()?;
+            let ids: Vec<String> = sqlx::query(self.select)
+                .bind(self.before)
+                .bind(SWEEP_BATCH)
+                .fetch_all(&mut *conn)
+                .await?
+                .iter()
+                .map(|row| row.try_get("id"))
+                .collect::<Result<_, _>>()?;
             for id in &ids {
                 delete_upload(conn, id, None, self.now).await?;
             }
@@ -592,7 +568,8 @@ impl Store {
     /// ended (their gateway died), at most a batch, writing the purges of
     /// their objects; how many went.
     pub async fn sweep_uploads(&self, before: i64) -> Result<u64, StoreError> {
-        self.write(SweepUploads {
+        self.write(SweepAttachments {
+            select: ABANDONED_UPLOADS,
             before,
             now: super::now_ms(),
         })
@@ -604,7 +581,8 @@ impl Store {
     /// hold their owner's quota for good, and nothing lists them. A batch
     /// at a time; returns how many.
     pub async fn sweep_unattached(&self, before: i64) -> Result<u64, StoreError> {
-        self.write(SweepUnattached {
+        self.write(SweepAttachments {
+            select: UNATTACHED,
             before,
             now: super::now_ms(),
         })
