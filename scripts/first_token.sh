@@ -31,9 +31,9 @@ fi
 
 capture="$(mktemp -t parley-first-token.XXXXXX)"
 trap 'rm -f "$capture"' EXIT
-# load.sh's ports: gateway 50061, runner 50062, parser 50063, mock 18080.
+# load.sh's ports: gateway 28061, runner 28062, parser 28063, mock 18080.
 tcpdump -i lo -nn -tt -l \
-    'tcp and (port 50061 or port 50062 or port 50063 or port 18080) and (tcp[tcpflags] & tcp-push != 0)' \
+    'tcp and (port 28061 or port 28062 or port 28063 or port 18080) and (tcp[tcpflags] & tcp-push != 0)' \
     >"$capture" 2>/dev/null &
 tcpdump_pid=$!
 sleep 0.5
@@ -47,7 +47,7 @@ import re
 import statistics
 import sys
 
-GATEWAY, RUNNER, PARSER, MOCK = 50061, 50062, 50063, 18080
+GATEWAY, RUNNER, PARSER, MOCK = 28061, 28062, 28063, 18080
 packets = []
 for line in open(sys.argv[1]):
     m = re.match(r"(\d+\.\d+) IP 127\.0\.0\.1\.(\d+) > 127\.0\.0\.1\.(\d+): .* length (\d+)", line)

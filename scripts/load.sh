@@ -118,10 +118,13 @@ trap stop EXIT
 trap 'exit 130' INT
 
 mock=127.0.0.1:18080
-gateway=127.0.0.1:50061
-runner=127.0.0.1:50062
-parser=127.0.0.1:50063
+gateway=127.0.0.1:28061
+runner=127.0.0.1:28062
+parser=127.0.0.1:28063
 parser_metrics=127.0.0.1:19466
+# Below 32768, outside Linux's ephemeral range (32768-60999): a port in it
+# can be taken by any outgoing connection's source port just before a
+# service binds it (a CI run once lost its runner to EADDRINUSE so).
 # Another stack on these ports (a second load run, a demo) would answer in
 # place of the one started here, and the figures would be its.
 for address in "$mock" "$gateway" "$runner" "$parser" "$parser_metrics"; do
