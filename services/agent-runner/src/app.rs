@@ -193,7 +193,8 @@ impl RunnerApp {
             config.event_buffer,
         )
         .with_allowed(allowed)
-        .with_max_streamed_bytes(config.max_request_bytes);
+        .with_max_streamed_bytes(config.max_request_bytes)
+        .with_request_read_timeout(config.request_read_timeout);
         Self {
             runner,
             service,

@@ -105,6 +105,12 @@ pub struct RunnerConfig {
     /// carries the conversation's history); larger ones are refused with
     /// `RESOURCE_EXHAUSTED` (`REQUEST_TOO_LARGE`).
     pub max_request_bytes: usize,
+    /// How long a `RunFenced` call may take to send its start and the
+    /// bytes of its files (its own deadline when shorter); a client that
+    /// stalls longer is refused with `DEADLINE_EXCEEDED` and its admission
+    /// freed.
+    #[serde(with = "duration")]
+    pub request_read_timeout: Duration,
     /// Defaults for unset request limits.
     pub limits: LimitsConfig,
     /// The retry policy of model calls.
@@ -141,6 +147,7 @@ impl Default for RunnerConfig {
             max_concurrent_runs: 256,
             event_buffer: 64,
             max_request_bytes: DEFAULT_MAX_REQUEST_BYTES,
+            request_read_timeout: Duration::from_secs(30),
             limits: LimitsConfig::default(),
             retry: RetryConfig::default(),
             providers: ProvidersConfig::default(),
@@ -405,6 +412,7 @@ impl ServiceConfig for RunnerConfig {
         positive("max_concurrent_runs", self.max_concurrent_runs as u64)?;
         positive("event_buffer", self.event_buffer as u64)?;
         positive("max_request_bytes", self.max_request_bytes as u64)?;
+        positive_duration("request_read_timeout", self.request_read_timeout)?;
         let l = &self.limits;
         positive("limits.max_iterations", u64::from(l.max_iterations))?;
         positive("limits.max_parallel_tools", u64::from(l.max_parallel_tools))?;

@@ -17,6 +17,7 @@ use std::{
     pin::Pin,
     sync::Arc,
     task::{Context, Poll},
+    time::{Duration, Instant},
 };
 
 use futures::Stream;
@@ -56,6 +57,9 @@ pub struct RunnerService {
     /// The most bytes of files a `RunFenced` start may have follow it
     /// (the runner's `max_request_bytes`, as if they were inline).
     max_streamed_bytes: usize,
+    /// How long a `RunFenced` call may take to send its start and its
+    /// files' bytes (`request_read_timeout`).
+    read_timeout: Duration,
 }
 
 impl RunnerService {
@@ -78,6 +82,7 @@ impl RunnerService {
             tool_sets: Arc::default(),
             allowed: Arc::new(Allowed::defaults_of(&runner.providers)),
             max_streamed_bytes: crate::config::DEFAULT_MAX_REQUEST_BYTES,
+            read_timeout: Duration::from_secs(30),
             runner,
         }
     }
@@ -86,6 +91,13 @@ impl RunnerService {
     /// follow it.
     pub fn with_max_streamed_bytes(mut self, max: usize) -> Self {
         self.max_streamed_bytes = max;
+        self
+    }
+
+    /// With `timeout` as how long a `RunFenced` call may take to send its
+    /// start and its files' bytes.
+    pub fn with_request_read_timeout(mut self, timeout: Duration) -> Self {
+        self.read_timeout = timeout;
         self
     }
 
@@ -115,6 +127,9 @@ impl Stream for RunEventStream {
             .map(|event| event.map(|event| Ok(convert::event::to_proto(*event, &self.currency))))
     }
 }
+
+/// The most memory reserved for a streamed file before its bytes arrive.
+const RECEIVE_CHUNK: usize = 1 << 20;
 
 /// Fills the files `start` sent without their bytes
 /// (`Attachment.size_bytes`) from the `attachment_data` messages that
@@ -149,7 +164,8 @@ async fn receive_files(
                 ));
             }
             let size = usize::try_from(file.size_bytes).unwrap_or(usize::MAX);
-            let mut data = Vec::with_capacity(size);
+            // Grown as the bytes arrive: a size claimed is not yet memory owed.
+            let mut data = Vec::with_capacity(size.min(RECEIVE_CHUNK));
             while data.len() < size {
                 let part = match pending.take() {
                     Some(part) => part,
@@ -200,7 +216,7 @@ impl RunnerService {
     fn start(
         &self,
         permit: Arc<OwnedSemaphorePermit>,
-        deadline: Option<std::time::Duration>,
+        deadline: Option<Duration>,
         mut request: RunRequest,
         decisions: Option<mpsc::Receiver<DispatchDecision>>,
     ) -> Result<RunEventStream, Status> {
@@ -309,17 +325,31 @@ impl AgentRunner for RunnerService {
         let permit = self.admit()?;
         let deadline = parley_grpc::deadline::grpc_timeout(request.metadata());
         let mut incoming = request.into_inner();
-        let Some(RunFencedRequest {
-            message: Some(run_fenced_request::Message::Start(mut start)),
-        }) = incoming.message().await?
-        else {
-            return Err(RunError::Invalid(vec![crate::turn::Violation {
-                field: "start".into(),
-                description: "the first message must be the RunRequest".into(),
-            }])
-            .into());
-        };
-        receive_files(&mut start, &mut incoming, self.max_streamed_bytes).await?;
+        // The admission is held from here: a client that stalls before its
+        // start or inside its files' bytes gives it back at this bound.
+        let bound = deadline.map_or(self.read_timeout, |d| d.min(self.read_timeout));
+        let called = Instant::now();
+        let start = tokio::time::timeout(bound, async {
+            let Some(RunFencedRequest {
+                message: Some(run_fenced_request::Message::Start(mut start)),
+            }) = incoming.message().await?
+            else {
+                return Err(Status::from(RunError::Invalid(vec![crate::turn::Violation {
+                    field: "start".into(),
+                    description: "the first message must be the RunRequest".into(),
+                }])));
+            };
+            receive_files(&mut start, &mut incoming, self.max_streamed_bytes).await?;
+            Ok(start)
+        })
+        .await
+        .map_err(|_| {
+            Status::deadline_exceeded(format!(
+                "the request and its files' bytes did not arrive within {bound:?} (request_read_timeout or the call's deadline)"
+            ))
+        })??;
+        // The turn has what is left of the call's deadline.
+        let deadline = deadline.map(|d| d.saturating_sub(called.elapsed()));
         let (decided, decisions) = mpsc::channel(DECISIONS_AHEAD);
         // Until the client closes its side or the turn no longer reads.
         tokio::spawn(async move {

@@ -863,3 +863,57 @@ async fn files_reach_the_model_and_one_that_takes_none_refuses_or_is_told_of_the
         "{refused:?}"
     );
 }
+
+#[tokio::test]
+async fn a_fenced_client_that_stalls_inside_its_files_is_cut_at_the_read_timeout_and_frees_its_slot()
+ {
+    let provider = scripted("[default]\nsteps = [{ text = \"done\" }]");
+    let svc = service(provider, ToolRuntime::with_builtins(), 1)
+        .with_request_read_timeout(Duration::from_millis(300));
+    let mut client = serve(svc).await;
+    // A start that announces 100 bytes of a file, then only 10 of them,
+    // and a client that keeps its side open.
+    let mut start = request("look at this", vec![]);
+    start.messages[0].attachments.push(pb::Attachment {
+        name: "a.txt".into(),
+        media_type: "text/plain".into(),
+        size_bytes: 100,
+        ..Default::default()
+    });
+    let (send, requests) = tokio::sync::mpsc::channel(4);
+    send.send(pb::RunFencedRequest {
+        message: Some(pb::run_fenced_request::Message::Start(start)),
+    })
+    .await
+    .expect("send");
+    send.send(pb::RunFencedRequest {
+        message: Some(pb::run_fenced_request::Message::AttachmentData(
+            pb::AttachmentData {
+                data: vec![b'x'; 10],
+            },
+        )),
+    })
+    .await
+    .expect("send");
+    let refused = client
+        .run_fenced(tokio_stream::wrappers::ReceiverStream::new(requests))
+        .await
+        .expect_err("cut at the read timeout");
+    assert_eq!(refused.code(), Code::DeadlineExceeded, "{refused:?}");
+    assert!(
+        refused.message().contains("request_read_timeout"),
+        "{refused:?}"
+    );
+    // The only slot is free again: a plain turn runs.
+    let mut stream = client
+        .run(request("hello", vec![]))
+        .await
+        .expect("admitted")
+        .into_inner();
+    let mut finished = false;
+    while let Some(item) = stream.next().await {
+        finished |= matches!(item.expect("event").event, Some(Ev::Finished(_)));
+    }
+    assert!(finished);
+    drop(send);
+}
