@@ -548,6 +548,36 @@ impl Store {
             .map_err(Into::into)
     }
 
+    /// Where the bytes of each of the ready attachments `ids` are (as
+    /// [`Self::attachment_location`]), in one query; an id that is gone is
+    /// absent from the map.
+    pub async fn attachment_locations(
+        &self,
+        ids: &[&str],
+    ) -> Result<std::collections::HashMap<String, Option<String>>, StoreError> {
+        let mut located = std::collections::HashMap::with_capacity(ids.len());
+        // Bounded like every IN list: a message's files, a few turns'.
+        for batch in ids.chunks(100) {
+            let placeholders: Vec<String> = (1..=batch.len()).map(|i| format!("${i}")).collect();
+            let sql = format!(
+                "SELECT id, object_key FROM attachments WHERE state = 'ready' AND id IN ({})",
+                placeholders.join(", ")
+            );
+            // Only numbered placeholders are formatted in; the ids are bound.
+            let mut query = sqlx::query(sqlx::AssertSqlSafe(sql));
+            for id in batch {
+                query = query.bind(*id);
+            }
+            for row in query.fetch_all(&self.pool).await? {
+                located.insert(
+                    row.try_get::<String, _>("id")?,
+                    row.try_get::<Option<String>, _>("object_key")?,
+                );
+            }
+        }
+        Ok(located)
+    }
+
     /// Deletes upload `id` and what it stored; when its bytes are an
     /// object (its row says so, or `known` does for a row already gone),
     /// writes that object's purge, and says whether it did.

@@ -388,16 +388,22 @@ async fn open_calls(
     history: Option<History>,
     profile: parley_proto::parser::v1::ParseProfile,
 ) -> Option<Result<Opened, Failure>> {
-    let request = match (history, &spec.resume) {
-        (Some(history), _) => first_request(shared, spec, history),
-        (None, Some(resume)) => resume.request.clone(),
-        (None, None) => first_request(
-            shared,
-            spec,
-            History::first_message(&spec.start.message, &[]),
+    let (request, locations) = match (history, &spec.resume) {
+        (Some(mut history), _) => {
+            let locations = std::mem::take(&mut history.locations);
+            (first_request(shared, spec, history), locations)
+        }
+        (None, Some(resume)) => (resume.request.clone(), Default::default()),
+        (None, None) => (
+            first_request(
+                shared,
+                spec,
+                History::first_message(&spec.start.message, &[]),
+            ),
+            Default::default(),
         ),
     };
-    open(shared, spec, stop, request, profile).await
+    open(shared, spec, stop, request, &locations, profile).await
 }
 
 /// The runner request of a turn's first run: the system prompt for its
@@ -454,6 +460,7 @@ async fn open(
     spec: &TurnSpec,
     stop: &tokio_util::sync::CancellationToken,
     request: runner::RunRequest,
+    locations: &std::collections::HashMap<String, Option<String>>,
     profile: parley_proto::parser::v1::ParseProfile,
 ) -> Option<Result<Opened, Failure>> {
     let page = &spec.start.resolved;
@@ -464,7 +471,7 @@ async fn open(
         .saturating_duration_since(Instant::now());
     let mut runner_client = shared.upstreams.runner.clone();
     // Files go after the request, over the fenced call.
-    let files = streamed_files(&request);
+    let files = streamed_files(&request, locations);
     // A fence costs a bidirectional call and a task on the runner: only a
     // turn whose tools can have effects, or that sends files, pays for it.
     let (fence, call) = if !page.has_tools_with_effects() && files.is_empty() {
@@ -535,16 +542,21 @@ async fn load_history(shared: &Shared, spec: &TurnSpec) -> Result<History, Failu
 /// the gateway never holds a file whole. A file deleted since (with the
 /// conversation it was first sent in) is named instead.
 async fn attach_files(shared: &Shared, history: &mut History) -> Result<(), Failure> {
+    let ids: Vec<&str> = history
+        .files
+        .iter()
+        .flat_map(|(_, refs)| refs.iter().map(|file| file.id.as_str()))
+        .collect();
+    let locations = shared
+        .store
+        .attachment_locations(&ids)
+        .await
+        .map_err(store_failure)?;
     for (index, refs) in std::mem::take(&mut history.files) {
         let mut files = Vec::with_capacity(refs.len());
         let mut gone = String::new();
         for file in refs {
-            let stored = shared
-                .store
-                .attachment_location(&file.id)
-                .await
-                .map_err(store_failure)?;
-            if stored.is_none() || file.size_bytes == 0 {
+            if !locations.contains_key(&file.id) || file.size_bytes == 0 {
                 gone.push_str(&format!(
                     "\n[attached: {}, {}, no longer stored]",
                     file.name, file.media_type
@@ -564,18 +576,34 @@ async fn attach_files(shared: &Shared, history: &mut History) -> Result<(), Fail
             message.text.push_str(&gone);
         }
     }
+    history.locations = locations;
     Ok(())
 }
 
-/// The files `request` sends without their bytes, in order: their ids
-/// and sizes.
-fn streamed_files(request: &runner::RunRequest) -> Vec<(String, u64)> {
+/// A file `request` sends without its bytes: its id, its size, and where
+/// its bytes are when the history already asked the store.
+struct StreamedFile {
+    id: String,
+    size: u64,
+    location: Option<Option<String>>,
+}
+
+/// The files `request` sends without their bytes, in order, with their
+/// `locations` as far as known.
+fn streamed_files(
+    request: &runner::RunRequest,
+    locations: &std::collections::HashMap<String, Option<String>>,
+) -> Vec<StreamedFile> {
     request
         .messages
         .iter()
         .flat_map(|message| &message.attachments)
         .filter(|file| file.data.is_empty() && file.size_bytes > 0)
-        .map(|file| (file.id.clone(), file.size_bytes))
+        .map(|file| StreamedFile {
+            id: file.id.clone(),
+            size: file.size_bytes,
+            location: locations.get(&file.id).cloned(),
+        })
         .collect()
 }
 
@@ -585,17 +613,21 @@ fn streamed_files(request: &runner::RunRequest) -> Vec<(String, u64)> {
 /// when the call is gone.
 async fn stream_files(
     blobs: &crate::blobs::Blobs,
-    files: Vec<(String, u64)>,
+    files: Vec<StreamedFile>,
     sender: &tokio::sync::mpsc::Sender<runner::RunFencedRequest>,
 ) -> Result<(), crate::store::StoreError> {
     use futures::StreamExt as _;
-    for (id, size) in files {
-        let location = blobs
-            .store()
-            .attachment_location(&id)
-            .await?
-            .ok_or_else(|| crate::store::StoreError::AttachmentGone(id.clone()))?;
-        let mut chunks = blobs.read(&id, location.as_deref(), size).await?;
+    for file in files {
+        // A continued turn's request did not come from a history just read.
+        let location = match file.location {
+            Some(location) => location,
+            None => blobs
+                .store()
+                .attachment_location(&file.id)
+                .await?
+                .ok_or_else(|| crate::store::StoreError::AttachmentGone(file.id.clone()))?,
+        };
+        let mut chunks = blobs.read(&file.id, location.as_deref(), file.size).await?;
         while let Some(chunk) = chunks.next().await {
             let message = runner::RunFencedRequest {
                 message: Some(runner::run_fenced_request::Message::AttachmentData(
@@ -627,24 +659,29 @@ async fn earlier_turns(shared: &Shared, spec: &TurnSpec) -> Result<History, Fail
             &spec.start.attachments,
         ));
     }
-    let events = shared
-        .store
-        .recent_events(
-            spec.start.principal.owner(),
-            &spec.start.conversation_id,
-            shared.config.history_max_turns,
-        )
-        .await
-        .map_err(store_failure)?;
-    let turns = shared
-        .store
-        .recent_turns(
-            spec.start.principal.owner(),
-            &spec.start.conversation_id,
-            shared.config.history_max_turns,
-        )
-        .await
-        .map_err(store_failure)?;
+    let owner = spec.start.principal.owner();
+    let conversation = &spec.start.conversation_id;
+    let max_turns = shared.config.history_max_turns;
+    let (turns, events) = if spec.branched {
+        // The turn's own branch, up from it: no sibling, no other branch.
+        shared
+            .store
+            .branch_history(owner, conversation, &spec.turn_id, max_turns)
+            .await
+            .map_err(store_failure)?
+    } else {
+        let events = shared
+            .store
+            .recent_events(owner, conversation, max_turns)
+            .await
+            .map_err(store_failure)?;
+        let turns = shared
+            .store
+            .recent_turns(owner, conversation, max_turns)
+            .await
+            .map_err(store_failure)?;
+        (turns, events)
+    };
     Ok(history::rebuild_with(
         &events,
         &turns,

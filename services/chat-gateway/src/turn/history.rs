@@ -53,6 +53,11 @@ pub struct History {
     /// `messages`, and its files (the current message's, and those of the
     /// latest earlier turns within the [`FileWindow`]).
     pub files: Vec<(usize, Vec<StoredAttachmentRef>)>,
+    /// Where the bytes of the files sent are, by attachment id, as the
+    /// store said when they were attached (`None`: in its chunks;
+    /// `Some(key)`: that object), so the runner call reads them without
+    /// asking again.
+    pub locations: std::collections::HashMap<String, Option<String>>,
 }
 
 /// Which turns' files go to the model again: the current message's and
@@ -94,6 +99,7 @@ impl History {
             } else {
                 vec![(0, files.to_vec())]
             },
+            locations: Default::default(),
         }
     }
 }
@@ -394,6 +400,7 @@ mod tests {
             last_event_seq: 0,
             payload_decision: None,
             feedback: None,
+            parent_turn_id: None,
         }
     }
 
