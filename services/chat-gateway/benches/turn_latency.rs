@@ -436,6 +436,7 @@ async fn store_writes(times: u32, concurrent: usize) {
                 lease_ttl_ms: 24 * 60 * 60 * 1000,
                 stream_ahead: 0,
                 request_id: None,
+                parent: None,
                 user_message: &message,
                 title: "hello",
                 admission: &Default::default(),

@@ -357,13 +357,20 @@ mod tests {
                 lease_ttl_ms: 60_000,
                 stream_ahead: 8,
                 request_id: None,
+                parent: None,
                 user_message: &message,
                 title: "hello",
                 admission: &Default::default(),
             })
             .await
             .expect("begin");
-        assert_eq!(begun, BeginTurn::Started { turn_index: 0 });
+        assert_eq!(
+            begun,
+            BeginTurn::Started {
+                turn_index: 0,
+                branched: false
+            }
+        );
         let seen: Vec<ChatEvent> = ["Hel", "lo there"]
             .into_iter()
             .zip(1..)

@@ -7,6 +7,7 @@
 //! statuses.
 
 pub mod attachments;
+pub mod branches;
 pub mod conversations;
 pub mod validate;
 
@@ -94,6 +95,8 @@ impl ChatGateway for GatewayService {
     type ResumeTurnStream = EventStream;
     type SubmitToolDecisionsStream = EventStream;
     type DownloadAttachmentStream = attachments::DownloadStream;
+    type RegenerateTurnStream = EventStream;
+    type EditMessageStream = EventStream;
 
     async fn chat(
         &self,
@@ -202,16 +205,32 @@ impl ChatGateway for GatewayService {
             .await
             .map_err(GatewayError::from)?;
         let summary = summary.ok_or(GatewayError::ConversationNotFound)?;
-        let page = store
-            .turn_page(
-                &owner,
-                &id,
-                before,
-                conversations::turn_page_size(request.page_size),
-            )
+        let tree = store
+            .turn_tree(&owner, &id)
             .await
             .map_err(GatewayError::from)?;
-        let mut messages = conversations::messages(&page.events, &page.turns);
+        let (branch, leaf) =
+            branches::shown_branch(&tree, summary.current_leaf.as_deref(), &request.turn_id)?;
+        // The page: the branch's last turns before the token's position.
+        let before = before.unwrap_or(u32::MAX);
+        let earlier: Vec<usize> = branch
+            .into_iter()
+            .filter(|turn| tree.turn(*turn).turn_index < before)
+            .collect();
+        let size = conversations::turn_page_size(request.page_size) as usize;
+        let first = earlier.len().saturating_sub(size);
+        let ids: Vec<&str> = earlier[first..]
+            .iter()
+            .map(|turn| tree.turn(*turn).id.as_str())
+            .collect();
+        let (turns, events) = store
+            .turns_with_events(&owner, &id, &ids)
+            .await
+            .map_err(GatewayError::from)?;
+        let more = first > 0;
+        let page_start = turns.first().map(|turn| turn.turn_index);
+        let mut messages = conversations::messages(&events, &turns);
+        branches::place(&tree, &mut messages);
         for message in &mut messages {
             if message.state == gw::TurnState::AwaitingInput as i32
                 && let Some((_, stored)) = self
@@ -229,10 +248,78 @@ impl ChatGateway for GatewayService {
             conversation: Some(conversations::summary_to_wire(&summary)),
             usage: Some(convert::usage_to_wire(&summary.usage)),
             messages,
-            next_page_token: page
-                .earlier
+            next_page_token: page_start
+                .filter(|_| more)
                 .map(|before| conversations::encode_turn_page_token(&id, before))
                 .unwrap_or_default(),
+            leaf_turn_id: leaf
+                .map(|leaf| tree.turn(leaf).id.clone())
+                .unwrap_or_default(),
+        }))
+    }
+
+    async fn regenerate_turn(
+        &self,
+        request: Request<gw::RegenerateTurnRequest>,
+    ) -> Result<Response<Self::RegenerateTurnStream>, Status> {
+        let principal = principal(&request)?;
+        let admitted = self.engine.admit_turn_stream(&principal)?;
+        let deadline = validate::deadline(request.metadata(), self.engine.config().max_duration);
+        let request = request.into_inner();
+        let start = branches::start(
+            &self.engine,
+            principal,
+            branches::BranchRequest {
+                conversation_id: &request.conversation_id,
+                turn_id: &request.turn_id,
+                message: None,
+                model: &request.model,
+                request_id: request.request_id.clone(),
+                client_tools: &request.client_tools,
+                cancel_running: request.cancel_running,
+                deadline,
+            },
+        )
+        .await?;
+        let stream = self.engine.start_turn(start).await?;
+        Ok(Response::new(self.held(stream, admitted)))
+    }
+
+    async fn edit_message(
+        &self,
+        request: Request<gw::EditMessageRequest>,
+    ) -> Result<Response<Self::EditMessageStream>, Status> {
+        let principal = principal(&request)?;
+        let admitted = self.engine.admit_turn_stream(&principal)?;
+        let deadline = validate::deadline(request.metadata(), self.engine.config().max_duration);
+        let request = request.into_inner();
+        let start = branches::start(
+            &self.engine,
+            principal,
+            branches::BranchRequest {
+                conversation_id: &request.conversation_id,
+                turn_id: &request.turn_id,
+                message: Some(request.message.clone()),
+                model: &request.model,
+                request_id: request.request_id.clone(),
+                client_tools: &request.client_tools,
+                cancel_running: request.cancel_running,
+                deadline,
+            },
+        )
+        .await?;
+        let stream = self.engine.start_turn(start).await?;
+        Ok(Response::new(self.held(stream, admitted)))
+    }
+
+    async fn switch_branch(
+        &self,
+        request: Request<gw::SwitchBranchRequest>,
+    ) -> Result<Response<gw::SwitchBranchResponse>, Status> {
+        let owner = caller(&request)?;
+        let leaf = branches::switch(&self.engine, &owner, request.get_ref()).await?;
+        Ok(Response::new(gw::SwitchBranchResponse {
+            leaf_turn_id: leaf,
         }))
     }
 

@@ -27,6 +27,7 @@ macro_rules! db_now_ms {
 
 pub mod attachments;
 mod batch;
+pub mod branches;
 pub mod decisions;
 mod group;
 pub mod listen;
@@ -37,6 +38,7 @@ mod queries;
 pub mod quota;
 pub mod reap;
 pub mod streams;
+pub mod tree;
 pub mod turns;
 pub mod wire;
 mod writes;
@@ -51,8 +53,8 @@ use sqlx::{
 
 pub use model::{
     AssistantMessage, ConversationSummary, EventBody, StoredAttachmentRef, StoredDecision,
-    StoredEvent, StoredFeedback, StoredPage, StoredPayload, StoredUsage, TurnPage, TurnRecord,
-    TurnState, UserDecision,
+    StoredEvent, StoredFeedback, StoredPage, StoredPayload, StoredUsage, TurnRecord, TurnState,
+    UserDecision,
 };
 pub use reap::{Finalize, ReapIf, ReapInput, Reaped};
 pub use turns::HeldTurn;
@@ -217,6 +219,10 @@ pub struct NewTurn<'a> {
     pub stream_ahead: u64,
     /// The idempotency key, when sent.
     pub request_id: Option<&'a str>,
+    /// The turn's parent when it starts a branch (an edit or a
+    /// regeneration: the parent of the turn it is a sibling of, `""` for
+    /// a first message); `None` continues the current branch.
+    pub parent: Option<&'a str>,
     /// The user message event.
     pub user_message: &'a EventBody,
     /// The title of a new conversation.
@@ -232,6 +238,10 @@ pub enum BeginTurn {
     Started {
         /// 0-based position of the turn in the conversation.
         turn_index: u32,
+        /// Whether the turn names its parent (the conversation has
+        /// branches) rather than following the turn before it: its
+        /// history is then read along its branch.
+        branched: bool,
     },
     /// The request id was already used by this owner: nothing was stored.
     DuplicateRequest(Box<TurnRecord>),
@@ -407,6 +417,11 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
         16,
         "attachment objects",
         include_str!("store/migrations/0016_attachment_objects.sql"),
+    ),
+    (
+        17,
+        "turn tree",
+        include_str!("store/migrations/0017_turn_tree.sql"),
     ),
 ];
 

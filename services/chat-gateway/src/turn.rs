@@ -87,6 +87,10 @@ pub struct StartTurn {
     /// The files attached to the message, the caller's and of types the
     /// page takes (checked by `service::attachments::resolve`).
     pub attachments: Vec<crate::store::StoredAttachmentRef>,
+    /// Set when the turn starts a branch (`EditMessage`, `RegenerateTurn`):
+    /// the parent of the turn it is a sibling of (`""` for a first
+    /// message). `None` continues the conversation's current branch.
+    pub parent: Option<String>,
     /// When the turn must end.
     pub deadline: Instant,
 }
@@ -101,6 +105,9 @@ pub struct TurnSpec {
     /// Whether this turn created the conversation (so its history is the
     /// user message alone, with nothing to read back).
     pub new_conversation: bool,
+    /// Whether the turn names its parent (its conversation has branches):
+    /// its history is then read along its branch, not by position.
+    pub branched: bool,
     /// Set when the turn continues after a pause: the runner request and
     /// the answer so far come from the pause, not from the history.
     pub resume: Option<Arc<pause::Resume>>,

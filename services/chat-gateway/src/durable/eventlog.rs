@@ -172,6 +172,7 @@ mod tests {
                 lease_ttl_ms: 60_000,
                 stream_ahead: 0,
                 request_id: None,
+                parent: None,
                 user_message: &message,
                 title: "hello",
                 admission: &Default::default(),

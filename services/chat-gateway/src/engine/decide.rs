@@ -296,10 +296,13 @@ impl Engine {
                 action: Some(continuation.action.clone()).filter(|action| !action.is_empty()),
                 client_tools: Vec::new(),
                 attachments: Vec::new(),
+                parent: None,
                 deadline: tokio::time::Instant::now() + self.shared.config.max_duration,
             },
             turn_id: turn_id.to_owned(),
             new_conversation: false,
+            // A continued turn sends its pause's request: no history read.
+            branched: false,
             resume: resume.map(Arc::new),
         }
     }

@@ -115,6 +115,7 @@ impl Engine {
             lease_ttl_ms: millis(self.shared.config.lease_ttl),
             stream_ahead,
             request_id: start.request_id.as_deref(),
+            parent: start.parent.as_deref(),
             user_message: &user_message,
             title: &title,
             admission: &admission,
@@ -128,8 +129,8 @@ impl Engine {
                 .await?;
             begun = self.shared.store.begin_turn(&new_turn).await?;
         }
-        match begun {
-            BeginTurn::Started { .. } => {}
+        let branched = match begun {
+            BeginTurn::Started { branched, .. } => branched,
             BeginTurn::DuplicateRequest(turn) => {
                 drop(slot);
                 return self.follow_leased(&start.principal, *turn, 0).await;
@@ -137,7 +138,7 @@ impl Engine {
             BeginTurn::NotFound => return Err(GatewayError::ConversationNotFound),
             BeginTurn::Busy { turn_id } => return Err(GatewayError::TurnInProgress { turn_id }),
             BeginTurn::OverQuota(refused) => return Err(GatewayError::OverQuota(refused)),
-        }
+        };
         if !start.attachments.is_empty() {
             // Deleted with the first conversation they are sent in.
             // (The turn has begun: a failure here leaves them the user's
@@ -161,6 +162,7 @@ impl Engine {
             start,
             turn_id,
             new_conversation: create,
+            branched,
             resume: None,
         };
         tracing::info!(conversation = %spec.start.conversation_id, turn = %spec.turn_id, new = spec.new_conversation, "turn started");

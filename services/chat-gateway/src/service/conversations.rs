@@ -379,6 +379,7 @@ mod tests {
                 last_event_seq: 0,
                 payload_decision: None,
                 feedback: None,
+                parent_turn_id: None,
             },
             TurnRecord {
                 id: "t2".into(),
@@ -391,6 +392,7 @@ mod tests {
                 last_event_seq: 0,
                 payload_decision: None,
                 feedback: None,
+                parent_turn_id: None,
             },
         ];
         let messages = messages(&events, &turns);

@@ -61,6 +61,7 @@ pub fn chat(
         action: None,
         client_tools,
         attachments: Vec::new(),
+        parent: None,
         deadline,
     };
     Ok((start, attachments))
@@ -329,6 +330,7 @@ pub fn execute_action(
         action: Some(request.action),
         client_tools: Vec::new(),
         attachments: Vec::new(),
+        parent: None,
         deadline,
     })
 }

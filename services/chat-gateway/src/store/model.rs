@@ -316,20 +316,11 @@ pub struct ConversationSummary {
     pub updated_at: i64,
     /// Number of turns.
     pub turn_count: u32,
+    /// The last turn of its current branch; `None` while it never
+    /// branched (its latest turn).
+    pub current_leaf: Option<String>,
     /// The usage of its ended turns (no model), summed as each ended.
     pub usage: StoredUsage,
-}
-
-/// A page of a conversation's turns, for reading it back in parts.
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct TurnPage {
-    /// The log of the page's turns, oldest first.
-    pub events: Vec<StoredEvent>,
-    /// The page's turns, oldest first.
-    pub turns: Vec<TurnRecord>,
-    /// When the conversation has turns before this page: the index of the
-    /// page's oldest turn, where the next page ends.
-    pub earlier: Option<u32>,
 }
 
 /// A turn's row.
@@ -365,6 +356,10 @@ pub struct TurnRecord {
     pub payload_decision: Option<StoredDecision>,
     /// The user's rating, when given.
     pub feedback: Option<StoredFeedback>,
+    /// Its parent as stored: `None`, the turn before it (a conversation
+    /// that had not branched); `Some("")`, none (a root); else that turn.
+    /// [`crate::store::tree::TurnTree`] resolves it.
+    pub parent_turn_id: Option<String>,
 }
 
 /// What the user did with a turn's proposal card.

@@ -6,14 +6,33 @@ use sqlx::{Row, any::AnyRow};
 
 use super::{
     BeginTurn, ConversationSummary, FinishTurn, ListCursor, NewTurn, Store, StoreError,
-    StoredEvent, StoredUsage, TurnPage, TurnRecord, TurnState, now_ms,
+    StoredEvent, StoredUsage, TurnRecord, TurnState, now_ms,
     wire::to_u64,
     writes::{BeginTurnWrite, Begun, DeleteWrite, EncodedEvent, FinishTurnWrite, usage_of},
 };
 
 /// The columns [`turn_from_row`] reads.
-const TURN_COLUMNS: &str = "id, conversation_id, turn_index, state, outcome, replica, retryable, last_event_seq, \
-     payload_decision, feedback";
+pub(crate) const TURN_COLUMNS: &str = "id, conversation_id, turn_index, state, outcome, replica, retryable, last_event_seq, \
+     payload_decision, feedback, parent_turn_id";
+
+/// The turns of the branch that ends at turn `$1` of owner `$2` in
+/// conversation `$3`, at most `$4` of them walking up from it: `branch`
+/// (id). A NULL parent is the turn before (migration 0017); `''`, none.
+macro_rules! with_branch {
+    ($rest:literal) => {
+        concat!(
+            "WITH RECURSIVE branch (id, parent_turn_id, turn_index, depth) AS ( \
+                 SELECT id, parent_turn_id, turn_index, 1 FROM turns \
+                 WHERE id = $1 AND owner = $2 AND conversation_id = $3 \
+                 UNION ALL \
+                 SELECT t.id, t.parent_turn_id, t.turn_index, b.depth + 1 FROM branch b \
+                 JOIN turns t ON t.conversation_id = $3 AND (t.id = b.parent_turn_id \
+                     OR (b.parent_turn_id IS NULL AND t.turn_index = b.turn_index - 1)) \
+                 WHERE b.depth < $4) ",
+            $rest
+        )
+    };
+}
 
 /// The events of the last `$3` turns of conversation `$1` of owner `$2`,
 /// oldest first. Read by turn (`events_by_turn`), so it costs the same for
@@ -35,7 +54,7 @@ fn to_u32(value: i64) -> u32 {
     u32::try_from(value.max(0)).unwrap_or(u32::MAX)
 }
 
-fn turn_from_row(row: &AnyRow) -> Result<TurnRecord, StoreError> {
+pub(crate) fn turn_from_row(row: &AnyRow) -> Result<TurnRecord, StoreError> {
     let id: String = row.try_get("id")?;
     let state: String = row.try_get("state")?;
     let parsed = TurnState::parse(&state).ok_or_else(|| StoreError::CorruptTurn {
@@ -52,6 +71,7 @@ fn turn_from_row(row: &AnyRow) -> Result<TurnRecord, StoreError> {
         last_event_seq: u64::try_from(row.try_get::<i64, _>("last_event_seq")?).unwrap_or(0),
         payload_decision: json_column(row, &id, "payload_decision")?,
         feedback: json_column(row, &id, "feedback")?,
+        parent_turn_id: row.try_get("parent_turn_id")?,
         id,
     })
 }
@@ -81,7 +101,7 @@ macro_rules! select_summaries {
         concat!(
             "SELECT id, title, created_at, updated_at, turn_count, input_tokens, output_tokens, \
              cached_input_tokens, cache_write_tokens, reasoning_tokens, model_calls, \
-             cost_micros, currency \
+             cost_micros, currency, current_leaf \
              FROM conversations ",
             $rest
         )
@@ -96,6 +116,7 @@ fn summary_from_row(row: &AnyRow) -> Result<ConversationSummary, StoreError> {
         created_at: row.try_get("created_at")?,
         updated_at: row.try_get("updated_at")?,
         turn_count: to_u32(row.try_get("turn_count")?),
+        current_leaf: row.try_get("current_leaf")?,
         usage: StoredUsage {
             input_tokens: count("input_tokens")?,
             output_tokens: count("output_tokens")?,
@@ -124,6 +145,7 @@ impl Store {
             create: new.create,
             turn_id: new.turn_id.to_owned(),
             request_id: new.request_id.map(str::to_owned),
+            branch: new.parent.map(str::to_owned),
             user_message: EncodedEvent::new(new.user_message)?,
             title: new.title.to_owned(),
             replica: new.replica.to_owned(),
@@ -137,9 +159,10 @@ impl Store {
             now: now_ms(),
         };
         let error = match self.write(write).await {
-            Ok(Begun::Started(turn_index)) => {
+            Ok(Begun::Started(turn_index, branched)) => {
                 return Ok(BeginTurn::Started {
                     turn_index: to_u32(turn_index),
+                    branched,
                 });
             }
             Ok(Begun::NotFound) => return Ok(BeginTurn::NotFound),
@@ -354,55 +377,43 @@ impl Store {
         decode_events(conversation_id, &rows)
     }
 
-    /// A page of a conversation of this owner: its last `limit` turns
-    /// before turn index `before` (the newest when `None`) with their log,
-    /// and where the page before it ends. Empty when the conversation does
-    /// not exist for this owner.
-    pub async fn turn_page(
+    /// The last `max_turns` turns of the branch of a conversation of this
+    /// owner that ends at turn `leaf`, oldest first, with their log: what
+    /// the model's history is rebuilt from once the conversation has
+    /// branches ([`Store::recent_turns`] and [`Store::recent_events`]
+    /// before).
+    pub async fn branch_history(
         &self,
         owner: &str,
         conversation_id: &str,
-        before: Option<u32>,
-        limit: u32,
-    ) -> Result<TurnPage, StoreError> {
-        let before = before.map_or(i64::MAX, i64::from);
+        leaf: &str,
+        max_turns: u32,
+    ) -> Result<(Vec<TurnRecord>, Vec<StoredEvent>), StoreError> {
         let rows = sqlx::query(sqlx::AssertSqlSafe(format!(
-            "SELECT {TURN_COLUMNS} FROM turns WHERE owner = $1 AND conversation_id = $2 \
-             AND turn_index < $3 ORDER BY turn_index DESC LIMIT $4",
+            "{} SELECT {TURN_COLUMNS} FROM turns WHERE id IN (SELECT id FROM branch) ORDER BY turn_index",
+            with_branch!("")
         )))
+        .bind(leaf)
         .bind(owner)
         .bind(conversation_id)
-        .bind(before)
-        .bind(i64::from(limit) + 1)
+        .bind(i64::from(max_turns))
         .fetch_all(&self.pool)
         .await?;
-        let mut turns = rows
+        let turns = rows
             .iter()
             .map(turn_from_row)
             .collect::<Result<Vec<_>, _>>()?;
-        let more = turns.len() > limit as usize;
-        turns.truncate(limit as usize);
-        turns.reverse();
-        let Some(first) = turns.first().map(|turn| turn.turn_index) else {
-            return Ok(TurnPage::default());
-        };
-        let rows = sqlx::query(
+        let rows = sqlx::query(with_branch!(
             "SELECT e.seq, e.turn_id, e.created_at, e.body FROM events e \
-             JOIN turns t ON t.id = e.turn_id \
-             WHERE t.conversation_id = $1 AND t.owner = $2 \
-             AND t.turn_index >= $3 AND t.turn_index < $4 ORDER BY e.seq",
-        )
-        .bind(conversation_id)
+             WHERE e.turn_id IN (SELECT id FROM branch) ORDER BY e.seq"
+        ))
+        .bind(leaf)
         .bind(owner)
-        .bind(i64::from(first))
-        .bind(before)
+        .bind(conversation_id)
+        .bind(i64::from(max_turns))
         .fetch_all(&self.pool)
         .await?;
-        Ok(TurnPage {
-            events: decode_events(conversation_id, &rows)?,
-            turns,
-            earlier: more.then_some(first),
-        })
+        Ok((turns, decode_events(conversation_id, &rows)?))
     }
 
     /// This owner's conversations, newest first, after `cursor`; returns at
@@ -456,7 +467,10 @@ impl Store {
     }
 }
 
-fn decode_events(conversation_id: &str, rows: &[AnyRow]) -> Result<Vec<StoredEvent>, StoreError> {
+pub(crate) fn decode_events(
+    conversation_id: &str,
+    rows: &[AnyRow],
+) -> Result<Vec<StoredEvent>, StoreError> {
     rows.iter()
         .map(|row| {
             let seq: i64 = row.try_get("seq")?;

@@ -111,6 +111,7 @@ async fn start(
             lease_ttl_ms: lease(),
             stream_ahead: 0,
             request_id: request,
+            parent: None,
             user_message: &message,
             title: "hello there",
             admission: &Default::default(),
@@ -251,6 +252,7 @@ async fn other_owner_sees_nothing(store: Store) {
             lease_ttl_ms: lease(),
             stream_ahead: 0,
             request_id: None,
+            parent: None,
             user_message: &message,
             title: "",
             admission: &Default::default(),
@@ -296,6 +298,7 @@ async fn request_ids_are_idempotent(store: Store) {
                 lease_ttl_ms: lease(),
                 stream_ahead: 0,
                 request_id: Some("req-7"),
+                parent: None,
                 user_message: &message,
                 title: "hello again",
                 admission: &Default::default(),
@@ -343,6 +346,7 @@ async fn racing_request_ids_start_one_turn(store: Store) {
                     lease_ttl_ms: lease(),
                     stream_ahead: 0,
                     request_id: Some("req-race"),
+                    parent: None,
                     user_message: &message,
                     title: "race",
                     admission: &Default::default(),
@@ -511,6 +515,7 @@ async fn begin_on(
             lease_ttl_ms,
             stream_ahead: 3,
             request_id: request,
+            parent: None,
             user_message: &message,
             title: "hello there",
             admission: &Default::default(),
@@ -1196,6 +1201,7 @@ async fn admit_as(store: &Store, owner: &str, admission: &quota::Admission) -> B
             lease_ttl_ms: lease(),
             stream_ahead: 0,
             request_id: None,
+            parent: None,
             user_message: &message,
             title: "hello there",
             admission,
@@ -1696,82 +1702,6 @@ async fn racing_admissions_respect_the_limit(store: Store) {
     assert_eq!(running_of(&store, "racer").await.len(), 3);
 }
 
-async fn a_conversation_reads_in_pages_of_turns(store: Store) {
-    let conversation = id();
-    let mut turns = Vec::new();
-    for number in 0..5 {
-        let turn = start(&store, "alice", &conversation, number == 0, None).await;
-        assert!(
-            finish(
-                &store,
-                "alice",
-                &conversation,
-                &turn,
-                &format!("answer {number}")
-            )
-            .await
-        );
-        turns.push(turn);
-    }
-    let ids = |page: &TurnPage| -> Vec<String> {
-        page.turns.iter().map(|turn| turn.id.clone()).collect()
-    };
-    let newest = store
-        .turn_page("alice", &conversation, None, 2)
-        .await
-        .expect("page");
-    assert_eq!(ids(&newest), turns[3..]);
-    assert_eq!(newest.events.len(), 10, "five events per turn");
-    assert!(newest.events.windows(2).all(|w| w[0].seq < w[1].seq));
-    assert!(
-        newest
-            .events
-            .iter()
-            .all(|e| turns[3..].contains(&e.turn_id))
-    );
-    assert_eq!(
-        newest.events[9].body,
-        assistant("answer 4", TurnState::Completed)
-    );
-    assert_eq!(newest.earlier, Some(3));
-
-    let middle = store
-        .turn_page("alice", &conversation, newest.earlier, 2)
-        .await
-        .expect("page");
-    assert_eq!(ids(&middle), turns[1..3]);
-    assert_eq!(middle.events.len(), 10);
-    assert_eq!(middle.earlier, Some(1));
-    let oldest = store
-        .turn_page("alice", &conversation, middle.earlier, 2)
-        .await
-        .expect("page");
-    assert_eq!(ids(&oldest), turns[..1]);
-    assert_eq!(oldest.events[0].body, user_message("hello there"));
-    assert_eq!(oldest.earlier, None);
-
-    let whole = store
-        .turn_page("alice", &conversation, None, 10)
-        .await
-        .expect("page");
-    assert_eq!(
-        whole.events,
-        store.events("alice", &conversation).await.expect("events")
-    );
-    assert_eq!(whole.earlier, None);
-
-    // Another owner reads nothing, whatever position it names.
-    for before in [None, Some(3)] {
-        assert_eq!(
-            store
-                .turn_page("mallory", &conversation, before, 2)
-                .await
-                .expect("page"),
-            TurnPage::default()
-        );
-    }
-}
-
 /// Pauses a running turn of `owner` for `wait_ms`, with its continuation.
 async fn pause(store: &Store, owner: &str, conversation: &str, turn: &str, wait_ms: i64) -> bool {
     store
@@ -1954,13 +1884,173 @@ on_both_backends!(
     admissions_outlive_deleted_conversations,
     stream_leases_count_open_streams,
     an_end_that_does_not_hold_its_turn_writes_nothing,
-    a_conversation_reads_in_pages_of_turns,
     tool_calls_are_fenced_by_the_lease,
     paused_turns_are_taken_back_once,
     decisions_and_ratings_are_the_owners_and_the_last_one_wins,
     a_conversation_sums_the_usage_its_turns_end_with,
     attachments_are_stored_in_chunks_read_by_their_owner_and_swept_when_abandoned,
+    branches_keep_old_turns_and_history_follows_the_current_leaf,
 );
+
+/// Begins a turn whose parent is `parent` (a branch), finishes it with
+/// `answer`, and returns its id.
+async fn branch_turn(
+    store: &Store,
+    conversation: &str,
+    parent: Option<&str>,
+    text: &str,
+    answer: &str,
+) -> (String, bool) {
+    let turn = id();
+    let message = user_message(text);
+    let begun = store
+        .begin_turn(&NewTurn {
+            owner: "alice",
+            conversation_id: conversation,
+            create: false,
+            turn_id: &turn,
+            replica: REPLICA,
+            lease_ttl_ms: lease(),
+            stream_ahead: 0,
+            request_id: None,
+            parent,
+            user_message: &message,
+            title: text,
+            admission: &Default::default(),
+        })
+        .await
+        .expect("begin");
+    let BeginTurn::Started { branched, .. } = begun else {
+        panic!("{begun:?}");
+    };
+    assert!(finish(store, "alice", conversation, &turn, answer).await);
+    (turn, branched)
+}
+
+/// A conversation written linearly (NULL parents) branches: the new turn
+/// names its parent, history follows the current leaf up its branch only,
+/// a switch moves the leaf (not while a turn runs), and another owner
+/// sees no tree.
+async fn branches_keep_old_turns_and_history_follows_the_current_leaf(store: Store) {
+    let conversation = id();
+    let first = start(&store, "alice", &conversation, true, None).await;
+    assert!(finish(&store, "alice", &conversation, &first, "one").await);
+    let (second, branched) = branch_turn(&store, &conversation, None, "two?", "two").await;
+    assert!(
+        !branched,
+        "a conversation that never branched keeps NULL parents"
+    );
+    let (third, _) = branch_turn(&store, &conversation, None, "three?", "three").await;
+    // Regenerate the second turn: a sibling under the first.
+    let (again, branched) = branch_turn(
+        &store,
+        &conversation,
+        Some(first.as_str()),
+        "two?",
+        "two again",
+    )
+    .await;
+    assert!(branched);
+    let summary = store
+        .conversation("alice", &conversation)
+        .await
+        .expect("read")
+        .expect("exists");
+    assert_eq!(summary.current_leaf.as_deref(), Some(again.as_str()));
+    // The next plain turn continues the new branch.
+    let (fourth, branched) = branch_turn(&store, &conversation, None, "four?", "four").await;
+    assert!(branched);
+    let (turns, events) = store
+        .branch_history("alice", &conversation, &fourth, 50)
+        .await
+        .expect("history");
+    let ids: Vec<&str> = turns.iter().map(|t| t.id.as_str()).collect();
+    assert_eq!(ids, [first.as_str(), again.as_str(), fourth.as_str()]);
+    assert!(events.iter().all(|e| ids.contains(&e.turn_id.as_str())));
+    assert!(events.windows(2).all(|w| w[0].seq < w[1].seq));
+    // Bounded like the history: the last two turns of the branch.
+    let (turns, _) = store
+        .branch_history("alice", &conversation, &fourth, 2)
+        .await
+        .expect("history");
+    assert_eq!(turns.len(), 2);
+    assert_eq!(turns[0].id, again);
+    // The old branch is intact: its leaf's history is first, second, third.
+    let (turns, _) = store
+        .branch_history("alice", &conversation, &third, 50)
+        .await
+        .expect("history");
+    let ids: Vec<&str> = turns.iter().map(|t| t.id.as_str()).collect();
+    assert_eq!(ids, [first.as_str(), second.as_str(), third.as_str()]);
+
+    let tree = store.turn_tree("alice", &conversation).await.expect("tree");
+    let position = tree.position(&second).expect("second");
+    let siblings: Vec<&str> = tree
+        .siblings(position)
+        .iter()
+        .map(|p| tree.turn(*p).id.as_str())
+        .collect();
+    assert_eq!(siblings, [second.as_str(), again.as_str()]);
+    assert_eq!(tree.turn(tree.newest_leaf(position)).id, third);
+    assert!(
+        store
+            .turn_tree("mallory", &conversation)
+            .await
+            .expect("tree")
+            .current_leaf(None)
+            .is_none()
+    );
+    assert!(
+        store
+            .branch_history("mallory", &conversation, &fourth, 50)
+            .await
+            .expect("history")
+            .0
+            .is_empty()
+    );
+
+    assert_eq!(
+        store
+            .switch_branch("alice", &conversation, &third)
+            .await
+            .expect("switch"),
+        branches::Switched::Done
+    );
+    let (fifth, _) = branch_turn(&store, &conversation, None, "five?", "five").await;
+    let (turns, _) = store
+        .branch_history("alice", &conversation, &fifth, 50)
+        .await
+        .expect("history");
+    assert_eq!(turns.len(), 4);
+    assert_eq!(turns[2].id, third);
+    assert_eq!(
+        store
+            .switch_branch("mallory", &conversation, &third)
+            .await
+            .expect("switch"),
+        branches::Switched::NotFound
+    );
+    let running = start(&store, "alice", &conversation, false, None).await;
+    assert_eq!(
+        store
+            .switch_branch("alice", &conversation, &third)
+            .await
+            .expect("switch"),
+        branches::Switched::Busy(running)
+    );
+    let message = store
+        .user_message("alice", &conversation, &again)
+        .await
+        .expect("read");
+    assert!(matches!(message, Some(EventBody::UserMessage { text, .. }) if text == "two?"));
+    assert!(
+        store
+            .user_message("mallory", &conversation, &again)
+            .await
+            .expect("read")
+            .is_none()
+    );
+}
 
 /// An upload's bytes round-trip through the backend's byte column; only a
 /// finished upload is read, only by its owner; an abandoned one is swept;

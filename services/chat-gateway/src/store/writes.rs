@@ -69,6 +69,10 @@ pub(crate) struct BeginTurnWrite {
     pub(crate) create: bool,
     pub(crate) turn_id: String,
     pub(crate) request_id: Option<String>,
+    /// The turn's parent when it starts a branch (an edit or a
+    /// regeneration): a turn id, or `""` for a root; `None` for a message
+    /// that continues the current branch.
+    pub(crate) branch: Option<String>,
     pub(crate) user_message: EncodedEvent,
     pub(crate) title: String,
     pub(crate) replica: String,
@@ -87,8 +91,10 @@ pub(crate) struct BeginTurnWrite {
 /// What [`BeginTurnWrite`] did.
 #[derive(Debug)]
 pub(crate) enum Begun {
-    /// Stored, at this 0-based position.
-    Started(i64),
+    /// Stored, at this 0-based position; with whether it names its parent
+    /// (the conversation has branches) rather than following the turn
+    /// before it.
+    Started(i64, bool),
     /// The conversation is not this owner's (nothing written).
     NotFound,
     /// This turn is running on the conversation (nothing written).
@@ -153,22 +159,35 @@ impl Write for BeginTurnWrite {
             tail: None,
         };
         Box::pin(async move {
+            // The conversation's current leaf, read with the check that no
+            // turn runs on it (one statement): the new turn's parent.
+            let mut current_leaf = None;
             if !self.create {
                 // Checked before anything is written (the write may share
                 // its transaction); PostgreSQL replicas racing past it meet
                 // the unique index on running turns instead.
-                let running = sqlx::query(
-                    "SELECT t.id FROM turns t JOIN conversations c ON c.id = t.conversation_id \
-                     WHERE t.conversation_id = $1 AND c.owner = $2 AND t.state = 'running'",
+                let row = sqlx::query(
+                    "SELECT c.current_leaf, (SELECT t.id FROM turns t \
+                     WHERE t.conversation_id = c.id AND t.state = 'running') AS running \
+                     FROM conversations c WHERE c.id = $1 AND c.owner = $2",
                 )
                 .bind(self.conversation_id.as_str())
                 .bind(self.owner.as_str())
                 .fetch_optional(&mut *conn)
                 .await?;
-                if let Some(row) = running {
-                    return Ok(unwritten(Begun::Busy(row.try_get("id")?)));
+                let Some(row) = row else {
+                    return Ok(unwritten(Begun::NotFound));
+                };
+                if let Some(running) = row.try_get::<Option<String>, _>("running")? {
+                    return Ok(unwritten(Begun::Busy(running)));
                 }
+                current_leaf = row.try_get::<Option<String>, _>("current_leaf")?;
             }
+            // A conversation that never branched keeps its turns' parents
+            // implicit (NULL: the turn before); once it has branches, each
+            // new turn names its parent and becomes the current leaf.
+            let parent = self.branch.clone().or(current_leaf);
+            let branched = parent.is_some();
             if let Some(refused) =
                 quota::check(conn, &self.owner, &self.admission, self.now, self.postgres).await?
             {
@@ -205,13 +224,19 @@ impl Write for BeginTurnWrite {
                 )?;
                 (1_i64, 0_i64)
             } else {
+                // A leaf set since the read above (a replica's SwitchBranch)
+                // is replaced by this turn, whose parent is then the turn
+                // before it: the tree stays whole either way.
                 let row = sqlx::query(
-                    "UPDATE conversations SET last_seq = last_seq + 1, turn_count = turn_count + 1, updated_at = $3 \
+                    "UPDATE conversations SET last_seq = last_seq + 1, turn_count = turn_count + 1, updated_at = $3, \
+                     current_leaf = CASE WHEN $5 = 0 AND current_leaf IS NULL THEN NULL ELSE $4 END \
                      WHERE id = $1 AND owner = $2 RETURNING last_seq, turn_count",
                 )
                 .bind(self.conversation_id.as_str())
                 .bind(self.owner.as_str())
                 .bind(self.now)
+                .bind(self.turn_id.as_str())
+                .bind(i64::from(branched))
                 .fetch_optional(&mut *conn)
                 .await?;
                 let Some(row) = row else {
@@ -223,8 +248,8 @@ impl Write for BeginTurnWrite {
             let insert = on_store_clock(
                 conn,
                 "INSERT INTO turns (id, conversation_id, owner, request_id, turn_index, state, outcome, \
-                 created_at, finished_at, replica, lease_until, stream_ahead, tenant, trace_parent) \
-                 VALUES ($1, $2, $3, $4, $5, $6, NULL, $7, NULL, $8, {now} + $9, $10, $11, $12)",
+                 created_at, finished_at, replica, lease_until, stream_ahead, tenant, trace_parent, parent_turn_id) \
+                 VALUES ($1, $2, $3, $4, $5, $6, NULL, $7, NULL, $8, {now} + $9, $10, $11, $12, $13)",
             );
             group.push(insert, |values| {
                 values.add(self.turn_id.as_str())?;
@@ -238,7 +263,8 @@ impl Write for BeginTurnWrite {
                 values.add(self.lease_ttl)?;
                 values.add(to_i64(self.stream_ahead))?;
                 values.add(self.admission.tenant.as_deref())?;
-                values.add(self.trace_parent.as_deref())
+                values.add(self.trace_parent.as_deref())?;
+                values.add(parent.as_deref())
             })?;
             insert_events(
                 &mut group,
@@ -268,7 +294,7 @@ impl Write for BeginTurnWrite {
                 )?;
             }
             Ok(Deferred {
-                output: Some(Begun::Started(turn_index)),
+                output: Some(Begun::Started(turn_index, branched)),
                 tail: Some(group),
             })
         })

@@ -392,6 +392,7 @@ async fn conversation_page(
                 conversation_id: conversation_id.to_owned(),
                 page_size,
                 page_token: page_token.to_owned(),
+                ..Default::default()
             },
             token,
         ))

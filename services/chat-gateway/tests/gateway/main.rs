@@ -6,6 +6,7 @@
 mod abandoned;
 mod attachments;
 mod auth;
+mod branches;
 mod consent;
 mod control;
 mod conversations;

@@ -1,0 +1,424 @@
+//! Branches through the wire: regenerating an answer and editing a message
+//! make siblings, the model sees the current branch only, `SwitchBranch`
+//! brings an old branch back exactly, and a branch made on one replica
+//! goes on on another.
+
+use std::time::Duration;
+
+use parley_proto::{gateway::v1 as gw, runner::v1 as runner};
+use tonic::Code;
+
+use crate::{
+    harness::{
+        Harness, Options, chat, chat_request, collect,
+        fake_runner::text_reply,
+        process::{GatewayProcess, ProcessConfig},
+        reason, start_upstreams,
+    },
+    postgres,
+};
+
+/// The messages a runner request carries, as `role: text` lines.
+fn transcript(request: &runner::RunRequest) -> Vec<String> {
+    request
+        .messages
+        .iter()
+        .map(|message| {
+            let role = if message.role == runner::Role::Assistant as i32 {
+                "assistant"
+            } else {
+                "user"
+            };
+            format!("{role}: {}", message.text)
+        })
+        .collect()
+}
+
+/// The user and assistant texts of a `GetConversation` page.
+fn texts(messages: &[gw::ConversationMessage]) -> Vec<String> {
+    messages.iter().map(|m| m.text.clone()).collect()
+}
+
+async fn get(
+    client: &mut gw::chat_gateway_client::ChatGatewayClient<tonic::transport::Channel>,
+    conversation_id: &str,
+    turn_id: &str,
+) -> gw::GetConversationResponse {
+    client
+        .get_conversation(gw::GetConversationRequest {
+            conversation_id: conversation_id.to_owned(),
+            turn_id: turn_id.to_owned(),
+            ..Default::default()
+        })
+        .await
+        .expect("get")
+        .into_inner()
+}
+
+async fn regenerate(
+    client: &mut gw::chat_gateway_client::ChatGatewayClient<tonic::transport::Channel>,
+    conversation_id: &str,
+    turn_id: &str,
+) -> crate::harness::Turn {
+    collect(
+        client
+            .regenerate_turn(gw::RegenerateTurnRequest {
+                conversation_id: conversation_id.to_owned(),
+                turn_id: turn_id.to_owned(),
+                ..Default::default()
+            })
+            .await
+            .expect("regenerate accepted")
+            .into_inner(),
+    )
+    .await
+}
+
+async fn edit(
+    client: &mut gw::chat_gateway_client::ChatGatewayClient<tonic::transport::Channel>,
+    conversation_id: &str,
+    turn_id: &str,
+    message: &str,
+) -> crate::harness::Turn {
+    collect(
+        client
+            .edit_message(gw::EditMessageRequest {
+                conversation_id: conversation_id.to_owned(),
+                turn_id: turn_id.to_owned(),
+                message: message.to_owned(),
+                ..Default::default()
+            })
+            .await
+            .expect("edit accepted")
+            .into_inner(),
+    )
+    .await
+}
+
+#[tokio::test]
+async fn a_regenerated_answer_is_a_sibling_and_its_prompt_leaves_the_old_answer_out() {
+    let mut stack = Harness::start(Options::default()).await;
+    let client = &mut stack.client;
+    stack.runner.push(text_reply(&["Answer one."]));
+    let first = chat(client, chat_request("", "First question", "tables_list")).await;
+    let conversation = first.conversation_id();
+    stack.runner.push(text_reply(&["OLD ANSWER"]));
+    let second = chat(
+        client,
+        chat_request(&conversation, "Second question", "tables_list"),
+    )
+    .await;
+    let old = second.complete.turn_id.clone();
+
+    stack.runner.push(text_reply(&["NEW ANSWER"]));
+    let regenerated = regenerate(client, &conversation, &old).await;
+    assert!(regenerated.complete.success, "{:?}", regenerated.error);
+    assert_eq!(regenerated.text, "NEW ANSWER");
+    let new = regenerated.complete.turn_id.clone();
+    assert_ne!(new, old);
+    let seen = stack.runner.seen();
+    assert_eq!(
+        transcript(&seen[2].request),
+        [
+            "user: First question",
+            "assistant: Answer one.",
+            "user: Second question"
+        ],
+        "the regenerated turn's prompt has the same message and not the old answer"
+    );
+
+    // The current branch ends with the new answer, "2 of 2".
+    let shown = get(client, &conversation, "").await;
+    assert_eq!(
+        texts(&shown.messages),
+        [
+            "First question",
+            "Answer one.",
+            "Second question",
+            "NEW ANSWER"
+        ]
+    );
+    assert_eq!(shown.leaf_turn_id, new);
+    let last = shown.messages.last().expect("a message");
+    assert_eq!(last.sibling_turn_ids, [old.clone(), new.clone()]);
+    assert_eq!((last.sibling_index, last.sibling_count), (1, 2));
+    assert_eq!(last.parent_turn_id, first.complete.turn_id);
+    let top = &shown.messages[0];
+    assert_eq!((top.sibling_index, top.sibling_count), (0, 1));
+    assert_eq!(top.parent_turn_id, "");
+
+    // The old branch is still there, "1 of 2", without switching to it.
+    let old_branch = get(client, &conversation, &old).await;
+    assert_eq!(
+        texts(&old_branch.messages),
+        [
+            "First question",
+            "Answer one.",
+            "Second question",
+            "OLD ANSWER"
+        ]
+    );
+    assert_eq!(old_branch.leaf_turn_id, old);
+    assert_eq!(old_branch.messages.last().map(|m| m.sibling_index), Some(0));
+    assert_eq!(get(client, &conversation, "").await.leaf_turn_id, new);
+
+    // The next message follows the new answer.
+    stack.runner.push(text_reply(&["Third answer."]));
+    let third = chat(
+        client,
+        chat_request(&conversation, "Third question", "tables_list"),
+    )
+    .await;
+    assert!(third.complete.success);
+    assert_eq!(
+        transcript(&stack.runner.seen()[3].request),
+        [
+            "user: First question",
+            "assistant: Answer one.",
+            "user: Second question",
+            "assistant: NEW ANSWER",
+            "user: Third question"
+        ]
+    );
+    stack.stop().await;
+}
+
+#[tokio::test]
+async fn an_edit_then_a_switch_back_restores_the_old_branch_exactly() {
+    let mut stack = Harness::start(Options::default()).await;
+    let client = &mut stack.client;
+    let mut conversation = String::new();
+    let mut turns = Vec::new();
+    for (question, answer) in [("a?", "A."), ("b?", "B."), ("c?", "C.")] {
+        stack.runner.push(text_reply(&[answer]));
+        let turn = chat(client, chat_request(&conversation, question, "tables_list")).await;
+        conversation = turn.conversation_id();
+        turns.push(turn.complete.turn_id.clone());
+    }
+    // What the model would see after c, on the old branch.
+    let mut before = transcript(&stack.runner.seen()[2].request);
+    before.push("assistant: C.".into());
+
+    stack.runner.push(text_reply(&["B edited."]));
+    let edited = edit(client, &conversation, &turns[1], "b, better?").await;
+    assert!(edited.complete.success, "{:?}", edited.error);
+    assert_eq!(
+        transcript(&stack.runner.seen()[3].request),
+        ["user: a?", "assistant: A.", "user: b, better?"]
+    );
+    stack.runner.push(text_reply(&["D."]));
+    chat(client, chat_request(&conversation, "d?", "tables_list")).await;
+    let shown = get(client, &conversation, "").await;
+    assert_eq!(
+        texts(&shown.messages),
+        ["a?", "A.", "b, better?", "B edited.", "d?", "D."]
+    );
+    assert_eq!(
+        shown.messages[2].sibling_turn_ids,
+        [turns[1].clone(), edited.complete.turn_id.clone()]
+    );
+
+    // Back to the first version of b: its branch ends at c again.
+    let switched = client
+        .switch_branch(gw::SwitchBranchRequest {
+            conversation_id: conversation.clone(),
+            turn_id: turns[1].clone(),
+        })
+        .await
+        .expect("switch")
+        .into_inner();
+    assert_eq!(switched.leaf_turn_id, turns[2]);
+    let shown = get(client, &conversation, "").await;
+    assert_eq!(texts(&shown.messages), ["a?", "A.", "b?", "B.", "c?", "C."]);
+    assert_eq!(shown.messages[2].sibling_index, 0);
+    stack.runner.push(text_reply(&["E."]));
+    chat(client, chat_request(&conversation, "e?", "tables_list")).await;
+    before.push("user: e?".into());
+    assert_eq!(
+        transcript(&stack.runner.seen()[5].request),
+        before,
+        "the old branch's history, exactly"
+    );
+
+    // Switching needs a turn of the conversation.
+    let unknown = client
+        .switch_branch(gw::SwitchBranchRequest {
+            conversation_id: conversation.clone(),
+            turn_id: uuid::Uuid::now_v7().to_string(),
+        })
+        .await
+        .expect_err("unknown turn");
+    assert_eq!(
+        (unknown.code(), reason(&unknown).as_str()),
+        (Code::NotFound, "TURN_NOT_FOUND")
+    );
+    stack.stop().await;
+}
+
+#[tokio::test]
+async fn an_edited_first_message_is_a_second_root_and_the_title_stays() {
+    let mut stack = Harness::start(Options::default()).await;
+    let client = &mut stack.client;
+    stack.runner.push(text_reply(&["Hi."]));
+    let first = chat(client, chat_request("", "Hello there", "tables_list")).await;
+    let conversation = first.conversation_id();
+    stack.runner.push(text_reply(&["Bonjour."]));
+    let edited = edit(client, &conversation, &first.complete.turn_id, "Bonjour").await;
+    assert!(edited.complete.success);
+    assert_eq!(
+        transcript(&stack.runner.seen()[1].request),
+        ["user: Bonjour"],
+        "nothing before a first message"
+    );
+    let shown = get(client, &conversation, "").await;
+    assert_eq!(texts(&shown.messages), ["Bonjour", "Bonjour."]);
+    assert_eq!(shown.messages[0].parent_turn_id, "");
+    assert_eq!(
+        shown.messages[0].sibling_turn_ids,
+        [
+            first.complete.turn_id.clone(),
+            edited.complete.turn_id.clone()
+        ]
+    );
+    let conversation = shown.conversation.expect("conversation");
+    assert_eq!(conversation.title, "Hello there");
+    assert_eq!(conversation.turn_count, 2);
+    stack.stop().await;
+}
+
+#[tokio::test]
+async fn a_branch_is_refused_while_a_turn_runs_and_for_a_turn_not_in_the_conversation() {
+    let mut stack = Harness::start(Options::default()).await;
+    let client = &mut stack.client;
+    stack.runner.push(text_reply(&["One."]));
+    let first = chat(client, chat_request("", "One", "tables_list")).await;
+    let conversation = first.conversation_id();
+    stack.runner.push(text_reply(&["Elsewhere."]));
+    let other = chat(client, chat_request("", "Other", "tables_list")).await;
+
+    // A turn of another conversation is not found here.
+    let refused = client
+        .regenerate_turn(gw::RegenerateTurnRequest {
+            conversation_id: conversation.clone(),
+            turn_id: other.complete.turn_id.clone(),
+            ..Default::default()
+        })
+        .await
+        .expect_err("another conversation's turn");
+    assert_eq!(
+        (refused.code(), reason(&refused).as_str()),
+        (Code::NotFound, "TURN_NOT_FOUND")
+    );
+    let refused = client
+        .edit_message(gw::EditMessageRequest {
+            conversation_id: conversation.clone(),
+            turn_id: first.complete.turn_id.clone(),
+            message: String::new(),
+            ..Default::default()
+        })
+        .await
+        .expect_err("an empty edit");
+    assert_eq!(
+        (refused.code(), reason(&refused).as_str()),
+        (Code::InvalidArgument, "EMPTY_MESSAGE")
+    );
+
+    // While a turn runs, neither a switch nor a regeneration goes through.
+    let gate = std::sync::Arc::new(tokio::sync::Notify::new());
+    stack
+        .runner
+        .push(crate::harness::fake_runner::Reply::Steps(vec![
+            crate::harness::fake_runner::Step::Gate(gate.clone()),
+            crate::harness::fake_runner::Step::Send(crate::harness::fake_runner::finished("Two.")),
+        ]));
+    let mut running = client
+        .chat(chat_request(&conversation, "Two", "tables_list"))
+        .await
+        .expect("running")
+        .into_inner();
+    let _first_event = running.message().await.expect("event");
+    let busy = client
+        .switch_branch(gw::SwitchBranchRequest {
+            conversation_id: conversation.clone(),
+            turn_id: first.complete.turn_id.clone(),
+        })
+        .await
+        .expect_err("a turn runs");
+    assert_eq!(
+        (busy.code(), reason(&busy).as_str()),
+        (Code::FailedPrecondition, "TURN_IN_PROGRESS")
+    );
+    let busy = client
+        .regenerate_turn(gw::RegenerateTurnRequest {
+            conversation_id: conversation.clone(),
+            turn_id: first.complete.turn_id.clone(),
+            ..Default::default()
+        })
+        .await
+        .expect_err("a turn runs");
+    assert_eq!(reason(&busy), "TURN_IN_PROGRESS");
+    gate.notify_one();
+    while running.message().await.expect("stream").is_some() {}
+    stack.stop().await;
+}
+
+#[tokio::test]
+async fn a_branch_made_on_one_replica_goes_on_on_the_other() {
+    let Some((database_url, schema)) =
+        postgres::fresh_schema("branches::a_branch_made_on_one_replica_goes_on_on_the_other").await
+    else {
+        return;
+    };
+    let options = Options::default();
+    let (runner, runner_addr, parser_addr, _parser) = start_upstreams(&options).await;
+    let dir = tempfile::tempdir().expect("temp dir");
+    let config = ProcessConfig {
+        database_url,
+        runner: runner_addr,
+        parser: parser_addr,
+        lease_renew: Duration::from_millis(200),
+        lease_ttl: Duration::from_secs(1),
+        stream_ahead: 32,
+        per_user_concurrent_turns: 0,
+    };
+    let mut a = GatewayProcess::start(&config, dir.path(), "a").await;
+    let mut b = GatewayProcess::start(&config, dir.path(), "b").await;
+    runner.push(text_reply(&["Old."]));
+    let first = chat(&mut a.client, chat_request("", "Question", "tables_list")).await;
+    let conversation = first.conversation_id();
+    runner.push(text_reply(&["New."]));
+    let regenerated = regenerate(&mut a.client, &conversation, &first.complete.turn_id).await;
+    assert!(regenerated.complete.success);
+
+    // B continues the new branch, and shows it as A left it.
+    runner.push(text_reply(&["Next."]));
+    let next = chat(
+        &mut b.client,
+        chat_request(&conversation, "And then?", "tables_list"),
+    )
+    .await;
+    assert!(next.complete.success, "{:?}", next.error);
+    assert_eq!(
+        transcript(&runner.seen()[2].request),
+        ["user: Question", "assistant: New.", "user: And then?"]
+    );
+    let on_b = get(&mut b.client, &conversation, "").await;
+    assert_eq!(
+        texts(&on_b.messages),
+        ["Question", "New.", "And then?", "Next."]
+    );
+    // B switches back; A sees the old branch current.
+    b.client
+        .switch_branch(gw::SwitchBranchRequest {
+            conversation_id: conversation.clone(),
+            turn_id: first.complete.turn_id.clone(),
+        })
+        .await
+        .expect("switch on B");
+    let on_a = get(&mut a.client, &conversation, "").await;
+    assert_eq!(texts(&on_a.messages), ["Question", "Old."]);
+    assert_eq!(on_a.messages[0].sibling_count, 2);
+    drop(a);
+    drop(b);
+    postgres::drop_schema(&schema).await;
+}
