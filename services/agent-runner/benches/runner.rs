@@ -152,6 +152,7 @@ fn turn() -> Turn {
         iterations_done: 0,
         cache: Default::default(),
         inputs: Vec::new(),
+        windows: Vec::new(),
         image_limits: Default::default(),
     }
 }

@@ -446,6 +446,7 @@ impl Runner {
             mid_answer_failover: turn.mid_answer_failover,
             prices: &self.prices,
             inputs: &turn.inputs,
+            windows: &turn.windows,
         }
     }
 
@@ -568,6 +569,7 @@ fn finished(
         iterations,
         response_model: finish.response_model.unwrap_or_default(),
         response_id: finish.response_id.unwrap_or_default(),
+        history_turns_left_out: out.turns_left_out(),
     }
 }
 

@@ -257,6 +257,9 @@ pub struct Finished {
     pub response_model: String,
     /// The provider's id of the last response.
     pub response_id: String,
+    /// The most earlier turns of the conversation a model call left out
+    /// of its history to fit its model's context window (0: none).
+    pub history_turns_left_out: u32,
 }
 
 /// The turn failed.

@@ -18,6 +18,7 @@ pub mod app;
 pub mod attachments;
 pub mod auth;
 pub mod config;
+pub mod context;
 pub mod convert;
 pub mod error;
 pub mod events;

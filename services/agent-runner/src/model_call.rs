@@ -121,6 +121,8 @@ pub struct ModelCaller<'a> {
     pub prices: &'a PriceTable,
     /// What each candidate takes as input ([`crate::turn::Turn::inputs`]).
     pub inputs: &'a [Vec<crate::provider::InputKind>],
+    /// Each candidate's context window, where known ([`crate::turn::Turn::windows`]).
+    pub windows: &'a [Option<crate::context::Window>],
 }
 
 /// A provider that could not be reached is named by its configured name
@@ -180,6 +182,25 @@ impl ModelCaller<'_> {
             if let Some(takes) = self.inputs.get(index) {
                 request.messages = crate::attachments::for_candidate(&request.messages, takes);
             }
+            // The history this model's window holds.
+            let mut counted = None;
+            if let Some(Some(window)) = self.windows.get(index) {
+                let calibration = crate::context::calibration();
+                let fitted = crate::context::fit(
+                    &request.messages,
+                    &request.system,
+                    &request.tools,
+                    request.max_output_tokens,
+                    window,
+                    calibration.factor(&window.model),
+                );
+                if fitted.turns_left_out > 0 {
+                    tracing::info!(model = %candidate.model, left_out = fitted.turns_left_out, window = window.tokens, "earlier turns left out to fit the model's context window");
+                    out.left_out(fitted.turns_left_out);
+                }
+                request.messages = fitted.messages;
+                counted = fitted.counted.map(|tokens| (window.model.clone(), tokens));
+            }
             let max_attempts = self.policy.max_attempts.max(1);
             for attempt in 1..=max_attempts {
                 out.begin_call();
@@ -188,6 +209,9 @@ impl ModelCaller<'_> {
                     .await?
                 {
                     Attempt::Done(mut outcome) => {
+                        if let (Some((model, tokens)), Some(usage)) = (&counted, &outcome.usage) {
+                            crate::context::calibration().learn(model, *tokens, usage.input_tokens);
+                        }
                         outcome.reset_usage = reset_usage;
                         return Ok(outcome);
                     }

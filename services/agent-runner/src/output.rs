@@ -51,6 +51,9 @@ pub struct TurnOutput {
     /// Whether the turn's runs before this one (a continuation's) showed
     /// text.
     earlier_text: bool,
+    /// The most earlier turns a model call of the turn left out of its
+    /// history to fit its model's window ([`crate::context`]).
+    turns_left_out: u32,
 }
 
 impl TurnOutput {
@@ -67,6 +70,7 @@ impl TurnOutput {
             call_start: 0,
             attempt_usage: None,
             earlier_text: false,
+            turns_left_out: 0,
         }
     }
 
@@ -74,6 +78,17 @@ impl TurnOutput {
     /// first text follows it after a blank line.
     pub fn after_earlier_text(&mut self) {
         self.earlier_text = true;
+    }
+
+    /// Notes that a model call left `count` earlier turns out of its
+    /// history.
+    pub fn left_out(&mut self, count: u32) {
+        self.turns_left_out = self.turns_left_out.max(count);
+    }
+
+    /// The most earlier turns a model call of the turn left out.
+    pub fn turns_left_out(&self) -> u32 {
+        self.turns_left_out
     }
 
     /// What model text becomes.

@@ -231,6 +231,17 @@ impl Routes {
             .unwrap_or(&InputKind::ALL)
     }
 
+    /// The context window of `model`, when a route whose primary it is
+    /// sets one.
+    pub fn context_window_of(&self, model: &ModelChoice) -> Option<u64> {
+        self.routes
+            .values()
+            .filter(|route| {
+                route.primary.provider == model.provider && route.primary.model == model.model
+            })
+            .find_map(|route| route.context_window)
+    }
+
     /// The largest image `model` takes: what the route whose primary it is
     /// sets, each measure it leaves unset from `provider` (the API's own
     /// limits).

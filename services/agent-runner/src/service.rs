@@ -253,6 +253,18 @@ impl RunnerService {
             &self.runner.providers,
             describe_unsupported,
         )?;
+        // Of the models as called (the default provider and model filled in).
+        let called: Vec<_> = std::iter::once(&turn.model)
+            .chain(&turn.fallbacks)
+            .map(|model| {
+                self.runner
+                    .providers
+                    .resolve(model.clone())
+                    .unwrap_or_else(|_| model.clone())
+            })
+            .collect();
+        turn.windows =
+            crate::context::windows(called.iter(), &self.allowed.routes, &self.runner.providers);
         turn.system = self.prompts.share(&turn.system);
         let turn_id = turn.turn_id.clone();
         let prepared = self.runner.prepare_with(turn, tools)?;

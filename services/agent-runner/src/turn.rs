@@ -64,6 +64,10 @@ pub struct Turn {
     /// every kind). Files a tool returns are given only to models that take
     /// them.
     pub inputs: Vec<Vec<InputKind>>,
+    /// The context window of `model`, then of each of `fallbacks`, where
+    /// one is known ([`crate::context::windows`]): each call's history is
+    /// fitted to it.
+    pub windows: Vec<Option<crate::context::Window>>,
     /// The largest image every candidate takes: larger ones, the user's
     /// and the tools', are downscaled ([`crate::attachments::images`]).
     pub image_limits: ImageLimits,

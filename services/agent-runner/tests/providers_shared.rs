@@ -313,6 +313,7 @@ async fn with_failover_a_mid_stream_error_resets_the_step_and_the_retry_answers(
             iterations_done: 0,
             cache: Default::default(),
             inputs: Vec::new(),
+            windows: Vec::new(),
             image_limits: Default::default(),
         };
         let prepared = runner.prepare(turn).expect("turn is valid");

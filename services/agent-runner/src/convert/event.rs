@@ -62,6 +62,7 @@ pub fn to_proto(event: Event, currency: &str) -> pb::RunEvent {
             iterations: finished.iterations,
             response_model: finished.response_model,
             response_id: finished.response_id,
+            history_turns_left_out: finished.history_turns_left_out,
         })),
         EventKind::Error(error) => PbEvent::Error(pb::Error {
             code: error.code as i32,

@@ -106,6 +106,7 @@ pub fn turn_from_request(
         iterations_done: request.iterations_done,
         cache,
         inputs: Vec::new(),
+        windows: Vec::new(),
         image_limits: Default::default(),
     })
 }

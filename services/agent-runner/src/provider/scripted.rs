@@ -132,6 +132,10 @@ impl ScriptedProvider {
                     let text = last_tool_results(&request.messages);
                     output_chars += chunking.push(&mut actions, &text, StreamEvent::TextDelta);
                 }
+                Step::Echo(Echo::Messages) => {
+                    let text = messages_seen(&request.messages);
+                    output_chars += chunking.push(&mut actions, &text, StreamEvent::TextDelta);
+                }
                 Step::Echo(Echo::Attachments) => {
                     let text = attachments_seen(&request.messages);
                     output_chars += chunking.push(&mut actions, &text, StreamEvent::TextDelta);
@@ -310,6 +314,18 @@ fn last_user_text(messages: &[Message]) -> &str {
             _ => None,
         })
         .unwrap_or("")
+}
+
+/// How many messages the model was sent and the first one's text (see
+/// [`Echo::Messages`]).
+fn messages_seen(messages: &[Message]) -> String {
+    let first = match messages.first() {
+        Some(Message::User { text, .. } | Message::Assistant { text, .. }) => text.as_str(),
+        Some(Message::ToolResults(results)) => results.first().map_or("", |r| r.text.as_str()),
+        None => "",
+    };
+    let first: String = first.chars().take(80).collect();
+    format!("{} messages; first: {first}", messages.len())
 }
 
 /// The files the user messages gave the model, a line each (see

@@ -140,6 +140,7 @@ pub fn turn(user: &str) -> Turn {
         iterations_done: 0,
         cache: Default::default(),
         inputs: Vec::new(),
+        windows: Vec::new(),
         image_limits: Default::default(),
     }
 }

@@ -10,20 +10,32 @@ use crate::harness::{Harness, Options, chat, chat_request, incoming};
 /// The real runner (its own decode limit, as configured) playing a script
 /// whose every turn answers with `answer_bytes` of text.
 async fn runner_answering(answer_bytes: usize, dir: &std::path::Path) -> String {
-    let script = dir.join("script.toml");
     let answer = "All work and no play. ".repeat(answer_bytes / 22 + 1);
-    std::fs::write(
-        &script,
-        format!(
+    scripted_runner(
+        &format!(
             "model = \"big\"\nchunk_chars = 16384\n[default]\nsteps = [{{ text = \"{answer}\" }}]\n"
         ),
+        dir,
+        |_| {},
     )
-    .expect("script");
+    .await
+}
+
+/// The real runner playing `script` (its model `big`), configured further
+/// by `tweak`; returns its URL.
+async fn scripted_runner(
+    script: &str,
+    dir: &std::path::Path,
+    tweak: impl FnOnce(&mut agent_runner::config::RunnerConfig),
+) -> String {
+    let path = dir.join("script.toml");
+    std::fs::write(&path, script).expect("script");
     let mut config = crate::real_stack::runner_config();
     config
         .providers
-        .insert("scripted".into(), ProviderConfig::scripted(Some(script)));
+        .insert("scripted".into(), ProviderConfig::scripted(Some(path)));
     config.max_request_bytes = RUNNER_MAX;
+    tweak(&mut config);
     let app = RunnerApp::build(&config, |_| None).expect("runner");
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
         .await
@@ -37,6 +49,90 @@ async fn runner_answering(answer_bytes: usize, dir: &std::path::Path) -> String 
             .await;
     });
     format!("http://{addr}")
+}
+
+#[tokio::test]
+async fn a_conversation_far_past_its_models_window_keeps_answering_with_its_newest_turns() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    // A model of 30 000 tokens (answers of 500): about 80 KB at the
+    // estimate's 3 bytes a token, the page's system prompt and tools
+    // included, where each turn below brings 3 KB (120 KB in all).
+    let runner_url = scripted_runner(
+        "model = \"big\"\n[default]\nsteps = [{ echo = \"messages\" }]\n",
+        dir.path(),
+        |config| {
+            config.models.routes.insert(
+                "small".into(),
+                agent_runner::routes::RouteConfig {
+                    primary: "scripted/big".into(),
+                    fallbacks: Vec::new(),
+                    context_window: Some(30_000),
+                    max_output_tokens: Some(500),
+                    input: Vec::new(),
+                    prices: None,
+                    max_image_bytes: None,
+                    max_image_edge: None,
+                },
+            );
+        },
+    )
+    .await;
+    let mut stack = Harness::start(Options {
+        runner_url: Some(runner_url),
+        tweak: |config| {
+            config.turns.per_user = Quota::UNLIMITED;
+            config.turns.per_tenant = Quota::UNLIMITED;
+            config.upstream.runner_max_request_bytes = RUNNER_MAX;
+            config.attachments.max_message_bytes = 2 * 1024 * 1024;
+        },
+        ..Options::default()
+    })
+    .await;
+    let mut conversation = String::new();
+    let filler = "lorem ipsum dolor ".repeat(170);
+    let mut sent = Vec::new();
+    for number in 1..=40 {
+        let turn = chat(
+            &mut stack.client,
+            chat_request(
+                &conversation,
+                &format!("question {number} {filler}"),
+                "tables_list",
+            ),
+        )
+        .await;
+        assert!(turn.complete.success, "turn {number}: {:?}", turn.error);
+        conversation = turn.conversation_id();
+        sent.push(turn.text);
+    }
+    // Early on the model sees everything; far past its window, a bounded
+    // number of messages that starts with a recent question.
+    assert!(
+        sent[0].starts_with("1 messages; first: question 1 "),
+        "{}",
+        sent[0]
+    );
+    assert!(
+        sent[2].starts_with("5 messages; first: question 1 "),
+        "{}",
+        sent[2]
+    );
+    let last = &sent[39];
+    let count: usize = last
+        .split(' ')
+        .next()
+        .and_then(|n| n.parse().ok())
+        .expect("a count");
+    assert!((11..=61).contains(&count), "{last}");
+    assert!(!last.contains("first: question 1 "), "{last}");
+    let first_kept: usize = last
+        .split("first: question ")
+        .nth(1)
+        .and_then(|rest| rest.split(' ').next())
+        .and_then(|n| n.parse().ok())
+        .expect("the first message kept");
+    assert_eq!(first_kept, 40 - count / 2, "{last}");
+    stack.stop().await;
 }
 
 /// The runner's request limit in these tests: 8 MiB (its default before

@@ -65,6 +65,7 @@ fn three_calls(text: &str, calls: [runner::Usage; 3]) -> Reply {
         iterations: 3,
         response_model: MODEL.into(),
         response_id: "resp_usage".into(),
+        history_turns_left_out: 0,
     }))));
     Reply::Steps(steps)
 }

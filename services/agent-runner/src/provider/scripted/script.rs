@@ -35,7 +35,10 @@
 //! the model saw), `echo = "attachments"` (one line per file the user
 //! messages and tool results carried: `NAME (MEDIA_TYPE, N bytes, sha256
 //! PREFIX)`, `… from the tool NAME` for a tool's, and each file line a
-//! message's text holds in place of a file the model does not take), `structured` (a JSON string streamed verbatim, or a
+//! message's text holds in place of a file the model does not take),
+//! `echo = "messages"` (`N messages; first: TEXT`: how many messages the
+//! model was sent and the first one's text, so a test sees what a history
+//! kept), `structured` (a JSON string streamed verbatim, or a
 //! TOML value serialised to JSON),
 //! `delay` (`"3s"`), `fail` (an HTTP-like error: `status` (absent means a
 //! connection error), `message`, `retry_after`, `should_retry`, `times`)
@@ -232,6 +235,10 @@ pub enum Echo {
     /// `from the tool NAME`), or `no files`; a user's file described
     /// instead reads as the line in its message's text does.
     Attachments,
+    /// What the model was sent: `N messages; first: TEXT` (the first
+    /// message's text, its first 80 characters), so a test sees what a
+    /// history kept.
+    Messages,
 }
 
 fn empty_object() -> Value {

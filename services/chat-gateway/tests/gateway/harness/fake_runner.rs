@@ -93,6 +93,7 @@ pub fn finished(text: &str) -> Event {
         iterations: 1,
         response_model: "scripted-test".into(),
         response_id: "resp_1".into(),
+        history_turns_left_out: 0,
     }))
 }
 
