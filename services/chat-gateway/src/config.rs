@@ -199,6 +199,20 @@ impl UpstreamConfig {
     }
 }
 
+/// `turns.history_strategy`: what happens to the turns a model's context
+/// window no longer holds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum HistoryStrategy {
+    /// They are left out (the runner fits each call to its model's window).
+    #[default]
+    Window,
+    /// A rolling summary of them, written by a model call after the turn
+    /// that left them out and stored, goes into the system prompt in their
+    /// place.
+    Summarize,
+}
+
 /// `upstream.parsing`: where the gateway parses the model's text.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -252,6 +266,16 @@ pub struct TurnConfig {
     /// messages (newest first, within `attachments.max_message_bytes`
     /// with the new message's); older files are named in their message.
     pub history_attachment_turns: u32,
+    /// What happens to the earlier turns a model's window no longer holds:
+    /// left out (`window`), or summarised (`summarize`).
+    pub history_strategy: HistoryStrategy,
+    /// The model that writes summaries (`summarize`): a runner route or
+    /// `provider/model`; empty: the model of the turn that left turns out.
+    pub summary_model: String,
+    /// The model that titles a conversation after its first turn: a runner
+    /// route or `provider/model`; empty: no model call, the first message
+    /// clipped is the title.
+    pub title_model: String,
     /// Largest answer (text and structured text) a turn may stream; past
     /// it the turn fails with `ANSWER_TOO_LARGE`, its partial answer kept.
     pub max_answer_bytes: usize,
@@ -337,6 +361,9 @@ impl Default for TurnConfig {
             history_max_turns: 50,
             history_max_bytes: 4 * 1024 * 1024,
             history_attachment_turns: 2,
+            history_strategy: HistoryStrategy::Window,
+            summary_model: String::new(),
+            title_model: String::new(),
             max_answer_bytes: 256 * 1024,
             max_message_bytes: 32 * 1024,
             max_state_bytes: 64 * 1024,

@@ -38,6 +38,7 @@ mod queries;
 pub mod quota;
 pub mod reap;
 pub mod streams;
+pub mod summaries;
 pub mod tree;
 pub mod turns;
 pub mod wire;
@@ -423,6 +424,11 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
         "turn tree",
         include_str!("store/migrations/0017_turn_tree.sql"),
     ),
+    (
+        19,
+        "summaries",
+        include_str!("store/migrations/0019_summaries.sql"),
+    ),
 ];
 
 /// Makes the store's writes fail on demand, as a full disk or a lost
@@ -582,7 +588,26 @@ impl Store {
                 .execute(&pool)
                 .await?;
         }
-        migrator(backend).run(&pool).await?;
+        match backend {
+            // On a connection of its own, outside `lock_timeout`: a replica
+            // starting while another migrates waits for that one's
+            // advisory lock (for the whole database) however long its
+            // migrations take, instead of failing to start.
+            Backend::Postgres => {
+                let own = AnyPoolOptions::new()
+                    .max_connections(1)
+                    .connect(url)
+                    .await
+                    .map_err(|source| StoreError::Connect {
+                        backend: backend.name(),
+                        source,
+                    })?;
+                let migrated = migrator(backend).run(&own).await;
+                own.close().await;
+                migrated?;
+            }
+            Backend::Sqlite => migrator(backend).run(&pool).await?,
+        }
         tracing::info!(
             backend = backend.name(),
             max_connections,

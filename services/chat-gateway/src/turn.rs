@@ -7,6 +7,7 @@
 //! stored events, a turn whose replica died. How a turn starts, is
 //! followed and stopped across replicas is [`crate::engine`].
 
+pub mod after;
 pub mod cleaner;
 pub mod flow;
 pub mod history;

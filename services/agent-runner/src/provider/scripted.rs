@@ -132,6 +132,15 @@ impl ScriptedProvider {
                     let text = last_tool_results(&request.messages);
                     output_chars += chunking.push(&mut actions, &text, StreamEvent::TextDelta);
                 }
+                Step::Echo(Echo::SystemTail) => {
+                    let chars = request.system.chars().count();
+                    let text: String = request
+                        .system
+                        .chars()
+                        .skip(chars.saturating_sub(200))
+                        .collect();
+                    output_chars += chunking.push(&mut actions, &text, StreamEvent::TextDelta);
+                }
                 Step::Echo(Echo::Messages) => {
                     let text = messages_seen(&request.messages);
                     output_chars += chunking.push(&mut actions, &text, StreamEvent::TextDelta);

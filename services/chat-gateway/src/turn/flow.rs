@@ -32,7 +32,7 @@ use tokio::time::Instant;
 use tracing::Instrument;
 
 use super::{
-    Shared, TurnSpec,
+    Shared, TurnSpec, after,
     cleaner::TextCleaner,
     history::{self, History},
     observe,
@@ -66,6 +66,8 @@ struct Produced {
     raw: String,
     /// Set when the runner paused the turn instead of ending it.
     paused: Option<Box<runner::InputRequired>>,
+    /// What the work after the turn needs ([`after`]).
+    after: after::Earlier,
 }
 
 impl Produced {
@@ -81,6 +83,7 @@ impl Produced {
             usage: None,
             raw: String::new(),
             paused: None,
+            after: after::Earlier::default(),
         }
     }
 
@@ -101,6 +104,7 @@ impl Produced {
             usage: before.usage,
             raw: before.raw_text,
             paused: None,
+            after: after::Earlier::default(),
         }
     }
 }
@@ -229,6 +233,10 @@ async fn produce(
             Err(failure) => return Produced::empty(Ending::Failed(failure)),
         }
     };
+    let mut after = history
+        .as_ref()
+        .map(|history| history.after.clone())
+        .unwrap_or_default();
     let profile = page.parse_profile();
     // Boxed, like the other once-only steps; the request is built inside,
     // so no moved-from copy of it stays in this future's state while the
@@ -264,6 +272,9 @@ async fn produce(
         error: "the structured answer is incomplete".into(),
     });
     let mut usage = relayed.usage;
+    if let RunEnd::Finished(finished) = &relayed.end {
+        after.left_out = finished.history_turns_left_out;
+    }
     let (ending, structured) = match relayed.end {
         RunEnd::Finished(finished) => {
             if let Some(total) = &finished.usage {
@@ -297,6 +308,7 @@ async fn produce(
                     usage: Some(usage),
                     raw: finished.text,
                     paused: None,
+                    after,
                 };
             }
             (Ending::Completed { stop_reason }, finished.structured)
@@ -319,6 +331,7 @@ async fn produce(
                 usage: (usage.model_calls > 0 || usage.input_tokens > 0).then_some(usage),
                 raw: cleaned.raw,
                 paused: Some(input),
+                after: after::Earlier::default(),
             };
         }
         RunEnd::Failed(error) => (
@@ -361,6 +374,7 @@ async fn produce(
         usage: (usage.model_calls > 0 || usage.input_tokens > 0).then_some(usage),
         raw: cleaned.raw,
         paused: None,
+        after,
     }
 }
 
@@ -422,6 +436,10 @@ fn first_request(shared: &Shared, spec: &TurnSpec, history: History) -> runner::
             attachments: &spec.start.attachments,
         })
     });
+    let mut system_prompt = system_prompt;
+    if let Some(summary) = &history.after.summary {
+        after::add_summary(&mut system_prompt.text, summary);
+    }
     let mut tools = page.runner_tools();
     tools.extend(spec.start.client_tools.iter().cloned());
     runner::RunRequest {
@@ -682,15 +700,97 @@ async fn earlier_turns(shared: &Shared, spec: &TurnSpec) -> Result<History, Fail
             .map_err(store_failure)?;
         (turns, events)
     };
-    Ok(history::rebuild_with(
-        &events,
-        &turns,
+    if shared.config.history_strategy != crate::config::HistoryStrategy::Summarize {
+        return Ok(rebuild(shared, &events, &turns));
+    }
+    // The newest summary of this branch stands for the turns it covers.
+    let (turns, events, summary) = match branch_summary(shared, spec, &turns).await? {
+        Some(summary) => {
+            let turns: Vec<_> = turns
+                .into_iter()
+                .filter(|turn| turn.turn_index > summary.turn_index)
+                .collect();
+            let kept: std::collections::HashSet<&str> =
+                turns.iter().map(|turn| turn.id.as_str()).collect();
+            let events: Vec<_> = events
+                .into_iter()
+                .filter(|event| kept.contains(event.turn_id.as_str()))
+                .collect();
+            (turns, events, Some(summary.text))
+        }
+        None => (turns, events, None),
+    };
+    let mut history = rebuild(shared, &events, &turns);
+    history.after = after::Earlier {
+        turns: turns
+            .iter()
+            .filter(|turn| turn.id != spec.turn_id)
+            .map(|turn| (turn.id.clone(), turn.turn_index))
+            .collect(),
+        summary,
+        left_out: 0,
+    };
+    Ok(history)
+}
+
+/// The history of `turns` and their `events`, within the byte budget.
+fn rebuild(
+    shared: &Shared,
+    events: &[crate::store::StoredEvent],
+    turns: &[crate::store::TurnRecord],
+) -> History {
+    history::rebuild_with(
+        events,
+        turns,
         shared.config.history_max_bytes,
         history::FileWindow {
             turns: shared.config.history_attachment_turns as usize,
             max_bytes: shared.attachments.max_message_bytes,
         },
-    ))
+    )
+}
+
+/// The newest stored summary on the branch of `spec`'s turn (`turns`, its
+/// latest turns, read), if any.
+async fn branch_summary(
+    shared: &Shared,
+    spec: &TurnSpec,
+    turns: &[crate::store::TurnRecord],
+) -> Result<Option<crate::store::summaries::Summary>, Failure> {
+    let owner = spec.start.principal.owner();
+    let conversation = &spec.start.conversation_id;
+    let summaries = shared
+        .store
+        .summaries(owner, conversation)
+        .await
+        .map_err(store_failure)?;
+    if summaries.is_empty() {
+        return Ok(None);
+    }
+    let own = turns
+        .iter()
+        .find(|turn| turn.id == spec.turn_id)
+        .map_or(u32::MAX, |turn| turn.turn_index);
+    if !spec.branched {
+        // One branch: every older turn is on it.
+        return Ok(summaries.into_iter().find(|s| s.turn_index < own));
+    }
+    let tree = shared
+        .store
+        .turn_tree(owner, conversation)
+        .await
+        .map_err(store_failure)?;
+    let Some(position) = tree.position(&spec.turn_id) else {
+        return Ok(None);
+    };
+    let branch: std::collections::HashSet<&str> = tree
+        .branch(position)
+        .into_iter()
+        .map(|p| tree.turn(p).id.as_str())
+        .collect();
+    Ok(summaries
+        .into_iter()
+        .find(|summary| branch.contains(summary.turn_id.as_str())))
 }
 
 /// What `finish` needs of the running turn.
@@ -860,6 +960,7 @@ async fn finish(shared: &Shared, spec: &TurnSpec, ended: Ended<'_>, produced: Pr
         tools,
         structured,
         usage,
+        after: history,
         ..
     } = produced;
     let mut diagnostics = parsed.diagnostics.clone();
@@ -937,6 +1038,9 @@ async fn finish(shared: &Shared, spec: &TurnSpec, ended: Ended<'_>, produced: Pr
     let state = match stored {
         Ok(true) => {
             journal.finish(last);
+            if ending.state() == TurnState::Completed {
+                after::spawn(shared, spec, history, &parts.parsed.message);
+            }
             ending.state().as_str()
         }
         Ok(false) => {

@@ -58,6 +58,10 @@ pub struct History {
     /// `Some(key)`: that object), so the runner call reads them without
     /// asking again.
     pub locations: std::collections::HashMap<String, Option<String>>,
+    /// What the work after the turn needs of its history (the earlier
+    /// turns sent, a summary in place of older ones), with
+    /// `turns.history_strategy = "summarize"`.
+    pub after: super::after::Earlier,
 }
 
 /// Which turns' files go to the model again: the current message's and
@@ -100,6 +104,7 @@ impl History {
                 vec![(0, files.to_vec())]
             },
             locations: Default::default(),
+            after: Default::default(),
         }
     }
 }

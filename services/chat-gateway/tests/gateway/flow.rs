@@ -661,3 +661,140 @@ async fn a_runner_refusal_keeps_its_reason_and_is_not_retryable() {
     );
     stack.stop().await;
 }
+
+#[tokio::test]
+async fn a_failed_summary_leaves_the_turn_successful_and_the_next_one_whole() {
+    let mut stack = Harness::start(Options {
+        tweak: |config| {
+            config.turns.history_strategy = chat_gateway::config::HistoryStrategy::Summarize;
+        },
+        ..Options::default()
+    })
+    .await;
+    let client = &mut stack.client;
+    stack.runner.push(text_reply(&["One."]));
+    let first = chat(client, chat_request("", "First", "tables_list")).await;
+    let conversation = first.conversation_id();
+    // The model's window left the first turn out.
+    let run_event::Event::Finished(mut done) = finished("Two.") else {
+        unreachable!("finished is a Finished event");
+    };
+    done.history_turns_left_out = 1;
+    stack.runner.push(Reply::Steps(vec![
+        Step::Send(run_event::Event::TextDelta("Two.".into())),
+        Step::Send(run_event::Event::Finished(done)),
+    ]));
+    // The summary call fails.
+    stack
+        .runner
+        .push(Reply::Fail(tonic::Status::unavailable("the model is down")));
+    let second = chat(client, chat_request(&conversation, "Second", "tables_list")).await;
+    assert!(second.complete.success, "{:?}", second.error);
+    // The summary call came, with the left-out turn in it.
+    let summary = tokio::time::timeout(std::time::Duration::from_secs(10), async {
+        loop {
+            if let Some(seen) = stack.runner.seen().into_iter().find(|seen| {
+                seen.request
+                    .system_prompt
+                    .starts_with("You keep the memory")
+            }) {
+                return seen;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+        }
+    })
+    .await
+    .expect("a summary call");
+    let asked = &summary.request.messages[0].text;
+    assert!(
+        asked.contains("User: First") && asked.contains("Assistant: One."),
+        "{asked}"
+    );
+    assert!(!asked.contains("Second"), "{asked}");
+    // Nothing was stored: the next turn gets the whole history, no summary.
+    stack.runner.push(text_reply(&["Three."]));
+    let third = chat(client, chat_request(&conversation, "Third", "tables_list")).await;
+    assert!(third.complete.success);
+    let last = stack.runner.seen().last().cloned().expect("a request");
+    assert_eq!(last.request.messages.len(), 5);
+    assert!(
+        !last
+            .request
+            .system_prompt
+            .contains("Earlier in this conversation")
+    );
+    stack.stop().await;
+}
+
+#[tokio::test]
+async fn a_new_conversation_is_titled_once_by_the_title_model() {
+    let mut stack = Harness::start(Options {
+        tweak: |config| {
+            config.turns.title_model = "scripted/titler".into();
+        },
+        ..Options::default()
+    })
+    .await;
+    let client = &mut stack.client;
+    stack
+        .runner
+        .push(text_reply(&["Here is a table for your applications."]));
+    stack
+        .runner
+        .push(text_reply(&["\"Job application tracker.\""]));
+    let first = chat(
+        client,
+        chat_request(
+            "",
+            "Help me create a job tracker for my applications",
+            "tables_list",
+        ),
+    )
+    .await;
+    let conversation = first.conversation_id();
+    let title = tokio::time::timeout(std::time::Duration::from_secs(10), async {
+        loop {
+            let got = client
+                .get_conversation(gw::GetConversationRequest {
+                    conversation_id: conversation.clone(),
+                    ..Default::default()
+                })
+                .await
+                .expect("get")
+                .into_inner();
+            let title = got.conversation.expect("conversation").title;
+            if title != "Help me create a job tracker for my applications" {
+                return title;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+        }
+    })
+    .await
+    .expect("titled");
+    assert_eq!(title, "Job application tracker");
+    let seen = stack.runner.seen();
+    let call = &seen[1].request;
+    assert!(
+        call.system_prompt.starts_with("Write a title"),
+        "{}",
+        call.system_prompt
+    );
+    assert_eq!(
+        call.model
+            .as_ref()
+            .map(|m| (m.provider.as_str(), m.model.as_str())),
+        Some(("scripted", "titler"))
+    );
+    assert!(
+        call.messages[0]
+            .text
+            .contains("Here is a table for your applications.")
+    );
+    assert!(call.tools.is_empty());
+    // The next turn asks for no title.
+    stack.runner.push(text_reply(&["Sure."]));
+    chat(client, chat_request(&conversation, "Thanks", "tables_list")).await;
+    tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    assert_eq!(stack.runner.seen().len(), 3);
+    stack.stop().await;
+}

@@ -296,3 +296,76 @@ async fn a_structured_answer_counts_against_the_cap_and_a_reset_step_no_longer_d
     stack.runner.dropped(1).await;
     stack.stop().await;
 }
+
+#[tokio::test]
+async fn a_conversation_past_its_window_keeps_a_summary_of_what_it_left_out_in_the_prompt() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    // The summary call (its instructions in the system prompt) answers with
+    // a marker; every other call says what it was sent, and the end of its
+    // system prompt.
+    let runner_url = scripted_runner(
+        "model = \"big\"\nchunk_chars = 4096\n\
+         [[turns]]\nname = \"summary\"\nmatch = { system = \"You keep the memory\" }\n\
+         [[turns.steps]]\ntext = \"SUMMARY: the user asked numbered questions about lorem ipsum.\"\n\
+         [default]\nsteps = [{ echo = \"messages\" }, { text = \" | \" }, { echo = \"system_tail\" }]\n",
+        dir.path(),
+        |config| {
+            config.models.routes.insert(
+                "small".into(),
+                agent_runner::routes::RouteConfig {
+                    primary: "scripted/big".into(),
+                    fallbacks: Vec::new(),
+                    context_window: Some(30_000),
+                    max_output_tokens: Some(500),
+                    input: Vec::new(),
+                    prices: None,
+                    max_image_bytes: None,
+                    max_image_edge: None,
+                },
+            );
+        },
+    )
+    .await;
+    let mut stack = Harness::start(Options {
+        runner_url: Some(runner_url),
+        tweak: |config| {
+            config.turns.per_user = Quota::UNLIMITED;
+            config.turns.per_tenant = Quota::UNLIMITED;
+            config.upstream.runner_max_request_bytes = RUNNER_MAX;
+            config.attachments.max_message_bytes = 2 * 1024 * 1024;
+            config.turns.history_strategy = chat_gateway::config::HistoryStrategy::Summarize;
+        },
+        ..Options::default()
+    })
+    .await;
+    let mut conversation = String::new();
+    let filler = "lorem ipsum dolor ".repeat(170);
+    let mut answers = Vec::new();
+    for number in 1..=40 {
+        let turn = chat(
+            &mut stack.client,
+            chat_request(
+                &conversation,
+                &format!("question {number} {filler}"),
+                "tables_list",
+            ),
+        )
+        .await;
+        assert!(turn.complete.success, "turn {number}: {:?}", turn.error);
+        conversation = turn.conversation_id();
+        answers.push(turn.text);
+        // The summary is written after the turn, beside the next one: give
+        // it the time a user takes to type.
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    assert!(!answers[0].contains("SUMMARY"), "{}", answers[0]);
+    let last = answers.last().expect("answers");
+    assert!(
+        last.contains("## Earlier in this conversation")
+            && last.ends_with("SUMMARY: the user asked numbered questions about lorem ipsum."),
+        "the model saw the summary at the end of its system prompt: {last}"
+    );
+    // The turns it covers are no longer sent: the first message is recent.
+    assert!(!last.contains("first: question 1 "), "{last}");
+    stack.stop().await;
+}

@@ -38,7 +38,8 @@
 //! message's text holds in place of a file the model does not take),
 //! `echo = "messages"` (`N messages; first: TEXT`: how many messages the
 //! model was sent and the first one's text, so a test sees what a history
-//! kept), `structured` (a JSON string streamed verbatim, or a
+//! kept), `echo = "system_tail"` (the system prompt's last 200
+//! characters), `structured` (a JSON string streamed verbatim, or a
 //! TOML value serialised to JSON),
 //! `delay` (`"3s"`), `fail` (an HTTP-like error: `status` (absent means a
 //! connection error), `message`, `retry_after`, `should_retry`, `times`)
@@ -239,6 +240,9 @@ pub enum Echo {
     /// message's text, its first 80 characters), so a test sees what a
     /// history kept.
     Messages,
+    /// The end of the system prompt: its last 200 characters (where a
+    /// conversation's summary goes).
+    SystemTail,
 }
 
 fn empty_object() -> Value {
