@@ -8,14 +8,32 @@
 #   scripts/demo.sh --once   run the demo and the documented commands that
 #                            need the stack (scripts/doc_commands.py --run),
 #                            then stop (CI does this)
+#   scripts/demo.sh --bin DIR --save-db FILE
+#                            run the demo with the binaries in DIR (an
+#                            earlier release's, say), copy its SQLite
+#                            database to FILE, then stop: how the store
+#                            fixtures of services/chat-gateway/testdata are
+#                            made
 set -euo pipefail
 cd "$(dirname "$0")/.."
 once=false
-[[ "${1:-}" == "--once" ]] && once=true
+bin=""
+save_db=""
+while (($#)); do
+    case "$1" in
+        --once) once=true; shift ;;
+        --bin) bin=$2; shift 2 ;;
+        --save-db) save_db=$2; shift 2 ;;
+        *) echo "demo: unknown argument $1" >&2; exit 2 ;;
+    esac
+done
 
 bash scripts/setup.sh
-echo "demo: building the three services (first build takes a few minutes)" >&2
-cargo build --quiet -p payload-parser -p agent-runner -p chat-gateway -p parley-testkit --bins
+if [[ -z "$bin" ]]; then
+    echo "demo: building the three services (first build takes a few minutes)" >&2
+    cargo build --quiet -p payload-parser -p agent-runner -p chat-gateway -p parley-testkit --bins
+    bin=target/debug
+fi
 
 # The services' logs and the SQLite file. Removed on exit, unless the demo
 # failed, was interrupted before it ended, or a service did not stop cleanly:
@@ -41,7 +59,6 @@ trap stop EXIT
 trap 'exit 130' INT
 trap 'exit 143' TERM
 
-bin=target/debug
 export RUST_LOG="${RUST_LOG:-info}"
 # parley-stack starts the three services (logs in $state/NAME.log), waits
 # until each answers health, prints `ready`, and stops them on SIGTERM.
@@ -83,7 +100,12 @@ echo >&2
     "Find the applications at Walrus" \
     "Let me pick the rows that got an interview"
 
-if $once; then
+if [[ -n "$save_db" ]]; then
+    # A consistent copy while the gateway runs (its WAL included).
+    python3 -c 'import sqlite3, sys; sqlite3.connect(sys.argv[1]).execute("VACUUM INTO ?", (sys.argv[2],))' \
+        "$state/parley.db" "$save_db"
+    echo "demo: the database is saved in $save_db" >&2
+elif $once; then
     # The commands README.md and docs/ show against this stack, as written.
     python3 scripts/doc_commands.py --run
 else

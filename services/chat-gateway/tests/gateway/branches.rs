@@ -422,3 +422,102 @@ async fn a_branch_made_on_one_replica_goes_on_on_the_other() {
     drop(b);
     postgres::drop_schema(&schema).await;
 }
+
+/// A database the demo wrote with the binaries before branches (schema
+/// 0016: `scripts/demo.sh --bin DIR --save-db FILE`, see
+/// services/chat-gateway/testdata/README.md): three conversations with tool
+/// calls, a proposal accepted, approvals and an app-run tool.
+fn fixture() -> std::path::PathBuf {
+    std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("testdata/store-0016.db")
+}
+
+#[tokio::test]
+async fn conversations_written_before_branches_read_whole_and_branch() {
+    let mut stack = Harness::start(Options {
+        database_file: Some(fixture()),
+        ..Options::default()
+    })
+    .await;
+    let client = &mut stack.client;
+    let listed = client
+        .list_conversations(gw::ListConversationsRequest::default())
+        .await
+        .expect("list")
+        .into_inner()
+        .conversations;
+    let mut titles: Vec<String> = listed.iter().map(|c| c.title.clone()).collect();
+    titles.sort();
+    assert_eq!(
+        titles,
+        [
+            "Add some sample data",
+            "Find the applications at Walrus",
+            "Help me create a job tracker for my applications"
+        ]
+    );
+    // Every conversation reads as one branch: each turn follows the one
+    // before it, alone among its siblings, and ends answered.
+    for conversation in &listed {
+        let shown = get(client, &conversation.id, "").await;
+        let turns: Vec<&gw::ConversationMessage> = shown
+            .messages
+            .iter()
+            .filter(|m| m.role == gw::MessageRole::User as i32)
+            .collect();
+        assert_eq!(
+            turns.len() as u32,
+            conversation.turn_count,
+            "{}",
+            conversation.title
+        );
+        let mut parent = String::new();
+        for message in &shown.messages {
+            assert_eq!(message.sibling_count, 1, "{message:?}");
+            assert_eq!(message.sibling_turn_ids, std::slice::from_ref(&message.turn_id));
+            if message.role == gw::MessageRole::User as i32 {
+                assert_eq!(message.parent_turn_id, parent);
+                parent = message.turn_id.clone();
+            } else {
+                assert_eq!(
+                    message.state,
+                    gw::TurnState::Completed as i32,
+                    "{message:?}"
+                );
+                assert!(!message.text.is_empty(), "{message:?}");
+            }
+        }
+        assert_eq!(shown.leaf_turn_id, parent);
+    }
+    // The job tracker: its first answer carried a proposal, accepted.
+    let tracker = listed
+        .iter()
+        .find(|c| c.title.starts_with("Help me"))
+        .expect("the tracker");
+    let shown = get(client, &tracker.id, "").await;
+    let answer = &shown.messages[1];
+    assert!(answer.custom_payload.is_some(), "{answer:?}");
+    assert!(answer.payload_decision.is_some(), "{answer:?}");
+    assert!(!answer.tool_history.is_empty(), "{answer:?}");
+
+    // It goes on, and branches, like a new one.
+    let first_turn = shown.messages[0].turn_id.clone();
+    let second_turn = shown.messages[2].turn_id.clone();
+    stack.runner.push(text_reply(&["Carry on."]));
+    let next = chat(client, chat_request(&tracker.id, "And now?", "tables_list")).await;
+    assert!(next.complete.success, "{:?}", next.error);
+    let seen = transcript(&stack.runner.seen()[0].request);
+    assert_eq!(seen.len(), 5, "{seen:?}");
+    assert_eq!(
+        seen[0],
+        "user: Help me create a job tracker for my applications"
+    );
+    stack.runner.push(text_reply(&["Again."]));
+    let again = regenerate(client, &tracker.id, &second_turn).await;
+    assert!(again.complete.success);
+    let shown = get(client, &tracker.id, "").await;
+    assert_eq!(shown.messages.len(), 4);
+    assert_eq!(shown.messages[2].parent_turn_id, first_turn);
+    assert_eq!(shown.messages[2].sibling_count, 2);
+    assert_eq!(shown.messages[3].text, "Again.");
+    stack.stop().await;
+}

@@ -53,6 +53,9 @@ pub struct Options {
     pub registry: Option<Registry>,
     /// An object store for attachment bytes (`attachments.store = "s3"`).
     pub s3: Option<chat_gateway::config::S3Config>,
+    /// An SQLite database to start from (copied: a store fixture written
+    /// by an earlier version, say).
+    pub database_file: Option<std::path::PathBuf>,
 }
 
 impl Default for Options {
@@ -67,6 +70,7 @@ impl Default for Options {
             tweak: |_| {},
             registry: None,
             s3: None,
+            database_file: None,
         }
     }
 }
@@ -161,6 +165,9 @@ impl Harness {
         let (runner, runner_addr, parser_addr, parser) = start_upstreams(&options).await;
         let dir = tempfile::tempdir().expect("temp dir");
         let mut config = GatewayConfig::default();
+        if let Some(file) = &options.database_file {
+            std::fs::copy(file, dir.path().join("gateway.db")).expect("copy the database");
+        }
         config.store.database_url = format!(
             "sqlite://{}?mode=rwc",
             dir.path().join("gateway.db").display()
