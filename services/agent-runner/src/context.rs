@@ -27,10 +27,7 @@ use std::{
 
 use tiktoken_rs::CoreBPE;
 
-use crate::{
-    provider::{Attachment, Message, ModelChoice, ToolSpec},
-    routes::InputKind,
-};
+use crate::provider::{Attachment, InputKind, Message, ToolSpec};
 
 /// The share of a window kept free for what the count cannot see (message
 /// framing a provider adds, tool-call formatting), in percent.
@@ -316,31 +313,6 @@ fn tool_cost(tool: &ToolSpec, measure: &dyn Fn(&str) -> u64) -> u64 {
         + measure(&tool.name)
         + measure(&tool.description)
         + measure(&tool.input_schema.to_string())
-}
-
-/// The window of each of a turn's candidates (`candidates`, the primary
-/// first): the route's `context_window` for the model a route calls first,
-/// else its [`default_window`]; `None` where neither is known.
-pub fn windows<'a>(
-    candidates: impl Iterator<Item = &'a ModelChoice>,
-    routes: &crate::routes::Routes,
-    providers: &crate::provider::Providers,
-) -> Vec<Option<Window>> {
-    candidates
-        .map(|model| {
-            let system = providers
-                .get(&model.provider)
-                .map_or("", |provider| provider.system());
-            let tokens = routes
-                .context_window_of(model)
-                .or_else(|| default_window(system, &model.model))?;
-            Some(Window {
-                model: Arc::from(model.model.as_str()),
-                tokens,
-                counter: Counter::of(system, &model.model),
-            })
-        })
-        .collect()
 }
 
 #[cfg(test)]

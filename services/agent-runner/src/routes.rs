@@ -242,6 +242,33 @@ impl Routes {
             .find_map(|route| route.context_window)
     }
 
+    /// The context window of each of a turn's candidates (`candidates`,
+    /// the primary first, as called): the route's `context_window` for the
+    /// model a route calls first, else its
+    /// [`crate::context::default_window`]; `None` where neither is known.
+    pub fn windows<'a>(
+        &self,
+        candidates: impl Iterator<Item = &'a ModelChoice>,
+        providers: &crate::provider::Providers,
+    ) -> Vec<Option<crate::context::Window>> {
+        use crate::context::{Counter, Window, default_window};
+        candidates
+            .map(|model| {
+                let system = providers
+                    .get(&model.provider)
+                    .map_or("", |provider| provider.system());
+                let tokens = self
+                    .context_window_of(model)
+                    .or_else(|| default_window(system, &model.model))?;
+                Some(Window {
+                    model: std::sync::Arc::from(model.model.as_str()),
+                    tokens,
+                    counter: Counter::of(system, &model.model),
+                })
+            })
+            .collect()
+    }
+
     /// The largest image `model` takes: what the route whose primary it is
     /// sets, each measure it leaves unset from `provider` (the API's own
     /// limits).

@@ -263,8 +263,10 @@ impl RunnerService {
                     .unwrap_or_else(|_| model.clone())
             })
             .collect();
-        turn.windows =
-            crate::context::windows(called.iter(), &self.allowed.routes, &self.runner.providers);
+        turn.windows = self
+            .allowed
+            .routes
+            .windows(called.iter(), &self.runner.providers);
         turn.system = self.prompts.share(&turn.system);
         let turn_id = turn.turn_id.clone();
         let prepared = self.runner.prepare_with(turn, tools)?;

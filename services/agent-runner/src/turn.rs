@@ -65,7 +65,7 @@ pub struct Turn {
     /// them.
     pub inputs: Vec<Vec<InputKind>>,
     /// The context window of `model`, then of each of `fallbacks`, where
-    /// one is known ([`crate::context::windows`]): each call's history is
+    /// one is known ([`crate::routes::Routes::windows`]): each call's history is
     /// fitted to it.
     pub windows: Vec<Option<crate::context::Window>>,
     /// The largest image every candidate takes: larger ones, the user's

@@ -18,6 +18,11 @@ pub(crate) const TURN_COLUMNS: &str = "id, conversation_id, turn_index, state, o
 /// The turns of the branch that ends at turn `$1` of owner `$2` in
 /// conversation `$3`, at most `$4` of them walking up from it: `branch`
 /// (id). A NULL parent is the turn before (migration 0017); `''`, none.
+/// Each step is one lookup by primary key (and, for a turn from before
+/// branches, one by position): an `OR` of the two in the join made SQLite
+/// scan the conversation's turns at every step (`benches/history.rs`, 500
+/// stored turns: 12.0 ms a history with it, 1.09 ms now, where the query
+/// by position takes 0.96 ms).
 macro_rules! with_branch {
     ($rest:literal) => {
         concat!(
@@ -26,8 +31,9 @@ macro_rules! with_branch {
                  WHERE id = $1 AND owner = $2 AND conversation_id = $3 \
                  UNION ALL \
                  SELECT t.id, t.parent_turn_id, t.turn_index, b.depth + 1 FROM branch b \
-                 JOIN turns t ON t.conversation_id = $3 AND (t.id = b.parent_turn_id \
-                     OR (b.parent_turn_id IS NULL AND t.turn_index = b.turn_index - 1)) \
+                 JOIN turns t ON t.id = COALESCE(b.parent_turn_id, \
+                     (SELECT p.id FROM turns p WHERE p.conversation_id = $3 \
+                      AND p.turn_index = b.turn_index - 1)) \
                  WHERE b.depth < $4) ",
             $rest
         )

@@ -13,7 +13,7 @@ use tokio_stream::StreamExt as _;
 use super::{Shared, TurnSpec};
 use crate::{
     config::HistoryStrategy,
-    store::{Store, summaries::Summary},
+    store::{EventBody, Store, summaries::Summary},
 };
 
 /// How long a title or a summary call may take.
@@ -152,13 +152,18 @@ async fn summarize(
         text.push_str(summary);
         text.push_str("\n\nThe conversation after it:\n");
     }
-    for message in crate::service::conversations::messages(&events, &turns) {
-        let role = if message.role == parley_proto::gateway::v1::MessageRole::User as i32 {
-            "User"
-        } else {
-            "Assistant"
+    let answered: std::collections::HashSet<&str> =
+        turns.iter().map(|turn| turn.id.as_str()).collect();
+    for event in events
+        .iter()
+        .filter(|event| answered.contains(event.turn_id.as_str()))
+    {
+        let (role, said) = match &event.body {
+            EventBody::UserMessage { text, .. } => ("User", text),
+            EventBody::AssistantMessage(answer) => ("Assistant", &answer.text),
+            _ => continue,
         };
-        text.push_str(&format!("{role}: {}\n\n", quote(&message.text)));
+        text.push_str(&format!("{role}: {}\n\n", quote(said)));
     }
     let summary = call.ask(SUMMARY_PROMPT, text, model).await?;
     let summary: String = summary.trim().chars().take(MAX_SUMMARY_CHARS).collect();
@@ -241,12 +246,18 @@ impl Call {
     }
 }
 
-/// The model a setting names (a route or `provider/model`), else `or`.
+/// The model a setting names (a route, or `provider/model`), else `or`.
 fn model_ref(setting: &str, or: Option<runner::ModelRef>) -> Option<runner::ModelRef> {
-    match crate::service::validate::model(setting) {
-        Ok(Some(model)) => Some(model),
-        _ => or,
+    let setting = setting.trim();
+    if setting.is_empty() {
+        return or;
     }
+    let (provider, model) = setting.split_once('/').unwrap_or(("", setting));
+    Some(runner::ModelRef {
+        provider: provider.to_owned(),
+        model: model.to_owned(),
+        parameters: None,
+    })
 }
 
 /// `text` cut to [`QUOTE_CHARS`].

@@ -473,7 +473,10 @@ async fn conversations_written_before_branches_read_whole_and_branch() {
         let mut parent = String::new();
         for message in &shown.messages {
             assert_eq!(message.sibling_count, 1, "{message:?}");
-            assert_eq!(message.sibling_turn_ids, std::slice::from_ref(&message.turn_id));
+            assert_eq!(
+                message.sibling_turn_ids,
+                std::slice::from_ref(&message.turn_id)
+            );
             if message.role == gw::MessageRole::User as i32 {
                 assert_eq!(message.parent_turn_id, parent);
                 parent = message.turn_id.clone();
