@@ -34,6 +34,9 @@ const GATEWAY_INVALID: &[&str] = &[
     "ATTACHMENT_TYPE_NOT_ALLOWED",
     "ATTACHMENT_TOO_LARGE",
     "UPLOAD_EXPIRED",
+    "INVALID_TITLE",
+    "INVALID_METADATA",
+    "INVALID_QUERY",
 ];
 
 /// Every refusal the code builds: `(service, reason, code)`.

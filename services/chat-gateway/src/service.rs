@@ -9,6 +9,7 @@
 pub mod attachments;
 pub mod branches;
 pub mod conversations;
+pub mod finding;
 pub mod validate;
 
 use std::sync::Arc;
@@ -28,7 +29,7 @@ use crate::{
     engine::{Engine, Followed},
     error::GatewayError,
     prompt::{PromptInput, build_system_prompt},
-    store::Deletion,
+    store::{Deletion, search::Updated},
 };
 
 /// The ChatGateway service.
@@ -333,23 +334,74 @@ impl ChatGateway for GatewayService {
             0 => conversations::DEFAULT_PAGE_SIZE,
             size => size.min(conversations::MAX_PAGE_SIZE),
         };
-        let cursor = match request.page_token.as_str() {
-            "" => None,
-            token => Some(conversations::decode_page_token(token)?),
+        let (filter, terms) = finding::list_filter(&request)?;
+        let store = self.engine.store();
+        let (page, next_page_token) = match terms {
+            // A search: pages are positions in the ranking.
+            Some(terms) => {
+                let fingerprint = filter.fingerprint(&terms);
+                let offset = match request.page_token.as_str() {
+                    "" => 0,
+                    token => finding::decode_search_token(token, &fingerprint)?,
+                };
+                let (page, next) = store
+                    .search(&owner, &terms, &filter, size, offset)
+                    .await
+                    .map_err(GatewayError::from)?;
+                let token = next
+                    .map(|offset| finding::encode_search_token(offset, &fingerprint))
+                    .unwrap_or_default();
+                (page, token)
+            }
+            None => {
+                let cursor = match request.page_token.as_str() {
+                    "" => None,
+                    token => Some(conversations::decode_page_token(token)?),
+                };
+                let (page, next) = store
+                    .list_filtered(&owner, &filter, size, cursor.as_ref())
+                    .await
+                    .map_err(GatewayError::from)?;
+                let token = next
+                    .as_ref()
+                    .map(conversations::encode_page_token)
+                    .unwrap_or_default();
+                (page, token)
+            }
         };
-        let (page, next) = self
-            .engine
-            .store()
-            .list(&owner, size, cursor.as_ref())
-            .await
-            .map_err(GatewayError::from)?;
         Ok(Response::new(gw::ListConversationsResponse {
             conversations: page.iter().map(conversations::summary_to_wire).collect(),
-            next_page_token: next
-                .as_ref()
-                .map(conversations::encode_page_token)
-                .unwrap_or_default(),
+            next_page_token,
         }))
+    }
+
+    async fn update_conversation(
+        &self,
+        request: Request<gw::UpdateConversationRequest>,
+    ) -> Result<Response<gw::Conversation>, Status> {
+        let owner = caller(&request)?;
+        let request = request.into_inner();
+        validate::conversation_id(&request.conversation_id)?;
+        let update = finding::update(&request)?;
+        match self
+            .engine
+            .store()
+            .update_conversation(&owner, &request.conversation_id, update)
+            .await
+            .map_err(GatewayError::from)?
+        {
+            Updated::Done(summary) => Ok(Response::new(conversations::summary_to_wire(&summary))),
+            Updated::NotFound => Err(GatewayError::ConversationNotFound.into()),
+            Updated::TooManyEntries(count) => Err(GatewayError::invalid(
+                "INVALID_METADATA",
+                "metadata",
+                format!(
+                    "the conversation would hold {count} entries, more than {}",
+                    crate::store::search::MAX_METADATA_ENTRIES
+                ),
+            )
+            .into()),
+        }
     }
 
     async fn delete_conversation(

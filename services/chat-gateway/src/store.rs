@@ -29,6 +29,7 @@ pub mod attachments;
 mod batch;
 pub mod branches;
 pub mod decisions;
+mod finding;
 mod group;
 pub mod listen;
 pub mod model;
@@ -37,6 +38,7 @@ pub mod pauses;
 mod queries;
 pub mod quota;
 pub mod reap;
+pub mod search;
 pub mod streams;
 pub mod summaries;
 pub mod tree;
@@ -113,6 +115,17 @@ pub enum StoreError {
     CorruptColumn {
         /// The turn.
         turn: String,
+        /// The column.
+        column: &'static str,
+        /// The cause.
+        #[source]
+        source: serde_json::Error,
+    },
+    /// A stored column of a conversation does not decode.
+    #[error("stored {column} of conversation {conversation} is not valid: {source}")]
+    CorruptConversation {
+        /// The conversation.
+        conversation: String,
         /// The column.
         column: &'static str,
         /// The cause.
@@ -431,6 +444,17 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
     ),
 ];
 
+/// The migrations whose SQL differs per backend beyond `{bytes}`:
+/// `(version, description, SQLite's, PostgreSQL's)`, run in version order
+/// with [`MIGRATIONS`]. Full-text search is SQLite's FTS5 on one and a
+/// `tsvector` column under a GIN index on the other.
+const BACKEND_MIGRATIONS: &[(i64, &str, &str, &str)] = &[(
+    18,
+    "conversation search",
+    include_str!("store/migrations/0018_conversation_search.sqlite.sql"),
+    include_str!("store/migrations/0018_conversation_search.postgres.sql"),
+)];
+
 /// Makes the store's writes fail on demand, as a full disk or a lost
 /// connection would, for tests of what the gateway then tells clients. A
 /// test-support switch: off unless a test turns it on.
@@ -457,16 +481,36 @@ pub(crate) fn millis(duration: Duration) -> i64 {
 }
 
 /// The migrations, in `backend`'s words: `{bytes}` is its byte string
-/// type (the one thing the portable SQL cannot say alike). A database
-/// only ever meets one backend's text, so its checksums stay put.
+/// type, and [`BACKEND_MIGRATIONS`] have a text per backend (the things
+/// the portable SQL cannot say alike). A database only ever meets one
+/// backend's text, so its checksums stay put.
 fn migrator(backend: Backend) -> Migrator {
+    migrator_until(backend, i64::MAX)
+}
+
+/// [`migrator`] with the migrations up to `last` only (tests build a
+/// database as an older gateway left it).
+fn migrator_until(backend: Backend, last: i64) -> Migrator {
     let bytes = match backend {
         Backend::Sqlite => "BLOB",
         Backend::Postgres => "BYTEA",
     };
-    Migrator::with_migrations(
-        MIGRATIONS
+    let mut all: Vec<(i64, &str, &str)> = MIGRATIONS.to_vec();
+    all.extend(
+        BACKEND_MIGRATIONS
             .iter()
+            .map(|(version, description, sqlite, postgres)| {
+                let sql = match backend {
+                    Backend::Sqlite => *sqlite,
+                    Backend::Postgres => *postgres,
+                };
+                (*version, *description, sql)
+            }),
+    );
+    all.sort_by_key(|(version, ..)| *version);
+    all.retain(|(version, ..)| *version <= last);
+    Migrator::with_migrations(
+        all.iter()
             .map(|(version, description, sql)| {
                 let sql: Cow<'static, str> = if sql.contains("{bytes}") {
                     Cow::Owned(sql.replace("{bytes}", bytes))

@@ -32,6 +32,13 @@ pub fn summary_to_wire(summary: &ConversationSummary) -> gw::Conversation {
         created_at: Some(convert::timestamp(summary.created_at)),
         updated_at: Some(convert::timestamp(summary.updated_at)),
         turn_count: summary.turn_count,
+        metadata: summary
+            .metadata
+            .iter()
+            .map(|(key, value)| (key.clone(), value.clone()))
+            .collect(),
+        pinned: summary.pinned,
+        archived: summary.archived,
     }
 }
 

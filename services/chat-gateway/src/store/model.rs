@@ -321,6 +321,12 @@ pub struct ConversationSummary {
     pub current_leaf: Option<String>,
     /// The usage of its ended turns (no model), summed as each ended.
     pub usage: StoredUsage,
+    /// The application's labels (`UpdateConversation`).
+    pub metadata: std::collections::BTreeMap<String, String>,
+    /// Whether the user pinned it.
+    pub pinned: bool,
+    /// Whether the user archived it.
+    pub archived: bool,
 }
 
 /// A turn's row.

@@ -107,17 +107,29 @@ macro_rules! select_summaries {
         concat!(
             "SELECT id, title, created_at, updated_at, turn_count, input_tokens, output_tokens, \
              cached_input_tokens, cache_write_tokens, reasoning_tokens, model_calls, \
-             cost_micros, currency, current_leaf \
+             cost_micros, currency, current_leaf, \
+             metadata, pinned, archived \
              FROM conversations ",
             $rest
         )
     };
 }
 
-fn summary_from_row(row: &AnyRow) -> Result<ConversationSummary, StoreError> {
+/// The SELECT of [`summary_from_row`]'s columns, up to `FROM conversations`.
+pub(crate) const SELECT_SUMMARIES: &str = select_summaries!("");
+
+pub(crate) fn summary_from_row(row: &AnyRow) -> Result<ConversationSummary, StoreError> {
+    let id: String = row.try_get("id")?;
+    let metadata: String = row.try_get("metadata")?;
+    let metadata =
+        serde_json::from_str(&metadata).map_err(|source| StoreError::CorruptConversation {
+            conversation: id.clone(),
+            column: "metadata",
+            source,
+        })?;
     let count = |column: &str| -> Result<u64, StoreError> { Ok(to_u64(row.try_get(column)?)) };
     Ok(ConversationSummary {
-        id: row.try_get("id")?,
+        id,
         title: row.try_get("title")?,
         created_at: row.try_get("created_at")?,
         updated_at: row.try_get("updated_at")?,
@@ -134,6 +146,9 @@ fn summary_from_row(row: &AnyRow) -> Result<ConversationSummary, StoreError> {
             cost_micros: row.try_get("cost_micros")?,
             currency: row.try_get("currency")?,
         },
+        metadata,
+        pinned: row.try_get::<i64, _>("pinned")? != 0,
+        archived: row.try_get::<i64, _>("archived")? != 0,
     })
 }
 
@@ -153,6 +168,7 @@ impl Store {
             request_id: new.request_id.map(str::to_owned),
             branch: new.parent.map(str::to_owned),
             user_message: EncodedEvent::new(new.user_message)?,
+            search_text: super::search::indexed_text(new.user_message),
             title: new.title.to_owned(),
             replica: new.replica.to_owned(),
             lease_ttl: new.lease_ttl_ms.min(super::turns::MAX_LEASE_MS),
@@ -220,6 +236,7 @@ impl Store {
             retryable: finish.retryable,
             outcome: finish.outcome,
             usage: usage_of(&finish.events),
+            search_text: finish.events.iter().find_map(super::search::indexed_text),
             events: finish
                 .events
                 .iter()
@@ -422,44 +439,16 @@ impl Store {
         Ok((turns, decode_events(conversation_id, &rows)?))
     }
 
-    /// This owner's conversations, newest first, after `cursor`; returns at
-    /// most `limit` and the cursor of the next page when there is one.
+    /// This owner's conversations that are not archived, newest first,
+    /// after `cursor` ([`Store::list_filtered`] without other filters).
     pub async fn list(
         &self,
         owner: &str,
         limit: u32,
         cursor: Option<&ListCursor>,
     ) -> Result<(Vec<ConversationSummary>, Option<ListCursor>), StoreError> {
-        let (updated_at, id) = match cursor {
-            Some(cursor) => (cursor.updated_at, cursor.id.as_str()),
-            None => (i64::MAX, ""),
-        };
-        let first_page = cursor.is_none();
-        let rows = sqlx::query(select_summaries!(
-            "WHERE owner = $1 AND ($4 = 1 OR updated_at < $2 OR (updated_at = $2 AND id < $3)) \
-             ORDER BY updated_at DESC, id DESC LIMIT $5"
-        ))
-        .bind(owner)
-        .bind(updated_at)
-        .bind(id)
-        .bind(i64::from(first_page))
-        .bind(i64::from(limit) + 1)
-        .fetch_all(&self.pool)
-        .await?;
-        let mut conversations = rows
-            .iter()
-            .map(summary_from_row)
-            .collect::<Result<Vec<_>, _>>()?;
-        let next = if conversations.len() > limit as usize {
-            conversations.truncate(limit as usize);
-            conversations.last().map(|last| ListCursor {
-                updated_at: last.updated_at,
-                id: last.id.clone(),
-            })
-        } else {
-            None
-        };
-        Ok((conversations, next))
+        self.list_filtered(owner, &super::search::ListFilter::default(), limit, cursor)
+            .await
     }
 
     /// Deletes a conversation of this owner with its turns and events,

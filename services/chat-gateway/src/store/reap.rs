@@ -127,6 +127,7 @@ impl Write for Reap {
                 retryable: reaped.retryable,
                 outcome: reaped.outcome,
                 usage: usage_of(&reaped.events),
+                search_text: reaped.events.iter().find_map(super::search::indexed_text),
                 events: reaped
                     .events
                     .iter()

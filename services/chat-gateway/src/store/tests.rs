@@ -2522,3 +2522,5 @@ async fn a_database_that_cannot_be_opened_says_why() {
         "the real cause, not a pool time-out: {message}"
     );
 }
+
+mod search;

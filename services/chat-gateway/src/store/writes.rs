@@ -16,7 +16,7 @@ use super::{
     batch::{Deferred, Write, run_whole},
     group::{Statements, is_sqlite, on_store_clock},
     quota::{self, Admission, QuotaExceeded},
-    streams,
+    search, streams,
 };
 
 /// An event ready to insert.
@@ -74,6 +74,8 @@ pub(crate) struct BeginTurnWrite {
     /// that continues the current branch.
     pub(crate) branch: Option<String>,
     pub(crate) user_message: EncodedEvent,
+    /// The user message's text the search index keeps, if any.
+    pub(crate) search_text: Option<String>,
     pub(crate) title: String,
     pub(crate) replica: String,
     /// The first lease's length, ms from now on the store's clock.
@@ -274,6 +276,16 @@ impl Write for BeginTurnWrite {
                 std::slice::from_ref(&self.user_message),
                 self.now,
             )?;
+            // The message (and a new conversation's title) into the search
+            // index: one statement.
+            let mut texts: Vec<(&str, &str)> = Vec::with_capacity(2);
+            if self.create && !self.title.is_empty() {
+                texts.push(("", self.title.as_str()));
+            }
+            if let Some(text) = &self.search_text {
+                texts.push((self.turn_id.as_str(), text.as_str()));
+            }
+            search::index_texts(&mut group, &self.conversation_id, &texts)?;
             if self.admission.counts_in_ledger() {
                 quota::record_admission(
                     &mut group,
@@ -314,6 +326,8 @@ pub(crate) struct FinishTurnWrite {
     pub(crate) retryable: bool,
     pub(crate) outcome: Option<String>,
     pub(crate) events: Vec<EncodedEvent>,
+    /// The answer's text the search index keeps, if any.
+    pub(crate) search_text: Option<String>,
     /// The usage the turn's ending records ([`usage_of`] its events): added
     /// to its conversation's total and, input + output, to the daily
     /// token limits.
@@ -533,6 +547,13 @@ impl Write for FinishTurnWrite {
             if let Some(wire) = &self.wire {
                 insert_wire(&mut group, &self.turn_id, wire, self.now)?;
             }
+            if let Some(text) = &self.search_text {
+                search::index_texts(
+                    &mut group,
+                    &self.conversation_id,
+                    &[(self.turn_id.as_str(), text.as_str())],
+                )?;
+            }
             quota::record_spend(
                 &mut group,
                 &self.turn_id,
@@ -609,6 +630,10 @@ impl Write for DeleteWrite {
             .bind(super::now_ms())
             .execute(&mut *conn)
             .await?;
+            sqlx::query("DELETE FROM search_texts WHERE conversation_id = $1")
+                .bind(self.conversation_id.as_str())
+                .execute(&mut *conn)
+                .await?;
             sqlx::query("DELETE FROM conversations WHERE id = $1 AND owner = $2")
                 .bind(self.conversation_id.as_str())
                 .bind(self.owner.as_str())

@@ -153,6 +153,7 @@ async fn lists_page_newest_first_with_opaque_tokens() {
             .list_conversations(gw::ListConversationsRequest {
                 page_size: 2,
                 page_token: token.clone(),
+                ..Default::default()
             })
             .await
             .expect("list")
@@ -171,6 +172,7 @@ async fn lists_page_newest_first_with_opaque_tokens() {
         .list_conversations(gw::ListConversationsRequest {
             page_size: 2,
             page_token: "garbage!".into(),
+            ..Default::default()
         })
         .await
         .expect_err("bad token");

@@ -12,6 +12,7 @@ mod control;
 mod conversations;
 mod durable;
 mod feedback;
+mod finding;
 mod flow;
 // Answers and history within their limits.
 mod history;
