@@ -562,3 +562,139 @@ async fn sqlite_search_uses_the_index() {
         "{plan:?}"
     );
 }
+
+/// What indexing adds to a turn's two writes (`begin_turn`, `finish_turn`
+/// with an answer), measured: rounds of turns alternate between the
+/// index on and a trigger that drops every `search_texts` row before it is
+/// written (the statement still runs: what is measured is the row and its
+/// index entries). Prints the median µs per write of each; run with
+/// `--ignored --nocapture` (a build's optimisation level matters: the dev
+/// profile compiles SQLite at -O0, so its numbers are an upper bound).
+async fn index_write_cost(store: Store, backend: &str) {
+    let skip_on: &[&str] = if store.backend() == Backend::Sqlite {
+        &[
+            "CREATE TRIGGER search_texts_skip BEFORE INSERT ON search_texts \
+           BEGIN SELECT RAISE(IGNORE); END",
+        ]
+    } else {
+        &[
+            "CREATE OR REPLACE FUNCTION search_texts_skip() RETURNS trigger LANGUAGE plpgsql \
+             AS $$ BEGIN RETURN NULL; END $$",
+            "CREATE TRIGGER search_texts_skip BEFORE INSERT ON search_texts \
+             FOR EACH ROW EXECUTE FUNCTION search_texts_skip()",
+        ]
+    };
+    let skip_off = if store.backend() == Backend::Sqlite {
+        "DROP TRIGGER search_texts_skip"
+    } else {
+        "DROP TRIGGER search_texts_skip ON search_texts"
+    };
+    let message = "Could you compare the quarterly revenue of the northern and southern \
+                   regions, and tell me which product lines grew fastest since January? \
+                   Please keep it short."
+        .to_owned();
+    let answer = "The northern region grew 12 % over the quarter, led by garden furniture \
+                  and outdoor lighting; the southern region grew 4 %, mostly from kitchen \
+                  appliances. "
+        .repeat(8);
+    // One connection makes and drops the trigger: another one's SQLite
+    // schema cache could still hold it.
+    let mut ddl = store.pool.acquire().await.expect("connection");
+    // Per arm (indexed, not): every begin's and finish's time.
+    let mut samples: [(Vec<f64>, Vec<f64>); 2] = Default::default();
+    let (rounds, turns) = (60, 10);
+    let mut conversations = [id(), id()];
+    for round in 0..rounds {
+        for (indexed, conversation) in [true, false].into_iter().zip(conversations.iter_mut()) {
+            if !indexed {
+                for statement in skip_on {
+                    sqlx::query(sqlx::AssertSqlSafe(*statement))
+                        .persistent(false)
+                        .execute(&mut *ddl)
+                        .await
+                        .expect("skip");
+                }
+            }
+            for n in 0..turns {
+                let turn = id();
+                let user = user_message(&message);
+                let started = std::time::Instant::now();
+                let begun = store
+                    .begin_turn(&NewTurn {
+                        owner: "alice",
+                        conversation_id: conversation,
+                        create: round == 0 && n == 0,
+                        turn_id: &turn,
+                        replica: REPLICA,
+                        lease_ttl_ms: lease(),
+                        stream_ahead: 0,
+                        request_id: None,
+                        user_message: &user,
+                        title: "Quarterly revenue",
+                        admission: &Default::default(),
+                    })
+                    .await
+                    .expect("begin");
+                let begin = started.elapsed();
+                assert!(matches!(begun, BeginTurn::Started { .. }), "{begun:?}");
+                let started = std::time::Instant::now();
+                assert!(
+                    store
+                        .finish_turn(FinishTurn {
+                            owner: "alice",
+                            conversation_id: conversation,
+                            turn_id: &turn,
+                            replica: REPLICA,
+                            state: TurnState::Completed,
+                            retryable: false,
+                            wire: None,
+                            outcome: None,
+                            events: vec![assistant(&answer, TurnState::Completed)],
+                            pause: None,
+                        })
+                        .await
+                        .expect("finish")
+                );
+                let arm = &mut samples[usize::from(!indexed)];
+                arm.0.push(begin.as_secs_f64() * 1e6);
+                arm.1.push(started.elapsed().as_secs_f64() * 1e6);
+            }
+            if !indexed {
+                sqlx::query(sqlx::AssertSqlSafe(skip_off))
+                    .persistent(false)
+                    .execute(&mut *ddl)
+                    .await
+                    .expect("unskip");
+            }
+        }
+    }
+    drop(ddl);
+    let median = |values: &mut Vec<f64>| {
+        values.sort_by(f64::total_cmp);
+        values[values.len() / 2]
+    };
+    let [
+        (mut indexed_begin, mut indexed_finish),
+        (mut plain_begin, mut plain_finish),
+    ] = samples;
+    let (ib, pb) = (median(&mut indexed_begin), median(&mut plain_begin));
+    let (ifin, pfin) = (median(&mut indexed_finish), median(&mut plain_finish));
+    println!(
+        "{backend} (medians): begin_turn {ib:.0} µs indexed vs {pb:.0} µs not ({:+.0} µs); \
+         finish_turn {ifin:.0} µs vs {pfin:.0} µs ({:+.0} µs); {} turns each",
+        ib - pb,
+        ifin - pfin,
+        rounds * turns
+    );
+}
+
+#[tokio::test]
+#[ignore = "a measurement: run with --ignored --nocapture"]
+async fn measure_index_write_cost() {
+    let (store, _dir) = sqlite_store().await;
+    index_write_cost(store, "sqlite").await;
+    if let Some((store, schema)) = postgres_store("store::tests::search::measure").await {
+        index_write_cost(store.clone(), "postgres").await;
+        drop_schema(store, &schema).await;
+    }
+}
