@@ -8,7 +8,7 @@ ALTER TABLE conversations ADD COLUMN archived BIGINT NOT NULL DEFAULT 0;
 -- One row per indexed text, as on SQLite; `document` is its tsvector
 -- ('simple' configuration: whole words, lower-cased, no stemming, like
 -- SQLite's unicode61), computed by the server on insert, under a GIN
--- index.
+-- index. A generated column: PostgreSQL 12 or later.
 CREATE TABLE search_texts (
     conversation_id TEXT     NOT NULL REFERENCES conversations (id) ON DELETE CASCADE,
     -- The turn whose message or answer this is; '' for the title.

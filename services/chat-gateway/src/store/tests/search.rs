@@ -698,3 +698,38 @@ async fn measure_index_write_cost() {
         drop_schema(store, &schema).await;
     }
 }
+
+/// PostgreSQL can answer a search's match from the GIN index (the planner
+/// picks it once the table is large; here sequential scans are turned off
+/// to see that it can).
+#[tokio::test]
+async fn postgres_search_can_use_the_gin_index() {
+    let Some((store, schema)) = postgres_store("store::tests::search::postgres_gin").await else {
+        return;
+    };
+    conversation(&store, "alice", "t", &[("zebra", "z")]).await;
+    let mut conn = store.pool.acquire().await.expect("connection");
+    sqlx::query("SET enable_seqscan = off")
+        .execute(&mut *conn)
+        .await
+        .expect("set");
+    let rows = sqlx::query(
+        "EXPLAIN SELECT s.conversation_id, ts_rank(s.document, q.query) \
+         FROM search_texts s, plainto_tsquery('simple', 'zebra') AS q (query) \
+         WHERE s.document @@ q.query",
+    )
+    .fetch_all(&mut *conn)
+    .await
+    .expect("plan");
+    let plan: Vec<String> = rows
+        .iter()
+        .map(|row| row.try_get::<String, _>(0).expect("line"))
+        .collect();
+    assert!(
+        plan.iter()
+            .any(|line| line.contains("search_texts_document")),
+        "{plan:#?}"
+    );
+    drop(conn);
+    drop_schema(store, &schema).await;
+}
