@@ -12,7 +12,7 @@ use super::{
     group::Statements,
     queries::{SELECT_SUMMARIES, summary_from_row},
     search::{
-        Archived, ConversationUpdate, ListFilter, MAX_METADATA_ENTRIES, Updated, clip, index_texts,
+        Archived, ConversationUpdate, ListFilter, MAX_METADATA_ENTRIES, Updated, replace_title,
     },
 };
 
@@ -276,13 +276,7 @@ impl Write for UpdateWrite {
             )?;
             if let Some(title) = &update.title {
                 group.then();
-                group.push(
-                    "DELETE FROM search_texts WHERE conversation_id = $1 AND turn_id = ''",
-                    |values| values.add(self.conversation_id.as_str()),
-                )?;
-                group.then();
-                let title = clip(title);
-                index_texts(&mut group, &self.conversation_id, &[("", title.as_str())])?;
+                replace_title(&mut group, &self.conversation_id, title)?;
             }
             group.fetch_all(conn).await?;
             Ok(None)

@@ -177,6 +177,33 @@ pub(crate) fn index_texts(
     })
 }
 
+/// Adds to `group` the statements that replace a conversation's title in
+/// the index with `title` (on SQLite; on PostgreSQL an autocommit write
+/// does it in the statement that changes the title, [`RETITLE_POSTGRES`]).
+pub(crate) fn replace_title(
+    group: &mut Statements,
+    conversation_id: &str,
+    title: &str,
+) -> Result<(), StoreError> {
+    group.push(
+        "DELETE FROM search_texts WHERE conversation_id = $1 AND turn_id = ''",
+        |values| values.add(conversation_id),
+    )?;
+    group.then();
+    let title = clip(title);
+    index_texts(group, conversation_id, &[("", title.as_str())])
+}
+
+/// Sets the title of conversation `$1` of owner `$2` to `$4` if it is still
+/// `$3`, and its row in the index to `$5` (`$4` clipped), in one statement
+/// (PostgreSQL: its parts see one snapshot, so the DELETE leaves the new
+/// row alone); returns `n`, how many conversations changed.
+pub(crate) const RETITLE_POSTGRES: &str = "WITH t AS (UPDATE conversations SET title = $4 \
+     WHERE id = $1 AND owner = $2 AND title = $3 RETURNING id), \
+     d AS (DELETE FROM search_texts WHERE turn_id = '' AND conversation_id IN (SELECT id FROM t)), \
+     i AS (INSERT INTO search_texts (conversation_id, turn_id, body) SELECT id, '', $5 FROM t) \
+     SELECT count(*) AS n FROM t";
+
 #[cfg(test)]
 mod tests {
     use super::*;

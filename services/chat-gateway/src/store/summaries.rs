@@ -5,7 +5,12 @@
 use futures::future::BoxFuture;
 use sqlx::{AnyConnection, Row};
 
-use super::{Store, StoreError, batch::Write, now_ms};
+use super::{
+    Store, StoreError,
+    batch::Write,
+    group::{Statements, is_sqlite},
+    now_ms, search,
+};
 
 /// A stored summary.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -70,6 +75,19 @@ impl Write for TitleWrite {
 
     fn run<'c>(&'c self, conn: &'c mut AnyConnection) -> BoxFuture<'c, Result<bool, StoreError>> {
         Box::pin(async move {
+            // The title's row in the search index changes with it.
+            if !is_sqlite(conn) {
+                let changed: i64 = sqlx::query(search::RETITLE_POSTGRES)
+                    .bind(self.conversation_id.as_str())
+                    .bind(self.owner.as_str())
+                    .bind(self.from.as_str())
+                    .bind(self.to.as_str())
+                    .bind(search::clip(&self.to))
+                    .fetch_one(&mut *conn)
+                    .await?
+                    .try_get("n")?;
+                return Ok(changed > 0);
+            }
             let done = sqlx::query(
                 "UPDATE conversations SET title = $4 WHERE id = $1 AND owner = $2 AND title = $3",
             )
@@ -79,7 +97,13 @@ impl Write for TitleWrite {
             .bind(self.to.as_str())
             .execute(&mut *conn)
             .await?;
-            Ok(done.rows_affected() > 0)
+            if done.rows_affected() == 0 {
+                return Ok(false);
+            }
+            let mut group = Statements::new(conn);
+            search::replace_title(&mut group, &self.conversation_id, &self.to)?;
+            group.fetch_all(conn).await?;
+            Ok(true)
         })
     }
 }

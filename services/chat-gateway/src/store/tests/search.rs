@@ -220,6 +220,27 @@ pub(super) async fn search_finds_old_messages_ranked_and_owned(store: Store) {
     );
     assert!(found(&store, "alice", "errands", &filter).await.is_empty());
 
+    // A title a model wrote (`retitle`) replaces the old one too, unless
+    // the user renamed the conversation since.
+    assert!(
+        store
+            .retitle("alice", &dense, "Zebra facts", "Striped horses")
+            .await
+            .expect("retitle")
+    );
+    assert_eq!(
+        found(&store, "alice", "striped", &all()).await,
+        vec![dense.clone()]
+    );
+    assert!(found(&store, "alice", "facts", &all()).await.is_empty());
+    assert!(
+        !store
+            .retitle("alice", &dense, "Zebra facts", "Okapi")
+            .await
+            .expect("retitle")
+    );
+    assert!(found(&store, "alice", "okapi", &all()).await.is_empty());
+
     // Deleted: gone from the index.
     assert_eq!(
         store.delete("alice", &plain).await.expect("delete"),
