@@ -517,8 +517,9 @@ async fn a_full_disk_loses_nothing_that_was_acknowledged() {
     // acknowledged, 10 refused, 0 or 1 failed). Grow it when the schema
     // grows: at 400k the seventh migration left no room for a turn at all,
     // at 576k the eleventh (paused turns) did not, at 704k the sixteenth
-    // (attachment objects) did not.
-    let disk = match Tmpfs::mount("832k") {
+    // (attachment objects) did not, at 832k the eighteenth (the search
+    // index, which holds each message's text again) did not.
+    let disk = match Tmpfs::mount("1152k") {
         Ok(disk) => disk,
         Err(why) => return parley_testkit::not_run(TEST, &why),
     };
