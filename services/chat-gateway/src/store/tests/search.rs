@@ -757,3 +757,72 @@ async fn postgres_search_can_use_the_gin_index() {
     drop(conn);
     drop_schema(store, &schema).await;
 }
+
+/// What a search costs with many users' texts matching: `users` users with
+/// `conversations` conversations of `texts` texts each, every text holding
+/// the common word; one user's searches for it (all their conversations
+/// match) and for a rare word. Prints the median ms of 5.
+async fn search_cost(store: Store, backend: &str) {
+    let (users, conversations, texts) = (50, 200, 5);
+    let mut tx = store.pool.begin().await.expect("begin");
+    for user in 0..users {
+        for n in 0..conversations {
+            let conversation = format!("c-{user}-{n}");
+            sqlx::query(
+                "INSERT INTO conversations (id, owner, title, created_at, updated_at, turn_count, last_seq) \
+                 VALUES ($1, $2, 'Monthly report', $3, $3, 0, 0)",
+            )
+            .bind(conversation.as_str())
+            .bind(format!("user-{user}"))
+            .bind(i64::from(n))
+            .execute(&mut *tx)
+            .await
+            .expect("conversation");
+            for t in 0..texts {
+                sqlx::query(
+                    "INSERT INTO search_texts (conversation_id, turn_id, body) VALUES ($1, $2, $3)",
+                )
+                .bind(conversation.as_str())
+                .bind(format!("t-{user}-{n}-{t}"))
+                .bind(format!(
+                    "Please compare the quarterly report numbers for region {t}, item {n}{}",
+                    if n == 7 { " and the aardvark" } else { "" }
+                ))
+                .execute(&mut *tx)
+                .await
+                .expect("text");
+            }
+        }
+    }
+    tx.commit().await.expect("commit");
+    for (query, expected) in [("report", 50), ("aardvark", 1)] {
+        let terms = query_terms(query);
+        let mut times = Vec::new();
+        for _ in 0..5 {
+            let started = std::time::Instant::now();
+            let (page, _) = store
+                .search("user-3", &terms, &ListFilter::default(), 50, 0)
+                .await
+                .expect("search");
+            times.push(started.elapsed().as_secs_f64() * 1e3);
+            assert_eq!(page.len(), expected);
+        }
+        times.sort_by(f64::total_cmp);
+        println!(
+            "{backend}: search for `{query}` among {} texts of {users} users: {:.1} ms (median of 5)",
+            users * conversations * texts,
+            times[2]
+        );
+    }
+}
+
+#[tokio::test]
+#[ignore = "a measurement: run with --ignored --nocapture"]
+async fn measure_search_cost() {
+    let (store, _dir) = sqlite_store().await;
+    search_cost(store, "sqlite").await;
+    if let Some((store, schema)) = postgres_store("store::tests::search::measure_search").await {
+        search_cost(store.clone(), "postgres").await;
+        drop_schema(store, &schema).await;
+    }
+}
