@@ -480,3 +480,68 @@ async fn update_conversation_is_checked_owned_and_filters_the_list() {
     assert!(search(&mut stack, &alice, "something").await.is_empty());
     stack.stop().await;
 }
+
+/// A store written before search existed (the demo's conversations, by
+/// the binaries of schema 0016: services/chat-gateway/testdata/README.md)
+/// is indexed by migration 0018: its old messages and answers are found.
+#[tokio::test]
+async fn conversations_written_before_search_are_found() {
+    let mut stack = Harness::start(Options {
+        database_file: Some(
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("testdata/store-0016.db"),
+        ),
+        ..Options::default()
+    })
+    .await;
+    let titles = |page: gw::ListConversationsResponse| {
+        page.conversations
+            .into_iter()
+            .map(|c| c.title)
+            .collect::<Vec<_>>()
+    };
+    let mut found = Vec::new();
+    for query in ["salaries", "interview", "status filter", "Walrus Ltd"] {
+        let page = stack
+            .client
+            .list_conversations(gw::ListConversationsRequest {
+                query: query.into(),
+                ..Default::default()
+            })
+            .await
+            .expect("search")
+            .into_inner();
+        found.push((query, titles(page)));
+    }
+    assert_eq!(
+        found,
+        [
+            // An answer's word.
+            ("salaries", vec!["Add some sample data".to_owned()]),
+            // A later turn's message and answer.
+            (
+                "interview",
+                vec!["Find the applications at Walrus".to_owned()]
+            ),
+            // Two words of the second answer.
+            (
+                "status filter",
+                vec!["Help me create a job tracker for my applications".to_owned()]
+            ),
+            (
+                "Walrus Ltd",
+                vec!["Find the applications at Walrus".to_owned()]
+            ),
+        ]
+    );
+    let all = stack
+        .client
+        .list_conversations(gw::ListConversationsRequest {
+            query: "applications".into(),
+            ..Default::default()
+        })
+        .await
+        .expect("search")
+        .into_inner();
+    assert_eq!(all.conversations.len(), 3);
+    stack.stop().await;
+}
