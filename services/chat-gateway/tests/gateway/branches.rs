@@ -524,3 +524,157 @@ async fn conversations_written_before_branches_read_whole_and_branch() {
     assert_eq!(shown.messages[3].text, "Again.");
     stack.stop().await;
 }
+
+/// Runs `parley-chat --plain` against the gateway at `addr` with `args`;
+/// returns what it printed, after checking that it succeeded.
+async fn parley_chat(addr: std::net::SocketAddr, args: &[&str]) -> String {
+    let output = tokio::process::Command::new(env!("CARGO_BIN_EXE_parley-chat"))
+        .arg("--gateway")
+        .arg(format!("http://{addr}"))
+        .arg("--plain")
+        .args(args)
+        .output()
+        .await
+        .expect("run parley-chat");
+    let printed = String::from_utf8_lossy(&output.stdout).into_owned();
+    assert!(
+        output.status.success(),
+        "parley-chat {args:?} failed: {printed}\n{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    printed
+}
+
+#[tokio::test]
+async fn parley_chat_edits_regenerates_lists_branches_and_switches_back() {
+    let mut stack = Harness::start(Options::default()).await;
+    for answer in ["Answer one.", "OLD ANSWER", "EDITED ANSWER", "AGAIN ANSWER"] {
+        stack.runner.push(text_reply(&[answer]));
+    }
+    let printed = parley_chat(
+        stack.addr,
+        &[
+            "Question one",
+            "Question two",
+            "/edit Question two, better",
+            "/regenerate",
+            "/branches",
+        ],
+    )
+    .await;
+    // The edit and the regeneration stream like any turn, once each,
+    // before `/branches` lists the branch.
+    let (streamed, _) = printed
+        .rsplit_once("\nyou › Question one\n")
+        .unwrap_or_else(|| panic!("no listing after the turns:\n{printed}"));
+    for line in [
+        "you › Question two, better (edited)",
+        "parley › EDITED ANSWER",
+        "you › (the same message again)",
+        "parley › AGAIN ANSWER",
+    ] {
+        assert_eq!(
+            streamed.lines().filter(|printed| *printed == line).count(),
+            1,
+            "`{line}` once in:\n{printed}"
+        );
+    }
+    let seen = stack.runner.seen();
+    assert_eq!(seen.len(), 4, "{printed}");
+    let edited_prompt = [
+        "user: Question one",
+        "assistant: Answer one.",
+        "user: Question two, better",
+    ];
+    assert_eq!(transcript(&seen[2].request), edited_prompt, "the edit");
+    assert_eq!(
+        transcript(&seen[3].request),
+        edited_prompt,
+        "the regeneration runs the last turn shown (the edited one) again"
+    );
+
+    // `/branches`: the current branch, the second turn "3 of 3" with its
+    // siblings' ids, as the gateway has them.
+    let conversation = printed
+        .lines()
+        .filter_map(|line| line.strip_prefix("conversation "))
+        .next_back()
+        .expect("the conversation's id")
+        .to_owned();
+    let shown = get(&mut stack.client, &conversation, "").await;
+    let siblings = shown.messages[2].sibling_turn_ids.clone();
+    assert_eq!(siblings.len(), 3);
+    let expected = [
+        "you › Question one".to_owned(),
+        "parley › Answer one.".to_owned(),
+        "you › Question two, better  ‹ 3/3 ›".to_owned(),
+        format!("  1/3 {}", siblings[0]),
+        format!("  2/3 {}", siblings[1]),
+        format!("  3/3 {} (this branch)", siblings[2]),
+        "parley › AGAIN ANSWER".to_owned(),
+        format!("(the branch ends at turn {})", shown.leaf_turn_id),
+    ];
+    let lines: Vec<&str> = printed.lines().collect();
+    assert!(
+        lines
+            .windows(expected.len())
+            .any(|window| window == expected),
+        "no branch listing {expected:#?} in:\n{printed}"
+    );
+
+    // A later run on the same conversation: `/rate` finds the current
+    // branch's last turn by itself, `/switch` goes back to the first
+    // version of the second question (its id as `/branches` printed it),
+    // and the next message follows it.
+    stack.runner.push(text_reply(&["Answer three."]));
+    let original = &siblings[0];
+    let printed = parley_chat(
+        stack.addr,
+        &[
+            "--conversation",
+            &conversation,
+            "/rate 5",
+            &format!("/switch {original}"),
+            "Question three",
+        ],
+    )
+    .await;
+    assert!(printed.contains("(rated the answer 5)"), "{printed}");
+    assert!(
+        printed.contains("you › Question two  ‹ 1/3 ›\n")
+            && printed.contains(&format!("  1/3 {original} (this branch)\n"))
+            && printed.contains("parley › OLD ANSWER\n"),
+        "the switched branch is printed:\n{printed}"
+    );
+    assert_eq!(
+        transcript(&stack.runner.seen()[4].request),
+        [
+            "user: Question one",
+            "assistant: Answer one.",
+            "user: Question two",
+            "assistant: OLD ANSWER",
+            "user: Question three"
+        ],
+        "the message after the switch follows the old branch"
+    );
+    let regenerated = get(&mut stack.client, &conversation, &siblings[2]).await;
+    let rating = regenerated
+        .messages
+        .last()
+        .and_then(|answer| answer.feedback.as_ref())
+        .map(|feedback| feedback.rating);
+    assert_eq!(rating, Some(5), "the rating went to the regenerated turn");
+
+    // No turn to edit in a conversation not started yet.
+    let output = tokio::process::Command::new(env!("CARGO_BIN_EXE_parley-chat"))
+        .arg("--gateway")
+        .arg(format!("http://{}", stack.addr))
+        .args(["--plain", "/edit Hello"])
+        .output()
+        .await
+        .expect("run parley-chat");
+    assert!(!output.status.success());
+    let said = String::from_utf8_lossy(&output.stderr);
+    assert!(said.contains("no turn yet to edit"), "{said}");
+    stack.stop().await;
+}

@@ -18,7 +18,8 @@
 //! killed), it reconnects with backoff and calls `ResumeTurn` from the last
 //! event it printed, on whichever replica answers: the rest of the answer
 //! follows without a gap or a repeat. Each message carries a `request_id`,
-//! so a `Chat` call retried after a failed connection never runs twice.
+//! so a `Chat` call retried after a failed connection never runs twice
+//! (see [`turn`], which runs every turn, edited and regenerated ones too).
 //!
 //! A turn that pauses for decisions (`approval_request`,
 //! `client_tool_call`, then an `AWAITING_INPUT` status) is answered with
@@ -27,41 +28,29 @@
 //! app tool `ask_user_to_pick_rows` picks the rows of `--state`'s
 //! `sample_rows` (see [`decide`]).
 //!
-//! A line `/accept` or `/dismiss` records what the user did with the last
-//! answer's proposal card, and `/rate N` rates the last answer (see
-//! [`verdict`]).
+//! A line that starts with `/` is a command (see [`command`]): `/accept` or
+//! `/dismiss` records what the user did with the last answer's proposal
+//! card, and `/rate N` rates the last answer (see [`verdict`]). `/edit
+//! TEXT` replaces the user message of the last turn shown with TEXT and
+//! `/regenerate` runs it again: either makes a sibling of that turn whose
+//! branch becomes current, streamed like any message. `/branches
+//! [TURN_ID]` prints the current branch (or the one through a turn) with
+//! `‹ i/n ›` where a turn has siblings and each sibling's turn id, and
+//! `/switch TURN_ID` makes the branch through a turn current and prints it
+//! (see [`branches`]). With `--conversation`, the commands are about the
+//! last turn of its current branch until a turn runs here.
 //!
 //! `--attach FILE` (again for more) uploads files first and sends them with
 //! the first message (see [`attach`]).
 
-use std::{
-    io::{BufRead, IsTerminal, Write},
-    time::Duration,
-};
+use std::io::{BufRead, IsTerminal};
 
 use anyhow::{Context, Result};
 use clap::Parser;
 use parley_proto::gateway::v1::{
-    AttachmentRef, ChatEvent, ChatRequest, PageContext, ResumeTurnRequest,
-    SubmitToolDecisionsRequest, chat_event::Event, chat_gateway_client::ChatGatewayClient,
+    AttachmentRef, ChatRequest, PageContext, chat_gateway_client::ChatGatewayClient,
 };
-use tonic::{Code, Request, Status, Streaming, metadata::MetadataValue, transport::Channel};
-
-/// The first wait before reconnecting; it doubles up to [`MAX_BACKOFF`].
-const FIRST_BACKOFF: Duration = Duration::from_millis(200);
-/// The longest wait between reconnections.
-const MAX_BACKOFF: Duration = Duration::from_secs(5);
-/// How many times a broken turn is resumed before giving up.
-const MAX_RECONNECTS: u32 = 10;
-
-/// Whether a failed call or stream is worth retrying: the connection or
-/// the replica went away, not the request.
-fn transient(status: &Status) -> bool {
-    matches!(
-        status.code(),
-        Code::Unavailable | Code::Unknown | Code::Internal | Code::Cancelled
-    )
-}
+use tonic::{Request, metadata::MetadataValue, transport::Channel};
 
 /// Adds the bearer token, when there is one.
 fn authorized<T>(message: T, token: Option<&str>) -> Result<Request<T>> {
@@ -72,47 +61,6 @@ fn authorized<T>(message: T, token: Option<&str>) -> Result<Request<T>> {
         request.metadata_mut().insert("authorization", value);
     }
     Ok(request)
-}
-
-/// Where a turn's stream is, for resuming it.
-#[derive(Debug, Default)]
-struct Position {
-    conversation_id: String,
-    turn_id: String,
-    last_seq: u64,
-}
-
-/// Opens a turn's stream: the `Chat` call, retried with the same request
-/// id while the gateway is unreachable, the decisions of a pause, or
-/// `ResumeTurn` from `position`.
-async fn open(
-    client: &mut ChatGatewayClient<Channel>,
-    chat: &ChatRequest,
-    position: &Position,
-    decisions: Option<&SubmitToolDecisionsRequest>,
-    token: Option<&str>,
-) -> Result<Streaming<ChatEvent>, Status> {
-    let opened = if let Some(decisions) = decisions {
-        let request =
-            authorized(decisions.clone(), token).map_err(|e| Status::internal(e.to_string()))?;
-        client.submit_tool_decisions(request).await
-    } else if position.turn_id.is_empty() {
-        let request =
-            authorized(chat.clone(), token).map_err(|e| Status::internal(e.to_string()))?;
-        client.chat(request).await
-    } else {
-        let request = authorized(
-            ResumeTurnRequest {
-                conversation_id: position.conversation_id.clone(),
-                turn_id: position.turn_id.clone(),
-                after_seq: position.last_seq,
-            },
-            token,
-        )
-        .map_err(|e| Status::internal(e.to_string()))?;
-        client.resume_turn(request).await
-    };
-    opened.map(tonic::Response::into_inner)
 }
 
 /// Talk to a Parley chat-gateway from the terminal.
@@ -156,8 +104,78 @@ struct Args {
     /// must take its type). Repeat for more.
     #[arg(long = "attach", value_name = "FILE")]
     attach: Vec<std::path::PathBuf>,
-    /// Messages to send, one turn each. With none, read them from stdin.
+    /// Messages to send, one turn each, or commands (`/edit TEXT`...).
+    /// With none, read them from stdin, one a line.
     messages: Vec<String>,
+}
+
+/// What a run of `parley-chat` holds between lines: the connection, the
+/// conversation and the last turn shown.
+pub(crate) struct Session<'a> {
+    client: ChatGatewayClient<Channel>,
+    args: &'a Args,
+    style: &'a Style,
+    /// `--state`, parsed.
+    state: Option<prost_types::Struct>,
+    /// The conversation, once the gateway named it (or `--conversation`).
+    conversation_id: String,
+    /// What `/accept`, `/rate`, `/edit` and `/regenerate` are about.
+    last: verdict::LastTurn,
+    /// The files of `--attach`, until the first message takes them.
+    attachments: Vec<AttachmentRef>,
+}
+
+impl Session<'_> {
+    /// The page every message is sent from.
+    fn page(&self) -> PageContext {
+        PageContext {
+            page: self.args.page.clone(),
+            tab: self.args.tab.clone(),
+            state: self.state.clone(),
+            ..Default::default()
+        }
+    }
+
+    /// Sends a line: a command, or a message as one `Chat` turn.
+    async fn line(&mut self, line: String) -> Result<()> {
+        let Some(command) = command::parse(&line) else {
+            return self.chat(line).await;
+        };
+        let token = self.args.token.clone();
+        match command? {
+            Command::Verdict(command) => {
+                let last = self.last_turn().await?;
+                verdict::run(
+                    &mut self.client,
+                    command,
+                    &last,
+                    token.as_deref(),
+                    self.style,
+                )
+                .await
+            }
+            Command::Edit(text) => self.edit(text).await,
+            Command::Regenerate => self.regenerate().await,
+            Command::Branches(turn_id) => self.branches(turn_id.as_deref()).await,
+            Command::Switch(turn_id) => self.switch(&turn_id).await,
+        }
+    }
+
+    /// Sends `message` as one `Chat` turn and renders it.
+    async fn chat(&mut self, message: String) -> Result<()> {
+        println!("{} {}", self.style.bold("you ›"), message);
+        let request = ChatRequest {
+            conversation_id: self.conversation_id.clone(),
+            message,
+            page: Some(self.page()),
+            mid_answer_failover: self.args.failover,
+            // The files go with the first message.
+            attachments: std::mem::take(&mut self.attachments),
+            request_id: uuid::Uuid::new_v4().to_string(),
+            ..Default::default()
+        };
+        self.stream(Start::Chat(request)).await
+    }
 }
 
 #[tokio::main]
@@ -168,24 +186,26 @@ async fn main() -> Result<()> {
         || !std::io::stdout().is_terminal()
         || std::env::var_os("NO_COLOR").is_some_and(|value| !value.is_empty());
     let style = Style { plain };
-    let mut client = ChatGatewayClient::connect(args.gateway.clone())
+    let client = ChatGatewayClient::connect(args.gateway.clone())
         .await
         .with_context(|| format!("cannot connect to the gateway at {}", args.gateway))?;
     let state = match &args.state {
         Some(json) => Some(state_struct(json)?),
         None => None,
     };
-    let mut conversation_id = args.conversation.clone().unwrap_or_default();
-    let mut last = verdict::LastTurn::default();
-    let page = PageContext {
-        page: args.page.clone(),
-        tab: args.tab.clone(),
-        state: state.clone(),
-        ..Default::default()
+    let mut session = Session {
+        client,
+        args: &args,
+        style: &style,
+        state,
+        conversation_id: args.conversation.clone().unwrap_or_default(),
+        last: verdict::LastTurn::default(),
+        attachments: Vec::new(),
     };
-    let mut attachments = Vec::new();
+    let page = session.page();
     for path in &args.attach {
-        let stored = attach::upload(&mut client, args.token.as_deref(), &page, path).await?;
+        let stored =
+            attach::upload(&mut session.client, args.token.as_deref(), &page, path).await?;
         println!(
             "{}",
             style.dim(&format!(
@@ -193,144 +213,30 @@ async fn main() -> Result<()> {
                 stored.name, stored.media_type, stored.size_bytes
             ))
         );
-        attachments.push(AttachmentRef {
+        session.attachments.push(AttachmentRef {
             id: stored.id,
             inline: None,
         });
     }
-
-    let mut send = async |message: String, conversation_id: &mut String| -> Result<()> {
-        if let Some(command) = verdict::parse(&message) {
-            return verdict::run(&mut client, command?, &last, args.token.as_deref(), &style).await;
-        }
-        println!("{} {}", style.bold("you ›"), message);
-        let request = ChatRequest {
-            conversation_id: conversation_id.clone(),
-            message,
-            page: Some(PageContext {
-                page: args.page.clone(),
-                tab: args.tab.clone(),
-                state: state.clone(),
-                ..Default::default()
-            }),
-            mid_answer_failover: args.failover,
-            // The files go with the first message.
-            attachments: std::mem::take(&mut attachments),
-            ..Default::default()
-        };
-        let request = ChatRequest {
-            request_id: uuid::Uuid::new_v4().to_string(),
-            ..request
-        };
-        let token = args.token.as_deref();
-        let mut out = Renderer::new(&style);
-        let mut position = Position::default();
-        let mut reconnects = 0;
-        let mut backoff = FIRST_BACKOFF;
-        let mut waiting = decide::Waiting::default();
-        let mut decisions: Option<SubmitToolDecisionsRequest> = None;
-        let mut pause_seq = 0;
-        loop {
-            let opened = open(&mut client, &request, &position, decisions.as_ref(), token).await;
-            let broken = match opened {
-                Err(status) => status,
-                Ok(mut stream) => loop {
-                    match stream.message().await {
-                        Ok(Some(event)) => {
-                            if let Some(Event::Status(status)) = &event.event
-                                && !status.turn_id.is_empty()
-                            {
-                                conversation_id.clone_from(&status.conversation_id);
-                                position.conversation_id.clone_from(&status.conversation_id);
-                                position.turn_id.clone_from(&status.turn_id);
-                            }
-                            position.last_seq = event.seq;
-                            waiting.see(&event.event);
-                            let done = matches!(event.event, Some(Event::Complete(_)));
-                            if let Some(Event::Complete(complete)) = &event.event {
-                                last = verdict::LastTurn {
-                                    conversation_id: position.conversation_id.clone(),
-                                    turn_id: position.turn_id.clone(),
-                                    proposal: complete.custom_payload.is_some(),
-                                };
-                            }
-                            out.event(event.event);
-                            std::io::stdout().flush().ok();
-                            if done {
-                                out.line_break();
-                                println!();
-                                return Ok(());
-                            }
-                        }
-                        Ok(None) if waiting.paused => {
-                            // The turn waits for decisions: answer them, and
-                            // its stream goes on from the submission.
-                            out.line_break();
-                            pause_seq = position.last_seq;
-                            let answers = decide::answer(
-                                &std::mem::take(&mut waiting),
-                                args.approve,
-                                state.as_ref(),
-                                &style,
-                            )?;
-                            decisions = Some(SubmitToolDecisionsRequest {
-                                conversation_id: position.conversation_id.clone(),
-                                turn_id: position.turn_id.clone(),
-                                decisions: answers,
-                                request_id: uuid::Uuid::new_v4().to_string(),
-                            });
-                            break Status::ok("paused");
-                        }
-                        Ok(None) => {
-                            break Status::unavailable("the stream ended before the turn did");
-                        }
-                        Err(status) => break status,
-                    }
-                },
-            };
-            if broken.code() == Code::Ok {
-                continue;
-            }
-            // A submission whose stream had begun is not sent again: the
-            // turn is resumed from the last event printed. One that broke
-            // before is sent again with its request id (it runs once).
-            if decisions.is_some() && position.last_seq > pause_seq {
-                decisions = None;
-            }
-            if !transient(&broken) || reconnects == MAX_RECONNECTS {
-                return Err(describe_status(broken));
-            }
-            reconnects += 1;
-            out.line_break();
-            println!(
-                "{}",
-                style.dim(&format!(
-                    "(connection lost: {}; resuming after event {} in {} ms)",
-                    broken.message(),
-                    position.last_seq,
-                    backoff.as_millis()
-                ))
-            );
-            tokio::time::sleep(backoff).await;
-            backoff = (backoff * 2).min(MAX_BACKOFF);
-        }
-    };
 
     if args.messages.is_empty() {
         let stdin = std::io::stdin();
         for line in stdin.lock().lines() {
             let line = line?;
             if !line.trim().is_empty() {
-                send(line, &mut conversation_id).await?;
+                session.line(line).await?;
             }
         }
     } else {
         for message in args.messages.clone() {
-            send(message, &mut conversation_id).await?;
+            session.line(message).await?;
         }
     }
-    if !conversation_id.is_empty() {
-        println!("{}", style.dim(&format!("conversation {conversation_id}")));
+    if !session.conversation_id.is_empty() {
+        println!(
+            "{}",
+            style.dim(&format!("conversation {}", session.conversation_id))
+        );
     }
     Ok(())
 }
@@ -353,8 +259,13 @@ fn describe_status(status: tonic::Status) -> anyhow::Error {
 }
 
 mod attach;
+mod branches;
+mod command;
 mod decide;
 mod render;
+mod turn;
 mod verdict;
 
-use render::{Renderer, Style};
+use command::Command;
+use render::Style;
+use turn::Start;

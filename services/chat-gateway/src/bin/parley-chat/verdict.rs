@@ -1,7 +1,7 @@
 //! What the user did with the last answer, as commands typed instead of a
-//! message: `/accept` and `/dismiss` its proposal card
-//! (`RecordPayloadDecision`, which the model sees in the next turn's
-//! prompt), and `/rate N` it (`SubmitFeedback`: -1 or 1 to 5).
+//! message ([`crate::command`] parses them): `/accept` and `/dismiss` its
+//! proposal card (`RecordPayloadDecision`, which the model sees in the next
+//! turn's prompt), and `/rate N` it (`SubmitFeedback`: -1 or 1 to 5).
 
 use anyhow::{Result, bail};
 use parley_proto::gateway::v1::{
@@ -21,7 +21,8 @@ pub(crate) enum Command {
     Rate(i32),
 }
 
-/// The last finished turn, which the commands are about.
+/// The last turn shown, which the commands are about: the last turn that
+/// finished here, or the last turn of a branch switched to.
 #[derive(Debug, Clone, Default)]
 pub(crate) struct LastTurn {
     /// Its conversation.
@@ -30,24 +31,6 @@ pub(crate) struct LastTurn {
     pub(crate) turn_id: String,
     /// Whether it ended with a proposal card.
     pub(crate) proposal: bool,
-}
-
-/// The command a line holds: `None` for a message, an error for a line
-/// that starts with `/` but is no command.
-pub(crate) fn parse(line: &str) -> Option<Result<Command>> {
-    let command = line.trim().strip_prefix('/')?;
-    let mut words = command.split_whitespace();
-    Some(match (words.next(), words.next(), words.next()) {
-        (Some("accept"), None, _) => Ok(Command::Decide(PayloadDecision::Accepted)),
-        (Some("dismiss"), None, _) => Ok(Command::Decide(PayloadDecision::Dismissed)),
-        (Some("rate"), Some(rating), None) => match rating.parse::<i32>() {
-            Ok(rating @ (-1 | 1..=5)) => Ok(Command::Rate(rating)),
-            _ => Err(anyhow::anyhow!("/rate takes -1, or 1 to 5")),
-        },
-        _ => Err(anyhow::anyhow!(
-            "unknown command `/{command}` (try /accept, /dismiss, /rate N)"
-        )),
-    })
 }
 
 /// Sends `command` about `last`, and says what was recorded.
@@ -110,29 +93,4 @@ pub(crate) async fn run(
         }
     }
     Ok(())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn commands_are_lines_that_start_with_a_slash() {
-        assert!(parse("What now?").is_none());
-        assert_eq!(
-            parse(" /accept ").map(Result::ok),
-            Some(Some(Command::Decide(PayloadDecision::Accepted)))
-        );
-        assert_eq!(
-            parse("/dismiss").map(Result::ok),
-            Some(Some(Command::Decide(PayloadDecision::Dismissed)))
-        );
-        assert_eq!(
-            parse("/rate -1").map(Result::ok),
-            Some(Some(Command::Rate(-1)))
-        );
-        for bad in ["/rate 0", "/rate 6", "/rate", "/accept now", "/undo"] {
-            assert!(matches!(parse(bad), Some(Err(_))), "{bad}");
-        }
-    }
 }
