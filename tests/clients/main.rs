@@ -7,7 +7,9 @@
 //! of `lookup_rows`, rejected, and the app-run `ask_user_to_pick_rows`) and
 //! continue with `SubmitToolDecisions`, and one sends a PNG and a PDF
 //! uploaded in chunks, which the scripted model echoes (name, media type,
-//! size, SHA-256) so the clients check that it received both. README.md's
+//! size, SHA-256) so the clients check that it received both; a second
+//! conversation edits its second message (`EditMessage`) and switches back
+//! (`SwitchBranch`) to a branch that reads as before. README.md's
 //! Python block of "Attachments" runs against the same stack.
 //!
 //! The binaries come from this build's target directory (`cargo test

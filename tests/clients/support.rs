@@ -164,6 +164,7 @@ pub fn assert_same_transcript(python: &Run, go: &Run) {
     );
     assert_paused_and_continued(python);
     assert_attachments(python);
+    assert_branched_and_switched_back(python);
     assert_eq!(
         python.transcript, go.transcript,
         "the Python and Go clients disagree on the scenario (left Python, right Go)"
@@ -218,6 +219,39 @@ fn assert_paused_and_continued(run: &Run) {
             "{turn} does not continue to its complete:\n{}",
             run.transcript
         );
+    }
+}
+
+/// The scenario's second conversation: two turns, an edit of the second
+/// that makes it "2 of 2", and a switch back after which the branch reads as
+/// before the edit (the clients check the messages field for field).
+fn assert_branched_and_switched_back(run: &Run) {
+    let lines: Vec<&str> = run.transcript.lines().collect();
+    let expected = [
+        ("branches: turn 1: events ", " complete"),
+        ("branches: turn 2: events ", " complete"),
+        ("branches: edit turn 2: events ", " complete"),
+        (
+            "branches: edited turn 2: the branch shown has user messages [",
+            "], turn 2 is 2 of 2",
+        ),
+        (
+            "branches: switched back to turn 2: the branch shown is the one before the edit",
+            "; turn 2 is 1 of 2",
+        ),
+    ];
+    let mut at = 0;
+    for (start, end) in expected {
+        let found = lines[at..]
+            .iter()
+            .position(|line| line.starts_with(start) && line.ends_with(end));
+        let Some(found) = found else {
+            panic!(
+                "the transcript misses `{start}…{end}` after line {at}:\n{}",
+                run.transcript
+            );
+        };
+        at += found + 1;
     }
 }
 

@@ -25,6 +25,12 @@ turn that sends files checks that the scripted model received each of them
 and the start of its SHA-256), and one file is downloaded back and compared
 by SHA-256.
 
+Then a second conversation branches and comes back (`branches` below): two
+turns, an EditMessage of the second (a sibling turn whose branch becomes
+current, streamed like any turn), and a SwitchBranch back to the original,
+after which GetConversation shows exactly what it showed before the edit
+but for the turn's siblings ("1 of 2").
+
 It also shows what a UI does with the events sent while the model writes
 (`Turn` below): a `payload_partial` card is replaced by each newer revision
 and removed when its data is unset; `suggested_values` / `suggested_actions`
@@ -208,15 +214,17 @@ def expect_pause(pb, number, pause, events):
     return decisions, lines
 
 
-def chat(stub, pb, scenario, number, request, pause):
+def chat(stub, pb, scenario, number, request, pause, call=None):
     """Sends one message and reads its turn to its complete.
 
-    Checks seqs 1..n, no marker streamed, a successful complete repeating the
-    text. When the scenario expects the turn to pause (`pause`), checks the
-    pause, submits the decisions and reads the continuation, whose seqs
-    follow the pause's. Returns the whole turn and its transcript lines.
+    `call` begins the turn: `stub.Chat` unless given (`stub.EditMessage`,
+    `stub.RegenerateTurn` stream the same events). Checks seqs 1..n, no
+    marker streamed, a successful complete repeating the text. When the
+    scenario expects the turn to pause (`pause`), checks the pause, submits
+    the decisions and reads the continuation, whose seqs follow the pause's.
+    Returns the whole turn and its transcript lines.
     """
-    events = list(stub.Chat(request, timeout=TIMEOUT))
+    events = list((call or stub.Chat)(request, timeout=TIMEOUT))
     check_seqs(events, 1, f"turn {number}")
     if pause is None:
         lines = [f"turn {number}: events {kinds(events)}"]
@@ -399,6 +407,108 @@ def describe_refusal(rpc, error):
     return line, reason, domain, violations
 
 
+def read_branch(stub, pb, conversation_id, turn_id=""):
+    """GetConversation: the current branch (or the one through turn_id), one page; its messages and leaf."""
+    page = stub.GetConversation(
+        pb.GetConversationRequest(conversation_id=conversation_id, turn_id=turn_id), timeout=TIMEOUT
+    )
+    if page.next_page_token:
+        fail(f"conversation {conversation_id}: a short branch takes more than one page")
+    return list(page.messages), page.leaf_turn_id
+
+
+def without_siblings(pb, messages):
+    """The messages with their sibling fields cleared: what a branch shows but for the turns beside it."""
+    stripped = []
+    for message in messages:
+        copy = pb.ConversationMessage()
+        copy.CopyFrom(message)
+        for field in ("sibling_turn_ids", "sibling_index", "sibling_count"):
+            copy.ClearField(field)
+        stripped.append(copy)
+    return stripped
+
+
+def branches(stub, pb, scenario):
+    """A second conversation that branches and comes back.
+
+    Two turns; then EditMessage replaces the message of `edit.turn`: a new
+    turn, sibling of the original, whose branch is current (GetConversation
+    shows the edited text, the turn "2 of 2", the turns before it as they
+    were); then SwitchBranch back to the original turn: GetConversation
+    shows the messages it showed before the edit, field for field, but for
+    the turn's siblings ("1 of 2"). Prints the transcript lines.
+    """
+    plan = scenario["branches"]
+    edit = plan["edit"]
+    conversation_id, turns = "", []
+    for number, message in enumerate(plan["messages"], start=1):
+        request = pb.ChatRequest(conversation_id=conversation_id, message=message)
+        request.page.page = plan["page"]
+        turn, lines = chat(stub, pb, scenario, number, request, None)
+        conversation_id = turn.conversation_id
+        turns.append(turn)
+        for line in lines:
+            print(f"branches: {line}")
+        print(f"branches: turn {number}: text {quoted(turn.text)}")
+    if not 2 <= edit["turn"] <= len(turns):
+        fail(f"scenario: branches edit turn {edit['turn']} of {len(turns)} (not the first: its parent is checked)")
+    before, leaf = read_branch(stub, pb, conversation_id)
+    expected = [text for turn, message in zip(turns, plan["messages"]) for text in (message, turn.text)]
+    if [message.text for message in before] != expected or leaf != turns[-1].complete.turn_id:
+        fail(f"branches: the conversation reads {[m.text for m in before]} ending at {leaf}, sent {expected}")
+
+    index = 2 * (edit["turn"] - 1)  # the edited turn's user message
+    original = turns[edit["turn"] - 1]
+    request = pb.EditMessageRequest(
+        conversation_id=conversation_id, turn_id=original.complete.turn_id, message=edit["message"]
+    )
+    edited, lines = chat(stub, pb, scenario, edit["turn"], request, None, call=stub.EditMessage)
+    for line in lines:
+        print(f"branches: edit {line}")
+    print(f"branches: edit turn {edit['turn']}: text {quoted(edited.text)}")
+    new_id = edited.complete.turn_id
+    if edited.conversation_id != conversation_id or new_id in ("", original.complete.turn_id):
+        fail(f"branches: the edit ran turn {new_id} of {edited.conversation_id}, not a new turn of {conversation_id}")
+    if edited.text == original.text:
+        fail(f"branches: the edited message got the original's answer {edited.text!r}")
+    shown, leaf = read_branch(stub, pb, conversation_id)
+    siblings = [original.complete.turn_id, new_id]
+    if (
+        leaf != new_id
+        or shown[:index] != before[:index]
+        or [m.text for m in shown[index:]] != [edit["message"], edited.text]
+        or any(m.turn_id != new_id or list(m.sibling_turn_ids) != siblings for m in shown[index:])
+        or (shown[index].sibling_index, shown[index].sibling_count) != (1, 2)
+        or shown[index].parent_turn_id != before[index].parent_turn_id
+    ):
+        fail(f"branches: after the edit the current branch ends at {leaf} and reads {shown}")
+    users = [m.text for m in shown if m.role == pb.MessageRole.Value("MESSAGE_ROLE_USER")]
+    print(
+        f"branches: edited turn {edit['turn']}: the branch shown has user messages {quoted(users)}, "
+        f"turn {edit['turn']} is {shown[index].sibling_index + 1} of {shown[index].sibling_count}"
+    )
+
+    switched = stub.SwitchBranch(
+        pb.SwitchBranchRequest(conversation_id=conversation_id, turn_id=original.complete.turn_id),
+        timeout=TIMEOUT,
+    )
+    if switched.leaf_turn_id != turns[-1].complete.turn_id:
+        fail(f"branches: SwitchBranch made {switched.leaf_turn_id} the leaf, not {turns[-1].complete.turn_id}")
+    after, leaf = read_branch(stub, pb, conversation_id)
+    if leaf != switched.leaf_turn_id or without_siblings(pb, after) != without_siblings(pb, before):
+        fail(f"branches: switched back, the branch reads\n{after}\nbefore the edit it read\n{before}")
+    if any(list(m.sibling_turn_ids) != siblings for m in after[index : index + 2]) or (
+        after[index].sibling_index,
+        after[index].sibling_count,
+    ) != (0, 2):
+        fail(f"branches: switched back, turn {edit['turn']} is not 1 of 2 beside the edit: {after[index]}")
+    print(
+        f"branches: switched back to turn {edit['turn']}: the branch shown is the one before the edit, "
+        f"message for message; turn {edit['turn']} is {after[index].sibling_index + 1} of {after[index].sibling_count}"
+    )
+
+
 def main():
     if not 2 <= len(sys.argv) <= 3:
         raise SystemExit("usage: chat_client.py HOST:PORT [SCENARIO.json]")
@@ -501,6 +611,8 @@ def main():
                 ):
                     fail(f"{refusal['rpc']}: {line} ({error.details()!r}), the scenario expects {expect}")
                 print(line)
+
+            branches(stub, pb, scenario)
 
             # Not part of the transcript (stdout), which the Go client must match.
             for number, turn in enumerate(turns, start=1):

@@ -23,6 +23,12 @@
 // media type, size and the start of its SHA-256), and one file is
 // downloaded back and compared by SHA-256.
 //
+// Then a second conversation branches and comes back (branches): two turns,
+// an EditMessage of the second (a sibling turn whose branch becomes current,
+// streamed like any turn), and a SwitchBranch back to the original, after
+// which GetConversation shows exactly what it showed before the edit but for
+// the turn's siblings ("1 of 2").
+//
 //	parley-go-client 127.0.0.1:50051 tests/clients/scenario.json
 //
 // It exits non-zero with a message on the first violated expectation.
@@ -77,6 +83,7 @@ type scenario struct {
 		Turn     int    `json:"turn"`
 		AfterSeq uint64 `json:"after_seq"`
 	} `json:"resume"`
+	Branches branchPlan `json:"branches"`
 	Refusals []struct {
 		RPC     string          `json:"rpc"`
 		Request json.RawMessage `json:"request"`
@@ -105,6 +112,19 @@ type uploads struct {
 	} `json:"files"`
 	// Download names the uploaded file read back with DownloadAttachment.
 	Download string `json:"download"`
+}
+
+// branchPlan is the second conversation, which branches and comes back:
+// one Chat per message on the page, then an EditMessage of one turn (not
+// the first), then a SwitchBranch back to the original turn.
+type branchPlan struct {
+	Page     string   `json:"page"`
+	Messages []string `json:"messages"`
+	Edit     struct {
+		// Turn is the edited turn's number, from 1.
+		Turn    int    `json:"turn"`
+		Message string `json:"message"`
+	} `json:"edit"`
 }
 
 // uploaded is a file the gateway stored, with its bytes.
@@ -291,22 +311,36 @@ func expectPause(number int, p *pause, events []*gatewayv1.ChatEvent) ([]*gatewa
 	return decisions, lines
 }
 
-// chat sends one message, reads its turn to its complete and checks what a
-// UI relies on: seqs 1..n, no marker in the streamed text, a successful
-// complete that repeats it. When the scenario expects the turn to pause
-// (p), it checks the pause, submits the decisions and reads the
+// startTurn is the call that begins a turn: Chat, EditMessage or
+// RegenerateTurn, which stream the same events.
+type startTurn struct {
+	name string
+	call func(ctx context.Context) (eventStream, error)
+}
+
+// chatCall is a Chat of request.
+func chatCall(client gatewayv1.ChatGatewayClient, request *gatewayv1.ChatRequest) startTurn {
+	return startTurn{"Chat", func(ctx context.Context) (eventStream, error) {
+		return client.Chat(ctx, request)
+	}}
+}
+
+// chat sends one message (start), reads its turn to its complete and checks
+// what a UI relies on: seqs 1..n, no marker in the streamed text, a
+// successful complete that repeats it. When the scenario expects the turn to
+// pause (p), it checks the pause, submits the decisions and reads the
 // continuation, whose seqs follow the pause's. It returns the whole turn
 // and its transcript lines.
-func chat(client gatewayv1.ChatGatewayClient, s *scenario, number int, request *gatewayv1.ChatRequest, p *pause) (turn, []string) {
+func chat(client gatewayv1.ChatGatewayClient, s *scenario, number int, start startTurn, p *pause) (turn, []string) {
 	ctx, cancel := context.WithTimeout(context.Background(), callTimeout)
 	defer cancel()
-	stream, err := client.Chat(ctx, request)
+	stream, err := start.call(ctx)
 	if err != nil {
-		fail("Chat: %v", err)
+		fail("%s: %v", start.name, err)
 	}
 	events, err := receive(stream)
 	if err != nil {
-		fail("Chat stream: %v", err)
+		fail("%s stream: %v", start.name, err)
 	}
 	checkSeqs(events, 1, fmt.Sprintf("turn %d", number))
 	var lines []string
@@ -636,6 +670,156 @@ func describeRefusal(rpc string, refused *status.Status) (line, reason, domain s
 	return line, reason, domain, violations
 }
 
+// readBranch reads the current branch of a conversation (GetConversation,
+// one page): its messages and its leaf.
+func readBranch(client gatewayv1.ChatGatewayClient, conversationID string) ([]*gatewayv1.ConversationMessage, string) {
+	ctx, cancel := context.WithTimeout(context.Background(), callTimeout)
+	defer cancel()
+	page, err := client.GetConversation(ctx, &gatewayv1.GetConversationRequest{ConversationId: conversationID})
+	if err != nil {
+		fail("GetConversation: %v", err)
+	}
+	if page.NextPageToken != "" {
+		fail("conversation %s: a short branch takes more than one page", conversationID)
+	}
+	return page.Messages, page.LeafTurnId
+}
+
+// withoutSiblings are the messages with their sibling fields cleared: what
+// a branch shows but for the turns beside it.
+func withoutSiblings(messages []*gatewayv1.ConversationMessage) []*gatewayv1.ConversationMessage {
+	stripped := []*gatewayv1.ConversationMessage{}
+	for _, message := range messages {
+		copied := proto.Clone(message).(*gatewayv1.ConversationMessage)
+		copied.SiblingTurnIds, copied.SiblingIndex, copied.SiblingCount = nil, 0, 0
+		stripped = append(stripped, copied)
+	}
+	return stripped
+}
+
+// sameMessages is whether two lists of messages are equal, field for field.
+func sameMessages(a, b []*gatewayv1.ConversationMessage) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if !proto.Equal(a[i], b[i]) {
+			return false
+		}
+	}
+	return true
+}
+
+// texts are the messages' texts.
+func texts(messages []*gatewayv1.ConversationMessage) []string {
+	out := []string{}
+	for _, message := range messages {
+		out = append(out, message.Text)
+	}
+	return out
+}
+
+// branches holds a second conversation that branches and comes back: two
+// turns; then EditMessage replaces the message of the plan's turn: a new
+// turn, sibling of the original, whose branch is current (GetConversation
+// shows the edited text, the turn "2 of 2", the turns before it as they
+// were); then SwitchBranch back to the original turn: GetConversation shows
+// the messages it showed before the edit, field for field, but for the
+// turn's siblings ("1 of 2"). It prints the transcript lines.
+func branches(client gatewayv1.ChatGatewayClient, s *scenario) {
+	plan := s.Branches
+	conversationID := ""
+	var turns []turn
+	for i, message := range plan.Messages {
+		request := &gatewayv1.ChatRequest{
+			ConversationId: conversationID,
+			Message:        message,
+			Page:           &gatewayv1.PageContext{Page: plan.Page},
+		}
+		result, lines := chat(client, s, i+1, chatCall(client, request), nil)
+		conversationID = result.conversationID
+		turns = append(turns, result)
+		for _, line := range lines {
+			fmt.Printf("branches: %s\n", line)
+		}
+		fmt.Printf("branches: turn %d: text %s\n", i+1, quoted(result.text))
+	}
+	number := plan.Edit.Turn
+	if number < 2 || number > len(turns) {
+		fail("scenario: branches edit turn %d of %d (not the first: its parent is checked)", number, len(turns))
+	}
+	before, leaf := readBranch(client, conversationID)
+	expected := []string{}
+	for i, message := range plan.Messages {
+		expected = append(expected, message, turns[i].text)
+	}
+	if quoted(texts(before)) != quoted(expected) || leaf != turns[len(turns)-1].complete.TurnId {
+		fail("branches: the conversation reads %s ending at %s, sent %s", quoted(texts(before)), leaf, quoted(expected))
+	}
+
+	index := 2 * (number - 1) // the edited turn's user message
+	original := turns[number-1]
+	edited, lines := chat(client, s, number, startTurn{"EditMessage", func(ctx context.Context) (eventStream, error) {
+		return client.EditMessage(ctx, &gatewayv1.EditMessageRequest{
+			ConversationId: conversationID,
+			TurnId:         original.complete.TurnId,
+			Message:        plan.Edit.Message,
+		})
+	}}, nil)
+	for _, line := range lines {
+		fmt.Printf("branches: edit %s\n", line)
+	}
+	fmt.Printf("branches: edit turn %d: text %s\n", number, quoted(edited.text))
+	newID := edited.complete.TurnId
+	if edited.conversationID != conversationID || newID == "" || newID == original.complete.TurnId {
+		fail("branches: the edit ran turn %s of %s, not a new turn of %s", newID, edited.conversationID, conversationID)
+	}
+	if edited.text == original.text {
+		fail("branches: the edited message got the original's answer %q", edited.text)
+	}
+	shown, leaf := readBranch(client, conversationID)
+	siblings := quoted([]string{original.complete.TurnId, newID})
+	if leaf != newID || len(shown) != index+2 || !sameMessages(shown[:index], before[:index]) ||
+		quoted(texts(shown[index:])) != quoted([]string{plan.Edit.Message, edited.text}) ||
+		shown[index].TurnId != newID || shown[index+1].TurnId != newID ||
+		quoted(shown[index].SiblingTurnIds) != siblings || quoted(shown[index+1].SiblingTurnIds) != siblings ||
+		shown[index].SiblingIndex != 1 || shown[index].SiblingCount != 2 ||
+		shown[index].ParentTurnId != before[index].ParentTurnId {
+		fail("branches: after the edit the current branch ends at %s and reads %v", leaf, shown)
+	}
+	users := []string{}
+	for _, message := range shown {
+		if message.Role == gatewayv1.MessageRole_MESSAGE_ROLE_USER {
+			users = append(users, message.Text)
+		}
+	}
+	fmt.Printf("branches: edited turn %d: the branch shown has user messages %s, turn %d is %d of %d\n",
+		number, quoted(users), number, shown[index].SiblingIndex+1, shown[index].SiblingCount)
+
+	ctx, cancel := context.WithTimeout(context.Background(), callTimeout)
+	switched, err := client.SwitchBranch(ctx, &gatewayv1.SwitchBranchRequest{
+		ConversationId: conversationID,
+		TurnId:         original.complete.TurnId,
+	})
+	cancel()
+	if err != nil {
+		fail("SwitchBranch: %v", err)
+	}
+	if switched.LeafTurnId != turns[len(turns)-1].complete.TurnId {
+		fail("branches: SwitchBranch made %s the leaf, not %s", switched.LeafTurnId, turns[len(turns)-1].complete.TurnId)
+	}
+	after, leaf := readBranch(client, conversationID)
+	if leaf != switched.LeafTurnId || !sameMessages(withoutSiblings(after), withoutSiblings(before)) {
+		fail("branches: switched back, the branch reads\n%v\nbefore the edit it read\n%v", after, before)
+	}
+	if quoted(after[index].SiblingTurnIds) != siblings || quoted(after[index+1].SiblingTurnIds) != siblings ||
+		after[index].SiblingIndex != 0 || after[index].SiblingCount != 2 {
+		fail("branches: switched back, turn %d is not 1 of 2 beside the edit: %v", number, after[index])
+	}
+	fmt.Printf("branches: switched back to turn %d: the branch shown is the one before the edit, message for message; turn %d is %d of %d\n",
+		number, number, after[index].SiblingIndex+1, after[index].SiblingCount)
+}
+
 func main() {
 	if len(os.Args) != 3 {
 		fmt.Fprintln(os.Stderr, "usage: parley-go-client HOST:PORT SCENARIO.json")
@@ -675,7 +859,7 @@ func main() {
 			}
 			request.Attachments = append(request.Attachments, &gatewayv1.AttachmentRef{Id: file.attachment.Id})
 		}
-		result, lines := chat(client, &s, i+1, request, step.Pause)
+		result, lines := chat(client, &s, i+1, chatCall(client, request), step.Pause)
 		if result.conversationID == "" {
 			fail("turn %d did not say which conversation it is in", i+1)
 		}
@@ -785,6 +969,8 @@ func main() {
 		}
 		fmt.Println(line)
 	}
+
+	branches(client, &s)
 
 	paused := 0
 	for _, step := range s.Turns {
