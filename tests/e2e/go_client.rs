@@ -6,7 +6,9 @@
 //! an approval and a tool the app runs and continue with
 //! `SubmitToolDecisions` and one of which sends a PNG and a PDF uploaded in
 //! chunks to the scripted model, which echoes what it received; a download,
-//! a `ResumeTurn` replay, refused calls with their `google.rpc` details),
+//! a `ResumeTurn` replay, refused calls with their `google.rpc` details, and
+//! a second conversation edited with `EditMessage` and switched back with
+//! `SwitchBranch`),
 //! and the Python client holding the same scenario prints the same
 //! transcript.
 

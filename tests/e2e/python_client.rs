@@ -4,7 +4,8 @@
 //! `tests/clients/scenario.json` (a PNG and a PDF uploaded in chunks; five
 //! turns, two of which pause and continue with `SubmitToolDecisions` and one
 //! of which sends the files to the scripted model, which says it received
-//! each) through the gateway's published port.
+//! each; then a second conversation edited with `EditMessage` and switched
+//! back with `SwitchBranch`) through the gateway's published port.
 
 use std::{path::PathBuf, process::Command};
 

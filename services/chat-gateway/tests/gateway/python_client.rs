@@ -5,7 +5,9 @@
 //! demo): a PNG and a PDF uploaded in chunks, then five turns, two of which
 //! pause (an approval, a tool the app runs) and continue with
 //! `SubmitToolDecisions`, and one of which sends the two files to the
-//! scripted model, which says it received each.
+//! scripted model, which says it received each; then a second conversation
+//! whose second message is edited (`EditMessage`) and switched back to
+//! (`SwitchBranch`).
 //!
 //! Needs `python3` with `grpcio-tools` (scripts/setup.sh installs it). Without
 //! it the test fails under `CI=true` and prints a loud NOT RUN line elsewhere.

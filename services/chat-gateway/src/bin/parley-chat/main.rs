@@ -38,7 +38,9 @@
 //! `‹ i/n ›` where a turn has siblings and each sibling's turn id, and
 //! `/switch TURN_ID` makes the branch through a turn current and prints it
 //! (see [`branches`]). With `--conversation`, the commands are about the
-//! last turn of its current branch until a turn runs here.
+//! last turn of its current branch until a turn runs here. At the prompt,
+//! a line that fails (a mistyped command, a refused call) is said and the
+//! session goes on; given as arguments or piped in, it ends the run.
 //!
 //! `--attach FILE` (again for more) uploads files first and sends them with
 //! the first message (see [`attach`]).
@@ -221,10 +223,17 @@ async fn main() -> Result<()> {
 
     if args.messages.is_empty() {
         let stdin = std::io::stdin();
+        // At the prompt, a mistyped command or a refused call is said and
+        // the user goes on; a script (stdin not a terminal) stops at it.
+        let interactive = stdin.is_terminal();
         for line in stdin.lock().lines() {
             let line = line?;
-            if !line.trim().is_empty() {
-                session.line(line).await?;
+            if line.trim().is_empty() {
+                continue;
+            }
+            match session.line(line).await {
+                Err(error) if interactive => println!("{}\n", style.red(&format!("{error:#}"))),
+                done => done?,
             }
         }
     } else {
