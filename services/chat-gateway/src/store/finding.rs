@@ -128,8 +128,14 @@ impl Store {
         let sqlite = self.backend() == super::Backend::Sqlite;
         let mut query = Query::default();
         let owner = query.bind(owner)?;
+        // Only the current branch of a conversation that has branches: its
+        // titles, and its texts of turns on the branch up from its leaf.
+        let current = format!(
+            "AND (s.turn_id = '' \
+             OR s.conversation_id IN (SELECT id FROM conversations WHERE owner = {owner} AND current_leaf IS NULL) \
+             OR s.turn_id IN (SELECT id FROM on_branch))"
+        );
         // The best text of each of the owner's conversations that match.
-        // (A restriction to the current branch joins on `s.turn_id` here.)
         let matches = if sqlite {
             // Every term a quoted FTS5 string (terms hold no `"`; doubled
             // anyway), all of them required.
@@ -144,7 +150,7 @@ impl Store {
                  JOIN search_texts s ON s.id = i.rowid \
                  WHERE search_index MATCH {expression} \
                  AND s.conversation_id IN (SELECT id FROM conversations WHERE owner = {owner}) \
-                 GROUP BY s.conversation_id"
+                 {current} GROUP BY s.conversation_id"
             )
         } else {
             let words = query.bind(terms.join(" "))?;
@@ -153,11 +159,23 @@ impl Store {
                  FROM search_texts s, plainto_tsquery('simple', {words}) AS q (query) \
                  WHERE s.document @@ q.query \
                  AND s.conversation_id IN (SELECT id FROM conversations WHERE owner = {owner}) \
-                 GROUP BY s.conversation_id"
+                 {current} GROUP BY s.conversation_id"
             )
         };
+        // The turns on the current branches of the owner's conversations
+        // that have branches (migration 0017: a NULL parent is the turn
+        // before), each step a lookup by key as in `with_branch!`.
         query.text = format!(
-            "{SELECT_SUMMARIES}c JOIN ({matches}) m ON m.conversation_id = c.id \
+            "WITH RECURSIVE on_branch (id, parent_turn_id, turn_index, conversation_id) AS ( \
+                 SELECT t.id, t.parent_turn_id, t.turn_index, t.conversation_id \
+                 FROM conversations c JOIN turns t ON t.id = c.current_leaf \
+                 WHERE c.owner = {owner} AND c.current_leaf IS NOT NULL \
+                 UNION ALL \
+                 SELECT t.id, t.parent_turn_id, t.turn_index, t.conversation_id FROM on_branch b \
+                 JOIN turns t ON t.id = COALESCE(b.parent_turn_id, \
+                     (SELECT p.id FROM turns p WHERE p.conversation_id = b.conversation_id \
+                      AND p.turn_index = b.turn_index - 1))) \
+             {SELECT_SUMMARIES}c JOIN ({matches}) m ON m.conversation_id = c.id \
              WHERE c.owner = {owner}"
         );
         query.filter(filter, sqlite)?;

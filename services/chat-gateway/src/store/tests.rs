@@ -2023,6 +2023,27 @@ async fn branches_keep_old_turns_and_history_follows_the_current_leaf(store: Sto
         .expect("history");
     assert_eq!(turns.len(), 4);
     assert_eq!(turns[2].id, third);
+    // Search sees the current branch only: the regenerated answer is on
+    // the other one now.
+    let found = |word: &'static str| {
+        let store = store.clone();
+        async move {
+            store
+                .search(
+                    "alice",
+                    &[word.to_owned()],
+                    &crate::store::search::ListFilter::default(),
+                    10,
+                    0,
+                )
+                .await
+                .expect("search")
+                .0
+                .len()
+        }
+    };
+    assert_eq!(found("again").await, 0);
+    assert_eq!((found("three").await, found("five").await), (1, 1));
     assert_eq!(
         store
             .switch_branch("mallory", &conversation, &third)

@@ -678,3 +678,69 @@ async fn parley_chat_edits_regenerates_lists_branches_and_switches_back() {
     assert!(said.contains("no turn yet to edit"), "{said}");
     stack.stop().await;
 }
+
+#[tokio::test]
+async fn search_finds_the_words_of_the_current_branch_only() {
+    let mut stack = Harness::start(Options::default()).await;
+    let client = &mut stack.client;
+    stack.runner.push(text_reply(&["Noted."]));
+    let first = chat(
+        client,
+        chat_request("", "Plan a trip to Lisbon", "tables_list"),
+    )
+    .await;
+    let conversation = first.conversation_id();
+    stack.runner.push(text_reply(&["Here is a plan."]));
+    let second = chat(
+        client,
+        chat_request(&conversation, "Add a day in Sintra", "tables_list"),
+    )
+    .await;
+    let found =
+        |client: &mut gw::chat_gateway_client::ChatGatewayClient<tonic::transport::Channel>,
+         query: &str| {
+            let request = gw::ListConversationsRequest {
+                query: query.into(),
+                ..Default::default()
+            };
+            let mut client = client.clone();
+            async move {
+                client
+                    .list_conversations(request)
+                    .await
+                    .expect("search")
+                    .into_inner()
+                    .conversations
+                    .len()
+            }
+        };
+    assert_eq!(found(client, "Sintra").await, 1);
+    // Edited away, the old message no longer finds the conversation...
+    stack.runner.push(text_reply(&["Here is another plan."]));
+    let edited = edit(
+        client,
+        &conversation,
+        &second.complete.turn_id,
+        "Add a day in Porto",
+    )
+    .await;
+    assert!(edited.complete.success);
+    assert_eq!(found(client, "Sintra").await, 0);
+    assert_eq!(found(client, "Porto").await, 1);
+    assert_eq!(
+        found(client, "Lisbon").await,
+        1,
+        "the turn both branches share"
+    );
+    // ...until its branch is current again.
+    client
+        .switch_branch(gw::SwitchBranchRequest {
+            conversation_id: conversation.clone(),
+            turn_id: second.complete.turn_id.clone(),
+        })
+        .await
+        .expect("switch");
+    assert_eq!(found(client, "Sintra").await, 1);
+    assert_eq!(found(client, "Porto").await, 0);
+    stack.stop().await;
+}
