@@ -58,6 +58,22 @@ impl GatewayService {
 }
 
 impl GatewayService {
+    /// Runs the turn a `RegenerateTurn` or an `EditMessage` starts: a
+    /// sibling of the turn it names ([`branches::start`]), streamed like a
+    /// `Chat`.
+    async fn start_branch<T: Into<branches::BranchRequest>>(
+        &self,
+        request: Request<T>,
+    ) -> Result<Response<EventStream>, Status> {
+        let principal = principal(&request)?;
+        let admitted = self.engine.admit_turn_stream(&principal)?;
+        let deadline = validate::deadline(request.metadata(), self.engine.config().max_duration);
+        let branch = request.into_inner().into();
+        let start = branches::start(&self.engine, principal, branch, deadline).await?;
+        let stream = self.engine.start_turn(start).await?;
+        Ok(Response::new(self.held(stream, admitted)))
+    }
+
     /// A client's stream, holding its place among `turns.max_streams` and
     /// its stream lease until it ends, is dropped or stalls.
     fn held(&self, followed: Followed, permit: tokio::sync::OwnedSemaphorePermit) -> EventStream {
@@ -263,54 +279,14 @@ impl ChatGateway for GatewayService {
         &self,
         request: Request<gw::RegenerateTurnRequest>,
     ) -> Result<Response<Self::RegenerateTurnStream>, Status> {
-        let principal = principal(&request)?;
-        let admitted = self.engine.admit_turn_stream(&principal)?;
-        let deadline = validate::deadline(request.metadata(), self.engine.config().max_duration);
-        let request = request.into_inner();
-        let start = branches::start(
-            &self.engine,
-            principal,
-            branches::BranchRequest {
-                conversation_id: &request.conversation_id,
-                turn_id: &request.turn_id,
-                message: None,
-                model: &request.model,
-                request_id: request.request_id.clone(),
-                client_tools: &request.client_tools,
-                cancel_running: request.cancel_running,
-                deadline,
-            },
-        )
-        .await?;
-        let stream = self.engine.start_turn(start).await?;
-        Ok(Response::new(self.held(stream, admitted)))
+        self.start_branch(request).await
     }
 
     async fn edit_message(
         &self,
         request: Request<gw::EditMessageRequest>,
     ) -> Result<Response<Self::EditMessageStream>, Status> {
-        let principal = principal(&request)?;
-        let admitted = self.engine.admit_turn_stream(&principal)?;
-        let deadline = validate::deadline(request.metadata(), self.engine.config().max_duration);
-        let request = request.into_inner();
-        let start = branches::start(
-            &self.engine,
-            principal,
-            branches::BranchRequest {
-                conversation_id: &request.conversation_id,
-                turn_id: &request.turn_id,
-                message: Some(request.message.clone()),
-                model: &request.model,
-                request_id: request.request_id.clone(),
-                client_tools: &request.client_tools,
-                cancel_running: request.cancel_running,
-                deadline,
-            },
-        )
-        .await?;
-        let stream = self.engine.start_turn(start).await?;
-        Ok(Response::new(self.held(stream, admitted)))
+        self.start_branch(request).await
     }
 
     async fn switch_branch(

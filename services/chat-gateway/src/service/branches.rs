@@ -17,37 +17,64 @@ use crate::{
 };
 
 /// What a new branch starts from: a turn of a conversation, and what
-/// changes in its message.
-pub struct BranchRequest<'a> {
+/// changes in its message (`RegenerateTurn`, `EditMessage`).
+pub struct BranchRequest {
     /// The conversation.
-    pub conversation_id: &'a str,
+    pub conversation_id: String,
     /// The turn the new one is a sibling of.
-    pub turn_id: &'a str,
+    pub turn_id: String,
     /// The edited text; `None` regenerates (the same message).
     pub message: Option<String>,
     /// A model override (`ChatRequest.model`).
-    pub model: &'a str,
+    pub model: String,
     /// The idempotency key.
     pub request_id: String,
     /// Tools the application runs for the turn.
-    pub client_tools: &'a [gw::ClientToolDefinition],
+    pub client_tools: Vec<gw::ClientToolDefinition>,
     /// Cancel a running turn instead of refusing.
     pub cancel_running: bool,
-    /// When the turn must end.
-    pub deadline: tokio::time::Instant,
+}
+
+impl From<gw::RegenerateTurnRequest> for BranchRequest {
+    fn from(request: gw::RegenerateTurnRequest) -> Self {
+        Self {
+            conversation_id: request.conversation_id,
+            turn_id: request.turn_id,
+            message: None,
+            model: request.model,
+            request_id: request.request_id,
+            client_tools: request.client_tools,
+            cancel_running: request.cancel_running,
+        }
+    }
+}
+
+impl From<gw::EditMessageRequest> for BranchRequest {
+    fn from(request: gw::EditMessageRequest) -> Self {
+        Self {
+            conversation_id: request.conversation_id,
+            turn_id: request.turn_id,
+            message: Some(request.message),
+            model: request.model,
+            request_id: request.request_id,
+            client_tools: request.client_tools,
+            cancel_running: request.cancel_running,
+        }
+    }
 }
 
 /// The turn a regeneration or an edit runs: the chosen turn's user message
 /// (its page, schema and files; the new text for an edit) as a sibling of
-/// it. An unknown turn, or one of another conversation or caller, is
-/// `TURN_NOT_FOUND`.
+/// it, to end by `deadline`. An unknown turn, or one of another
+/// conversation or caller, is `TURN_NOT_FOUND`.
 pub async fn start(
     engine: &Engine,
     principal: Principal,
-    request: BranchRequest<'_>,
+    request: BranchRequest,
+    deadline: tokio::time::Instant,
 ) -> Result<StartTurn, GatewayError> {
-    validate::conversation_id(request.conversation_id)?;
-    validate::id(request.turn_id, "turn_id")?;
+    validate::conversation_id(&request.conversation_id)?;
+    validate::id(&request.turn_id, "turn_id")?;
     validate::id(&request.request_id, "request_id")?;
     if request.turn_id.is_empty() {
         return Err(GatewayError::invalid(
@@ -62,9 +89,9 @@ pub async fn start(
     }
     let owner = principal.owner().to_owned();
     let store = engine.store();
-    let tree = store.turn_tree(&owner, request.conversation_id).await?;
+    let tree = store.turn_tree(&owner, &request.conversation_id).await?;
     let position = tree
-        .position(request.turn_id)
+        .position(&request.turn_id)
         .ok_or(GatewayError::TurnNotFound)?;
     let parent = tree
         .parent(position)
@@ -78,22 +105,22 @@ pub async fn start(
         attachments,
         ..
     }) = store
-        .user_message(&owner, request.conversation_id, request.turn_id)
+        .user_message(&owner, &request.conversation_id, &request.turn_id)
         .await?
     else {
         return Err(GatewayError::TurnNotFound);
     };
     let resolved = Arc::new(engine.registry().resolve(&validate::page_ref(&page)));
     let model = validate::page_model(
-        request.model,
+        &request.model,
         &resolved,
         validate::tenant_models(&principal, engine.tenants()),
     )?;
-    let client_tools = validate::client_tools(request.client_tools, &resolved, config)?;
+    let client_tools = validate::client_tools(&request.client_tools, &resolved, config)?;
     let edited = request.message.is_some();
     Ok(StartTurn {
         principal,
-        conversation_id: request.conversation_id.to_owned(),
+        conversation_id: request.conversation_id,
         message: request.message.unwrap_or(text),
         page,
         resolved,
@@ -107,7 +134,7 @@ pub async fn start(
         client_tools,
         attachments,
         parent: Some(parent),
-        deadline: request.deadline,
+        deadline,
     })
 }
 

@@ -99,8 +99,32 @@ async fn start(
     create: bool,
     request: Option<&str>,
 ) -> String {
+    let (turn, begun) = begin_with(
+        store,
+        owner,
+        conversation,
+        create,
+        request,
+        &user_message("hello there"),
+        None,
+    )
+    .await;
+    assert!(matches!(begun, BeginTurn::Started { .. }), "{begun:?}");
+    turn
+}
+
+/// Begins a turn of `message` (whose parent is `parent` when it starts a
+/// branch); its id and what `begin_turn` did.
+pub(crate) async fn begin_with(
+    store: &Store,
+    owner: &str,
+    conversation: &str,
+    create: bool,
+    request: Option<&str>,
+    message: &EventBody,
+    parent: Option<&str>,
+) -> (String, BeginTurn) {
     let turn = id();
-    let message = user_message("hello there");
     let begun = store
         .begin_turn(&NewTurn {
             owner,
@@ -111,15 +135,14 @@ async fn start(
             lease_ttl_ms: lease(),
             stream_ahead: 0,
             request_id: request,
-            parent: None,
-            user_message: &message,
+            parent,
+            user_message: message,
             title: "hello there",
             admission: &Default::default(),
         })
         .await
         .expect("begin turn");
-    assert!(matches!(begun, BeginTurn::Started { .. }), "{begun:?}");
-    turn
+    (turn, begun)
 }
 
 async fn finish(store: &Store, owner: &str, conversation: &str, turn: &str, text: &str) -> bool {
@@ -1901,25 +1924,16 @@ async fn branch_turn(
     text: &str,
     answer: &str,
 ) -> (String, bool) {
-    let turn = id();
-    let message = user_message(text);
-    let begun = store
-        .begin_turn(&NewTurn {
-            owner: "alice",
-            conversation_id: conversation,
-            create: false,
-            turn_id: &turn,
-            replica: REPLICA,
-            lease_ttl_ms: lease(),
-            stream_ahead: 0,
-            request_id: None,
-            parent,
-            user_message: &message,
-            title: text,
-            admission: &Default::default(),
-        })
-        .await
-        .expect("begin");
+    let (turn, begun) = begin_with(
+        store,
+        "alice",
+        conversation,
+        false,
+        None,
+        &user_message(text),
+        parent,
+    )
+    .await;
     let BeginTurn::Started { branched, .. } = begun else {
         panic!("{begun:?}");
     };

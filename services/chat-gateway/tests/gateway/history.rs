@@ -51,6 +51,32 @@ async fn scripted_runner(
     format!("http://{addr}")
 }
 
+/// The runner's route `small`: `scripted/big` with a window of 30 000
+/// tokens and answers of 500.
+fn small_window(config: &mut agent_runner::config::RunnerConfig) {
+    config.models.routes.insert(
+        "small".into(),
+        agent_runner::routes::RouteConfig {
+            primary: "scripted/big".into(),
+            fallbacks: Vec::new(),
+            context_window: Some(30_000),
+            max_output_tokens: Some(500),
+            input: Vec::new(),
+            prices: None,
+            max_image_bytes: None,
+            max_image_edge: None,
+        },
+    );
+}
+
+/// A gateway that lets one user hold a long conversation.
+fn long_conversations(config: &mut chat_gateway::config::GatewayConfig) {
+    config.turns.per_user = Quota::UNLIMITED;
+    config.turns.per_tenant = Quota::UNLIMITED;
+    config.upstream.runner_max_request_bytes = RUNNER_MAX;
+    config.attachments.max_message_bytes = 2 * 1024 * 1024;
+}
+
 #[tokio::test]
 async fn a_conversation_far_past_its_models_window_keeps_answering_with_its_newest_turns() {
     let dir = tempfile::tempdir().expect("tempdir");
@@ -60,31 +86,12 @@ async fn a_conversation_far_past_its_models_window_keeps_answering_with_its_newe
     let runner_url = scripted_runner(
         "model = \"big\"\n[default]\nsteps = [{ echo = \"messages\" }]\n",
         dir.path(),
-        |config| {
-            config.models.routes.insert(
-                "small".into(),
-                agent_runner::routes::RouteConfig {
-                    primary: "scripted/big".into(),
-                    fallbacks: Vec::new(),
-                    context_window: Some(30_000),
-                    max_output_tokens: Some(500),
-                    input: Vec::new(),
-                    prices: None,
-                    max_image_bytes: None,
-                    max_image_edge: None,
-                },
-            );
-        },
+        small_window,
     )
     .await;
     let mut stack = Harness::start(Options {
         runner_url: Some(runner_url),
-        tweak: |config| {
-            config.turns.per_user = Quota::UNLIMITED;
-            config.turns.per_tenant = Quota::UNLIMITED;
-            config.upstream.runner_max_request_bytes = RUNNER_MAX;
-            config.attachments.max_message_bytes = 2 * 1024 * 1024;
-        },
+        tweak: long_conversations,
         ..Options::default()
     })
     .await;
@@ -147,12 +154,7 @@ async fn a_conversation_with_more_history_than_the_runner_takes_still_gets_answe
     let runner_url = runner_answering(200 * 1024, dir.path()).await;
     let mut stack = Harness::start(Options {
         runner_url: Some(runner_url),
-        tweak: |config| {
-            config.turns.per_user = Quota::UNLIMITED;
-            config.turns.per_tenant = Quota::UNLIMITED;
-            config.upstream.runner_max_request_bytes = RUNNER_MAX;
-            config.attachments.max_message_bytes = 2 * 1024 * 1024;
-        },
+        tweak: long_conversations,
         ..Options::default()
     })
     .await;
@@ -309,30 +311,13 @@ async fn a_conversation_past_its_window_keeps_a_summary_of_what_it_left_out_in_t
          [[turns.steps]]\ntext = \"SUMMARY: the user asked numbered questions about lorem ipsum.\"\n\
          [default]\nsteps = [{ echo = \"messages\" }, { text = \" | \" }, { echo = \"system_tail\" }]\n",
         dir.path(),
-        |config| {
-            config.models.routes.insert(
-                "small".into(),
-                agent_runner::routes::RouteConfig {
-                    primary: "scripted/big".into(),
-                    fallbacks: Vec::new(),
-                    context_window: Some(30_000),
-                    max_output_tokens: Some(500),
-                    input: Vec::new(),
-                    prices: None,
-                    max_image_bytes: None,
-                    max_image_edge: None,
-                },
-            );
-        },
+        small_window,
     )
     .await;
     let mut stack = Harness::start(Options {
         runner_url: Some(runner_url),
         tweak: |config| {
-            config.turns.per_user = Quota::UNLIMITED;
-            config.turns.per_tenant = Quota::UNLIMITED;
-            config.upstream.runner_max_request_bytes = RUNNER_MAX;
-            config.attachments.max_message_bytes = 2 * 1024 * 1024;
+            long_conversations(config);
             config.turns.history_strategy = chat_gateway::config::HistoryStrategy::Summarize;
         },
         ..Options::default()

@@ -514,25 +514,16 @@ pub(super) async fn migration_indexes_what_was_stored_before(url: &str) {
     assert_eq!(listed.len(), 1);
     assert!(listed[0].metadata.is_empty() && !listed[0].pinned && !listed[0].archived);
     // New turns are indexed as they are written, beside the old ones.
-    let later = id();
-    let message = user_message("and the okapi census?");
-    let begun = store
-        .begin_turn(&NewTurn {
-            owner: "dev  alice",
-            conversation_id: &conversation,
-            create: false,
-            turn_id: &later,
-            replica: REPLICA,
-            lease_ttl_ms: lease(),
-            stream_ahead: 0,
-            request_id: None,
-            parent: None,
-            user_message: &message,
-            title: "",
-            admission: &Default::default(),
-        })
-        .await
-        .expect("begin");
+    let (_later, begun) = super::begin_with(
+        &store,
+        "dev  alice",
+        &conversation,
+        false,
+        None,
+        &user_message("and the okapi census?"),
+        None,
+    )
+    .await;
     assert!(matches!(begun, BeginTurn::Started { .. }), "{begun:?}");
     assert_eq!(
         found(&store, "dev  alice", "okapi census", &filter).await,
