@@ -582,7 +582,7 @@ async fn sqlite_search_uses_the_index() {
 /// index on and a trigger that drops every `search_texts` row before it is
 /// written (the statement still runs: what is measured is the row and its
 /// index entries). Prints the median µs per write of each; run with
-/// `--ignored --nocapture` (a build's optimisation level matters: the dev
+/// `PARLEY_MEASURE=1` and `--nocapture` (a build's optimisation level matters: the dev
 /// profile compiles SQLite at -O0, so its numbers are an upper bound).
 async fn index_write_cost(store: Store, backend: &str) {
     let skip_on: &[&str] = if store.backend() == Backend::Sqlite {
@@ -616,7 +616,7 @@ async fn index_write_cost(store: Store, backend: &str) {
     let mut ddl = store.pool.acquire().await.expect("connection");
     // Per arm (indexed, not): every begin's and finish's time.
     let mut samples: [(Vec<f64>, Vec<f64>); 2] = Default::default();
-    let (rounds, turns) = (60, 10);
+    let (rounds, turns) = if full_size() { (60, 10) } else { (2, 3) };
     let mut conversations = [id(), id()];
     for round in 0..rounds {
         for (indexed, conversation) in [true, false].into_iter().zip(conversations.iter_mut()) {
@@ -630,26 +630,17 @@ async fn index_write_cost(store: Store, backend: &str) {
                 }
             }
             for n in 0..turns {
-                let turn = id();
-                let user = user_message(&message);
                 let started = std::time::Instant::now();
-                let begun = store
-                    .begin_turn(&NewTurn {
-                        owner: "alice",
-                        conversation_id: conversation,
-                        create: round == 0 && n == 0,
-                        turn_id: &turn,
-                        replica: REPLICA,
-                        lease_ttl_ms: lease(),
-                        stream_ahead: 0,
-                        request_id: None,
-                        parent: None,
-                        user_message: &user,
-                        title: "Quarterly revenue",
-                        admission: &Default::default(),
-                    })
-                    .await
-                    .expect("begin");
+                let (turn, begun) = super::begin_with(
+                    &store,
+                    "alice",
+                    conversation,
+                    round == 0 && n == 0,
+                    None,
+                    &user_message(&message),
+                    None,
+                )
+                .await;
                 let begin = started.elapsed();
                 assert!(matches!(begun, BeginTurn::Started { .. }), "{begun:?}");
                 let started = std::time::Instant::now();
@@ -703,8 +694,9 @@ async fn index_write_cost(store: Store, backend: &str) {
     );
 }
 
+/// Runs at a small size with the other tests (its code and checks); with
+/// `PARLEY_MEASURE=1` and `--nocapture`, at the size its figures are for.
 #[tokio::test]
-#[ignore = "a measurement: run with --ignored --nocapture"]
 async fn measure_index_write_cost() {
     let (store, _dir) = sqlite_store().await;
     index_write_cost(store, "sqlite").await;
@@ -749,12 +741,23 @@ async fn postgres_search_can_use_the_gin_index() {
     drop_schema(store, &schema).await;
 }
 
+/// Whether a measurement runs at the size its figures are for
+/// (`PARLEY_MEASURE=1`) rather than the small one every run of the tests
+/// uses.
+fn full_size() -> bool {
+    std::env::var_os("PARLEY_MEASURE").is_some()
+}
+
 /// What a search costs with many users' texts matching: `users` users with
 /// `conversations` conversations of `texts` texts each, every text holding
 /// the common word; one user's searches for it (all their conversations
 /// match) and for a rare word. Prints the median ms of 5.
 async fn search_cost(store: Store, backend: &str) {
-    let (users, conversations, texts) = (50, 200, 5);
+    let (users, conversations, texts): (u32, u32, u32) = if full_size() {
+        (50, 200, 5)
+    } else {
+        (3, 10, 2)
+    };
     let mut tx = store.pool.begin().await.expect("begin");
     for user in 0..users {
         for n in 0..conversations {
@@ -786,13 +789,13 @@ async fn search_cost(store: Store, backend: &str) {
         }
     }
     tx.commit().await.expect("commit");
-    for (query, expected) in [("report", 50), ("aardvark", 1)] {
+    for (query, expected) in [("report", conversations.min(50) as usize), ("aardvark", 1)] {
         let terms = query_terms(query);
         let mut times = Vec::new();
         for _ in 0..5 {
             let started = std::time::Instant::now();
             let (page, _) = store
-                .search("user-3", &terms, &ListFilter::default(), 50, 0)
+                .search("user-1", &terms, &ListFilter::default(), 50, 0)
                 .await
                 .expect("search");
             times.push(started.elapsed().as_secs_f64() * 1e3);
@@ -807,8 +810,9 @@ async fn search_cost(store: Store, backend: &str) {
     }
 }
 
+/// Runs at a small size with the other tests (its code and checks); with
+/// `PARLEY_MEASURE=1` and `--nocapture`, at the size its figures are for.
 #[tokio::test]
-#[ignore = "a measurement: run with --ignored --nocapture"]
 async fn measure_search_cost() {
     let (store, _dir) = sqlite_store().await;
     search_cost(store, "sqlite").await;
