@@ -31,4 +31,4 @@ pub mod telemetry;
 pub mod tls;
 pub mod unix;
 
-pub use serve::{ServeOptions, serve, shutdown_signal};
+pub use serve::{HttpLayer, HttpService, ServeOptions, serve, shutdown_signal};

@@ -15,8 +15,14 @@
 //! reflection) is also served on a Unix domain socket, always plaintext
 //! ([`crate::unix`]); it drains with the TCP listener and its file is
 //! removed when serving ends.
+//!
+//! A binary that also serves web clients (the gateway: gRPC-Web, Connect,
+//! plain HTTP routes) sets [`ServeOptions::accept_http1`] and
+//! [`ServeOptions::http_layer`]: the layer wraps everything above,
+//! outermost, so the telemetry and edge layers see the gRPC call it
+//! translates a web request into.
 
-use std::{future::Future, time::Duration};
+use std::{future::Future, sync::Arc, time::Duration};
 
 use tokio::net::TcpListener;
 use tokio_stream::{StreamExt, wrappers::TcpListenerStream};
@@ -26,7 +32,11 @@ use tonic_health::ServingStatus;
 use crate::telemetry::rpc::server::RpcServerLayer;
 
 /// The standard health service every binary serves.
-const HEALTH_SERVICE: &str = "grpc.health.v1.Health";
+pub const HEALTH_SERVICE: &str = "grpc.health.v1.Health";
+
+/// The descriptors of [`HEALTH_SERVICE`] (for reflection, and for web
+/// protocols that translate its calls).
+pub const HEALTH_FILE_DESCRIPTOR_SET: &[u8] = tonic_health::pb::FILE_DESCRIPTOR_SET;
 
 /// How a service is served.
 #[derive(Debug, Clone)]
@@ -47,6 +57,57 @@ pub struct ServeOptions {
     /// A Unix domain socket serving the same router as the listener, in
     /// plaintext even when the listener serves TLS.
     pub uds_listen: Option<std::path::PathBuf>,
+    /// Also accept HTTP/1.1 on the listener (and offer it in TLS's ALPN):
+    /// what browsers and Connect clients speak where HTTP/2 is not
+    /// negotiated. gRPC itself stays HTTP/2.
+    pub accept_http1: bool,
+    /// The outermost layer of every request on every listener, if any.
+    pub http_layer: Option<HttpLayer>,
+}
+
+/// Every HTTP request a listener serves, as one boxed service: what an
+/// [`HttpLayer`] wraps and returns.
+pub type HttpService = tower::util::BoxCloneSyncService<
+    http::Request<tonic::body::Body>,
+    http::Response<tonic::body::Body>,
+    tower::BoxError,
+>;
+
+/// A layer over every request the listeners serve ([`ServeOptions::http_layer`]).
+#[derive(Clone)]
+pub struct HttpLayer(Arc<dyn Fn(HttpService) -> HttpService + Send + Sync>);
+
+impl HttpLayer {
+    /// The layer that wraps the served service with `wrap`.
+    pub fn new(wrap: impl Fn(HttpService) -> HttpService + Send + Sync + 'static) -> Self {
+        Self(Arc::new(wrap))
+    }
+}
+
+impl std::fmt::Debug for HttpLayer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("HttpLayer")
+    }
+}
+
+impl<S> tower::Layer<S> for HttpLayer
+where
+    S: tower::Service<
+            http::Request<tonic::body::Body>,
+            Response = http::Response<tonic::body::Body>,
+        > + Clone
+        + Send
+        + Sync
+        + 'static,
+    S::Error: Into<tower::BoxError>,
+    S::Future: Send + 'static,
+{
+    type Service = HttpService;
+
+    fn layer(&self, inner: S) -> HttpService {
+        use tower::ServiceExt;
+        (self.0)(HttpService::new(inner.map_err(Into::into)))
+    }
 }
 
 impl ServeOptions {
@@ -60,6 +121,8 @@ impl ServeOptions {
             tls: None,
             health_listen: None,
             uds_listen: None,
+            accept_http1: false,
+            http_layer: None,
         }
     }
 
@@ -140,7 +203,7 @@ pub async fn serve(
         let builder = tonic_reflection::server::Builder::configure()
             .register_encoded_file_descriptor_set(parley_proto::FILE_DESCRIPTOR_SET)
             .register_encoded_file_descriptor_set(parley_proto::GOOGLE_RPC_FILE_DESCRIPTOR_SET)
-            .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET);
+            .register_encoded_file_descriptor_set(HEALTH_FILE_DESCRIPTOR_SET);
         opts.services
             .iter()
             .copied()
@@ -198,6 +261,13 @@ pub async fn serve(
 
     let router = Server::builder()
         .http2_keepalive_interval(Some(opts.http2_keepalive))
+        .accept_http1(opts.accept_http1)
+        .layer(tower::util::option_layer(opts.http_layer.clone()))
+        // One error type under either arm of the optional layer (tonic's
+        // routes cannot fail: their errors are statuses in responses).
+        .layer(tower::util::MapErrLayer::new(
+            |never: std::convert::Infallible| -> tower::BoxError { match never {} },
+        ))
         .layer(RpcServerLayer::new())
         .add_routes(routes);
     let mut reloader = None;
@@ -217,7 +287,11 @@ pub async fn serve(
             drained(drain_rx.clone()),
         )));
     }
-    let tcp_server: ServerFuture = match &opts.tls {
+    let tls = match opts.tls.clone() {
+        Some(tls) if opts.accept_http1 => Some(tls.with_http1()),
+        tls => tls,
+    };
+    let tcp_server: ServerFuture = match &tls {
         Some(tls) => {
             tracing::info!(
                 service = opts.name,

@@ -55,6 +55,9 @@ pub enum StartError {
     /// The store could not be opened or migrated.
     #[error(transparent)]
     Store(#[from] StoreError),
+    /// The web protocols' settings.
+    #[error("web: {0}")]
+    Web(#[from] parley_web::WebError),
 }
 
 /// A gateway ready to serve.
@@ -62,6 +65,9 @@ pub enum StartError {
 pub struct Gateway {
     engine: Arc<Engine>,
     auth: Arc<Authenticator>,
+    web: crate::config::WebConfig,
+    /// gRPC-Web, Connect and CORS in front of the listener.
+    web_layer: parley_grpc::HttpLayer,
 }
 
 impl Gateway {
@@ -73,6 +79,7 @@ impl Gateway {
         auth: Authenticator,
     ) -> Result<Self, StartError> {
         config.validate()?;
+        let web_layer = crate::web::layer(&config.web, SERVICE_NAME)?;
         let dev_remote =
             crate::auth::check_dev_exposure(auth.is_dev(), &config.auth, &config.server.listen)?;
         let client_tls = ClientTls::from_config(&config.client_tls)?;
@@ -166,6 +173,8 @@ impl Gateway {
         Ok(Self {
             engine,
             auth: Arc::new(auth),
+            web: config.web.clone(),
+            web_layer,
         })
     }
 
@@ -222,12 +231,14 @@ impl Gateway {
         &self.engine
     }
 
-    /// The authenticated ChatGateway service as routes.
+    /// The authenticated ChatGateway service as routes, with the plain
+    /// HTTP routes of [`crate::web::routes`] beside it.
     pub fn routes(&self) -> tonic::service::Routes {
-        tonic::service::Routes::new(GatewayService::authenticated(
+        let grpc = tonic::service::Routes::new(GatewayService::authenticated(
             self.engine.clone(),
             self.auth.clone(),
-        ))
+        ));
+        crate::web::routes(grpc, &self.web)
     }
 
     /// Serves with the `[server]` settings (TLS included) until `shutdown`
@@ -271,6 +282,10 @@ impl Gateway {
         let mut options = parley_grpc::ServeOptions::new("chat-gateway", vec![SERVICE_NAME])
             .configured(server)?;
         options.drain_timeout = drain + SHUTDOWN_STORE_WAIT + SHUTDOWN_FLUSH_WAIT;
+        // Browsers and Connect clients: HTTP/1.1 next to HTTP/2, and the
+        // web protocols translated to gRPC in front of everything.
+        options.accept_http1 = true;
+        options.http_layer = Some(self.web_layer.clone());
         let served = parley_grpc::serve(listener, self.routes(), options, shutdown).await;
         if let Err(error) = stopper.await {
             tracing::error!(%error, "the shutdown of running turns failed");

@@ -42,6 +42,8 @@ pub struct GatewayConfig {
     pub tenants: Tenants,
     /// `[attachments]`: the limits of uploaded files.
     pub attachments: AttachmentsConfig,
+    /// `[web]`: browsers (CORS origins, the chat page, web request limits).
+    pub web: WebConfig,
 }
 
 /// Each tenant's restrictions, by the tenant key its tokens carry.
@@ -70,6 +72,7 @@ impl Default for GatewayConfig {
             client_tls: ClientTlsConfig::default(),
             tenants: Tenants::new(),
             attachments: AttachmentsConfig::default(),
+            web: WebConfig::default(),
         }
     }
 }
@@ -404,9 +407,11 @@ impl Default for TurnConfig {
 
 pub mod attachments;
 mod auth;
+pub mod web;
 
 pub use attachments::{AttachmentStore, AttachmentsConfig, S3Config};
 pub use auth::{AdminClaim, AuthConfig, JwtAlgorithm, JwtConfig, StaticTokenConfig};
+pub use web::WebConfig;
 
 impl ServiceConfig for GatewayConfig {
     type Flags = Flags;
@@ -500,6 +505,7 @@ impl ServiceConfig for GatewayConfig {
             }
         }
         self.attachments.validate()?;
+        self.web.validate()?;
         positive_duration("auth.jwks_timeout", self.auth.jwks_timeout)?;
         positive("auth.jwks_max_bytes", self.auth.jwks_max_bytes as u64)?;
         for (index, token) in self.auth.static_tokens.iter().enumerate() {

@@ -25,3 +25,4 @@ pub mod service;
 pub mod store;
 pub(crate) mod text;
 pub mod turn;
+pub mod web;

@@ -81,7 +81,7 @@ impl ServerTls {
             }
         };
         let mut server = builder.with_cert_resolver(Arc::clone(&reloading) as _);
-        // gRPC is HTTP/2 only.
+        // gRPC is HTTP/2 only; `with_http1` adds HTTP/1.1 for web clients.
         server.alpn_protocols = vec![b"h2".to_vec()];
         Ok(Some(Self {
             acceptor: TlsAcceptor::from(Arc::new(server)),
@@ -90,6 +90,16 @@ impl ServerTls {
             handshake_timeout: config.handshake_timeout,
             mutual: config.client_ca.is_some(),
         }))
+    }
+
+    /// The same TLS, also offering HTTP/1.1 in ALPN after `h2`: for a
+    /// listener that serves browsers' and Connect clients' HTTP/1.1 next to
+    /// gRPC (see [`crate::ServeOptions::accept_http1`]).
+    pub fn with_http1(mut self) -> Self {
+        let mut config = rustls::ServerConfig::clone(self.acceptor.config());
+        config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
+        self.acceptor = TlsAcceptor::from(Arc::new(config));
+        self
     }
 
     /// Whether clients must present a certificate.

@@ -292,3 +292,24 @@ fn the_object_store_is_checked_at_start_and_takes_no_inline_secret() {
         "{error}"
     );
 }
+
+#[test]
+fn web_origins_are_named_ones_and_off_by_default() {
+    let config = GatewayConfig::default();
+    assert!(!config.web.enabled && config.web.allowed_origins.is_empty());
+    for bad in ["*", "https://app.example.com/", "app.example.com"] {
+        let error = from_toml(&format!("[web]\nallowed_origins = [\"{bad}\"]\n"))
+            .expect_err("not an origin");
+        assert!(error.to_string().contains("web.allowed_origins"), "{error}");
+    }
+    let config = from_toml(
+        "[web]\nenabled = true\nallowed_origins = [\"https://app.example.com\", \"http://localhost:3000\"]\n",
+    )
+    .expect("valid");
+    assert_eq!(config.web.allowed_origins.len(), 2);
+    let error = from_toml("[web]\nmax_request_bytes = 0\n").expect_err("zero");
+    assert!(
+        error.to_string().contains("web.max_request_bytes"),
+        "{error}"
+    );
+}
