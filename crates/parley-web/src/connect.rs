@@ -11,8 +11,10 @@
 //! carries the status and the trailers. Everything else (gRPC, gRPC-Web,
 //! other HTTP routes) passes through untouched.
 //!
-//! Not supported, and refused clearly: compressed messages (`unimplemented`,
-//! the client may retry with `identity`) and the GET form of unary calls.
+//! Requests may be gzip-compressed (as Connect clients send by default),
+//! unfolded within the same size limit; responses are not compressed.
+//! Not supported, and refused clearly: other compressions
+//! (`unimplemented`) and the GET form of unary calls.
 //! Client streams work half-duplex, as Connect over HTTP/1.1 does.
 
 mod envelope;
@@ -260,8 +262,9 @@ impl Translation {
         headers: &HeaderMap,
         body: Body,
     ) -> Result<Bytes, ConnectError> {
-        check_protocol(headers, header::CONTENT_ENCODING.as_str())?;
+        let encoding = check_protocol(headers, header::CONTENT_ENCODING.as_str())?;
         let body = self.read_body(body).await?;
+        let body = encoding.decode(body, self.limits.max_request_bytes)?;
         call.codec.to_proto(&call.method.input, body)
     }
 
@@ -348,7 +351,7 @@ impl Translation {
         body: Body,
         failed: &Arc<Mutex<Option<ConnectError>>>,
     ) -> Result<Body, ConnectError> {
-        check_protocol(headers, "connect-content-encoding")?;
+        let encoding = check_protocol(headers, "connect-content-encoding")?;
         let max = self.limits.max_request_bytes;
         if !call.method.client_streaming {
             let bytes = self.read_body(body).await?;
@@ -356,8 +359,7 @@ impl Translation {
             deframer.push(&bytes);
             let message = match deframer.next() {
                 Ok(Some((flags, message))) if !deframer.has_partial() => {
-                    check_flags(flags)?;
-                    message
+                    open(flags, message, encoding, max)?
                 }
                 Ok(_) => {
                     return Err(ConnectError::new(
@@ -375,6 +377,7 @@ impl Translation {
             deframer: Deframer::new(max),
             codec: call.codec,
             input: call.method.input.clone(),
+            encoding,
             max,
             failed: failed.clone(),
         };
@@ -388,6 +391,7 @@ struct RequestStream {
     deframer: Deframer,
     codec: Codec,
     input: prost_reflect::MessageDescriptor,
+    encoding: Encoding,
     max: usize,
     failed: Arc<Mutex<Option<ConnectError>>>,
 }
@@ -417,7 +421,7 @@ impl RequestStream {
             loop {
                 match self.deframer.next() {
                     Ok(Some((flags, message))) => {
-                        check_flags(flags)?;
+                        let message = open(flags, message, self.encoding, self.max)?;
                         let message = self.codec.to_proto(&self.input, message)?;
                         out.extend_from_slice(&envelope::encode(0, &message));
                     }
@@ -642,9 +646,49 @@ fn grpc_timeout(value: &HeaderValue) -> Result<HeaderValue, ConnectError> {
         .map_err(|_| ConnectError::new(Code::InvalidArgument, "connect-timeout-ms"))
 }
 
+/// How request messages are compressed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Encoding {
+    /// Not at all.
+    Identity,
+    /// gzip (what Connect clients send by default).
+    Gzip,
+}
+
+impl Encoding {
+    /// `message` uncompressed, at most `max` bytes of it (so a small
+    /// compressed message cannot unfold into a large one here).
+    fn decode(self, message: Bytes, max: usize) -> Result<Bytes, ConnectError> {
+        match self {
+            Encoding::Identity => Ok(message),
+            Encoding::Gzip => {
+                use std::io::Read as _;
+                let mut out = Vec::with_capacity(message.len().saturating_mul(4).min(max));
+                let limit = u64::try_from(max).unwrap_or(u64::MAX).saturating_add(1);
+                flate2::read::GzDecoder::new(&message[..])
+                    .take(limit)
+                    .read_to_end(&mut out)
+                    .map_err(|_| {
+                        ConnectError::new(
+                            Code::InvalidArgument,
+                            "a request message is not valid gzip",
+                        )
+                    })?;
+                if out.len() > max {
+                    return Err(ConnectError::new(
+                        Code::ResourceExhausted,
+                        format!("a request message is larger than {max} bytes uncompressed"),
+                    ));
+                }
+                Ok(out.into())
+            }
+        }
+    }
+}
+
 /// The version header, if sent, is 1; the message encoding, if named, is
-/// `identity` (compression is not supported).
-fn check_protocol(headers: &HeaderMap, encoding_header: &str) -> Result<(), ConnectError> {
+/// one this side reads (`identity` or `gzip`).
+fn check_protocol(headers: &HeaderMap, encoding_header: &str) -> Result<Encoding, ConnectError> {
     if let Some(version) = headers.get("connect-protocol-version")
         && version != "1"
     {
@@ -653,24 +697,25 @@ fn check_protocol(headers: &HeaderMap, encoding_header: &str) -> Result<(), Conn
             "connect-protocol-version must be 1",
         ));
     }
-    if let Some(encoding) = headers.get(encoding_header)
-        && encoding != "identity"
-    {
-        return Err(ConnectError::new(
+    match headers.get(encoding_header).map(HeaderValue::as_bytes) {
+        None | Some(b"identity") => Ok(Encoding::Identity),
+        Some(b"gzip") => Ok(Encoding::Gzip),
+        Some(_) => Err(ConnectError::new(
             Code::Unimplemented,
-            format!("{encoding_header}: compression is not supported; send identity"),
-        ));
+            format!("{encoding_header}: only gzip and identity are supported"),
+        )),
     }
-    Ok(())
 }
 
-/// A request envelope's flags: no compression, no end message.
-fn check_flags(flags: u8) -> Result<(), ConnectError> {
+/// A request envelope's message, uncompressed: flag 0 or (with a
+/// compressed stream) 0x01; never the end flag.
+fn open(flags: u8, message: Bytes, encoding: Encoding, max: usize) -> Result<Bytes, ConnectError> {
     match flags {
-        0 => Ok(()),
+        0 => Ok(message),
+        COMPRESSED if encoding == Encoding::Gzip => encoding.decode(message, max),
         COMPRESSED => Err(ConnectError::new(
-            Code::Unimplemented,
-            "compressed messages are not supported; send identity",
+            Code::InvalidArgument,
+            "a compressed message in a stream that named no compression",
         )),
         _ => Err(ConnectError::new(
             Code::InvalidArgument,

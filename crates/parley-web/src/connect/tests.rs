@@ -225,11 +225,11 @@ async fn bad_requests_are_refused_before_the_service_sees_them() {
     .await;
     assert_eq!(status, StatusCode::UNSUPPORTED_MEDIA_TYPE);
     assert_eq!(headers["accept-post"], "application/connect+json");
-    // Compression, which is not supported.
+    // A compression that is not supported.
     let mut compressed = post("/grpc.health.v1.Health/Check", "application/json", "{}");
     compressed
         .headers_mut()
-        .insert("content-encoding", HeaderValue::from_static("gzip"));
+        .insert("content-encoding", HeaderValue::from_static("br"));
     let (status, _, body) = call(&service, compressed).await;
     assert_eq!(
         (status, json_of(&body)["code"].clone()),
@@ -508,4 +508,79 @@ async fn other_requests_pass_through_untouched() {
             "{path} {content_type}"
         );
     }
+}
+
+fn gzip(bytes: &[u8]) -> Vec<u8> {
+    use std::io::Write as _;
+    let mut encoder = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+    encoder.write_all(bytes).expect("in memory");
+    encoder.finish().expect("in memory")
+}
+
+#[tokio::test]
+async fn gzip_requests_are_read_within_the_limit() {
+    let service = health().await;
+    let mut unary = post(
+        "/grpc.health.v1.Health/Check",
+        "application/json",
+        gzip(br#"{"service":"grpc.health.v1.Health"}"#),
+    );
+    unary
+        .headers_mut()
+        .insert("content-encoding", HeaderValue::from_static("gzip"));
+    let (status, _, body) = call(&service, unary).await;
+    assert_eq!(
+        (status, json_of(&body)),
+        (StatusCode::OK, json!({"status": "SERVING"}))
+    );
+    // A stream's message flagged compressed.
+    let mut stream = post(
+        "/grpc.health.v1.Health/Watch",
+        "application/connect+json",
+        envelope::encode(COMPRESSED, &gzip(b"{}")),
+    );
+    stream
+        .headers_mut()
+        .insert("connect-content-encoding", HeaderValue::from_static("gzip"));
+    let response = service.clone().oneshot(stream).await.expect("an answer");
+    let first = response
+        .into_body()
+        .frame()
+        .await
+        .expect("a frame")
+        .expect("data");
+    assert_eq!(
+        envelopes(&first.into_data().expect("data")),
+        vec![(0, json!({"status": "SERVING"}))]
+    );
+    // A small message that unfolds beyond the limit is refused.
+    let small = ConnectService::new(
+        service.inner.clone(),
+        methods(),
+        ConnectLimits {
+            max_request_bytes: 64,
+        },
+    );
+    let bomb = format!("{{\"service\":\"{}\"}}", "a".repeat(10_000));
+    let mut unary = post(
+        "/grpc.health.v1.Health/Check",
+        "application/json",
+        gzip(bomb.as_bytes()),
+    );
+    unary
+        .headers_mut()
+        .insert("content-encoding", HeaderValue::from_static("gzip"));
+    let (status, _, body) = call(&small, unary).await;
+    assert_eq!(
+        (status, json_of(&body)["code"].clone()),
+        (StatusCode::TOO_MANY_REQUESTS, json!("resource_exhausted"))
+    );
+    // Flagged compressed in a stream that named no compression.
+    let stream = post(
+        "/grpc.health.v1.Health/Watch",
+        "application/connect+json",
+        envelope::encode(COMPRESSED, &gzip(b"{}")),
+    );
+    let (_, _, body) = call(&service, stream).await;
+    assert_eq!(envelopes(&body)[0].1["error"]["code"], "invalid_argument");
 }
