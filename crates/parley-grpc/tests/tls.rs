@@ -39,6 +39,14 @@ impl Server {
         config: &ServerTlsConfig,
         health_listen: Option<std::net::SocketAddr>,
     ) -> Self {
+        Self::start_with(config, health_listen, false).await
+    }
+
+    async fn start_with(
+        config: &ServerTlsConfig,
+        health_listen: Option<std::net::SocketAddr>,
+        accept_http1: bool,
+    ) -> Self {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
             .await
             .expect("bind");
@@ -47,6 +55,7 @@ impl Server {
         options.tls = ServerTls::from_config(config).expect("TLS loads");
         options.drain_timeout = Duration::from_secs(2);
         options.health_listen = health_listen;
+        options.accept_http1 = accept_http1;
         let (stop, stopped) = oneshot::channel::<()>();
         let served = tokio::spawn(async move {
             parley_grpc::serve(
@@ -401,4 +410,72 @@ fn half_configured_tls_is_refused_with_the_key_named() {
     })
     .expect_err("refused");
     assert!(client.to_string().contains("client_tls.cert"), "{client}");
+}
+
+/// The protocol a TLS client offering only `alpn` negotiates with the
+/// server on `port`, or the handshake's failure.
+async fn negotiate(port: u16, ca: &str, alpn: &[u8]) -> Result<Vec<u8>, std::io::Error> {
+    use rustls::pki_types::{CertificateDer, ServerName, pem::PemObject};
+    let mut roots = rustls::RootCertStore::empty();
+    for cert in CertificateDer::pem_slice_iter(ca.as_bytes()) {
+        roots.add(cert.expect("a CA certificate")).expect("a root");
+    }
+    let mut config = rustls::ClientConfig::builder_with_provider(std::sync::Arc::new(
+        rustls::crypto::ring::default_provider(),
+    ))
+    .with_safe_default_protocol_versions()
+    .expect("TLS versions")
+    .with_root_certificates(roots)
+    .with_no_client_auth();
+    config.alpn_protocols = vec![alpn.to_vec()];
+    let connector = tokio_rustls::TlsConnector::from(std::sync::Arc::new(config));
+    let socket = tokio::net::TcpStream::connect(("127.0.0.1", port)).await?;
+    let name = ServerName::try_from("localhost").expect("a name");
+    let stream = connector.connect(name, socket).await?;
+    Ok(stream
+        .get_ref()
+        .1
+        .alpn_protocol()
+        .unwrap_or_default()
+        .to_vec())
+}
+
+#[tokio::test]
+async fn a_listener_that_accepts_http1_offers_it_in_alpn_and_one_that_does_not_refuses_it() {
+    let dir = TempDir::new().expect("tempdir");
+    let ca = Ca::new("server CA");
+    let (cert, key) = ca.leaf("localhost");
+    let config = ServerTlsConfig {
+        cert: Some(write(dir.path(), "cert.pem", &cert)),
+        key: Some(write(dir.path(), "key.pem", &key)),
+        ..ServerTlsConfig::default()
+    };
+    let web = Server::start_with(&config, None, true).await;
+    assert_eq!(
+        negotiate(web.port, ca.pem(), b"http/1.1")
+            .await
+            .expect("a handshake"),
+        b"http/1.1"
+    );
+    assert_eq!(
+        negotiate(web.port, ca.pem(), b"h2")
+            .await
+            .expect("a handshake"),
+        b"h2"
+    );
+    web.stop().await;
+    let grpc_only = Server::start(&config).await;
+    assert_eq!(
+        negotiate(grpc_only.port, ca.pem(), b"h2")
+            .await
+            .expect("a handshake"),
+        b"h2"
+    );
+    assert!(
+        negotiate(grpc_only.port, ca.pem(), b"http/1.1")
+            .await
+            .is_err(),
+        "a gRPC-only listener negotiated HTTP/1.1"
+    );
+    grpc_only.stop().await;
 }

@@ -213,6 +213,27 @@ mod tests {
         let trailers = String::from_utf8_lossy(&body[12..]);
         assert_eq!(body[7], 0x80);
         assert!(trailers.contains("grpc-status:0"), "{trailers}");
+        // gRPC-Web text: the same frames in base64.
+        let text = request("POST", "application/grpc-web-text")
+            .header("accept", "application/grpc-web-text")
+            .body(Body::new(Full::new(bytes::Bytes::from_static(b"AAAAAAA="))))
+            .expect("a request");
+        let answer = service.clone().oneshot(text).await.expect("an answer");
+        assert_eq!(answer.status(), StatusCode::OK);
+        assert!(
+            answer.headers()["content-type"]
+                .to_str()
+                .is_ok_and(|value| value.starts_with("application/grpc-web-text")),
+            "{:?}",
+            answer.headers()
+        );
+        let body = answer
+            .into_body()
+            .collect()
+            .await
+            .expect("a body")
+            .to_bytes();
+        assert!(body.starts_with(b"AAAAAAIIAQ"), "{body:?}");
         // Any other HTTP/1.1 request passes through (tonic-web alone would
         // refuse it with 400).
         let other = Request::get("/v1/other")
