@@ -42,6 +42,10 @@
 # stack is started by the parley-stack of this checkout's build, which is
 # built when DIR has none);
 # --tag TEXT is appended to every row's label (after a space).
+# --connect: each level also runs the gateway's Chat over the Connect
+# protocol in proto3 JSON on HTTP/1.1, as a browser's fetch sends it (rows
+# labelled parley-connect): its gateway CPU per turn against the gRPC row's
+# is what the web translation costs.
 # --pod-workers: the three services run on one thread each
 # (TOKIO_WORKER_THREADS=1: tokio's current-thread scheduler, see
 # parley_grpc::runtime), as in their Kubernetes pods, whose CPU limits
@@ -68,6 +72,7 @@ parsing=sidecar
 bin=
 tag=
 pod_workers=false
+connect=false
 database_url=
 peers=()
 while (($#)); do
@@ -85,11 +90,12 @@ while (($#)); do
         --check) check=true; shift ;;
         --parser-uds) parser_uds=true; shift ;;
         --pod-workers) pod_workers=true; shift ;;
+        --connect) connect=true; shift ;;
         --database-url) database_url=$2; shift 2 ;;
         --parsing) parsing=$2; shift 2 ;;
         --bin) bin=$2; shift 2 ;;
         --tag) tag=$2; shift 2 ;;
-        -h | --help) sed -n '2,52p' "$0"; exit 0 ;;
+        -h | --help) sed -n '2,55p' "$0"; exit 0 ;;
         *) echo "load: unknown argument $1 (see --help)" >&2; exit 2 ;;
     esac
 done
@@ -233,6 +239,11 @@ for streams in $levels; do
     run --label "$parley_label" --target gateway --url "http://$gateway" --streams "$streams" \
         --pid "gateway=$gateway_pid" --pid "runner=$runner_pid" --pid "parser=$parser_pid" \
         --pid "mock=$mock_pid"
+    if $connect; then
+        run --label parley-connect --target connect --url "http://$gateway" --streams "$streams" \
+            --pid "gateway=$gateway_pid" --pid "runner=$runner_pid" --pid "parser=$parser_pid" \
+            --pid "mock=$mock_pid"
+    fi
     if ((excess > 0)); then
         run --label excess --target gateway --url "http://$gateway" --streams "$excess" \
             --interval 50ms --backoff 50ms --stagger 50ms &

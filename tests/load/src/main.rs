@@ -75,6 +75,9 @@ struct MockArgs {
 enum Kind {
     /// `parley.gateway.v1.ChatGateway/Chat`.
     Gateway,
+    /// The same `Chat` over the Connect protocol in proto3 JSON, on
+    /// HTTP/1.1, as a browser's `fetch` sends it.
+    Connect,
     /// `parley.runner.v1.AgentRunner/Run`.
     Runner,
     /// An OpenAI-compatible `POST …/chat/completions`, streamed.
@@ -194,7 +197,7 @@ async fn main() -> anyhow::Result<()> {
 async fn targets(args: &RunArgs) -> anyhow::Result<Vec<Target>> {
     // HTTP/1.1 streams each need a connection: one pooled client serves all.
     let connections = match args.target {
-        Kind::Openai => 1,
+        Kind::Openai | Kind::Connect => 1,
         _ => args
             .connections
             .unwrap_or(args.streams.div_ceil(100))
@@ -213,6 +216,15 @@ async fn targets(args: &RunArgs) -> anyhow::Result<Vec<Target>> {
                     .context("the token is not valid in a header")?,
                 page: args.page.clone(),
                 message: args.message.clone(),
+            },
+            Kind::Connect => Target::Connect {
+                http: target::http_client(args.streams)?,
+                url: format!(
+                    "{}/parley.gateway.v1.ChatGateway/Chat",
+                    args.url.trim_end_matches('/')
+                ),
+                body: target::connect_body(&args.page, &args.message),
+                token: args.token.clone(),
             },
             Kind::Runner => Target::Runner {
                 client: AgentRunnerClient::new(target::channel(&args.url).await?),

@@ -65,6 +65,14 @@ pub enum Target {
         model: ModelRef,
         message: String,
     },
+    /// The chat-gateway's `Chat` over Connect with proto3 JSON, each turn
+    /// in a new conversation.
+    Connect {
+        http: reqwest::Client,
+        url: String,
+        body: Bytes,
+        token: Option<String>,
+    },
     /// An OpenAI-compatible chat completions endpoint, streaming.
     OpenAi {
         http: reqwest::Client,
@@ -102,6 +110,21 @@ pub fn openai_body(model: &str, message: &str) -> Bytes {
         "messages": [{"role": "user", "content": message}],
     });
     Bytes::from(body.to_string())
+}
+
+/// A Connect `Chat` request: the `ChatRequest` in proto3 JSON, in its
+/// envelope (a flags byte, a 4-byte big-endian length).
+pub fn connect_body(page: &str, message: &str) -> Bytes {
+    let mut request = serde_json::json!({ "message": message });
+    if !page.is_empty() {
+        request["page"] = serde_json::json!({ "page": page });
+    }
+    let json = request.to_string().into_bytes();
+    let mut body = Vec::with_capacity(5 + json.len());
+    body.push(0);
+    body.extend_from_slice(&u32::try_from(json.len()).unwrap_or(u32::MAX).to_be_bytes());
+    body.extend_from_slice(&json);
+    Bytes::from(body)
 }
 
 impl Target {
@@ -173,6 +196,40 @@ impl Target {
                     _ => Seen::Other,
                 })
                 .await
+            }
+            Self::Connect {
+                http,
+                url,
+                body,
+                token,
+            } => {
+                let mut request = http
+                    .post(url)
+                    .header("content-type", "application/connect+json")
+                    .header("connect-protocol-version", "1")
+                    .body(body.clone());
+                if let Some(token) = token {
+                    request = request.bearer_auth(token);
+                }
+                let response = request
+                    .send()
+                    .await
+                    .map_err(|_| TurnError("transport".into()))?;
+                if !response.status().is_success() {
+                    return Err(TurnError(format!("http {}", response.status().as_u16())));
+                }
+                let mut timing = Timing::new();
+                let mut envelopes = Envelopes::default();
+                let mut body = response.bytes_stream();
+                while let Some(chunk) = body.next().await {
+                    let chunk = chunk.map_err(|_| TurnError("transport".into()))?;
+                    for seen in envelopes.push(&chunk) {
+                        if let Some(outcome) = timing.see(start, seen) {
+                            return outcome;
+                        }
+                    }
+                }
+                Err(TurnError("the stream ended before complete".into()))
             }
             Self::OpenAi {
                 http,
@@ -307,6 +364,49 @@ impl SseLines {
     }
 }
 
+/// Splits a Connect stream into its envelopes, each seen as text (a
+/// `textDelta` event), the end (`complete`), a failure (an `error` event,
+/// or the end message's error) or other; an envelope cut between two
+/// network reads is kept until it is whole.
+#[derive(Debug, Default)]
+struct Envelopes {
+    pending: Vec<u8>,
+}
+
+impl Envelopes {
+    fn push(&mut self, bytes: &[u8]) -> Vec<Seen> {
+        self.pending.extend_from_slice(bytes);
+        let mut events = Vec::new();
+        let mut consumed = 0;
+        while let Some(prefix) = self.pending.get(consumed..consumed + 5) {
+            let length = u32::from_be_bytes([prefix[1], prefix[2], prefix[3], prefix[4]]) as usize;
+            let flags = prefix[0];
+            let Some(message) = self.pending.get(consumed + 5..consumed + 5 + length) else {
+                break;
+            };
+            let event = serde_json::from_slice::<serde_json::Value>(message).unwrap_or_default();
+            consumed += 5 + length;
+            events.push(if flags & 0x02 != 0 {
+                let code = event.pointer("/error/code").and_then(|code| code.as_str());
+                Seen::Failed(format!(
+                    "connect/{}",
+                    code.unwrap_or("ended before complete")
+                ))
+            } else if event.get("textDelta").is_some() {
+                Seen::Text
+            } else if event.get("complete").is_some() {
+                Seen::End
+            } else if let Some(reason) = event.pointer("/error/reason") {
+                Seen::Failed(format!("turn/{}", reason.as_str().unwrap_or_default()))
+            } else {
+                Seen::Other
+            });
+        }
+        self.pending.drain(..consumed);
+        events
+    }
+}
+
 /// Whether a chunk's first choice carries text.
 fn has_content(data: &[u8]) -> bool {
     let Ok(chunk) = serde_json::from_slice::<serde_json::Value>(data) else {
@@ -321,6 +421,35 @@ fn has_content(data: &[u8]) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn connect_envelopes_cut_anywhere_give_the_same_events() {
+        let mut stream = Vec::new();
+        for (flags, message) in [
+            (
+                0u8,
+                r#"{"seq":"1","status":{"phase":"TURN_PHASE_STARTED"}}"#,
+            ),
+            (0, r#"{"seq":"2","textDelta":"Hi"}"#),
+            (0, r#"{"seq":"3","complete":{"success":true}}"#),
+            (2, "{}"),
+        ] {
+            stream.push(flags);
+            stream.extend_from_slice(&(message.len() as u32).to_be_bytes());
+            stream.extend_from_slice(message.as_bytes());
+        }
+        let whole = Envelopes::default().push(&stream);
+        assert_eq!(whole[..3], [Seen::Other, Seen::Text, Seen::End]);
+        for cut in 1..stream.len() {
+            let mut envelopes = Envelopes::default();
+            let mut events = envelopes.push(&stream[..cut]);
+            events.extend(envelopes.push(&stream[cut..]));
+            assert_eq!(events, whole, "cut at {cut}");
+        }
+        let failed = Envelopes::default()
+            .push(b"\x02\x00\x00\x00\x20{\"error\":{\"code\":\"unavailable\"}}x");
+        assert_eq!(failed, [Seen::Failed("connect/unavailable".into())]);
+    }
 
     #[test]
     fn sse_lines_cut_anywhere_give_the_same_events() {
