@@ -4,12 +4,16 @@
 # and started by scripts/postgres.sh when none is configured) and the
 # end-to-end tests of tests/e2e, which run the images that
 # scripts/images.sh builds here, and the generated Go and Python clients
-# (tests/clients; scripts/go.sh installs Go from Debian packages).
+# (tests/clients; scripts/go.sh installs Go from Debian packages), and the
+# chat page of web/ in headless Chromium (tests/browser; scripts/browser.sh
+# installs Chromium, its driver and selenium).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
 # The Go client of tests/clients/go: Go and its gRPC libraries from Debian.
 bash scripts/go.sh
+# The browser test of tests/browser: chromium, chromium-driver, selenium.
+bash scripts/browser.sh
 # libfaketime, for the test of a gateway replica whose clock runs ahead
 # (chat-gateway's leases tests), from Debian packages.
 if ! ls /usr/lib/*/faketime/libfaketime.so.1 >/dev/null 2>&1 && [ "$(id -u)" -eq 0 ] \
