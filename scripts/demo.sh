@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Starts the whole Parley stack on embedded defaults — payload-parser,
 # agent-runner (scripted model, demo script) and chat-gateway (SQLite, example
-# pages, dev auth) on localhost — and streams a demo conversation through the
-# gateway with parley-chat.
+# pages, dev auth, the chat page of web/ at http://127.0.0.1:50051/ui/) on
+# localhost — and streams a demo conversation through the gateway with
+# parley-chat.
 #
 #   scripts/demo.sh          run the demo, then keep the stack up until Ctrl-C
 #   scripts/demo.sh --once   run the demo and the documented commands that
@@ -29,7 +30,11 @@ while (($#)); do
 done
 
 bash scripts/setup.sh
+# The gateway serves the chat page of web/ (`[web] enabled = true`); a
+# release's binaries given with --bin may predate the setting.
+gateway_env=()
 if [[ -z "$bin" ]]; then
+    gateway_env=(PARLEY_WEB__ENABLED=true)
     echo "demo: building the three services (first build takes a few minutes)" >&2
     cargo build --quiet -p payload-parser -p agent-runner -p chat-gateway -p parley-testkit --bins
     bin=target/debug
@@ -72,7 +77,7 @@ export RUST_LOG="${RUST_LOG:-info}"
     --service runner --wait health:127.0.0.1:50052 -- \
     env PARLEY_TOOLS__REGISTRY=deploy/config/registry.yaml "$bin/agent-runner" --log-format text --end \
     --service gateway --wait health:127.0.0.1:50051 -- \
-    "$bin/chat-gateway" --log-format text --dev-auth --database-url "sqlite://$state/parley.db?mode=rwc" --end \
+    env "${gateway_env[@]}" "$bin/chat-gateway" --log-format text --dev-auth --database-url "sqlite://$state/parley.db?mode=rwc" --end \
     >"$state/stack.out" &
 pids+=($!)
 until grep -qx ready "$state/stack.out" 2>/dev/null; do
@@ -83,6 +88,9 @@ until grep -qx ready "$state/stack.out" 2>/dev/null; do
     sleep 0.1
 done
 echo "demo: stack is up (logs in $state until it stops)" >&2
+if ((${#gateway_env[@]})); then
+    echo "demo: the chat page is at http://127.0.0.1:50051/ui/" >&2
+fi
 echo >&2
 
 "$bin/parley-chat" --page tables_list \
@@ -110,7 +118,7 @@ elif $once; then
     python3 scripts/doc_commands.py --run
 else
     echo >&2
-    echo "demo: the stack keeps running: try 'target/debug/parley-chat' or grpcurl (see README). Ctrl-C stops it." >&2
+    echo "demo: the stack keeps running: open http://127.0.0.1:50051/ui/ in a browser, or try 'target/debug/parley-chat' or grpcurl (see README). Ctrl-C stops it." >&2
     # Ctrl-C is how this ends: a clean stop, not a failure.
     trap 'exit 0' INT TERM
     wait
