@@ -4,9 +4,10 @@ scripted demo model, the demo registry, dev auth, `web.enabled = true`).
 
     python3 tests/browser/chat_page.py GATEWAY_URL ARTIFACT_DIR
 
-It sends a message and sees the answer stream in (more than one paint of
-the answer before the turn completes, counted by a MutationObserver), a
-proposal card form and get accepted (the next turn's answer shows the model
+It takes a token from the URL fragment, sends a message and sees the
+answer stream in (more than one paint of the answer before the turn
+completes, counted by a MutationObserver), a proposal card form and get
+accepted (the next turn's answer shows the model
 was told), a chip send its value, an approval prompt and a client tool
 continue their turns, a reload in the middle of a turn resume it to its
 end, and a refused request show its reason. Screenshots go to
@@ -88,8 +89,8 @@ class Page:
         self.driver.save_screenshot(str(path))
         print(f"screenshot: {path}")
 
-    def open(self):
-        self.driver.get(self.url)
+    def open(self, fragment=""):
+        self.driver.get(self.url + fragment)
         self.wait("the page to start", lambda: self.js("return document.body.dataset.ready") == "true")
 
     def set_field(self, css, value):
@@ -127,6 +128,14 @@ def check(condition, message):
     if not condition:
         raise AssertionError(message)
     print(f"ok: {message}")
+
+
+def token_from_the_fragment(page):
+    # Dev auth takes any token; the page sends it with every call from now on.
+    page.open("#token=browser-test-token")
+    check(page.js("return sessionStorage.getItem('parley.token')") == "browser-test-token",
+          "the token of the URL fragment is kept in sessionStorage")
+    check(page.js("return location.hash") == "", "and taken out of the address bar")
 
 
 def streamed_answer_and_accepted_card(page):
@@ -213,9 +222,10 @@ def reload_mid_turn(page):
     check(running and '"seq"' in running, f"the running turn is remembered ({running})")
     page.driver.refresh()
     page.wait("the page to start again", lambda: page.js("return document.body.dataset.ready") == "true")
-    page.wait("the resumed turn", lambda: page.last_turn_state() == "streaming")
+    page.wait("the resumed turn", lambda: page.find(".turn.assistant[data-resumed]"))
     page.screenshot("resumed")
     turn = page.wait_turn_end()
+    check(turn.get_attribute("data-resumed") == "true", "the page followed the turn with ResumeTurn")
     check(turn.find_element(By.CSS_SELECTOR, ".answer").text ==
           "This answer comes in two parts. The first part streams now, and the second part arrives "
           "after a pause, once the page has been reloaded.",
@@ -241,7 +251,7 @@ def main():
     artifacts.mkdir(parents=True, exist_ok=True)
     page = Page(base_url, artifacts)
     try:
-        page.open()
+        token_from_the_fragment(page)
         streamed_answer_and_accepted_card(page)
         chip_sends_its_value(page)
         approval_and_client_tool(page)

@@ -182,6 +182,7 @@ async function openConversation(id, running = null) {
     const view = new TurnView(handlers);
     view.conversationId = id;
     view.turnId = follow;
+    view.element.dataset.resumed = "true";
     ui.log.append(view.element);
     await followTurn(view, (signal) =>
       client.stream("ResumeTurn", { conversationId: id, turnId: follow, afterSeq: "0" }, { signal }));

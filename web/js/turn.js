@@ -28,9 +28,9 @@ const stateName = (state) => String(state ?? "TURN_STATE_COMPLETED").replace(/^T
  * What a turn view asks of the app.
  * @typedef {object} TurnHandlers
  * @property {(value: string) => void} chip A suggested value was clicked.
- * @property {(action: object) => void} action A suggested action was clicked.
- * @property {(decisions: object[]) => void} decisions Every pending call is decided.
- * @property {(decision: string) => Promise<void>} payloadDecision Records Accept / Dismiss.
+ * @property {(view: TurnView, action: object) => void} action A suggested action was clicked.
+ * @property {(view: TurnView, decisions: object[]) => void} decisions Every pending call is decided.
+ * @property {(view: TurnView, decision: string) => Promise<void>} payloadDecision Records Accept / Dismiss.
  */
 
 export class TurnView {
@@ -231,7 +231,7 @@ export class TurnView {
     if (message.reasoning) view.appendReasoning(message.reasoning);
     for (const tool of message.toolHistory ?? []) {
       view.onToolStart({ callId: tool.callId, name: tool.name, input: tool.input });
-      view.onToolComplete({ ...tool, result_text: tool.output });
+      view.onToolComplete(tool);
     }
     if (message.error) view.showError(message.error);
     view.finish({
