@@ -4,15 +4,14 @@ scripted demo model, the demo registry, dev auth, `web.enabled = true`).
 
     python3 tests/browser/chat_page.py GATEWAY_URL ARTIFACT_DIR
 
-It takes a token from the URL fragment, sends a message and sees the
-answer stream in (more than one paint of the answer before the turn
-completes, counted by a MutationObserver), a proposal card form and get
-accepted (the next turn's answer shows the model
-was told), a chip send its value, an approval prompt and a client tool
-continue their turns, a reload in the middle of a turn resume it to its
-end, and a refused request show its reason. Screenshots go to
-ARTIFACT_DIR. Every wait is bounded; a failed step prints what the page
-showed and fails the run.
+It takes a token from the URL fragment, sends a message and sees the answer
+stream in (more than one paint of the answer before the turn completes,
+counted by a MutationObserver), a proposal card form and get accepted (the
+next turn's answer shows the model was told), a chip send its value, an
+approval prompt and a client tool continue their turns, a reload in the
+middle of a turn resume it to its end, Stop cancel a turn, and a refused
+request show its reason. Screenshots go to ARTIFACT_DIR. Every wait is
+bounded; a failed step prints what the page showed and fails the run.
 """
 
 import os
@@ -234,6 +233,17 @@ def reload_mid_turn(page):
     check(page.text(".turn.user").count("Answer slowly, please") == 1, "the user message is shown once")
 
 
+def stop_cancels_the_turn(page):
+    page.send("Answer slowly, once more")
+    page.wait("the first part",
+              lambda: "first part" in page.turns()[-1].find_element(By.CSS_SELECTOR, ".answer").text)
+    page.find("#stop")[0].click()
+    turn = page.wait_turn_end(("cancelled",))
+    check("first part" in turn.find_element(By.CSS_SELECTOR, ".answer").text,
+          "Stop cancels the turn and keeps its partial answer")
+    check(page.js("return sessionStorage.getItem('parley.running')") is None, "the cancelled turn is forgotten")
+
+
 def refused_request_shows_its_reason(page):
     page.set_field("#model", "no-such-model")
     page.send("Hello")
@@ -256,6 +266,7 @@ def main():
         chip_sends_its_value(page)
         approval_and_client_tool(page)
         reload_mid_turn(page)
+        stop_cancels_the_turn(page)
         refused_request_shows_its_reason(page)
     finally:
         page.close()

@@ -4,7 +4,7 @@
 //! (`PARLEY_WEB__ENABLED=true`), and `tests/browser/chat_page.py` driving
 //! headless Chromium with Selenium through it: streamed text, a card that
 //! forms and is accepted, chips, an approval and a client tool, a reload in
-//! the middle of a turn, a refused request. The scripted model plays
+//! the middle of a turn, Stop, a refused request. The scripted model plays
 //! `deploy/config/demo-script.toml` with `tests/browser/slow-turn.toml`
 //! appended (a turn slow enough to reload the page in).
 //!
