@@ -9,9 +9,10 @@ stream in (more than one paint of the answer before the turn completes,
 counted by a MutationObserver), a proposal card form and get accepted (the
 next turn's answer shows the model was told), a chip send its value, an
 approval prompt and a client tool continue their turns, a reload in the
-middle of a turn resume it to its end, Stop cancel a turn, and a refused
-request show its reason. Screenshots go to ARTIFACT_DIR. Every wait is
-bounded; a failed step prints what the page showed and fails the run.
+middle of a turn resume it to its end, Stop cancel a turn, a listed
+conversation read back with its accepted card, and a refused request show
+its reason. Screenshots go to ARTIFACT_DIR. Every wait is bounded; a failed
+step prints what the page showed and fails the run.
 """
 
 import os
@@ -19,7 +20,7 @@ import sys
 from pathlib import Path
 
 from selenium import webdriver
-from selenium.common.exceptions import TimeoutException
+from selenium.common.exceptions import StaleElementReferenceException, TimeoutException
 from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.common.by import By
 from selenium.webdriver.support.ui import WebDriverWait
@@ -67,7 +68,10 @@ class Page:
 
     def wait(self, what, condition, timeout=WAIT):
         try:
-            return WebDriverWait(self.driver, timeout, poll_frequency=0.05).until(lambda _: condition())
+            # The page redraws parts of itself (the conversation list after
+            # each turn): an element found a moment ago may be gone.
+            return WebDriverWait(self.driver, timeout, poll_frequency=0.05,
+                                 ignored_exceptions=[StaleElementReferenceException]).until(lambda _: condition())
         except TimeoutException:
             self.screenshot("failure")
             logs = "\n".join(str(entry) for entry in self.driver.get_log("browser"))
@@ -78,7 +82,7 @@ class Page:
         return self.driver.find_elements(By.CSS_SELECTOR, css)
 
     def text(self, css):
-        return "\n".join(element.text for element in self.find(css))
+        return self.js("return [...document.querySelectorAll(arguments[0])].map((e) => e.innerText).join('\\n')", css)
 
     def js(self, script, *args):
         return self.driver.execute_script(script, *args)
@@ -244,6 +248,20 @@ def stop_cancels_the_turn(page):
     check(page.js("return sessionStorage.getItem('parley.running')") is None, "the cancelled turn is forgotten")
 
 
+def a_listed_conversation_reads_back(page):
+    # Clicked in the page: the list is redrawn after every turn.
+    page.wait("the conversation in the list", lambda: page.js(
+        "const b = [...document.querySelectorAll('#conversations button')]"
+        ".find((b) => b.textContent.toLowerCase().includes('job tracker'));"
+        "if (b) b.click(); return Boolean(b);"))
+    page.wait("the stored conversation", lambda: "create a job tracker" in page.text(".turn.user").lower())
+    page.wait("its stored card", lambda: page.find(".card[data-state=accepted]"))
+    card = page.find(".card[data-state=accepted]")[0]
+    check("Job Applications" in card.text, "a listed conversation reads back with its card, accepted")
+    chips = page.find(".turn.assistant")[-1].find_elements(By.CSS_SELECTOR, ".chip")
+    check([chip.text for chip in chips][:1] == ["Create a job tracker"], "its last answer keeps its chips")
+
+
 def refused_request_shows_its_reason(page):
     page.set_field("#model", "no-such-model")
     page.send("Hello")
@@ -267,6 +285,7 @@ def main():
         approval_and_client_tool(page)
         reload_mid_turn(page)
         stop_cancels_the_turn(page)
+        a_listed_conversation_reads_back(page)
         refused_request_shows_its_reason(page)
     finally:
         page.close()

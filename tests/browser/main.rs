@@ -4,9 +4,10 @@
 //! (`PARLEY_WEB__ENABLED=true`), and `tests/browser/chat_page.py` driving
 //! headless Chromium with Selenium through it: streamed text, a card that
 //! forms and is accepted, chips, an approval and a client tool, a reload in
-//! the middle of a turn, Stop, a refused request. The scripted model plays
-//! `deploy/config/demo-script.toml` with `tests/browser/slow-turn.toml`
-//! appended (a turn slow enough to reload the page in).
+//! the middle of a turn, Stop, the conversation list, a refused request.
+//! The scripted model plays `deploy/config/demo-script.toml` with
+//! `tests/browser/slow-turn.toml` appended (a turn slow enough to reload
+//! the page in).
 //!
 //! Screenshots go to `target/browser-artifacts/` (or
 //! `$PARLEY_BROWSER_ARTIFACTS`). Chromium, chromium-driver and selenium
