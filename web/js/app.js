@@ -99,6 +99,13 @@ function rememberPage() {
   session.page = { page: ui.page.value, tab: ui.tab.value, state: ui.state.value, model: ui.model.value };
 }
 
+/** A tool of `DescribePage`, with how it runs. */
+function toolLabel(tool) {
+  if (tool.needsApproval) return `${tool.name} (asks approval)`;
+  if (tool.runsOnClient) return `${tool.name} (the app runs it)`;
+  return tool.name;
+}
+
 /** Shows what the page resolves to (`DescribePage`). */
 async function describePage() {
   rememberPage();
@@ -109,7 +116,7 @@ async function describePage() {
     ui.pageInfo.replaceChildren(h("p", {},
       h("strong", {}, page.knownPage ? "A page of the registry" : "Not in the registry (global settings only)"),
       ` · proposals: ${names(page.payloadTypes, (p) => p.name)}`,
-      ` · tools: ${names(page.tools, (t) => `${t.name}${t.needsApproval ? " (asks approval)" : ""}${t.runsOnClient ? " (the app runs it)" : ""}`)}`,
+      ` · tools: ${names(page.tools, toolLabel)}`,
       ` · actions: ${names(page.clientActions, (a) => a.action)}`,
       ` · model: ${page.model || "the runner's default"}`));
     ui.models.replaceChildren(...(page.modelsAllowed ?? []).map((m) => h("option", { value: m })));
@@ -217,7 +224,9 @@ async function followTurn(view, open, { title = "", refused = null } = {}) {
           if (title) ui.title.textContent = title;
         }
         if (view.turnId) {
-          session.running = event.complete ? null : { conversationId: view.conversationId, turnId: view.turnId, seq: view.seq };
+          session.running = event.complete
+            ? null
+            : { conversationId: view.conversationId, turnId: view.turnId, seq: view.seq };
         }
         scrollToEnd();
       }
@@ -229,8 +238,9 @@ async function followTurn(view, open, { title = "", refused = null } = {}) {
         if (!view.turnId && !view.answerText.length) {
           view.element.remove();
           refused?.();
+        } else if (view.state === "streaming") {
+          view.state = "failed";
         }
-        else if (view.state === "streaming") view.state = "failed";
         // A turn that cannot be followed any more is not resumed on reload.
         if (!RESUMABLE.has(error.code)) session.running = null;
         showRefusal(error, view.turnId ? "The turn's stream was" : "The message was");
@@ -305,7 +315,8 @@ const handlers = {
   action: async (view, action) => {
     if (streaming) return;
     if (action.handler !== "ACTION_HANDLER_SERVER") {
-      ui.log.append(h("p.note", {}, `“${action.label || action.action}” is an action the app runs (${action.action}); this page only shows it.`));
+      const label = action.label || action.action;
+      ui.log.append(h("p.note", {}, `“${label}” is an action the app runs (${action.action}); this page only shows it.`));
       scrollToEnd();
       return;
     }

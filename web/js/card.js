@@ -91,7 +91,8 @@ export class PayloadCards {
       existing?.element.remove();
       this.cards.delete(key);
       if (event.diagnostic) {
-        this.container.append(h("p.note", {}, `A ${typeLabel(event.type).toLowerCase()} was dropped: ${event.diagnostic.reason ?? event.diagnostic.kind ?? "invalid"}`));
+        const why = event.diagnostic.reason ?? event.diagnostic.kind ?? "invalid";
+        this.container.append(h("p.note", {}, `A ${typeLabel(event.type).toLowerCase()} was dropped: ${why}`));
       }
       return;
     }

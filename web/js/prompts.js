@@ -24,13 +24,14 @@ export class PendingCalls {
   approval(request) {
     if (this.calls.has(request.callId)) return;
     const reason = h("input", { type: "text", name: "reason", placeholder: "Why not? (optional, told to the model)" });
+    const reject = () => this.decide(request.callId, { reject: { reason: reason.value.trim() } }, "rejected");
     const form = h("form.prompt", { "aria-label": `Approve ${request.tool}` },
       h("p", {}, h("strong", {}, "Approval needed: "), request.summary || `${request.tool}(${compactJson(request.arguments)})`),
       h("div.row",
         {},
         h("button.primary", { type: "button", onclick: () => this.decide(request.callId, { approve: {} }, "approved") }, "Approve"),
         h("label", {}, h("span.visually-hidden", {}, "Reason to reject"), reason),
-        h("button", { type: "button", onclick: () => this.decide(request.callId, { reject: { reason: reason.value.trim() } }, "rejected") }, "Reject"),
+        h("button", { type: "button", onclick: reject }, "Reject"),
       ),
     );
     this.add(request.callId, form);
@@ -57,13 +58,14 @@ export class PendingCalls {
       }
       this.decide(call.callId, { result: { output: value } }, "answered");
     };
+    const fail = () => this.decide(call.callId, { result: { error: "the user did not answer" } }, "failed");
     const form = h("form.prompt", { "aria-label": `Answer ${call.tool}` },
       h("p", {}, h("strong", {}, "The app runs a tool: "), `${call.tool}(${compactJson(call.arguments)})`),
       h("label", {}, "Its result (a JSON object)", output),
       problem,
       h("div.row", {},
         h("button.primary", { type: "button", onclick: send }, "Send result"),
-        h("button", { type: "button", onclick: () => this.decide(call.callId, { result: { error: "the user did not answer" } }, "failed") }, "Report failure"),
+        h("button", { type: "button", onclick: fail }, "Report failure"),
       ),
     );
     this.add(call.callId, form);

@@ -173,7 +173,8 @@ export class TurnView {
       this.suggestions.querySelector(".chips")?.remove();
       if (values.length) {
         this.suggestions.prepend(h("div.chips", {}, ...values.map((v) =>
-          h("button.chip", { type: "button", title: v.value, onclick: () => this.handlers.chip(v.value || v.label) }, v.label || v.value))));
+          h("button.chip", { type: "button", title: v.value, onclick: () => this.handlers.chip(v.value || v.label) },
+            v.label || v.value))));
       }
     }
     if (actions) {
@@ -217,7 +218,9 @@ export class TurnView {
       this.showStructured(`${JSON.stringify(structured.value ?? null, null, 2)}${valid}`);
     }
     if (usage && (usage.inputTokens || usage.outputTokens)) {
-      this.usage.textContent = `${usage.inputTokens ?? 0} in / ${usage.outputTokens ?? 0} out tokens · ${usage.modelCalls ?? 0} model call(s)${usage.model ? ` · ${usage.model}` : ""}`;
+      const tokens = `${usage.inputTokens ?? 0} in / ${usage.outputTokens ?? 0} out tokens`;
+      const calls = `${usage.modelCalls ?? 0} model call(s)`;
+      this.usage.textContent = [tokens, calls, usage.model].filter(Boolean).join(" · ");
       this.usage.hidden = false;
     }
     this.phase.textContent = "";
