@@ -287,6 +287,9 @@ def main():
         stop_cancels_the_turn(page)
         a_listed_conversation_reads_back(page)
         refused_request_shows_its_reason(page)
+        console = [entry["message"] for entry in page.driver.get_log("browser")]
+        blocked = [line for line in console if "Content Security Policy" in line]
+        check(not blocked, f"nothing the page does is blocked by its Content-Security-Policy {blocked}")
     finally:
         page.close()
     print("browser test: passed")
