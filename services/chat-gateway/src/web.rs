@@ -7,7 +7,9 @@
 //! in any language works, and nothing behind the listener knows the
 //! difference. CORS allows the origins in `web.allowed_origins` (none by
 //! default). Plain HTTP routes sit next to the gRPC ones on the same
-//! listener ([`routes`]).
+//! listener ([`routes`]): the chat page of `web/` ([`page`]).
+
+pub mod page;
 
 use parley_grpc::HttpLayer;
 use parley_web::{ConnectLimits, Methods, Web, WebError};
@@ -33,8 +35,12 @@ pub fn layer(config: &WebConfig, service: &str) -> Result<HttpLayer, WebError> {
     Ok(Web::new(methods, limits, &config.allowed_origins)?.layer())
 }
 
-/// The gRPC routes with the gateway's plain HTTP routes beside them.
-pub fn routes(grpc: tonic::service::Routes, _config: &WebConfig) -> tonic::service::Routes {
-    let router = grpc.into_axum_router();
+/// The gRPC routes with the gateway's plain HTTP routes beside them: the
+/// chat page under `/ui/` when `web.enabled`.
+pub fn routes(grpc: tonic::service::Routes, config: &WebConfig) -> tonic::service::Routes {
+    let mut router = grpc.into_axum_router();
+    if config.enabled {
+        router = router.merge(page::routes());
+    }
     tonic::service::Routes::from(router)
 }
