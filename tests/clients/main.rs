@@ -16,6 +16,12 @@
 //! --workspace` builds them; otherwise `cargo build --bins`). Without Go or
 //! Python with grpcio-tools the test prints `NOT RUN`; under `CI=true` it
 //! fails instead.
+//!
+//! The gateway's web protocols get a client that is not ours too: the
+//! official Connect client for Python (`tests/python/connect_client.py`:
+//! Connect with JSON and binary, and gRPC-Web over HTTP/1.1) holds a
+//! two-turn conversation, reads a refusal's `google.rpc` details, cuts a
+//! server stream and resumes its turn.
 
 mod support;
 
@@ -36,6 +42,17 @@ async fn generated_go_and_python_clients_hold_the_same_conversation_with_the_loc
         return;
     }
     let go = support::GoClient::build().await;
+    let (_stack, address) = demo_stack().await;
+
+    let go_run = go.run(&address).await;
+    let python_run = support::run_python(&address).await;
+    support::assert_same_transcript(&python_run, &go_run);
+    readme_python_attachment(&address).await;
+}
+
+/// The three binaries on the demo script and the example registry, and
+/// the gateway's address.
+async fn demo_stack() -> (Stack, String) {
     let tracing = Tracing {
         endpoint: None,
         schedule_delay_ms: 0,
@@ -48,11 +65,39 @@ async fn generated_go_and_python_clients_hold_the_same_conversation_with_the_loc
     )
     .await;
     let address = stack.gateway.trim_start_matches("http://").to_owned();
+    (stack, address)
+}
 
-    let go_run = go.run(&address).await;
-    let python_run = support::run_python(&address).await;
-    support::assert_same_transcript(&python_run, &go_run);
-    readme_python_attachment(&address).await;
+#[tokio::test]
+async fn connect_and_grpc_web_clients_hold_a_conversation_with_the_local_binaries() {
+    let test = "connect_and_grpc_web_clients_hold_a_conversation_with_the_local_binaries";
+    if !support::connect_client_available(test) {
+        return;
+    }
+    let (stack, address) = demo_stack().await;
+    let script = repo_root().join("tests/python/connect_client.py");
+    let output = tokio::task::spawn_blocking(move || {
+        Command::new("python3").arg(script).arg(address).output()
+    })
+    .await
+    .expect("join")
+    .expect("run python3");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        output.status.success(),
+        "the Connect client failed:\n{stdout}\n{stderr}\n{}",
+        stack.logs()
+    );
+    for line in [
+        "connect json: 2 turns in ",
+        "connect json: refused NOT_FOUND, ErrorInfo CONVERSATION_NOT_FOUND (parley.dev)",
+        "connect json: a stream cut after 3 events, the turn resumed to complete",
+        "connect proto: a turn to complete",
+        "grpc-web: a turn to complete",
+    ] {
+        assert!(stdout.contains(line), "no `{line}` in:\n{stdout}");
+    }
 }
 
 /// README.md's Python block of "Attachments", run as written but for the

@@ -211,25 +211,8 @@ impl Target {
                 if let Some(token) = token {
                     request = request.bearer_auth(token);
                 }
-                let response = request
-                    .send()
-                    .await
-                    .map_err(|_| TurnError("transport".into()))?;
-                if !response.status().is_success() {
-                    return Err(TurnError(format!("http {}", response.status().as_u16())));
-                }
-                let mut timing = Timing::new();
                 let mut envelopes = Envelopes::default();
-                let mut body = response.bytes_stream();
-                while let Some(chunk) = body.next().await {
-                    let chunk = chunk.map_err(|_| TurnError("transport".into()))?;
-                    for seen in envelopes.push(&chunk) {
-                        if let Some(outcome) = timing.see(start, seen) {
-                            return outcome;
-                        }
-                    }
-                }
-                Err(TurnError("the stream ended before complete".into()))
+                http_stream(start, request, |chunk| envelopes.push(chunk), "complete").await
             }
             Self::OpenAi {
                 http,
@@ -244,25 +227,8 @@ impl Target {
                 if let Some(key) = api_key {
                     request = request.bearer_auth(key);
                 }
-                let response = request
-                    .send()
-                    .await
-                    .map_err(|_| TurnError("transport".into()))?;
-                if !response.status().is_success() {
-                    return Err(TurnError(format!("http {}", response.status().as_u16())));
-                }
-                let mut timing = Timing::new();
                 let mut lines = SseLines::default();
-                let mut body = response.bytes_stream();
-                while let Some(chunk) = body.next().await {
-                    let chunk = chunk.map_err(|_| TurnError("transport".into()))?;
-                    for seen in lines.push(&chunk) {
-                        if let Some(outcome) = timing.see(start, seen) {
-                            return outcome;
-                        }
-                    }
-                }
-                Err(TurnError("the stream ended before [DONE]".into()))
+                http_stream(start, request, |chunk| lines.push(chunk), "[DONE]").await
             }
         }
     }
@@ -279,6 +245,35 @@ enum Seen {
     Failed(String),
     /// Anything else.
     Other,
+}
+
+/// Sends `request` and times its streamed body from `start`, each piece
+/// read split into events by `split`, until the event that ends the turn
+/// (`last` names it in the error of a body that ends before it).
+async fn http_stream(
+    start: Instant,
+    request: reqwest::RequestBuilder,
+    mut split: impl FnMut(&[u8]) -> Vec<Seen>,
+    last: &str,
+) -> Result<Timing, TurnError> {
+    let response = request
+        .send()
+        .await
+        .map_err(|_| TurnError("transport".into()))?;
+    if !response.status().is_success() {
+        return Err(TurnError(format!("http {}", response.status().as_u16())));
+    }
+    let mut timing = Timing::new();
+    let mut body = response.bytes_stream();
+    while let Some(chunk) = body.next().await {
+        let chunk = chunk.map_err(|_| TurnError("transport".into()))?;
+        for seen in split(&chunk) {
+            if let Some(outcome) = timing.see(start, seen) {
+                return outcome;
+            }
+        }
+    }
+    Err(TurnError(format!("the stream ended before {last}")))
 }
 
 /// Times a gRPC event stream from `start` to its last event.

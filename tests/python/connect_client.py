@@ -18,7 +18,7 @@ chat-gateway over HTTP/1.1:
 Connect requests go gzip-compressed (the client's default); gRPC-Web ones
 uncompressed, as browsers send them.
 
-    python3 tests/web/connect_client.py 127.0.0.1:50051
+    python3 tests/python/connect_client.py 127.0.0.1:50051
 
 Prints one line per check; exits non-zero with a message on the first
 violated expectation.
