@@ -71,7 +71,7 @@ async fn demo_stack() -> (Stack, String) {
 #[tokio::test]
 async fn connect_and_grpc_web_clients_hold_a_conversation_with_the_local_binaries() {
     let test = "connect_and_grpc_web_clients_hold_a_conversation_with_the_local_binaries";
-    if !support::connect_client_available(test) {
+    if !connect_client_available(test) {
         return;
     }
     let (stack, address) = demo_stack().await;
@@ -98,6 +98,29 @@ async fn connect_and_grpc_web_clients_hold_a_conversation_with_the_local_binarie
     ] {
         assert!(stdout.contains(line), "no `{line}` in:\n{stdout}");
     }
+}
+
+/// Whether python3 with the official Connect client and its stub
+/// generators is here; prints NOT RUN (or panics under `CI=true`) when
+/// they are not.
+fn connect_client_available(test: &str) -> bool {
+    let succeeds = |program: &str, args: &[&str]| {
+        Command::new(program)
+            .args(args)
+            .output()
+            .is_ok_and(|output| output.status.success())
+    };
+    let found = succeeds("python3", &["-c", "import connectrpc, grpc_tools"])
+        && ["protoc-gen-connectrpc", "protoc-gen-py"]
+            .iter()
+            .all(|plugin| succeeds("sh", &["-c", &format!("command -v {plugin}")]));
+    if !found {
+        parley_testkit::not_run(
+            test,
+            "python3 with connectrpc, grpcio-tools, protoc-gen-connectrpc and protoc-gen-py is needed: run scripts/setup.sh",
+        );
+    }
+    found
 }
 
 /// README.md's Python block of "Attachments", run as written but for the

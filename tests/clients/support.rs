@@ -40,23 +40,6 @@ pub fn python_available(test: &str) -> bool {
     found
 }
 
-/// Whether python3 with the official Connect client and its stub
-/// generators is here; prints NOT RUN (or panics under `CI=true`) when
-/// they are not.
-pub fn connect_client_available(test: &str) -> bool {
-    let found = succeeds("python3", &["-c", "import connectrpc, grpc_tools"])
-        && ["protoc-gen-connectrpc", "protoc-gen-py"]
-            .iter()
-            .all(|plugin| succeeds("sh", &["-c", &format!("command -v {plugin}")]));
-    if !found {
-        parley_testkit::not_run(
-            test,
-            "python3 with connectrpc, grpcio-tools, protoc-gen-connectrpc and protoc-gen-py is needed: run scripts/setup.sh",
-        );
-    }
-    found
-}
-
 /// Whether Go, protoc with its Go plugins and Debian's Go gRPC sources are
 /// here; prints NOT RUN (or panics under `CI=true`) when they are not.
 pub fn go_available(test: &str) -> bool {
