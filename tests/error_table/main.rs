@@ -151,6 +151,8 @@ fn built() -> Vec<(&'static str, String, Code)> {
     ));
     statuses.push(("all", status::malformed_message(Some("page"), "bad")));
     statuses.push(("all", status::request_too_large(Some(2), 1)));
+    // The gateway's web protocols (parley-web's Connect translation).
+    statuses.push(("gateway", status::unsupported_encoding("content-encoding")));
     statuses
         .into_iter()
         .map(|(service, status)| {

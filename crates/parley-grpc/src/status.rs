@@ -248,6 +248,19 @@ pub fn request_too_large(size: Option<u64>, limit: u64) -> Status {
     )
 }
 
+/// The reason of [`unsupported_encoding`].
+pub const UNSUPPORTED_ENCODING: &str = "UNSUPPORTED_ENCODING";
+
+/// `UNIMPLEMENTED` for a request compressed in a way the server does not
+/// read (named by `header`); `identity` and `gzip` are read.
+pub fn unsupported_encoding(header: &str) -> Status {
+    error(
+        Code::Unimplemented,
+        UNSUPPORTED_ENCODING,
+        format!("{header}: only gzip and identity are supported"),
+    )
+}
+
 /// The `ErrorInfo.reason` of a status, if it has one.
 pub fn reason(status: &Status) -> Option<String> {
     status.get_details_error_info().map(|info| info.reason)

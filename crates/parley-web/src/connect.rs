@@ -157,18 +157,15 @@ fn classify(request: &Request<Body>, methods: &Methods) -> Option<Result<Call, R
             (false, Codec::Json) => "application/connect+json",
             (false, Codec::Proto) => "application/connect+proto",
         };
-        let refused = ConnectError::new(
-            Code::InvalidArgument,
-            format!(
-                "{} is a {} RPC: send it as {expected}",
-                request.uri().path(),
-                if method.is_unary() {
-                    "unary"
-                } else {
-                    "streaming"
-                }
-            ),
-        );
+        let refused = ConnectError::malformed(format!(
+            "{} is a {} RPC: send it as {expected}",
+            request.uri().path(),
+            if method.is_unary() {
+                "unary"
+            } else {
+                "streaming"
+            }
+        ));
         let mut response = unary_error(&refused, methods, HeaderMap::new());
         *response.status_mut() = http::StatusCode::UNSUPPORTED_MEDIA_TYPE;
         response.headers_mut().insert(
@@ -273,13 +270,9 @@ impl Translation {
         let limit = self.limits.max_request_bytes.saturating_add(5);
         match Limited::new(body, limit).collect().await {
             Ok(collected) => Ok(collected.to_bytes()),
-            Err(error) if error.is::<http_body_util::LengthLimitError>() => Err(ConnectError::new(
-                Code::ResourceExhausted,
-                format!(
-                    "the request is larger than {} bytes",
-                    self.limits.max_request_bytes
-                ),
-            )),
+            Err(error) if error.is::<http_body_util::LengthLimitError>() => {
+                Err(ConnectError::too_large(None, self.limits.max_request_bytes))
+            }
             Err(_) => Err(ConnectError::new(
                 Code::Cancelled,
                 "the request body was not received whole",
@@ -362,8 +355,7 @@ impl Translation {
                     open(flags, message, encoding, max)?
                 }
                 Ok(_) => {
-                    return Err(ConnectError::new(
-                        Code::InvalidArgument,
+                    return Err(ConnectError::malformed(
                         "the request of a server-streaming RPC is one enveloped message",
                     ));
                 }
@@ -434,8 +426,7 @@ impl RequestStream {
             }
             match self.body.frame().await {
                 None if self.deframer.has_partial() => {
-                    return Err(ConnectError::new(
-                        Code::InvalidArgument,
+                    return Err(ConnectError::malformed(
                         "the request stream ended inside a message",
                     ));
                 }
@@ -632,8 +623,7 @@ fn grpc_timeout(value: &HeaderValue) -> Result<HeaderValue, ConnectError> {
         })
         .and_then(|digits| digits.parse::<u64>().ok())
         .ok_or_else(|| {
-            ConnectError::new(
-                Code::InvalidArgument,
+            ConnectError::malformed(
                 "connect-timeout-ms is a positive number of milliseconds, at most 10 digits",
             )
         })?;
@@ -642,8 +632,7 @@ fn grpc_timeout(value: &HeaderValue) -> Result<HeaderValue, ConnectError> {
     } else {
         format!("{}S", (millis / 1000).min(99_999_999))
     };
-    HeaderValue::from_str(&timeout)
-        .map_err(|_| ConnectError::new(Code::InvalidArgument, "connect-timeout-ms"))
+    HeaderValue::from_str(&timeout).map_err(|_| ConnectError::malformed("connect-timeout-ms"))
 }
 
 /// How request messages are compressed.
@@ -668,17 +657,9 @@ impl Encoding {
                 flate2::read::GzDecoder::new(&message[..])
                     .take(limit)
                     .read_to_end(&mut out)
-                    .map_err(|_| {
-                        ConnectError::new(
-                            Code::InvalidArgument,
-                            "a request message is not valid gzip",
-                        )
-                    })?;
+                    .map_err(|_| ConnectError::malformed("a request message is not valid gzip"))?;
                 if out.len() > max {
-                    return Err(ConnectError::new(
-                        Code::ResourceExhausted,
-                        format!("a request message is larger than {max} bytes uncompressed"),
-                    ));
+                    return Err(ConnectError::too_large(None, max));
                 }
                 Ok(out.into())
             }
@@ -692,18 +673,14 @@ fn check_protocol(headers: &HeaderMap, encoding_header: &str) -> Result<Encoding
     if let Some(version) = headers.get("connect-protocol-version")
         && version != "1"
     {
-        return Err(ConnectError::new(
-            Code::InvalidArgument,
+        return Err(ConnectError::malformed(
             "connect-protocol-version must be 1",
         ));
     }
     match headers.get(encoding_header).map(HeaderValue::as_bytes) {
         None | Some(b"identity") => Ok(Encoding::Identity),
         Some(b"gzip") => Ok(Encoding::Gzip),
-        Some(_) => Err(ConnectError::new(
-            Code::Unimplemented,
-            format!("{encoding_header}: only gzip and identity are supported"),
-        )),
+        Some(_) => Err(ConnectError::unsupported_encoding(encoding_header)),
     }
 }
 
@@ -713,23 +690,18 @@ fn open(flags: u8, message: Bytes, encoding: Encoding, max: usize) -> Result<Byt
     match flags {
         0 => Ok(message),
         COMPRESSED if encoding == Encoding::Gzip => encoding.decode(message, max),
-        COMPRESSED => Err(ConnectError::new(
-            Code::InvalidArgument,
+        COMPRESSED => Err(ConnectError::malformed(
             "a compressed message in a stream that named no compression",
         )),
-        _ => Err(ConnectError::new(
-            Code::InvalidArgument,
-            format!("a request envelope has unknown flags {flags:#04x}"),
-        )),
+        _ => Err(ConnectError::malformed(format!(
+            "a request envelope has unknown flags {flags:#04x}"
+        ))),
     }
 }
 
 /// A message over the limit.
 fn too_large(announced: usize, max: usize) -> ConnectError {
-    ConnectError::new(
-        Code::ResourceExhausted,
-        format!("a request message of {announced} bytes is larger than {max} bytes"),
-    )
+    ConnectError::too_large(Some(announced), max)
 }
 
 /// A failure to reach the service or read its answer (its cause logged,

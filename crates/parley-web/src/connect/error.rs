@@ -42,6 +42,32 @@ impl ConnectError {
         }
     }
 
+    /// A request this side cannot read (not the RPC's message, a broken
+    /// envelope, a protocol header it does not speak): `INVALID_ARGUMENT`
+    /// with reason `MALFORMED_MESSAGE`, as a gRPC request that does not
+    /// decode gets.
+    pub fn malformed(problem: impl AsRef<str>) -> Self {
+        Self::from_status(&parley_grpc::status::malformed_message(
+            None,
+            problem.as_ref(),
+        ))
+    }
+
+    /// A request message over `limit` bytes: `RESOURCE_EXHAUSTED` with
+    /// reason `REQUEST_TOO_LARGE`.
+    pub fn too_large(size: Option<usize>, limit: usize) -> Self {
+        Self::from_status(&parley_grpc::status::request_too_large(
+            size.map(|size| size as u64),
+            limit as u64,
+        ))
+    }
+
+    /// A compression this side does not read: `UNIMPLEMENTED` with reason
+    /// `UNSUPPORTED_ENCODING`.
+    pub fn unsupported_encoding(header: &str) -> Self {
+        Self::from_status(&parley_grpc::status::unsupported_encoding(header))
+    }
+
     /// The error of a gRPC status, with its details when they decode.
     pub fn from_status(status: &tonic::Status) -> Self {
         let details = if status.details().is_empty() {

@@ -129,13 +129,10 @@ impl Codec {
                 )
                 .and_then(|message| reader.end().map(|()| message))
                 .map_err(|error| {
-                    ConnectError::new(
-                        Code::InvalidArgument,
-                        format!(
-                            "the request is not a {} in proto3 JSON: {error}",
-                            descriptor.full_name()
-                        ),
-                    )
+                    ConnectError::malformed(format!(
+                        "the request is not a {} in proto3 JSON: {error}",
+                        descriptor.full_name()
+                    ))
                 })?;
                 Ok(message.encode_to_vec().into())
             }

@@ -214,9 +214,10 @@ async fn bad_requests_are_refused_before_the_service_sees_them() {
         error["message"]
             .as_str()
             .unwrap_or_default()
-            .contains("grpc.health.v1.HealthCheckRequest"),
+            .contains("not a grpc.health.v1.HealthCheckRequest in proto3 JSON"),
         "{error}"
     );
+    assert_eq!(error["details"][0]["debug"]["reason"], "MALFORMED_MESSAGE");
     // A streaming RPC called as unary.
     let (status, headers, _) = call(
         &service,
@@ -234,6 +235,10 @@ async fn bad_requests_are_refused_before_the_service_sees_them() {
     assert_eq!(
         (status, json_of(&body)["code"].clone()),
         (StatusCode::NOT_IMPLEMENTED, json!("unimplemented"))
+    );
+    assert_eq!(
+        json_of(&body)["details"][0]["debug"]["reason"],
+        "UNSUPPORTED_ENCODING"
     );
     // Another protocol version.
     let mut future = post("/grpc.health.v1.Health/Check", "application/json", "{}");
@@ -261,6 +266,11 @@ async fn bad_requests_are_refused_before_the_service_sees_them() {
     assert_eq!(
         (status, json_of(&body)["code"].clone()),
         (StatusCode::TOO_MANY_REQUESTS, json!("resource_exhausted"))
+    );
+    let detail = &json_of(&body)["details"][0]["debug"];
+    assert_eq!(
+        (&detail["reason"], &detail["metadata"]["limit_bytes"]),
+        (&json!("REQUEST_TOO_LARGE"), &json!("8"))
     );
     // A bad timeout.
     let mut late = post("/grpc.health.v1.Health/Check", "application/json", "{}");
