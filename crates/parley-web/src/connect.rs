@@ -166,6 +166,7 @@ fn classify(request: &Request<Body>, methods: &Methods) -> Option<Result<Call, R
                 "streaming"
             }
         ));
+        let refused = self::refused(request.uri().path(), refused);
         let mut response = unary_error(&refused, methods, HeaderMap::new());
         *response.status_mut() = http::StatusCode::UNSUPPORTED_MEDIA_TYPE;
         response.headers_mut().insert(
@@ -192,13 +193,18 @@ impl Translation {
     /// A unary call: one message in the body each way.
     async fn unary(self, call: Call, request: Request<Body>) -> Response<Body> {
         let (parts, body) = request.into_parts();
+        let rpc = parts.uri.path().to_owned();
         let message = match self.read_unary(&call, &parts.headers, body).await {
             Ok(message) => message,
-            Err(error) => return unary_error(&error, &self.methods, HeaderMap::new()),
+            Err(error) => {
+                return unary_error(&refused(&rpc, error), &self.methods, HeaderMap::new());
+            }
         };
         let grpc = match grpc_request(parts, Body::new(Full::new(envelope::encode(0, &message)))) {
             Ok(grpc) => grpc,
-            Err(error) => return unary_error(&error, &self.methods, HeaderMap::new()),
+            Err(error) => {
+                return unary_error(&refused(&rpc, error), &self.methods, HeaderMap::new());
+            }
         };
         let (parts, body) = match self.inner.oneshot(grpc).await {
             Ok(response) => response.into_parts(),
@@ -289,20 +295,21 @@ impl Translation {
             Codec::Proto => "application/connect+proto",
         };
         let (parts, body) = request.into_parts();
+        let rpc = parts.uri.path().to_owned();
         // A mid-stream failure to translate the client's messages is told
         // in the end message instead of what the server made of the broken
         // stream.
         let request_failed: Arc<Mutex<Option<ConnectError>>> = Arc::default();
         let body = match self
-            .stream_request(&call, &parts.headers, body, &request_failed)
+            .stream_request(&call, &parts.headers, body, &request_failed, &rpc)
             .await
         {
             Ok(body) => body,
-            Err(error) => return end_only(content_type, &error, &self.methods),
+            Err(error) => return end_only(content_type, &refused(&rpc, error), &self.methods),
         };
         let grpc = match grpc_request(parts, body) {
             Ok(grpc) => grpc,
-            Err(error) => return end_only(content_type, &error, &self.methods),
+            Err(error) => return end_only(content_type, &refused(&rpc, error), &self.methods),
         };
         let (parts, body) = match self.inner.oneshot(grpc).await {
             Ok(response) => response.into_parts(),
@@ -343,6 +350,7 @@ impl Translation {
         headers: &HeaderMap,
         body: Body,
         failed: &Arc<Mutex<Option<ConnectError>>>,
+        rpc: &str,
     ) -> Result<Body, ConnectError> {
         let encoding = check_protocol(headers, "connect-content-encoding")?;
         let max = self.limits.max_request_bytes;
@@ -372,6 +380,7 @@ impl Translation {
             encoding,
             max,
             failed: failed.clone(),
+            rpc: rpc.to_owned(),
         };
         Ok(Body::new(StreamBody::new(requests.into_stream())))
     }
@@ -386,6 +395,8 @@ struct RequestStream {
     encoding: Encoding,
     max: usize,
     failed: Arc<Mutex<Option<ConnectError>>>,
+    /// The RPC's path, for the audit line of a refused message.
+    rpc: String,
 }
 
 impl RequestStream {
@@ -396,6 +407,7 @@ impl RequestStream {
                 Ok(Some(frame)) => Some((Ok(frame), Some(state))),
                 Ok(None) => None,
                 Err(error) => {
+                    let error = refused(&state.rpc, error);
                     let told = BoxError::from(error.message.clone());
                     if let Ok(mut failed) = state.failed.lock() {
                         *failed = Some(error);
@@ -702,6 +714,22 @@ fn open(flags: u8, message: Bytes, encoding: Encoding, max: usize) -> Result<Byt
 /// A message over the limit.
 fn too_large(announced: usize, max: usize) -> ConnectError {
     ConnectError::too_large(Some(announced), max)
+}
+
+/// `error`, refused here before the service saw the call, after its audit
+/// line (the one every refused gRPC call leaves, `parley::audit`).
+fn refused(rpc: &str, error: ConnectError) -> ConnectError {
+    let code = code_name(error.code);
+    let reason = error.reason.as_deref();
+    tracing::info!(
+        target: parley_grpc::edge::AUDIT_TARGET,
+        rpc,
+        code,
+        reason,
+        protocol = "connect",
+        "call rejected"
+    );
+    error
 }
 
 /// A failure to reach the service or read its answer (its cause logged,

@@ -19,6 +19,8 @@ pub struct ConnectError {
     /// The `google.rpc` details (`ErrorInfo`, `BadRequest`, ...), as the
     /// status carried them.
     pub details: Vec<prost_types::Any>,
+    /// The `ErrorInfo` reason among them, if any (for the audit line).
+    pub reason: Option<String>,
 }
 
 /// `google.rpc.Status`, the shape of `grpc-status-details-bin`.
@@ -39,6 +41,7 @@ impl ConnectError {
             code,
             message: message.into(),
             details: Vec::new(),
+            reason: None,
         }
     }
 
@@ -81,6 +84,7 @@ impl ConnectError {
             code: status.code(),
             message: status.message().to_owned(),
             details,
+            reason: parley_grpc::status::reason(status),
         }
     }
 
