@@ -12,7 +12,7 @@ use tonic::Code;
 use crate::harness::{Harness, Options, chat, chat_request, reason, with_token};
 
 const SECRET: &str = "gateway-test-secret-of-at-least-32-bytes";
-const CI_TOKEN: &str = "ci-token-0123456789abcdef";
+pub const CI_TOKEN: &str = "ci-token-0123456789abcdef";
 
 /// The JWT issuers and the static token of these tests.
 pub fn authenticator() -> Authenticator {

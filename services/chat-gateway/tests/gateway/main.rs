@@ -30,5 +30,6 @@ mod real_stack;
 mod replayed_usage;
 mod secrets;
 mod streaming;
+mod ui_stream;
 mod unix_socket;
 mod usage;
