@@ -238,7 +238,7 @@ impl Gateway {
             self.engine.clone(),
             self.auth.clone(),
         ));
-        crate::web::routes(grpc, &self.web)
+        crate::web::routes(grpc, &self.web, self.engine.clone(), self.auth.clone())
     }
 
     /// Serves with the `[server]` settings (TLS included) until `shutdown`

@@ -7,14 +7,18 @@
 //! in any language works, and nothing behind the listener knows the
 //! difference. CORS allows the origins in `web.allowed_origins` (none by
 //! default). Plain HTTP routes sit next to the gRPC ones on the same
-//! listener ([`routes`]): the chat page of `web/` ([`page`]).
+//! listener ([`routes`]): the chat page of `web/` ([`page`]) and the AI
+//! SDK's UI message stream ([`ui_stream`]).
 
 pub mod page;
+pub mod ui_stream;
+
+use std::sync::Arc;
 
 use parley_grpc::HttpLayer;
 use parley_web::{ConnectLimits, Methods, Web, WebError};
 
-use crate::config::WebConfig;
+use crate::{auth::Authenticator, config::WebConfig, engine::Engine};
 
 /// The listener's web layer: CORS for `config.allowed_origins`, gRPC-Web,
 /// and Connect for every RPC of `service` and of health (server reflection
@@ -36,9 +40,17 @@ pub fn layer(config: &WebConfig, service: &str) -> Result<HttpLayer, WebError> {
 }
 
 /// The gRPC routes with the gateway's plain HTTP routes beside them: the
-/// chat page under `/ui/` when `web.enabled`.
-pub fn routes(grpc: tonic::service::Routes, config: &WebConfig) -> tonic::service::Routes {
-    let mut router = grpc.into_axum_router();
+/// chat page under `/ui/` when `web.enabled`, and the AI SDK's UI message
+/// stream ([`ui_stream`]).
+pub fn routes(
+    grpc: tonic::service::Routes,
+    config: &WebConfig,
+    engine: Arc<Engine>,
+    auth: Arc<Authenticator>,
+) -> tonic::service::Routes {
+    let mut router = grpc
+        .into_axum_router()
+        .merge(ui_stream::routes(engine, auth));
     if config.enabled {
         router = router.merge(page::routes());
     }
