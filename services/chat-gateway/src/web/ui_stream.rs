@@ -8,7 +8,8 @@
 //!   and an assistant message carrying approval responses or tool outputs
 //!   continues its paused turn (`SubmitToolDecisions`). The answer is
 //!   `text/event-stream` with `x-vercel-ai-ui-message-stream: v1`, one
-//!   `data: {part}` event per part ([`parts`]), then `data: [DONE]`.
+//!   `data: {part}` event per part ([`parts`]), then `data: [DONE]`; a
+//!   comment (`: keep-alive`) after every [`KEEP_ALIVE`] of silence.
 //! - `GET /v1/ui/chat/{id}/stream` follows the running turn of the chat
 //!   from its start (`ResumeTurn`; the SDK's `resume: true`), or answers
 //!   `204 No Content` when none runs, which the SDK reads as "nothing to
@@ -30,7 +31,7 @@
 pub mod parts;
 pub mod request;
 
-use std::{collections::BTreeMap, sync::Arc};
+use std::{collections::BTreeMap, sync::Arc, time::Duration};
 
 use axum::{
     Router,
@@ -312,11 +313,22 @@ async fn read_body(headers: &HeaderMap, body: Body, limit: usize) -> Result<Byte
     }
 }
 
+/// How long a stream stays silent before it sends an SSE comment: proxies
+/// keep an idle connection open, and a client that went away is noticed
+/// (the write fails, the stream is dropped) while the model thinks.
+pub const KEEP_ALIVE: Duration = Duration::from_secs(15);
+
 /// The SSE response: each event's parts, the end, then `[DONE]`.
 fn event_stream(events: EventStream, ui: UiStream) -> Response {
     let body = futures::stream::unfold(Some((events, ui)), |state| async move {
         let (mut events, mut ui) = state?;
-        let (parts, next, done) = match events.next().await {
+        let Ok(next) = tokio::time::timeout(KEEP_ALIVE, events.next()).await else {
+            return Some((
+                Ok(Bytes::from_static(b": keep-alive\n\n")),
+                Some((events, ui)),
+            ));
+        };
+        let (parts, next, done) = match next {
             Some(Ok(event)) => (ui.event(&event), Some((events, ui)), false),
             Some(Err(status)) => {
                 let reason = parley_grpc::status::reason(&status)

@@ -649,3 +649,50 @@ fn grpc_codes_become_their_http_statuses() {
     assert_eq!(super::body_limit(32 * 1024), 2 * 1024 * 1024);
     assert_eq!(super::body_limit(1024), super::MIN_BODY_BYTES);
 }
+
+// ---- the SSE body ----
+
+/// The next chunk of an SSE body, as text.
+async fn next_chunk(body: &mut axum::body::BodyDataStream) -> Option<String> {
+    use futures::StreamExt;
+    let chunk = body.next().await?.expect("a chunk");
+    Some(String::from_utf8(chunk.to_vec()).expect("utf-8"))
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_silent_stream_sends_keep_alive_comments_and_ends_with_done() {
+    let (events, received) = tokio::sync::mpsc::channel(4);
+    let stream: crate::durable::EventStream =
+        Box::pin(tokio_stream::wrappers::ReceiverStream::new(received));
+    let response = super::event_stream(stream, UiStream::new());
+    assert_eq!(response.headers()["x-vercel-ai-ui-message-stream"], "v1");
+    assert_eq!(response.headers()["content-type"], "text/event-stream");
+    let mut body = response.into_body().into_data_stream();
+    events
+        .send(Ok(status(gw::TurnPhase::Started)))
+        .await
+        .expect("send");
+    let first = next_chunk(&mut body).await.expect("the first parts");
+    let (first_part, _) = first.split_once("\n\n").expect("one event");
+    let first_part: Value =
+        serde_json::from_str(first_part.strip_prefix("data: ").expect("data")).expect("JSON");
+    assert_eq!(first_part["type"], "start");
+    // The model thinks; time passes (paused time runs ahead when idle).
+    assert_eq!(
+        next_chunk(&mut body).await.as_deref(),
+        Some(": keep-alive\n\n")
+    );
+    events
+        .send(Err(tonic::Status::resource_exhausted(
+            "the stream was not read",
+        )))
+        .await
+        .expect("send");
+    let last = next_chunk(&mut body).await.expect("the end");
+    assert!(
+        last.contains("\"errorText\":\"the stream was not read\"")
+            && last.ends_with("data: {\"type\":\"finish\"}\n\ndata: [DONE]\n\n"),
+        "{last}"
+    );
+    assert_eq!(next_chunk(&mut body).await, None);
+}
