@@ -30,9 +30,20 @@ pub struct Stack {
 
 impl Stack {
     /// Starts parser, runner (scripted model playing `script`) and gateway
-    /// (SQLite in a temporary directory, `registry`), and waits until all
-    /// three are healthy.
+    /// (SQLite in a temporary directory, `registry`, dev auth), and waits
+    /// until all three are healthy.
     pub async fn start(tracing: &Tracing, script: &Path, registry: &Path) -> Self {
+        Self::start_with(tracing, script, registry, &["--dev-auth".into()]).await
+    }
+
+    /// [`Stack::start`] with the gateway's auth (and any other) flags
+    /// `gateway_args` instead of `--dev-auth`.
+    pub async fn start_with(
+        tracing: &Tracing,
+        script: &Path,
+        registry: &Path,
+        gateway_args: &[std::ffi::OsString],
+    ) -> Self {
         let state = tempfile::tempdir().expect("state directory");
         let dir = state.path();
         let mut options = StackOptions::new(dir);
@@ -60,8 +71,8 @@ impl Stack {
             registry.as_os_str().to_owned(),
             "--database-url".into(),
             format!("sqlite://{}?mode=rwc", dir.join("parley.db").display()).into(),
-            "--dev-auth".into(),
         ]);
+        options.gateway = options.gateway.args(gateway_args.iter().cloned());
         let stack = stack::Stack::start(&options).await;
         Self {
             gateway: stack.url(Service::Gateway),
