@@ -8,7 +8,8 @@
 //!   and an assistant message carrying approval responses or tool outputs
 //!   continues its paused turn (`SubmitToolDecisions`). The answer is
 //!   `text/event-stream` with `x-vercel-ai-ui-message-stream: v1`, one
-//!   `data: {part}` event per part ([`parts`]), then `data: [DONE]`; a
+//!   `data: {part}` event per part ([`parts`], mapped from the turn's
+//!   events by [`events`]), then `data: [DONE]`; a
 //!   comment (`: keep-alive`) after every [`KEEP_ALIVE`] of silence.
 //! - `GET /v1/ui/chat/{id}/stream` follows the running turn of the chat
 //!   from its start (`ResumeTurn`; the SDK's `resume: true`), or answers
@@ -28,6 +29,7 @@
 //! drops its stream as a gRPC client does: the turn runs on, and the
 //! chat's next `GET …/stream` (or `ResumeTurn`) follows it.
 
+pub mod events;
 pub mod parts;
 pub mod request;
 
@@ -47,7 +49,8 @@ use parley_proto::gateway::v1::{self as gw, chat_gateway_server::ChatGateway};
 use tonic::{Code, Status, metadata::MetadataMap};
 
 use self::{
-    parts::{DONE, Part, UiStream},
+    events::UiStream,
+    parts::{DONE, Part},
     request::{Ask, BodyError},
 };
 use crate::{

@@ -12,8 +12,9 @@ use parley_proto::{
 use serde_json::{Value, json};
 
 use super::{
+    events::UiStream,
     http_status,
-    parts::{DONE, Part, UiStream},
+    parts::{DONE, Part},
     request::{self, Ask, BodyError},
 };
 
