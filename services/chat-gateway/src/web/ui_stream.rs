@@ -25,7 +25,8 @@
 //! [`Authenticator`]) and runs through the `ChatGateway` methods in
 //! process, so it is validated, limited and stored exactly like one. A
 //! refusal is an HTTP error whose JSON body is `{code, reason, message}`
-//! (the gRPC code name, the `ErrorInfo` reason). A client that goes away
+//! (the gRPC code name, the `ErrorInfo` reason), with `Retry-After` when
+//! the refusal says when to retry. A client that goes away
 //! drops its stream as a gRPC client does: the turn runs on, and the
 //! chat's next `GET …/stream` (or `ResumeTurn`) follows it.
 
@@ -358,14 +359,16 @@ fn event_stream(events: EventStream, ui: UiStream) -> Response {
     response
 }
 
-/// A refusal as HTTP: the status for its gRPC code, and a JSON body
-/// `{code, reason, message}`.
+/// A refusal as HTTP: the status for its gRPC code, a JSON body
+/// `{code, reason, message}`, and `Retry-After` when its `RetryInfo` says
+/// when to retry.
 #[derive(Debug)]
 pub struct HttpError {
     status: StatusCode,
     code: Code,
     reason: Option<String>,
     message: String,
+    retry_after: Option<Duration>,
 }
 
 impl HttpError {
@@ -384,11 +387,15 @@ impl HttpError {
 
 impl From<Status> for HttpError {
     fn from(status: Status) -> Self {
+        use tonic_types::StatusExt;
         Self {
             status: http_status(status.code()),
             code: status.code(),
             reason: parley_grpc::status::reason(&status),
             message: status.message().to_owned(),
+            retry_after: status
+                .get_details_retry_info()
+                .and_then(|info| info.retry_delay),
         }
     }
 }
@@ -411,6 +418,13 @@ impl IntoResponse for HttpError {
             header::CONTENT_TYPE,
             HeaderValue::from_static("application/json"),
         );
+        if let Some(delay) = self.retry_after {
+            // Whole seconds, rounded up: never "retry at once".
+            let seconds = delay.as_secs() + u64::from(delay.subsec_nanos() > 0);
+            response
+                .headers_mut()
+                .insert(header::RETRY_AFTER, HeaderValue::from(seconds.max(1)));
+        }
         response
     }
 }

@@ -651,6 +651,27 @@ fn grpc_codes_become_their_http_statuses() {
     assert_eq!(super::body_limit(1024), super::MIN_BODY_BYTES);
 }
 
+#[tokio::test]
+async fn a_refusal_is_json_with_its_code_reason_and_when_to_retry() {
+    use axum::response::IntoResponse;
+    let response = super::HttpError::from(crate::error::GatewayError::TooManyTurns).into_response();
+    assert_eq!(response.status(), 429);
+    assert_eq!(response.headers()["content-type"], "application/json");
+    assert_eq!(response.headers()["retry-after"], "1");
+    let body = axum::body::to_bytes(response.into_body(), 4096)
+        .await
+        .expect("the body");
+    let body: Value = serde_json::from_slice(&body).expect("JSON");
+    assert_eq!(
+        body,
+        json!({"code": "RESOURCE_EXHAUSTED", "reason": "TOO_MANY_TURNS", "message": "too many turns are running; retry shortly"})
+    );
+    let not_found =
+        super::HttpError::from(crate::error::GatewayError::ConversationNotFound).into_response();
+    assert_eq!(not_found.status(), 404);
+    assert!(not_found.headers().get("retry-after").is_none());
+}
+
 // ---- the SSE body ----
 
 /// The next chunk of an SSE body, as text.
