@@ -2,8 +2,9 @@
 //! the three local binaries (the scripted demo model, a static token), and
 //! HTTP requests shaped as `useChat`'s default transport sends them — a
 //! turn with reasoning, a tool and a proposal card, a turn that waits for
-//! an approval and continues when the assistant message comes back with
-//! the user's answer, resume with nothing running, and refused requests.
+//! an approval and one that waits for a tool the app runs, each continued
+//! when the assistant message comes back with the answer, resume with
+//! nothing running, and refused requests.
 //!
 //! The binaries come from this build's target directory (`cargo test
 //! --workspace` builds them; otherwise `cargo build --bins`).
@@ -216,6 +217,38 @@ async fn use_chat_requests_stream_turns_approvals_and_refusals_through_the_liste
         find(&parts, "data-parley-complete")["data"]["turnId"],
         paused.as_str()
     );
+
+    // A tool the app runs: the SDK's onToolCall sees its input, and the
+    // assistant message comes back with its output (`addToolOutput`).
+    let parts = ui
+        .post(&json!({
+            "id": "chat-1",
+            "messages": [user("m3", "Let me pick the rows that got an interview")],
+            "page": {"page": "table_view"},
+        }))
+        .await;
+    let picking = parts[0]["messageId"]
+        .as_str()
+        .expect("a turn id")
+        .to_owned();
+    let call = find(&parts, "tool-input-available").clone();
+    assert_eq!(call["toolName"], "ask_user_to_pick_rows");
+    let asked = find(&parts, "data-parley-client-tool-call").clone();
+    assert_eq!(asked["data"]["toolCallId"], call["toolCallId"]);
+    let parts = ui
+        .post(&json!({
+            "id": "chat-1",
+            "messages": [{"id": picking, "role": "assistant", "parts": [
+                {"type": "step-start"},
+                {"type": "dynamic-tool", "toolName": "ask_user_to_pick_rows", "toolCallId": call["toolCallId"],
+                 "state": "output-available", "input": call["input"], "output": {"row_ids": [1, 2]}},
+                asked,
+            ]}],
+        }))
+        .await;
+    assert_eq!(parts[0]["messageId"], picking.as_str());
+    let proposal = find(&parts, "data-parley-payload");
+    assert_eq!(proposal["data"]["type"], "data_proposal");
 
     // Nothing runs now: nothing to resume; nor for an unknown chat.
     for chat in ["chat-1", "chat-never-used"] {
