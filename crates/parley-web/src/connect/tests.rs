@@ -68,6 +68,18 @@ async fn call(service: &ConnectService, request: Request<Body>) -> (StatusCode, 
     (parts.status, parts.headers, body)
 }
 
+/// `Health/Check` with `body` as Connect JSON.
+async fn check_json(
+    service: &ConnectService,
+    body: &'static str,
+) -> (StatusCode, HeaderMap, Bytes) {
+    call(
+        service,
+        post("/grpc.health.v1.Health/Check", "application/json", body),
+    )
+    .await
+}
+
 fn json_of(body: &[u8]) -> Value {
     serde_json::from_slice(body).expect("a JSON body")
 }
@@ -127,24 +139,13 @@ fn details_with_error_info(reason: &str) -> String {
 #[tokio::test]
 async fn a_unary_json_call_is_answered_with_its_message_in_proto3_json() {
     let service = health().await;
-    let (status, headers, body) = call(
-        &service,
-        post(
-            "/grpc.health.v1.Health/Check",
-            "application/json",
-            r#"{"service":"grpc.health.v1.Health"}"#,
-        ),
-    )
-    .await;
+    let (status, headers, body) =
+        check_json(&service, r#"{"service":"grpc.health.v1.Health"}"#).await;
     assert_eq!(status, StatusCode::OK);
     assert_eq!(headers["content-type"], "application/json");
     assert_eq!(json_of(&body), json!({"status": "SERVING"}));
     // An empty body is the empty message (the server's overall status).
-    let (status, _, body) = call(
-        &service,
-        post("/grpc.health.v1.Health/Check", "application/json", ""),
-    )
-    .await;
+    let (status, _, body) = check_json(&service, "").await;
     assert_eq!(
         (status, json_of(&body)),
         (StatusCode::OK, json!({"status": "SERVING"}))
@@ -175,15 +176,7 @@ async fn a_unary_binary_call_carries_protobuf_both_ways() {
 #[tokio::test]
 async fn a_refused_unary_call_gets_connects_error_with_the_http_status_of_its_code() {
     let service = health().await;
-    let (status, headers, body) = call(
-        &service,
-        post(
-            "/grpc.health.v1.Health/Check",
-            "application/json",
-            r#"{"service":"nope"}"#,
-        ),
-    )
-    .await;
+    let (status, headers, body) = check_json(&service, r#"{"service":"nope"}"#).await;
     assert_eq!(status, StatusCode::NOT_FOUND);
     assert_eq!(headers["content-type"], "application/json");
     let error = json_of(&body);
@@ -198,15 +191,7 @@ async fn a_refused_unary_call_gets_connects_error_with_the_http_status_of_its_co
 async fn bad_requests_are_refused_before_the_service_sees_them() {
     let service = health().await;
     // Not JSON of the request message.
-    let (status, _, body) = call(
-        &service,
-        post(
-            "/grpc.health.v1.Health/Check",
-            "application/json",
-            r#"{"service": 7}"#,
-        ),
-    )
-    .await;
+    let (status, _, body) = check_json(&service, r#"{"service": 7}"#).await;
     assert_eq!(status, StatusCode::BAD_REQUEST);
     let error = json_of(&body);
     assert_eq!(error["code"], "invalid_argument");
@@ -254,15 +239,7 @@ async fn bad_requests_are_refused_before_the_service_sees_them() {
             max_request_bytes: 8,
         },
     );
-    let (status, _, body) = call(
-        &small,
-        post(
-            "/grpc.health.v1.Health/Check",
-            "application/json",
-            r#"{"service":"a-long-name"}"#,
-        ),
-    )
-    .await;
+    let (status, _, body) = check_json(&small, r#"{"service":"a-long-name"}"#).await;
     assert_eq!(
         (status, json_of(&body)["code"].clone()),
         (StatusCode::TOO_MANY_REQUESTS, json!("resource_exhausted"))
@@ -292,11 +269,7 @@ async fn error_details_keep_their_type_and_bytes_and_read_as_json() {
             ],
         )
     });
-    let (status, _, body) = call(
-        &service,
-        post("/grpc.health.v1.Health/Check", "application/json", "{}"),
-    )
-    .await;
+    let (status, _, body) = check_json(&service, "{}").await;
     assert_eq!(status, StatusCode::BAD_REQUEST);
     let error = json_of(&body);
     assert_eq!(error["code"], "invalid_argument");
