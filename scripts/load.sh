@@ -6,7 +6,12 @@
 #   - the mock directly (the baseline: what the provider itself takes),
 #   - the agent-runner (one hop, like a proxy),
 #   - the chat-gateway (the whole stack: gateway + runner + parser sidecar),
-#   - any OpenAI-compatible peer you point at the same mock (--peer).
+#   - any OpenAI-compatible peer you point at the same mock (--peer
+#     NAME=URL[,PID[,MODEL]]: PID is measured beside the mock, MODEL is the
+#     model name the peer wants for the mock, e.g. TensorZero's
+#     tensorzero::model_name::mock; default the mock's own name).
+# The mock always listens on 127.0.0.1:18080, so a peer can be configured
+# with its URL (http://127.0.0.1:18080/v1) before load.sh starts it.
 # "Added" first-token time is each target's p50/p99 minus the baseline's in
 # the same run; CPU per turn is read from /proc for each server process.
 #
@@ -95,7 +100,7 @@ while (($#)); do
         --parsing) parsing=$2; shift 2 ;;
         --bin) bin=$2; shift 2 ;;
         --tag) tag=$2; shift 2 ;;
-        -h | --help) sed -n '2,55p' "$0"; exit 0 ;;
+        -h | --help) sed -n '2,61p' "$0"; exit 0 ;;
         *) echo "load: unknown argument $1 (see --help)" >&2; exit 2 ;;
     esac
 done
@@ -256,11 +261,12 @@ for streams in $levels; do
     for peer in "${peers[@]}"; do
         name=${peer%%=*}
         spec=${peer#*=}
-        url=${spec%%,*}
-        pid_args=()
-        [[ "$spec" == *,* ]] && pid_args=(--pid "$name=${spec#*,}")
+        IFS=, read -r url peer_pid peer_model <<<"$spec"
+        peer_args=()
+        [[ -n "$peer_pid" ]] && peer_args+=(--pid "$name=$peer_pid")
+        [[ -n "$peer_model" ]] && peer_args+=(--model "$peer_model")
         run --label "$name" --target openai --url "$url" --streams "$streams" \
-            --pid "mock=$mock_pid" "${pid_args[@]}"
+            --pid "mock=$mock_pid" ${peer_args[@]+"${peer_args[@]}"}
     done
 done
 if $check && [[ "$parsing" == sidecar ]]; then
