@@ -217,6 +217,47 @@ impl Profile {
         }
     }
 
+    /// What a [`StreamParser`](crate::StreamParser) hands out for `delta`
+    /// when `delta` cannot change anything but the text, or `None` when it
+    /// might.
+    ///
+    /// The stream must have decided all the text before `delta` (outside
+    /// any element, no marker begun) and hold back only `held`, the
+    /// whitespace at its end: a stream whose every `Text` item so far
+    /// continued its input exactly and that has handed out all of it but
+    /// that whitespace. Then a `delta` with none of the profile's trigger
+    /// bytes (`:`, and `{` and `` ` `` with text tool calls) and no end
+    /// that could begin a marker is handed out whole: `held`, then `delta`
+    /// without its own trailing whitespace, which the stream holds back in
+    /// turn (an empty string when `delta` is all whitespace). The stream is
+    /// then in the same kind of state again.
+    ///
+    /// This is how a caller whose parser is elsewhere (the gateway and its
+    /// parser sidecar) shows plain text at once instead of after a round
+    /// trip; it still sends the text to the parser later, which repeats
+    /// what was shown (see `tests/pass_through.rs`, which checks this
+    /// against the stream parser for any text and split).
+    pub fn pass_through(&self, held: &str, delta: &str) -> Option<String> {
+        let t = delta.as_bytes();
+        if t.is_empty() || t.iter().any(|b| self.triggers.contains(b)) {
+            return None;
+        }
+        if self.markers.hold_from(t, 0) != t.len() {
+            return None;
+        }
+        let Some(last) = t
+            .iter()
+            .rposition(|&b| !matches!(b, b' ' | b'\t' | b'\r' | b'\n'))
+        else {
+            return Some(String::new());
+        };
+        let mut shown = String::with_capacity(held.len() + last + 1);
+        shown.push_str(held);
+        // Whitespace never splits a UTF-8 sequence: a char boundary.
+        shown.push_str(&delta[..=last]);
+        Some(shown)
+    }
+
     /// The name diagnostics use for an element.
     pub(crate) fn element_name(&self, element: Element) -> &str {
         match element {
