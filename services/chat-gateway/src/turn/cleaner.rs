@@ -25,6 +25,19 @@
 //! it takes over it re-reads the text, and what the client was already
 //! shown is not sent again.
 //!
+//! Plain text does not wait for the sidecar. While everything the sidecar
+//! handed out continued the raw text exactly and it holds back nothing but
+//! trailing whitespace, a delta that cannot change anything but the text
+//! ([`Profile::pass_through`]: no trigger byte, no end that could begin a
+//! marker) is handed out at once, exactly as the sidecar would hand it
+//! out, and sent to the sidecar later, with the next delta that needs it
+//! (or at the end, or once [`UNSENT_FLUSH`] bytes are waiting); its
+//! repetition of that text is skipped like a restarted parser's. A plain
+//! answer then costs the sidecar one request at its end instead of a round
+//! trip per delta, and its first token waits for no round trip. The first
+//! element (or any text that does not continue the raw text) ends this
+//! for the turn.
+//!
 //! A `step_reset` ([`TextCleaner::reset_step`]) discards the model text of
 //! the step since [`TextCleaner::mark_step`]: the parser starts again on
 //! the text before it (a new `ParseStream`, or the library), and what it
@@ -32,7 +45,7 @@
 
 use std::{collections::VecDeque, sync::Arc, time::Duration};
 
-use parley_parse::{Limits, ProfileCache, StreamParser};
+use parley_parse::{DEFAULT_MAX_BYTES, Limits, Profile, ProfileCache, StreamParser};
 use parley_proto::{
     gateway::v1::chat_event::Event,
     parser::v1::{
@@ -51,6 +64,12 @@ use crate::clients::{Parsing, Traced, Upstreams};
 
 /// Requests buffered towards the sidecar.
 const REQUEST_BUFFER: usize = 64;
+
+/// Text handed out without the sidecar is sent to it once this much waits
+/// (else with the next delta that needs the sidecar, or at the end): the
+/// sidecar keeps up with a long plain answer instead of reading it whole
+/// at its end.
+const UNSENT_FLUSH: usize = 8 * 1024;
 
 /// An open `ParseStream` call. Requests queue boxed: the channel keeps its
 /// slots in blocks of 32 for the turn's life, a box is 8 bytes.
@@ -103,6 +122,15 @@ struct StepMark {
     emitted: usize,
 }
 
+/// The profile that decides which deltas pass the sidecar
+/// ([`TextCleaner::pass_through`]), compiled at the turn's first delta.
+enum Plain {
+    Unresolved,
+    Ready(Arc<Profile>),
+    /// The library refused the profile: every delta goes to the sidecar.
+    Off,
+}
+
 /// The streaming cleaner of one turn.
 pub struct TextCleaner {
     profile: ParseProfile,
@@ -127,6 +155,13 @@ pub struct TextCleaner {
     /// The restarted parser's text does not continue what was handed out:
     /// nothing more is handed out, the final parse decides.
     diverged: bool,
+    /// Every text handed out continued `raw` exactly and nothing else came
+    /// (`emitted` is a prefix of `raw`): plain deltas may pass the sidecar.
+    mirrored: bool,
+    /// The compiled profile that says which deltas pass the sidecar.
+    plain: Plain,
+    /// Raw text handed out without the sidecar and not yet sent to it.
+    unsent: String,
     /// What the client was shown of the elements.
     shown: Shown,
     /// Where the current step's text starts.
@@ -167,6 +202,9 @@ impl TextCleaner {
             ready: VecDeque::new(),
             repeated: 0,
             diverged: false,
+            mirrored: true,
+            plain: Plain::Unresolved,
+            unsent: String::new(),
             shown: Shown::default(),
             step: StepMark::default(),
             unsynced: false,
@@ -238,10 +276,41 @@ impl TextCleaner {
             return;
         };
         if !text.is_empty() {
+            self.mirrored &= self
+                .raw
+                .get(self.emitted.len()..)
+                .is_some_and(|rest| rest.starts_with(text.as_str()));
             self.emitted.push_str(&text);
             self.repeated = self.emitted.len();
             self.ready.push_back(Ready::Text(text));
         }
+    }
+
+    /// What the sidecar would hand out for `delta` (already appended to
+    /// `raw`), when it is plain text and the sidecar holds back nothing but
+    /// trailing whitespace ([`Profile::pass_through`]); `None` sends it.
+    fn pass_through(&mut self, delta: &str) -> Option<String> {
+        if !self.mirrored || self.diverged || self.raw.len() > DEFAULT_MAX_BYTES {
+            return None;
+        }
+        let before = self.raw.len() - delta.len();
+        let held = self.raw.get(self.emitted.len()..before)?;
+        if !held
+            .bytes()
+            .all(|b| matches!(b, b' ' | b'\t' | b'\r' | b'\n'))
+        {
+            return None;
+        }
+        if matches!(self.plain, Plain::Unresolved) {
+            self.plain = match local_profile(&self.profile, &self.compiled) {
+                Ok(profile) => Plain::Ready(profile),
+                Err(_) => Plain::Off,
+            };
+        }
+        let Plain::Ready(profile) = &self.plain else {
+            return None;
+        };
+        profile.pass_through(held, delta)
     }
 
     fn hand_out_items(&mut self, items: Vec<parley_parse::StreamItem>) {
@@ -270,6 +339,8 @@ impl TextCleaner {
     /// output already handed out is skipped.
     fn restart_local(&mut self) {
         self.mode = Mode::Stopped;
+        // The library reads the whole raw text.
+        self.unsent.clear();
         self.repeated = 0;
         self.checkpoint_sent = 0;
         self.checkpoint_answered = 0;
@@ -293,6 +364,12 @@ impl TextCleaner {
 
     /// One output of the parser (sidecar or library).
     fn take_output(&mut self, output: Output) {
+        if !matches!(
+            output,
+            Output::Text(_) | Output::Final(_) | Output::Checkpoint(_)
+        ) {
+            self.mirrored = false;
+        }
         match output {
             Output::Text(text) => self.hand_out(text),
             Output::Final(response) => self.final_response = Some(*response),
@@ -325,18 +402,47 @@ impl TextCleaner {
                 }
                 Err(error) => tracing::warn!(%error, "in-process parser refused the text"),
             },
-            Mode::Remote(mut remote) => {
-                let request = ParseStreamRequest {
-                    input: Some(Input::Text(delta.to_owned())),
-                };
-                match self.send(&mut remote, request).await {
-                    Ok(()) => {
-                        self.unsynced = true;
-                        self.mode = Mode::Remote(remote);
+            Mode::Remote(remote) => {
+                if let Some(shown) = self.pass_through(delta) {
+                    // The sidecar repeats it once sent: `repeated` stays,
+                    // so `hand_out` skips the repetition.
+                    self.unsent.push_str(delta);
+                    if !shown.is_empty() {
+                        self.emitted.push_str(&shown);
+                        self.ready.push_back(Ready::Text(shown));
                     }
-                    Err(reason) => self.switch_to_local(reason),
+                    if self.unsent.len() < UNSENT_FLUSH {
+                        self.mode = Mode::Remote(remote);
+                        return;
+                    }
+                    let text = std::mem::take(&mut self.unsent);
+                    self.send_text(remote, text).await;
+                    return;
                 }
+                let text = if self.unsent.is_empty() {
+                    delta.to_owned()
+                } else {
+                    let mut text = std::mem::take(&mut self.unsent);
+                    text.push_str(delta);
+                    text
+                };
+                self.send_text(remote, text).await;
             }
+        }
+    }
+
+    /// Sends raw `text` on the sidecar's stream (the library takes over
+    /// when that fails).
+    async fn send_text(&mut self, mut remote: Box<Remote>, text: String) {
+        let request = ParseStreamRequest {
+            input: Some(Input::Text(text)),
+        };
+        match self.send(&mut remote, request).await {
+            Ok(()) => {
+                self.unsynced = true;
+                self.mode = Mode::Remote(remote);
+            }
+            Err(reason) => self.switch_to_local(reason),
         }
     }
 
@@ -443,6 +549,16 @@ impl TextCleaner {
     /// Ends the stream: returns the held-back tail of the cleaned text and
     /// the parse of everything received (sidecar's final, else library's).
     pub async fn finish(mut self) -> CleanedText {
+        if let Mode::Remote(remote) = std::mem::replace(&mut self.mode, Mode::Stopped) {
+            // What was handed out without the sidecar, so its final
+            // parse reads the whole text.
+            if self.unsent.is_empty() {
+                self.mode = Mode::Remote(remote);
+            } else {
+                let text = std::mem::take(&mut self.unsent);
+                Box::pin(self.send_text(remote, text)).await;
+            }
+        }
         let mut response = None;
         let mut local = None;
         match std::mem::replace(&mut self.mode, Mode::Stopped) {
@@ -468,7 +584,7 @@ impl TextCleaner {
         };
         // The final message decides; hand out whatever of it the client has
         // not seen yet, then the elements still ready.
-        let unsent: usize = self
+        let queued: usize = self
             .ready
             .iter()
             .map(|ready| match ready {
@@ -476,7 +592,7 @@ impl TextCleaner {
                 _ => 0,
             })
             .sum();
-        let already = self.emitted.len() - unsent;
+        let already = self.emitted.len() - queued;
         let seen = &self.emitted[..already];
         let tail = match response.message.strip_prefix(seen) {
             Some(rest) => rest.to_owned(),
@@ -526,6 +642,10 @@ impl TextCleaner {
         let taken_down = self.shown.reset(raw as u64);
         self.repeated = self.emitted.len();
         self.diverged = false;
+        // The new stream reads the raw text whole; nothing passes it again
+        // in this turn.
+        self.unsent.clear();
+        self.mirrored = false;
         let was_remote = matches!(self.mode, Mode::Remote(_));
         // Dropping the old stream's sender ends that call.
         self.mode = Mode::Stopped;

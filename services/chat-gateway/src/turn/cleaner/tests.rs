@@ -193,7 +193,9 @@ async fn after_a_sync_the_sidecar_has_answered_everything_pushed() {
     let upstreams = upstreams(&parser.url());
     let mut cleaner = TextCleaner::open(&upstreams, profile()).await;
     let mut seen = String::new();
-    for (n, delta) in ["Let me check ", "the time. ", "One moment."]
+    // Each delta has a colon, so none passes the sidecar (plain text
+    // would be handed out before it answers, sync or not).
+    for (n, delta) in ["Let me check: ", "the time: ", "One moment: ok."]
         .into_iter()
         .enumerate()
     {
@@ -204,9 +206,9 @@ async fn after_a_sync_the_sidecar_has_answered_everything_pushed() {
         cleaner.sync().await;
         seen.push_str(&texts(cleaner.take_ready()));
         let expected = [
-            "Let me check",
-            "Let me check the time.",
-            "Let me check the time. One moment.",
+            "Let me check:",
+            "Let me check: the time:",
+            "Let me check: the time: One moment: ok.",
         ][n];
         assert_eq!(seen, expected);
     }
@@ -214,4 +216,106 @@ async fn after_a_sync_the_sidecar_has_answered_everything_pushed() {
     let done = cleaner.finish().await;
     assert_eq!(done.fallback, None, "the sidecar answered every checkpoint");
     assert_eq!(seen + &done.tail, done.response.message);
+}
+
+#[tokio::test]
+async fn plain_text_is_handed_out_before_the_sidecar_answers_and_the_sidecar_still_decides() {
+    let parser = sidecar().await;
+    let upstreams = upstreams(&parser.url());
+    let mut cleaner = TextCleaner::open(&upstreams, profile()).await;
+    let mut seen = String::new();
+    // Ready at once, without `next` or `sync`: no round trip.
+    for (delta, shown) in [
+        ("Sure", "Sure"),
+        (", here", ", here"),
+        (" it is. ", " it is."),
+        ("\n\n", ""),
+    ] {
+        cleaner.push(delta).await;
+        let text = texts(cleaner.take_ready());
+        assert_eq!(
+            text, shown,
+            "{delta:?} is shown as the sidecar would show it"
+        );
+        seen.push_str(&text);
+    }
+    // A marker goes to the sidecar with the text shown before it, which
+    // the sidecar repeats and the cleaner skips.
+    cleaner
+        .push("**SUGGESTED_VALUES:** [{\"label\": \"More\", \"value\": \"Tell me more\"}]")
+        .await;
+    assert!(
+        cleaner.take_ready().is_empty(),
+        "the sidecar decides a marker"
+    );
+    cleaner.sync().await;
+    let events = cleaner.take_ready();
+    assert!(
+        events
+            .iter()
+            .any(|event| matches!(event, Event::SuggestedValues(_))),
+        "{events:?}"
+    );
+    seen.push_str(&texts(events));
+    // After the element nothing passes the sidecar any more.
+    cleaner.push(" Bye").await;
+    assert!(cleaner.take_ready().is_empty());
+    cleaner.sync().await;
+    seen.push_str(&texts(cleaner.take_ready()));
+    let done = cleaner.finish().await;
+    assert_eq!(done.fallback, None);
+    seen.push_str(&done.tail);
+    assert_eq!(seen, done.response.message);
+    assert_eq!(done.response.message, "Sure, here it is.\n\nBye");
+    assert_eq!(done.response.suggested_values.len(), 1);
+}
+
+#[tokio::test]
+async fn an_answer_shown_without_the_sidecar_reaches_it_whole_for_the_final_parse() {
+    let parser = sidecar().await;
+    let upstreams = upstreams(&parser.url());
+    for size in [1, 3, 7, 64, UNSENT_FLUSH + 1] {
+        let answer = "All plain words here, nothing to parse. ".repeat(400);
+        let mut cleaner = TextCleaner::open(&upstreams, profile()).await;
+        let mut seen = String::new();
+        let chars: Vec<char> = answer.chars().collect();
+        for chunk in chars.chunks(size) {
+            cleaner.push(&chunk.iter().collect::<String>()).await;
+            seen.push_str(&texts(cleaner.take_ready()));
+        }
+        let done = cleaner.finish().await;
+        assert_eq!(done.fallback, None, "split {size}");
+        seen.push_str(&done.tail);
+        // The final parse is the sidecar's, of the whole text.
+        assert_eq!(done.response.message, answer, "split {size}");
+        assert_eq!(seen, done.response.message, "split {size}");
+    }
+}
+
+#[tokio::test]
+async fn with_the_sidecar_any_split_adds_up_and_never_leaks() {
+    let parser = sidecar().await;
+    let upstreams = upstreams(&parser.url());
+    let whole = format!("{TEXT} Then. {}", PROPOSAL_TEXT.concat());
+    for size in [1, 2, 5, 13, 40, whole.len()] {
+        let mut cleaner = TextCleaner::open(&upstreams, profile()).await;
+        let mut seen = String::new();
+        let chars: Vec<char> = whole.chars().collect();
+        for chunk in chars.chunks(size) {
+            cleaner.push(&chunk.iter().collect::<String>()).await;
+            let text = texts(cleaner.take_ready());
+            assert!(
+                !text.contains("SUGGESTED") && !text.contains('[') && !text.contains('{'),
+                "{text:?} leaks"
+            );
+            seen.push_str(&text);
+        }
+        cleaner.sync().await;
+        seen.push_str(&texts(cleaner.take_ready()));
+        let done = cleaner.finish().await;
+        assert_eq!(done.fallback, None, "split {size}");
+        seen.push_str(&done.tail);
+        assert_eq!(seen, done.response.message, "split {size}");
+        assert_eq!(done.raw, whole);
+    }
 }
