@@ -37,8 +37,9 @@
 # (--uds-listen) and the gateway dials it (--parser unix:PATH), as in the
 # Kubernetes pod; the gateway's rows are labelled parley-uds. Run once with
 # and once without to compare the sidecar hop over TCP and over the socket.
-# --check also fails when the parser served no ParseStream (the gateway
-# would then have parsed every turn in-process, not measured the hop).
+# --check also fails when the parser served no Parse or ParseStream (the
+# gateway would then have parsed every turn in-process, not measured the
+# hop; a plain answer's turn makes one Parse, see turn/cleaner.rs).
 #
 # --parsing in_process: the gateway parses with the parser library in its
 # own process (upstream.parsing), no sidecar hop; rows labelled
@@ -276,10 +277,10 @@ if $check && [[ "$parsing" == sidecar ]]; then
 import sys, urllib.request
 text = urllib.request.urlopen(sys.argv[1], timeout=5).read().decode()
 print(sum(float(line.rsplit(" ", 1)[1]) for line in text.splitlines()
-          if line.startswith("rpc_server_call_duration_seconds_count") and "ParseStream" in line))
+          if line.startswith("rpc_server_call_duration_seconds_count") and "PayloadParser/Parse" in line))
 PY
 )
-    echo "load: the parser sidecar ($parser_url) served ${parsed%.0} ParseStream call(s)" >&2
+    echo "load: the parser sidecar ($parser_url) served ${parsed%.0} Parse or ParseStream call(s)" >&2
     if [[ "${parsed%.0}" == 0 ]]; then
         echo "load: the gateway never reached its parser sidecar" >&2
         exit 1

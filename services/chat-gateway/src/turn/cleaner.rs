@@ -79,6 +79,11 @@ struct Remote {
 }
 
 enum Mode {
+    /// The sidecar's stream is not open yet: every delta so far passed it
+    /// (`unsent` holds them all). It opens with the first delta that needs
+    /// it; a turn whose whole answer passed it is parsed by one `Parse` at
+    /// the end.
+    Unopened,
     /// The sidecar cleans.
     Remote(Box<Remote>),
     /// The library cleans, in-process.
@@ -225,9 +230,8 @@ impl TextCleaner {
         }
         let mut cleaner = Self::new(profile, compiled, upstreams.parse_timeout);
         cleaner.parser = Some(upstreams.parser.clone());
-        // Boxed: a tonic call's future is large and lives only while the
-        // stream opens, not for the turn (see `super::flow`).
-        Box::pin(cleaner.open_remote(None)).await;
+        // Opened by the first delta that needs it.
+        cleaner.mode = Mode::Unopened;
         cleaner
     }
 
@@ -402,8 +406,10 @@ impl TextCleaner {
                 }
                 Err(error) => tracing::warn!(%error, "in-process parser refused the text"),
             },
-            Mode::Remote(remote) => {
-                if let Some(shown) = self.pass_through(delta) {
+            mode @ (Mode::Unopened | Mode::Remote(_)) => {
+                let shown = self.pass_through(delta);
+                let passed = shown.is_some();
+                if let Some(shown) = shown {
                     // The sidecar repeats it once sent: `repeated` stays,
                     // so `hand_out` skips the repetition.
                     self.unsent.push_str(delta);
@@ -412,21 +418,20 @@ impl TextCleaner {
                         self.ready.push_back(Ready::Text(shown));
                     }
                     if self.unsent.len() < UNSENT_FLUSH {
-                        self.mode = Mode::Remote(remote);
+                        self.mode = mode;
                         return;
                     }
-                    let text = std::mem::take(&mut self.unsent);
-                    self.send_text(remote, text).await;
-                    return;
                 }
-                let text = if self.unsent.is_empty() {
-                    delta.to_owned()
-                } else {
-                    let mut text = std::mem::take(&mut self.unsent);
+                let mut text = std::mem::take(&mut self.unsent);
+                if !passed {
                     text.push_str(delta);
-                    text
-                };
-                self.send_text(remote, text).await;
+                }
+                match mode {
+                    Mode::Remote(remote) => self.send_text(remote, text).await,
+                    // Boxed: a tonic call's future is large and lives only
+                    // while the stream opens, not for the turn.
+                    _ => Box::pin(self.open_remote(Some(text))).await,
+                }
             }
         }
     }
@@ -549,20 +554,22 @@ impl TextCleaner {
     /// Ends the stream: returns the held-back tail of the cleaned text and
     /// the parse of everything received (sidecar's final, else library's).
     pub async fn finish(mut self) -> CleanedText {
-        if let Mode::Remote(remote) = std::mem::replace(&mut self.mode, Mode::Stopped) {
+        let mut response = None;
+        match std::mem::replace(&mut self.mode, Mode::Stopped) {
             // What was handed out without the sidecar, so its final
             // parse reads the whole text.
-            if self.unsent.is_empty() {
-                self.mode = Mode::Remote(remote);
-            } else {
+            Mode::Remote(remote) if !self.unsent.is_empty() => {
                 let text = std::mem::take(&mut self.unsent);
                 Box::pin(self.send_text(remote, text)).await;
             }
+            // The whole answer passed the sidecar: one `Parse` of it.
+            Mode::Unopened => response = Box::pin(self.parse_whole()).await,
+            mode => self.mode = mode,
         }
-        let mut response = None;
         let mut local = None;
         match std::mem::replace(&mut self.mode, Mode::Stopped) {
             Mode::Remote(remote) => response = Box::pin(self.final_from(*remote)).await,
+            Mode::Unopened => {}
             Mode::Local(parser) => local = Some(parser),
             Mode::Stopped => {}
         }
@@ -646,6 +653,15 @@ impl TextCleaner {
         // in this turn.
         self.unsent.clear();
         self.mirrored = false;
+        if matches!(self.mode, Mode::Unopened) {
+            // Nothing was sent: all of the raw text before the step is
+            // still to be sent, and was handed out as it is.
+            self.unsent.clone_from(&self.raw);
+            self.mirrored = true;
+            // The sidecar, once open, repeats all of it.
+            self.repeated = 0;
+            return taken_down;
+        }
         let was_remote = matches!(self.mode, Mode::Remote(_));
         // Dropping the old stream's sender ends that call.
         self.mode = Mode::Stopped;

@@ -3,7 +3,8 @@
 
 use futures::FutureExt;
 use parley_proto::parser::v1::{
-    ParseResponse, ParseStreamRequest, ParseStreamResponse, parse_stream_request::Input,
+    ParseRequest, ParseResponse, ParseStreamRequest, ParseStreamResponse,
+    parse_stream_request::Input,
 };
 use tokio::sync::mpsc;
 use tokio_stream::{StreamExt, wrappers::ReceiverStream};
@@ -109,6 +110,30 @@ impl TextCleaner {
                 _ => return,
             }
         }
+    }
+
+    /// The sidecar's `Parse` of the whole raw text (a turn whose stream
+    /// never opened); `None`, with the reason noted, when it does not
+    /// answer in time.
+    pub(super) async fn parse_whole(&mut self) -> Option<ParseResponse> {
+        let Some(mut client) = self.parser.clone() else {
+            self.fallback
+                .get_or_insert_with(|| "no parser sidecar".into());
+            return None;
+        };
+        self.unsent.clear();
+        let request = ParseRequest {
+            text: self.raw.clone(),
+            profile: Some(self.profile.clone()),
+            profile_name: String::new(),
+        };
+        let reason = match tokio::time::timeout(self.wait, client.parse(request)).await {
+            Ok(Ok(response)) => return Some(response.into_inner()),
+            Ok(Err(status)) => short(&status),
+            Err(_) => "timed out waiting for the final parse".into(),
+        };
+        self.fallback.get_or_insert(reason);
+        None
     }
 
     /// Half-closes the sidecar's stream and waits for its final answer;

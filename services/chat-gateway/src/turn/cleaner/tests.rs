@@ -179,10 +179,12 @@ async fn the_local_cleaner_never_leaks_and_adds_up_for_any_split() {
 }
 
 #[tokio::test]
-async fn an_unreachable_sidecar_falls_back_at_open() {
+async fn an_unreachable_sidecar_falls_back_when_first_needed() {
     let mut cleaner = TextCleaner::open(&upstreams("http://127.0.0.1:9"), profile()).await;
-    assert!(cleaner.fallback_reason().is_some());
+    // Opened by the first delta that needs it.
+    assert!(cleaner.fallback_reason().is_none());
     cleaner.push(TEXT).await;
+    assert!(cleaner.fallback_reason().is_some());
     let done = cleaner.finish().await;
     assert_eq!(done.response.suggested_values.len(), 1);
 }
@@ -318,4 +320,14 @@ async fn with_the_sidecar_any_split_adds_up_and_never_leaks() {
         assert_eq!(seen, done.response.message, "split {size}");
         assert_eq!(done.raw, whole);
     }
+}
+
+#[tokio::test]
+async fn a_plain_answer_with_the_sidecar_down_is_parsed_in_process_and_says_why() {
+    let mut cleaner = TextCleaner::open(&upstreams("http://127.0.0.1:9"), profile()).await;
+    cleaner.push("Nothing to see").await;
+    assert_eq!(texts(cleaner.take_ready()), "Nothing to see");
+    let done = cleaner.finish().await;
+    assert!(done.fallback.is_some(), "the final Parse found no sidecar");
+    assert_eq!(done.response.message, "Nothing to see");
 }
