@@ -49,6 +49,8 @@ fn cleaner(c: &mut Criterion) {
         .enable_all()
         .build()
         .expect("a runtime");
+    // The clients' channels are made inside the runtime.
+    let _entered = runtime.enter();
     let sidecar = runtime.block_on(parley_testkit::sidecar::ParserSidecar::start::<_, &str>([]));
     let upstreams = Upstreams::new(
         "http://127.0.0.1:9",
