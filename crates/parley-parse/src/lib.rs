@@ -59,6 +59,12 @@ pub use profile::{
 pub use proto::typed;
 pub use stream::StreamParser;
 
+/// Whitespace as the parser reads it: the four ASCII bytes JSON and the
+/// message trimming know (a marker ends at none of the others).
+pub(crate) fn is_ws(b: u8) -> bool {
+    matches!(b, b' ' | b'\t' | b'\r' | b'\n')
+}
+
 /// Parses a complete response.
 ///
 /// Fails only when `text` is larger than `limits.max_bytes`; malformed

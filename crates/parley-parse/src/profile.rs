@@ -230,7 +230,8 @@ impl Profile {
     /// that could begin a marker is handed out whole: `held`, then `delta`
     /// without its own trailing whitespace, which the stream holds back in
     /// turn (an empty string when `delta` is all whitespace). The stream is
-    /// then in the same kind of state again.
+    /// then in the same kind of state again. A `held` that is not all
+    /// whitespace is not such a state: `None`.
     ///
     /// This is how a caller whose parser is elsewhere (the gateway and its
     /// parser sidecar) shows plain text at once instead of after a round
@@ -239,16 +240,16 @@ impl Profile {
     /// against the stream parser for any text and split).
     pub fn pass_through(&self, held: &str, delta: &str) -> Option<String> {
         let t = delta.as_bytes();
-        if t.is_empty() || t.iter().any(|b| self.triggers.contains(b)) {
+        if t.is_empty()
+            || !held.bytes().all(crate::is_ws)
+            || t.iter().any(|b| self.triggers.contains(b))
+        {
             return None;
         }
         if self.markers.hold_from(t, 0) != t.len() {
             return None;
         }
-        let Some(last) = t
-            .iter()
-            .rposition(|&b| !matches!(b, b' ' | b'\t' | b'\r' | b'\n'))
-        else {
+        let Some(last) = t.iter().rposition(|&b| !crate::is_ws(b)) else {
             return Some(String::new());
         };
         let mut shown = String::with_capacity(held.len() + last + 1);

@@ -14,6 +14,8 @@
 //! `message[emitted..]` after every delta and the pieces add up to the final
 //! message.
 
+use crate::is_ws;
+
 /// What the message grows to when it first outgrows its room: the largest
 /// block glibc's allocator hands out from its small bins. A block of 1 KiB
 /// or more makes the allocator consolidate its free lists first, which
@@ -62,10 +64,6 @@ impl Joint {
             .max(run.bytes().filter(|&b| b == b'\n').count());
         self.crlf |= run.contains("\r\n");
     }
-}
-
-fn is_ws(b: u8) -> bool {
-    matches!(b, b' ' | b'\t' | b'\r' | b'\n')
 }
 
 impl MessageBuilder {

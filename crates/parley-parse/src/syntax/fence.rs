@@ -5,13 +5,10 @@
 //! unbounded run of whitespace waiting to learn whether JSON follows.
 
 use super::marker::Tri;
+use crate::is_ws;
 
 /// Longest whitespace gap between a marker (or fence) and its JSON.
 pub(crate) const MAX_GAP: usize = 256;
-
-fn is_ws(b: u8) -> bool {
-    matches!(b, b' ' | b'\t' | b'\r' | b'\n')
-}
 
 /// The first non-whitespace position at or after `i`, within `limit` bytes.
 pub(crate) fn skip_ws(t: &[u8], i: usize, limit: usize, at_end: bool) -> Tri<usize> {

@@ -80,7 +80,7 @@ struct Remote {
 
 enum Mode {
     /// The sidecar's stream is not open yet: every delta so far passed it
-    /// (`unsent` holds them all). It opens with the first delta that needs
+    /// (the raw text is all still to be sent). It opens with the first delta that needs
     /// it; a turn whose whole answer passed it is parsed by one `Parse` at
     /// the end.
     Unopened,
@@ -165,7 +165,8 @@ pub struct TextCleaner {
     mirrored: bool,
     /// The compiled profile that says which deltas pass the sidecar.
     plain: Plain,
-    /// Raw text handed out without the sidecar and not yet sent to it.
+    /// Raw text handed out without the sidecar and not yet sent to its open
+    /// stream (before the stream opens, all of `raw` is).
     unsent: String,
     /// What the client was shown of the elements.
     shown: Shown,
@@ -299,12 +300,6 @@ impl TextCleaner {
         }
         let before = self.raw.len() - delta.len();
         let held = self.raw.get(self.emitted.len()..before)?;
-        if !held
-            .bytes()
-            .all(|b| matches!(b, b' ' | b'\t' | b'\r' | b'\n'))
-        {
-            return None;
-        }
         if matches!(self.plain, Plain::Unresolved) {
             self.plain = match local_profile(&self.profile, &self.compiled) {
                 Ok(profile) => Plain::Ready(profile),
@@ -407,30 +402,34 @@ impl TextCleaner {
                 Err(error) => tracing::warn!(%error, "in-process parser refused the text"),
             },
             mode @ (Mode::Unopened | Mode::Remote(_)) => {
-                let shown = self.pass_through(delta);
-                let passed = shown.is_some();
-                if let Some(shown) = shown {
+                let opened = matches!(mode, Mode::Remote(_));
+                if opened {
+                    self.unsent.push_str(delta);
+                }
+                if let Some(shown) = self.pass_through(delta) {
                     // The sidecar repeats it once sent: `repeated` stays,
                     // so `hand_out` skips the repetition.
-                    self.unsent.push_str(delta);
                     if !shown.is_empty() {
                         self.emitted.push_str(&shown);
                         self.ready.push_back(Ready::Text(shown));
                     }
-                    if self.unsent.len() < UNSENT_FLUSH {
+                    let waiting = if opened { &self.unsent } else { &self.raw };
+                    if waiting.len() < UNSENT_FLUSH {
                         self.mode = mode;
                         return;
                     }
                 }
-                let mut text = std::mem::take(&mut self.unsent);
-                if !passed {
-                    text.push_str(delta);
-                }
                 match mode {
-                    Mode::Remote(remote) => self.send_text(remote, text).await,
+                    Mode::Remote(remote) => {
+                        let text = std::mem::take(&mut self.unsent);
+                        self.send_text(remote, text).await;
+                    }
                     // Boxed: a tonic call's future is large and lives only
                     // while the stream opens, not for the turn.
-                    _ => Box::pin(self.open_remote(Some(text))).await,
+                    _ => {
+                        let text = self.raw.clone();
+                        Box::pin(self.open_remote(Some(text))).await;
+                    }
                 }
             }
         }
@@ -656,7 +655,6 @@ impl TextCleaner {
         if matches!(self.mode, Mode::Unopened) {
             // Nothing was sent: all of the raw text before the step is
             // still to be sent, and was handed out as it is.
-            self.unsent.clone_from(&self.raw);
             self.mirrored = true;
             // The sidecar, once open, repeats all of it.
             self.repeated = 0;

@@ -3,14 +3,15 @@
 //! carries a `PARSER_FALLBACK` diagnostic). The streaming side is
 //! [`super::cleaner`].
 
-use std::sync::Arc;
+use std::{sync::Arc, time::Duration};
 
 use parley_parse::{Limits, Profile, ProfileCache};
 use parley_proto::parser::v1::{
     Diagnostic, DiagnosticKind, ParseProfile, ParseRequest, ParseResponse,
+    payload_parser_client::PayloadParserClient,
 };
 
-use crate::clients::{Parsing, Upstreams};
+use crate::clients::{Parsing, Traced, Upstreams};
 
 /// The diagnostic that says the in-process parser answered.
 pub fn fallback_diagnostic(reason: &str) -> Diagnostic {
@@ -80,19 +81,39 @@ pub async fn parse_text(
         return (parsed, None);
     }
     let mut client = upstreams.parser.clone();
-    let request = ParseRequest {
-        text: text.to_owned(),
-        profile: Some(profile.clone()),
-        profile_name: String::new(),
-    };
-    let reason = match tokio::time::timeout(upstreams.parse_timeout, client.parse(request)).await {
-        Ok(Ok(response)) => return (response.into_inner(), None),
-        Ok(Err(status)) => short(&status),
-        Err(_) => "timed out".to_owned(),
+    let sidecar = parse_remote(
+        &mut client,
+        text.to_owned(),
+        profile,
+        upstreams.parse_timeout,
+    );
+    let reason = match sidecar.await {
+        Ok(response) => return (response, None),
+        Err(reason) => reason,
     };
     let parsed = parse_locally(text, profile, &upstreams.compiled_profiles)
         .unwrap_or_else(|error| unparsed(String::new(), &error));
     (parsed, Some(reason))
+}
+
+/// The sidecar's `Parse` of `text`, answered within `wait`; the error says
+/// why it was not.
+pub(super) async fn parse_remote(
+    client: &mut PayloadParserClient<Traced>,
+    text: String,
+    profile: &ParseProfile,
+    wait: Duration,
+) -> Result<ParseResponse, String> {
+    let request = ParseRequest {
+        text,
+        profile: Some(profile.clone()),
+        profile_name: String::new(),
+    };
+    match tokio::time::timeout(wait, client.parse(request)).await {
+        Ok(Ok(response)) => Ok(response.into_inner()),
+        Ok(Err(status)) => Err(short(&status)),
+        Err(_) => Err("timed out waiting for the parse".into()),
+    }
 }
 
 #[cfg(test)]

@@ -3,14 +3,13 @@
 
 use futures::FutureExt;
 use parley_proto::parser::v1::{
-    ParseRequest, ParseResponse, ParseStreamRequest, ParseStreamResponse,
-    parse_stream_request::Input,
+    ParseResponse, ParseStreamRequest, ParseStreamResponse, parse_stream_request::Input,
 };
 use tokio::sync::mpsc;
 use tokio_stream::{StreamExt, wrappers::ReceiverStream};
 
 use super::{Mode, REQUEST_BUFFER, Remote, TextCleaner};
-use crate::turn::parse::short;
+use crate::turn::parse::{parse_remote, short};
 
 impl TextCleaner {
     /// Opens a `ParseStream` (sending `text` first, when given), or the
@@ -121,19 +120,13 @@ impl TextCleaner {
                 .get_or_insert_with(|| "no parser sidecar".into());
             return None;
         };
-        self.unsent.clear();
-        let request = ParseRequest {
-            text: self.raw.clone(),
-            profile: Some(self.profile.clone()),
-            profile_name: String::new(),
-        };
-        let reason = match tokio::time::timeout(self.wait, client.parse(request)).await {
-            Ok(Ok(response)) => return Some(response.into_inner()),
-            Ok(Err(status)) => short(&status),
-            Err(_) => "timed out waiting for the final parse".into(),
-        };
-        self.fallback.get_or_insert(reason);
-        None
+        match parse_remote(&mut client, self.raw.clone(), &self.profile, self.wait).await {
+            Ok(response) => Some(response),
+            Err(reason) => {
+                self.fallback.get_or_insert(reason);
+                None
+            }
+        }
     }
 
     /// Half-closes the sidecar's stream and waits for its final answer;
