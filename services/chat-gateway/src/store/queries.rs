@@ -8,7 +8,9 @@ use super::{
     BeginTurn, ConversationSummary, FinishTurn, ListCursor, NewTurn, Store, StoreError,
     StoredEvent, StoredUsage, TurnRecord, TurnState, now_ms,
     wire::to_u64,
-    writes::{BeginTurnWrite, Begun, DeleteWrite, EncodedEvent, FinishTurnWrite, usage_of},
+    writes::{
+        BeginTurnWrite, Begun, Decided, DeleteWrite, EncodedEvent, FinishTurnWrite, usage_of,
+    },
 };
 
 /// The columns [`turn_from_row`] reads.
@@ -160,6 +162,34 @@ impl Store {
     /// any other request id this owner already used stores nothing and
     /// returns the earlier turn.
     pub async fn begin_turn(&self, new: &NewTurn<'_>) -> Result<BeginTurn, StoreError> {
+        self.begin(new, Decided::default()).await
+    }
+
+    /// [`Store::begin_turn`], telling `started` (the turn's position, and
+    /// whether it is branched) as soon as the store has decided to start
+    /// the turn, before that decision commits, where nothing but a failed
+    /// commit can change it: on SQLite, whose one writer decides inside its
+    /// transaction, for a turn without a request id (another call's
+    /// request id meets the unique index only at the insert, which runs
+    /// with the commit). Elsewhere `started` is dropped untold. The result
+    /// comes, as ever, once the turn is committed: a caller that acts on
+    /// `started` releases nothing before it, and undoes what it started
+    /// when the result is not a start.
+    pub async fn begin_turn_early(
+        &self,
+        new: &NewTurn<'_>,
+        started: tokio::sync::oneshot::Sender<(u32, bool)>,
+    ) -> Result<BeginTurn, StoreError> {
+        let final_decision = self.backend() == super::Backend::Sqlite && new.request_id.is_none();
+        let decided = if final_decision {
+            Decided::to(started)
+        } else {
+            Decided::default()
+        };
+        self.begin(new, decided).await
+    }
+
+    async fn begin(&self, new: &NewTurn<'_>, decided: Decided) -> Result<BeginTurn, StoreError> {
         let write = BeginTurnWrite {
             owner: new.owner.to_owned(),
             conversation_id: new.conversation_id.to_owned(),
@@ -179,6 +209,7 @@ impl Store {
             admission: new.admission.clone(),
             postgres: self.backend() == super::Backend::Postgres,
             now: now_ms(),
+            decided,
         };
         let error = match self.write(write).await {
             Ok(Begun::Started(turn_index, branched)) => {

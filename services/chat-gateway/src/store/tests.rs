@@ -2558,4 +2558,5 @@ async fn a_database_that_cannot_be_opened_says_why() {
     );
 }
 
+mod early;
 mod search;

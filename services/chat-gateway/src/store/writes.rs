@@ -10,6 +10,7 @@
 
 use futures::future::BoxFuture;
 use sqlx::{AnyConnection, Arguments, Row};
+use tokio::sync::oneshot;
 
 use super::{
     Deletion, EventBody, StoreError, StoredUsage, TurnState, WireBatch,
@@ -88,6 +89,35 @@ pub(crate) struct BeginTurnWrite {
     /// Whether to take PostgreSQL's advisory locks for the limits.
     pub(crate) postgres: bool,
     pub(crate) now: i64,
+    /// Told once the write has decided to start the turn, before its last
+    /// statements run and commit (see [`Store::begin_turn_early`]).
+    ///
+    /// [`Store::begin_turn_early`]: super::Store::begin_turn_early
+    pub(crate) decided: Decided,
+}
+
+/// Where a [`BeginTurnWrite`] tells that it decided to start its turn: at
+/// most once, however often the write runs.
+#[derive(Debug, Default)]
+pub(crate) struct Decided(std::sync::Mutex<Option<oneshot::Sender<(u32, bool)>>>);
+
+impl Decided {
+    /// Tells `tell` the turn's position and whether it is branched.
+    pub(crate) fn to(tell: oneshot::Sender<(u32, bool)>) -> Self {
+        Self(std::sync::Mutex::new(Some(tell)))
+    }
+
+    fn tell(&self, turn_index: i64, branched: bool) {
+        let taken = self
+            .0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .take();
+        if let Some(tell) = taken {
+            // Nobody waits any more: the caller went on without it.
+            let _ = tell.send((u32::try_from(turn_index).unwrap_or(u32::MAX), branched));
+        }
+    }
 }
 
 /// What [`BeginTurnWrite`] did.
@@ -305,6 +335,7 @@ impl Write for BeginTurnWrite {
                     &self.replica,
                 )?;
             }
+            self.decided.tell(turn_index, branched);
             Ok(Deferred {
                 output: Some(Begun::Started(turn_index, branched)),
                 tail: Some(group),

@@ -18,7 +18,7 @@ use tonic::{Code, Streaming, transport::Channel};
 
 use crate::{
     harness::{
-        Harness, Options, chat, chat_request, drain,
+        Harness, Options, chat, chat_request, collect, drain,
         fake_runner::{Reply, Step, finished, text_reply},
         process::{GatewayProcess, ProcessConfig},
         reason, start_upstreams,
@@ -464,6 +464,99 @@ async fn a_failing_store_never_acknowledges_an_unstored_turn() {
     )
     .await;
     assert!(next.complete.success);
+    stack.stop().await;
+}
+
+/// A connection of its own to the gateway's SQLite file, holding the
+/// write lock: the gateway's writer can still decide a new conversation's
+/// turn, but its inserts wait in SQLite's busy handler (5 s at most) until
+/// the lock is released. (A writer whose transaction has read already gets
+/// SQLITE_BUSY at once instead: no limit may read, see [`unlimited`].)
+async fn hold_write_lock(database_url: &str) -> sqlx::SqliteConnection {
+    use sqlx::Connection;
+    let mut lock = sqlx::SqliteConnection::connect(database_url)
+        .await
+        .expect("connect to the gateway's database");
+    sqlx::raw_sql("BEGIN IMMEDIATE")
+        .execute(&mut lock)
+        .await
+        .expect("take the write lock");
+    lock
+}
+
+/// A gateway whose turns no limit counts: its writer reads nothing to
+/// start a new conversation's turn.
+fn unlimited() -> Options {
+    Options {
+        tweak: |config| {
+            config.turns.per_user = chat_gateway::config::Quota::UNLIMITED;
+            config.turns.per_tenant = chat_gateway::config::Quota::UNLIMITED;
+        },
+        ..Options::default()
+    }
+}
+
+#[tokio::test]
+async fn a_new_conversation_calls_the_runner_while_its_start_commits_and_shows_nothing_before() {
+    let stack = Harness::start(unlimited()).await;
+    let mut lock = hold_write_lock(&stack.database_url).await;
+    stack.runner.push(text_reply(&["Early ", "answer."]));
+    let mut client = stack.client.clone();
+    let call =
+        tokio::spawn(async move { client.chat(chat_request("", "Hello", "tables_list")).await });
+    // The runner has the turn's request while its start waits for the
+    // lock; the client has not even the response's headers.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while stack.runner.seen().is_empty() {
+        assert!(
+            Instant::now() < deadline,
+            "the runner call waited for the commit"
+        );
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    assert!(
+        !call.is_finished(),
+        "the client's stream waits for the commit"
+    );
+    sqlx::raw_sql("ROLLBACK")
+        .execute(&mut lock)
+        .await
+        .expect("release the write lock");
+    let turn = collect(call.await.expect("join").expect("chat").into_inner()).await;
+    assert!(turn.complete.success, "{:?}", turn.complete);
+    assert_eq!(turn.text, "Early answer.");
+    stack.stop().await;
+}
+
+#[tokio::test]
+async fn a_start_that_does_not_commit_stops_its_runner_call_and_shows_nothing() {
+    let mut stack = Harness::start(unlimited()).await;
+    // Held past SQLite's busy timeout (5 s): the turn's start cannot commit.
+    let lock = hold_write_lock(&stack.database_url).await;
+    stack.runner.push(Reply::Steps(vec![
+        text("Never "),
+        Step::Gate(Arc::new(Notify::new())),
+    ]));
+    let refused = stack
+        .client
+        .chat(chat_request("", "Hello", "tables_list"))
+        .await
+        .expect_err("the start did not commit");
+    assert_eq!(reason(&refused), "STORE_UNAVAILABLE", "{refused:?}");
+    assert_eq!(stack.runner.seen().len(), 1, "its runner call had started");
+    stack.runner.dropped(1).await;
+    drop(lock);
+    let listed = stack
+        .client
+        .list_conversations(gw::ListConversationsRequest::default())
+        .await
+        .expect("list")
+        .into_inner();
+    assert!(listed.conversations.is_empty(), "{listed:?}");
+    // The store takes the next turn.
+    stack.runner.push(text_reply(&["Stored."]));
+    let next = chat(&mut stack.client, chat_request("", "Again", "tables_list")).await;
+    assert!(next.complete.success, "{:?}", next.complete);
     stack.stop().await;
 }
 
