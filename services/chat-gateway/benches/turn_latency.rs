@@ -39,6 +39,13 @@
 //! `PARLEY_BENCH_STREAM_AHEAD` and `PARLEY_BENCH_LOG_INTERVAL_MS` set
 //! `turns.stream_ahead` and `turns.log_interval`.
 //!
+//! With `PARLEY_BENCH_CONVERSATIONS=compare` each level runs twice, with
+//! every client's turns in one conversation and then with each turn in a
+//! new conversation, and prints both and their ratio: a new conversation's
+//! turn reads no history and calls the runner while its start commits
+//! (`Engine::begin_early`), so its *setup* shows what the store write
+//! costs the first token.
+//!
 //! With `PARLEY_BENCH_EXCESS=N` and `PARLEY_BENCH_MAX_TURNS` set to the
 //! level's streams (the gateway is full), each level runs alone and then
 //! beside N callers each calling `Chat` every 50 ms, refused (`TOO_MANY_TURNS`)
@@ -135,7 +142,17 @@ struct Sample {
     events: usize,
 }
 
-/// One client: turns back to back in one conversation until `stop`.
+/// Where a client's turns go.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Conversations {
+    /// All in one conversation (each turn reads the ones before back).
+    One,
+    /// Each in a new conversation (a turn that calls the runner while its
+    /// start commits).
+    New,
+}
+
+/// One client: turns back to back until `stop`.
 async fn client(
     stack: Arc<Harness>,
     model: Model,
@@ -143,6 +160,7 @@ async fn client(
     start_after: Duration,
     stop: Arc<AtomicBool>,
     max_turns: usize,
+    conversations: Conversations,
 ) -> Vec<Sample> {
     tokio::time::sleep(start_after).await;
     let mut draws = Draws(seed | 1);
@@ -172,7 +190,9 @@ async fn client(
             match event.event {
                 Some(Event::Status(status)) if turn_id.is_empty() => {
                     turn_id = status.turn_id;
-                    conversation = status.conversation_id;
+                    if conversations == Conversations::One {
+                        conversation = status.conversation_id;
+                    }
                 }
                 Some(Event::TextDelta(_)) if first_text.is_none() => {
                     first_text = Some(Instant::now())
@@ -240,6 +260,18 @@ async fn level(
     length: Length,
     excess: usize,
 ) -> Level {
+    level_of(stack, model, streams, length, excess, Conversations::One).await
+}
+
+/// [`level`], the clients' turns going to `conversations`.
+async fn level_of(
+    stack: &Arc<Harness>,
+    model: Model,
+    streams: usize,
+    length: Length,
+    excess: usize,
+    conversations: Conversations,
+) -> Level {
     let stop = Arc::new(AtomicBool::new(false));
     let refused = Arc::new(std::sync::atomic::AtomicU64::new(0));
     let callers: Vec<_> = (0..excess)
@@ -282,6 +314,7 @@ async fn level(
                 start_after,
                 stop.clone(),
                 max_turns,
+                conversations,
             ))
         })
         .collect();
@@ -670,11 +703,31 @@ fn main() {
         } else {
             vec![(10, Length::Window(Duration::from_millis(200)))]
         };
+        // `PARLEY_BENCH_CONVERSATIONS=compare`: each level runs with every
+        // client in one conversation, then with each turn in a new one
+        // (whose runner call goes out while its start commits).
+        let compare_new =
+            std::env::var("PARLEY_BENCH_CONVERSATIONS").is_ok_and(|v| v == "compare");
         println!("all figures in ms");
         for (streams, length) in plan
             .into_iter()
             .filter(|(streams, _)| only.is_none_or(|only| only == *streams))
         {
+            if compare_new {
+                let mut one = level(&stack, model, streams, length, 0).await;
+                let mut new =
+                    level_of(&stack, model, streams, length, 0, Conversations::New).await;
+                report(streams, " (one conversation) ", &mut one);
+                report(streams, " (new conversations)", &mut new);
+                println!(
+                    "        new/one conversation: setup p50 {:.2}x p99 {:.2}x; first text added p50 {:.2}x p99 {:.2}x",
+                    ratio(&new.setup, &one.setup, 0.50),
+                    ratio(&new.setup, &one.setup, 0.99),
+                    ratio(&new.added, &one.added, 0.50),
+                    ratio(&new.added, &one.added, 0.99),
+                );
+                continue;
+            }
             if let Some(unlogged) = &unlogged {
                 let mut off = level(unlogged, model, streams, length, 0).await;
                 let mut on = level(&stack, model, streams, length, 0).await;
