@@ -471,7 +471,7 @@ async fn a_failing_store_never_acknowledges_an_unstored_turn() {
 /// write lock: the gateway's writer can still decide a new conversation's
 /// turn, but its inserts wait in SQLite's busy handler (5 s at most) until
 /// the lock is released. (A writer whose transaction has read already gets
-/// SQLITE_BUSY at once instead: no limit may read, see [`unlimited`].)
+/// SQLITE_BUSY at once instead: no limit may read, see [`early_start`].)
 async fn hold_write_lock(database_url: &str) -> sqlx::SqliteConnection {
     use sqlx::Connection;
     let mut lock = sqlx::SqliteConnection::connect(database_url)
@@ -484,13 +484,20 @@ async fn hold_write_lock(database_url: &str) -> sqlx::SqliteConnection {
     lock
 }
 
-/// A gateway whose turns no limit counts: its writer reads nothing to
-/// start a new conversation's turn.
-fn unlimited() -> Options {
+/// A gateway for the early-start tests: no limit counts its turns (its
+/// writer reads nothing to start a new conversation's turn), and its
+/// periodic writes (the lease renewals, every `lease_renew`) come only at
+/// start-up. Each write queued ahead of the turn's start while the test
+/// holds the lock waits out the busy timeout twice (in its batch, then
+/// alone): a renewal that fell into that window once kept the runner call
+/// back past the test's deadline.
+fn early_start() -> Options {
     Options {
         tweak: |config| {
             config.turns.per_user = chat_gateway::config::Quota::UNLIMITED;
             config.turns.per_tenant = chat_gateway::config::Quota::UNLIMITED;
+            config.turns.lease_renew = Duration::from_secs(3600);
+            config.turns.lease_ttl = Duration::from_secs(7200);
         },
         ..Options::default()
     }
@@ -498,16 +505,27 @@ fn unlimited() -> Options {
 
 #[tokio::test]
 async fn a_new_conversation_calls_the_runner_while_its_start_commits_and_shows_nothing_before() {
-    let stack = Harness::start(unlimited()).await;
+    let mut stack = Harness::start(early_start()).await;
+    // A whole turn first: the start-up's writes (the first renewals and
+    // prunes) are committed before the lock is taken.
+    stack.runner.push(text_reply(&["Warm."]));
+    let warm = chat(
+        &mut stack.client,
+        chat_request("", "Warm up", "tables_list"),
+    )
+    .await;
+    assert!(warm.complete.success, "{:?}", warm.complete);
     let mut lock = hold_write_lock(&stack.database_url).await;
     stack.runner.push(text_reply(&["Early ", "answer."]));
     let mut client = stack.client.clone();
     let call =
         tokio::spawn(async move { client.chat(chat_request("", "Hello", "tables_list")).await });
     // The runner has the turn's request while its start waits for the
-    // lock; the client has not even the response's headers.
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while stack.runner.seen().is_empty() {
+    // lock; the client has not even the response's headers. (Without the
+    // early start the request never comes while the lock is held: the
+    // deadline is generous so that only that fails it.)
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while stack.runner.seen().len() < 2 {
         assert!(
             Instant::now() < deadline,
             "the runner call waited for the commit"
@@ -530,7 +548,7 @@ async fn a_new_conversation_calls_the_runner_while_its_start_commits_and_shows_n
 
 #[tokio::test]
 async fn a_start_that_does_not_commit_stops_its_runner_call_and_shows_nothing() {
-    let mut stack = Harness::start(unlimited()).await;
+    let mut stack = Harness::start(early_start()).await;
     // Held past SQLite's busy timeout (5 s): the turn's start cannot commit.
     let lock = hold_write_lock(&stack.database_url).await;
     stack.runner.push(Reply::Steps(vec![
