@@ -13,8 +13,15 @@ use super::{
     },
 };
 
-/// The columns [`turn_from_row`] reads.
-pub(crate) const TURN_COLUMNS: &str = "id, conversation_id, turn_index, state, outcome, replica, retryable, last_event_seq, \
+/// The columns [`turn_from_row`] reads, from `turns`. A running turn's
+/// `last_event_seq` is its newest stored batch's `last_seq`: the event log
+/// adds batches without writing the turn's row (`wire::AppendWire`), and
+/// the turn's end or pause writes the column (and the prune keeps a
+/// running turn's batches).
+pub(crate) const TURN_COLUMNS: &str = "id, conversation_id, turn_index, state, outcome, replica, retryable, \
+     CASE WHEN turns.state = 'running' THEN COALESCE((SELECT e.last_seq FROM turn_events e \
+     WHERE e.turn_id = turns.id ORDER BY e.first_seq DESC LIMIT 1), turns.last_event_seq) \
+     ELSE turns.last_event_seq END AS last_event_seq, \
      payload_decision, feedback, parent_turn_id";
 
 /// The turns of the branch that ends at turn `$1` of owner `$2` in

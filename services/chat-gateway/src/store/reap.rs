@@ -103,13 +103,20 @@ impl Write for Reap {
             if !reapable {
                 return Ok(false);
             }
+            let wire = wire_batches(conn, &self.turn_id, 0).await?;
+            // A running turn's row keeps the seq its last pause wrote (0
+            // before any): the batches the event log added since hold the
+            // rest (the prune keeps them while it runs).
+            let stored = to_u64(row.try_get("last_event_seq")?);
             let input = ReapInput {
                 owner: row.try_get("owner")?,
                 conversation_id: row.try_get("conversation_id")?,
                 turn_id: self.turn_id.clone(),
-                last_event_seq: to_u64(row.try_get("last_event_seq")?),
+                last_event_seq: wire
+                    .last()
+                    .map_or(stored, |batch| batch.last_seq.max(stored)),
                 stream_ahead: to_u64(row.try_get("stream_ahead")?),
-                wire: wire_batches(conn, &self.turn_id, 0).await?,
+                wire,
             };
             let reaped = (self.finalize)(&input);
             let finish = FinishTurnWrite {

@@ -942,6 +942,17 @@ async fn wire_log_leases_and_reaping(store: Store) {
         .expect("exists");
     assert_eq!(record.last_event_seq, 5);
     assert_eq!(record.replica.as_deref(), Some(REPLICA));
+    // The log of a turn that still runs outlives the resume window: its
+    // newest batch says where it ended (the append writes no turn row).
+    assert_eq!(store.prune_wire(now_ms() + 1).await.expect("prune"), 0);
+    assert_eq!(
+        store
+            .wire_events("alice", &turn, 0)
+            .await
+            .expect("wire")
+            .len(),
+        2
+    );
 
     // Cancel requests reach the replica at its next renewal.
     assert_eq!(

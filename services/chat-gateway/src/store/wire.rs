@@ -41,9 +41,12 @@ pub(super) struct AppendWire {
 }
 
 impl AppendWire {
-    /// The statements that store `chunk`: both keep to the turns `replica`
-    /// still runs, so neither waits for the other's result (one round trip
-    /// on SQLite). They return the ids of those turns.
+    /// The statement that stores `chunk`, for the turns `replica` still
+    /// runs, and returns their ids: one statement (one round trip on
+    /// SQLite, where it goes with the COMMIT). The turn's row is not
+    /// written: a running turn's last stored seq is its newest batch's
+    /// (see [`super::queries::TURN_COLUMNS`]), so the log's write every
+    /// `turns.log_interval` rewrites no turn row.
     fn statements(
         &self,
         conn: &AnyConnection,
@@ -51,7 +54,6 @@ impl AppendWire {
     ) -> Result<Statements, StoreError> {
         let mut group = Statements::new(conn);
         let binds = Binds::of(&group);
-        advance_held(&mut group, binds, &self.replica, chunk)?;
         insert_wires(&mut group, binds, &self.replica, chunk, self.now)?;
         Ok(group)
     }
@@ -179,36 +181,9 @@ impl Binds {
     }
 }
 
-/// Adds to `group` the statement that moves `last_event_seq` of the
-/// batches' turns that `replica` still runs and returns their ids, one
-/// statement for the whole chunk.
-fn advance_held(
-    group: &mut Statements,
-    binds: Binds,
-    replica: &str,
-    chunk: &[TurnBatch],
-) -> Result<(), StoreError> {
-    // The rows' values bind first, the replica last: the same order for
-    // numbered and anonymous placeholders.
-    let sql = format!(
-        "WITH batch (turn, seq) AS (VALUES {}) \
-         UPDATE turns SET last_event_seq = batch.seq FROM batch \
-         WHERE turns.id = batch.turn AND turns.replica = {} \
-         AND turns.state = 'running' RETURNING id",
-        binds.rows(chunk.len(), 2, 1),
-        binds.one(chunk.len() * 2 + 1)
-    );
-    group.push(sql, |values| {
-        for turn in chunk {
-            values.add(turn.turn_id.as_str())?;
-            values.add(to_i64(turn.batch.last_seq))?;
-        }
-        values.add(replica)
-    })
-}
-
 /// Adds to `group` the statement that inserts the batches of the turns
-/// that `replica` still runs, one statement for them all.
+/// that `replica` still runs, one statement for them all, returning their
+/// ids (`id`).
 fn insert_wires(
     group: &mut Statements,
     binds: Binds,
@@ -221,7 +196,7 @@ fn insert_wires(
          INSERT INTO turn_events (turn_id, first_seq, last_seq, events, created_at) \
          SELECT wire.turn_id, wire.first_seq, wire.last_seq, wire.events, wire.created_at \
          FROM wire JOIN turns ON turns.id = wire.turn_id \
-         WHERE turns.replica = {} AND turns.state = 'running'",
+         WHERE turns.replica = {} AND turns.state = 'running' RETURNING turn_id AS id",
         binds.rows(chunk.len(), 5, 1),
         binds.one(chunk.len() * 5 + 1)
     );
@@ -272,7 +247,12 @@ impl Write for Prune {
 
     fn run<'c>(&'c self, conn: &'c mut AnyConnection) -> BoxFuture<'c, Result<u64, StoreError>> {
         Box::pin(async move {
-            Ok(sqlx::query("DELETE FROM turn_events WHERE created_at < $1")
+            // A running turn's batches stay: its newest is its last
+            // stored seq (see `queries::TURN_COLUMNS`).
+            Ok(sqlx::query(
+                "DELETE FROM turn_events WHERE created_at < $1 AND NOT EXISTS \
+                 (SELECT 1 FROM turns WHERE turns.id = turn_events.turn_id AND turns.state = 'running')",
+            )
                 .bind(self.before)
                 .execute(&mut *conn)
                 .await?
@@ -353,7 +333,9 @@ impl Store {
     }
 
     /// Deletes the wire events stored before `before` (Unix ms): the
-    /// resume window has passed. Conversation history is not touched.
+    /// resume window has passed. A running turn's are kept (a turn that
+    /// runs longer than the window is resumed whole, and its newest batch
+    /// says where its log ended). Conversation history is not touched.
     pub async fn prune_wire(&self, before: i64) -> Result<u64, StoreError> {
         self.write(Prune { before }).await
     }
