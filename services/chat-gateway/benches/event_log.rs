@@ -9,11 +9,11 @@
 
 use std::time::{Duration, Instant};
 
-use chat_gateway::store::{
-    AssistantMessage, BeginTurn, EventBody, FinishTurn, NewTurn, Store, StoreOptions, StoredPage,
-    TurnBatch, TurnState, WireBatch,
-};
+use chat_gateway::store::{Store, TurnBatch, WireBatch};
 use criterion::{Criterion, criterion_group, criterion_main};
+
+#[path = "store_fixture.rs"]
+mod store_fixture;
 
 /// Running turns, as at 100 streams.
 const TURNS: usize = 100;
@@ -22,59 +22,14 @@ const APPENDS_PER_TURN: u64 = 22;
 /// One flush's events, encoded: a text delta or two (base64).
 const EVENTS: &str = "CgQIARIAGhQKEnRoZSB0YWJsZSBoYXMgYSBzdGF0dXMgY29sdW1uLiA=";
 
-fn user() -> EventBody {
-    EventBody::UserMessage {
-        text: "What should the tracker show next?".into(),
-        page: StoredPage {
-            page: "tables_list".into(),
-            ..Default::default()
-        },
-        response_schema: None,
-        request_id: None,
-        action: None,
-        attachments: Vec::new(),
-    }
-}
-
-fn answer() -> EventBody {
-    EventBody::AssistantMessage(AssistantMessage {
-        text: "The table has a status column.".into(),
-        payload: None,
-        suggested_values: vec![],
-        suggested_actions: vec![],
-        structured: None,
-        usage: None,
-        state: TurnState::Completed,
-        stop_reason: "end_turn".into(),
-        error: None,
-    })
-}
-
 /// Begins [`TURNS`] turns, each in a new conversation; their ids.
 async fn begin(store: &Store) -> Vec<(String, String)> {
-    let message = user();
+    let message = store_fixture::user("What should the tracker show next?".into());
     let mut turns = Vec::with_capacity(TURNS);
     for _ in 0..TURNS {
         let conversation = uuid::Uuid::now_v7().to_string();
         let turn = uuid::Uuid::now_v7().to_string();
-        let begun = store
-            .begin_turn(&NewTurn {
-                owner: "bench",
-                conversation_id: &conversation,
-                create: true,
-                turn_id: &turn,
-                replica: "bench",
-                lease_ttl_ms: 60_000,
-                stream_ahead: 32,
-                request_id: None,
-                parent: None,
-                user_message: &message,
-                title: "bench",
-                admission: &Default::default(),
-            })
-            .await
-            .expect("begin");
-        assert!(matches!(begun, BeginTurn::Started { .. }), "{begun:?}");
+        store_fixture::begin(store, &conversation, &turn, true, None, &message).await;
         turns.push((conversation, turn));
     }
     turns
@@ -83,42 +38,18 @@ async fn begin(store: &Store) -> Vec<(String, String)> {
 /// Ends the turns, their last batch after `last_seq`.
 async fn finish(store: &Store, turns: &[(String, String)], last_seq: u64) {
     for (conversation, turn) in turns {
-        let ended = store
-            .finish_turn(FinishTurn {
-                owner: "bench",
-                conversation_id: conversation,
-                turn_id: turn,
-                replica: "bench",
-                state: TurnState::Completed,
-                retryable: false,
-                outcome: None,
-                events: vec![answer()],
-                wire: Some(WireBatch {
-                    first_seq: last_seq + 1,
-                    last_seq: last_seq + 1,
-                    events: EVENTS.into(),
-                }),
-                pause: None,
-            })
-            .await
-            .expect("finish");
-        assert!(ended);
+        let answer = store_fixture::answer("The table has a status column.".into());
+        let wire = WireBatch {
+            first_seq: last_seq + 1,
+            last_seq: last_seq + 1,
+            events: EVENTS.into(),
+        };
+        store_fixture::finish(store, conversation, turn, answer, Some(wire)).await;
     }
 }
 
 fn bench(c: &mut Criterion) {
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .expect("runtime");
-    let dir = tempfile::tempdir().expect("temp dir");
-    let url = format!(
-        "sqlite://{}?mode=rwc",
-        dir.path().join("bench.db").display()
-    );
-    let store = runtime
-        .block_on(Store::open(&url, &StoreOptions::default()))
-        .expect("store");
+    let (runtime, store, _dir) = store_fixture::sqlite_store();
     let mut turns = runtime.block_on(begin(&store));
     let mut appended = 0_u64;
     c.bench_function("event_log/append_100_turns", |b| {

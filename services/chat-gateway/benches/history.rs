@@ -10,102 +10,36 @@
 use std::hint::black_box;
 
 use chat_gateway::{
-    store::{
-        AssistantMessage, BeginTurn, EventBody, FinishTurn, NewTurn, Store, StoreOptions,
-        StoredPage, TurnState,
-    },
+    store::{EventBody, Store},
     turn::history::{FileWindow, rebuild_with},
 };
 use criterion::{BenchmarkId, Criterion, criterion_group, criterion_main};
+
+#[path = "store_fixture.rs"]
+mod store_fixture;
 
 /// The gateway's defaults: 50 turns, 4 MiB.
 const MAX_TURNS: u32 = 50;
 const MAX_BYTES: usize = 4 * 1024 * 1024;
 
-fn user(text: String) -> EventBody {
-    EventBody::UserMessage {
-        text,
-        page: StoredPage {
-            page: "tables_list".into(),
-            ..Default::default()
-        },
-        response_schema: None,
-        request_id: None,
-        action: None,
-        attachments: Vec::new(),
-    }
-}
-
 fn answer(n: usize) -> EventBody {
-    EventBody::AssistantMessage(AssistantMessage {
-        text: format!(
-            "Answer {n}: {}",
-            "the table has a status column. ".repeat(25)
-        ),
-        payload: None,
-        suggested_values: vec![],
-        suggested_actions: vec![],
-        structured: None,
-        usage: None,
-        state: TurnState::Completed,
-        stop_reason: "end_turn".into(),
-        error: None,
-    })
+    store_fixture::answer(format!(
+        "Answer {n}: {}",
+        "the table has a status column. ".repeat(25)
+    ))
 }
 
 /// Stores a turn (its parent `parent` when it starts a branch); its id.
 async fn turn(store: &Store, conversation: &str, n: usize, parent: Option<&str>) -> String {
     let id = uuid::Uuid::now_v7().to_string();
-    let message = user(format!("Question {n}: what should the tracker show next?"));
-    let begun = store
-        .begin_turn(&NewTurn {
-            owner: "bench",
-            conversation_id: conversation,
-            create: n == 0,
-            turn_id: &id,
-            replica: "bench",
-            lease_ttl_ms: 60_000,
-            stream_ahead: 0,
-            request_id: None,
-            parent,
-            user_message: &message,
-            title: "bench",
-            admission: &Default::default(),
-        })
-        .await
-        .expect("begin");
-    assert!(matches!(begun, BeginTurn::Started { .. }), "{begun:?}");
-    store
-        .finish_turn(FinishTurn {
-            owner: "bench",
-            conversation_id: conversation,
-            turn_id: &id,
-            replica: "bench",
-            state: TurnState::Completed,
-            retryable: false,
-            outcome: None,
-            events: vec![answer(n)],
-            wire: None,
-            pause: None,
-        })
-        .await
-        .expect("finish");
+    let message = store_fixture::user(format!("Question {n}: what should the tracker show next?"));
+    store_fixture::begin(store, conversation, &id, n == 0, parent, &message).await;
+    store_fixture::finish(store, conversation, &id, answer(n), None).await;
     id
 }
 
 fn bench(c: &mut Criterion) {
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .expect("runtime");
-    let dir = tempfile::tempdir().expect("temp dir");
-    let url = format!(
-        "sqlite://{}?mode=rwc",
-        dir.path().join("bench.db").display()
-    );
-    let store = runtime
-        .block_on(Store::open(&url, &StoreOptions::default()))
-        .expect("store");
+    let (runtime, store, _dir) = store_fixture::sqlite_store();
     let window = FileWindow {
         turns: 2,
         max_bytes: 24 * 1024 * 1024,
